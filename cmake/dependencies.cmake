@@ -1,0 +1,52 @@
+# All dependencies come from Debian packages (or the GPU machine's system headers).
+# Optional ones switch features off cleanly when missing; required ones fail configure with a clear message.
+
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(Threads REQUIRED)
+find_package(PkgConfig)
+
+# toml++ (task.toml). Header-only; Debian: libtomlplusplus-dev. KDA_EXTRA_INCLUDE lets the GPU machine point at a copy.
+set(KDA_EXTRA_INCLUDE "" CACHE PATH "Extra include directory searched for header-only dependencies")
+find_path(TOMLPP_INCLUDE_DIR toml++/toml.h HINTS ${KDA_EXTRA_INCLUDE} REQUIRED)
+add_library(kda_tomlplusplus INTERFACE)
+target_include_directories(kda_tomlplusplus SYSTEM INTERFACE ${TOMLPP_INCLUDE_DIR})
+
+# DLPack (solution ABI). Debian: libdlpack-dev.
+find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h HINTS ${KDA_EXTRA_INCLUDE} REQUIRED)
+add_library(kda_dlpack INTERFACE)
+target_include_directories(kda_dlpack SYSTEM INTERFACE ${DLPACK_INCLUDE_DIR})
+
+# SQLite with FTS5 (KernelWiki). Optional: the GPU machine has no SQLite.
+find_package(SQLite3)
+
+# libcurl (native LLM API backends). Optional.
+find_package(CURL)
+
+# libseccomp (runner sandbox). Optional: without it the runner relies on Landlock and audits only.
+if(PkgConfig_FOUND)
+  pkg_check_modules(SECCOMP IMPORTED_TARGET libseccomp)
+endif()
+
+if(KDA_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(KDA_BUILD_BENCH)
+  find_package(benchmark QUIET)
+endif()
+
+# CUDA is optional at configure time: without nvcc everything host-side builds and runs.
+set(KDA_HAVE_CUDA OFF)
+if(KDA_WITH_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      set(KDA_HAVE_CUDA ON)
+    endif()
+  endif()
+endif()
+message(STATUS "kda: CUDA backend ${KDA_HAVE_CUDA}; SQLite ${SQLite3_FOUND}; curl ${CURL_FOUND}; seccomp ${SECCOMP_FOUND}")

@@ -1,0 +1,17 @@
+#include "cli/commands.h"
+
+namespace kda::cli {
+
+const std::vector<CommandSpec>& all_commands() {
+  static const std::vector<CommandSpec> kCommands = [] {
+    std::vector<CommandSpec> v;
+    [[maybe_unused]] auto add = [&v](std::vector<CommandSpec> group) {
+      for (auto& c : group) v.push_back(std::move(c));
+    };
+    v.push_back(docs_command());
+    return v;
+  }();
+  return kCommands;
+}
+
+}  // namespace kda::cli

@@ -1,0 +1,24 @@
+// The one table of kda's subcommands. Each module's commands are declared here and defined in
+// src/cli/<area>_commands.cc; command_table.cc lists them in the order `kda --help` shows.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace kda::cli {
+
+const std::vector<CommandSpec>& all_commands();
+
+// Runs `kda <argv...>` (argv excludes the program name). Returns the exit code.
+int dispatch(std::span<const std::string> argv, Io& io);
+
+// Markdown reference of every command, generated from the specs (docs/cli.md).
+std::string commands_markdown();
+
+// Factories, one per command, grouped by area.
+CommandSpec docs_command();
+
+}  // namespace kda::cli

@@ -1,0 +1,58 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "util/diagnostics.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+#include "util/status.h"
+
+namespace kda {
+namespace {
+
+Result<int> half(int x) {
+  if (x % 2 != 0) return Status::bad_input("odd");
+  return x / 2;
+}
+
+Result<int> quarter(int x) {
+  KDA_ASSIGN_OR_RETURN(int h, half(x));
+  return half(h);
+}
+
+TEST(Status, ResultPropagates) {
+  EXPECT_EQ(*quarter(8), 2);
+  auto r = quarter(6);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
+  EXPECT_EQ(r.status().with_context("x").message(), "x: odd");
+}
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_NE(Sha256().update_field("ab").update_field("c").hex_digest(),
+            Sha256().update_field("a").update_field("bc").hex_digest());
+}
+
+TEST(Fs, AtomicWriteAndRead) {
+  auto dir = fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-util-test");
+  ASSERT_TRUE(dir.ok());
+  auto file = *dir / "a.txt";
+  ASSERT_TRUE(fs::write_file_atomic(file, "one").ok());
+  ASSERT_TRUE(fs::write_file_atomic(file, "two").ok());
+  EXPECT_EQ(*fs::read_file(file), "two");
+  EXPECT_EQ(fs::read_file(*dir / "missing").status().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(fs::read_file(*dir).status().kind(), ErrorKind::kBadInput);
+  std::filesystem::remove_all(*dir);
+}
+
+TEST(Diagnostics, Formats) {
+  Diagnostic d{"w.jsonl", 3, "/workload/inputs/x", "unknown input"};
+  EXPECT_EQ(d.to_string(), "w.jsonl:3: /workload/inputs/x: unknown input");
+  EXPECT_EQ(d.to_json()["line"], 3);
+  EXPECT_EQ(json_pointer_token("a/b~c"), "a~1b~0c");
+}
+
+}  // namespace
+}  // namespace kda
