@@ -14,6 +14,7 @@ import json
 import math
 import pathlib
 import random
+import struct
 import uuid
 
 UUID_NAMESPACE = uuid.UUID("6f0c1f7e-2d4b-5a39-9c1e-4b64a1d0c5e2")
@@ -100,7 +101,7 @@ def gen_gdn_prefill(root):
         full.update(idx[:count])
     assert len(full) == 16
     pairs = []
-    first_single = seqs.index(1)
+    first_single = next(i for i, s in enumerate(seqs) if s == 1 and i not in full)
     for i, n in enumerate(seqs):
         if i in full:
             t = 8192
@@ -166,6 +167,184 @@ def gen_part_b(root):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# DSA top-k indexer and DSA sparse attention (part A)
+
+DSA_INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
+DSA_ATTENTION = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
+INDEXER_NUM_PAGES = 11923
+ATTENTION_NUM_PAGES = 8462
+ATTENTION_SM_SCALE = 0.1352337788608801  # (1/sqrt(192))·(1+0.1·ln 40)², spec §3.2
+PAGE = 64
+TOPK = 2048
+
+
+def write_safetensors_i32(path, tensors):
+    """Minimal safetensors writer for int32 tensors: {key: (shape, flat values)} (stdlib only, sorted keys)."""
+    header, payload, offset = {}, bytearray(), 0
+    for key in sorted(tensors):
+        shape, values = tensors[key]
+        assert math.prod(shape) == len(values), key
+        data = struct.pack(f"<{len(values)}i", *values)
+        header[key] = {"dtype": "I32", "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        payload += data
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # pad the header to 8 bytes, as the reference writer does
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + bytes(payload))
+
+
+def blob_input(blob_rel, key):
+    return {"type": "safetensors", "path": blob_rel, "tensor_key": key}
+
+
+def indexer_inputs():
+    # seq_lens and block_table were captured in the contest; k_index_cache_fp8 needs the packed layout (§2.3).
+    # All three come from the pack's generator ("dsa_topk_indexer"); q and weights stay plain random.
+    return {name: {"type": "random"}
+            for name in ("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table")}
+
+
+def gen_dsa_indexer(root):
+    """128 workloads: batch_size counts as in spec §3.1, num_pages = 11923, max_num_pages in 1..91 (both ends
+    present; about a third <= 32, where every row has L <= 2048 and needs no scoring)."""
+    counts = [(1, 3), (2, 8), (3, 1), (4, 17), (6, 4), (7, 3), (8, 22), (11, 1), (12, 1), (14, 6), (15, 21),
+              (16, 4), (25, 1), (26, 1), (27, 3), (29, 12), (30, 18), (31, 2)]
+    batches = [b for b, c in counts for _ in range(c)]
+    assert len(batches) == 128
+    rng = random.Random(20260311)
+    rng.shuffle(batches)
+    pages = [1, 91] + [rng.randint(1, 91) for _ in range(126)]
+    rng.shuffle(pages)
+    lines = [trace_line(DSA_INDEXER, "main", i,
+                        {"batch_size": b, "max_num_pages": p, "num_pages": INDEXER_NUM_PAGES}, indexer_inputs())
+             for i, (b, p) in enumerate(zip(batches, pages))]
+
+    # Holdout: correctness edge cases (spec §3.1: L = 0, 1, 2048, 2049), the largest shape with every row full,
+    # prefix-shared pages, a single page, and the L <= 2048 boundary. Rows given explicitly are safetensors blobs.
+    pack = root / "tasks/contest" / DSA_INDEXER
+    holdout = []
+
+    def add_holdout(batch, max_pages, rows=None):
+        index = len(holdout)
+        axes = {"batch_size": batch, "max_num_pages": max_pages, "num_pages": INDEXER_NUM_PAGES}
+        inputs = indexer_inputs()
+        if rows is not None:
+            lens, table = rows
+            assert len(lens) == batch and all(len(r) == max_pages for r in table)
+            rel = f"blob/{DSA_INDEXER}_{workload_uuid(DSA_INDEXER, 'holdout', index)}.safetensors"
+            write_safetensors_i32(pack / rel, {"seq_lens": ([batch], lens),
+                                               "block_table": ([batch, max_pages], [v for r in table for v in r])})
+            inputs["seq_lens"] = blob_input(rel, "seq_lens")
+            inputs["block_table"] = blob_input(rel, "block_table")
+        holdout.append(trace_line(DSA_INDEXER, "holdout", index, axes, inputs))
+
+    hrng = random.Random(20260312)
+
+    def table_rows(lens, max_pages, shared_prefix=0):
+        ids = hrng.sample(range(INDEXER_NUM_PAGES), len(lens) * max_pages)
+        rows = []
+        for r, length in enumerate(lens):
+            used = -(-length // PAGE)
+            row = ids[r * max_pages:r * max_pages + used]
+            if r > 0 and shared_prefix:
+                row[:shared_prefix] = rows[0][:shared_prefix]  # prefix sharing: same pages, same order
+            rows.append(row + [0] * (max_pages - used))  # trailing slots: page 0 (valid, to be ignored)
+        return rows
+
+    edge = [0, 1, 2048, 2049]
+    add_holdout(4, 33, (edge, table_rows(edge, 33)))
+    full = [91 * PAGE] * 31
+    add_holdout(31, 91, (full, table_rows(full, 91)))
+    shared = [91 * PAGE, 70 * PAGE + 17]
+    add_holdout(2, 91, (shared, table_rows(shared, 91, shared_prefix=40)))
+    add_holdout(1, 1)
+    add_holdout(3, 32)
+    add_holdout(5, 40)
+    add_holdout(13, 64)
+    write_jsonl(pack / "workloads.jsonl", lines)
+    write_jsonl(pack / "holdout.jsonl", holdout)
+    key = lambda l: (l["workload"]["axes"]["batch_size"] * l["workload"]["axes"]["max_num_pages"],
+                     l["workload"]["uuid"])
+    return {DSA_INDEXER: dev_subset(lines, key)}
+
+
+def attention_inputs():
+    inputs = {name: {"type": "random"} for name in ("q_nope", "q_pe", "ckv_cache", "kpe_cache", "sparse_indices")}
+    inputs["sm_scale"] = {"type": "scalar", "value": ATTENTION_SM_SCALE}
+    return inputs
+
+
+def gen_dsa_attention(root):
+    """23 workloads: num_tokens 1x1, 2x8, 6x3, 7x3, 8x8 and num_pages = 8462 (spec §3.2). sparse_indices come
+    from the generator ("dsa_sparse_attention"): one request per token, 2048 valid indices per row."""
+    tokens = [1] * 1 + [2] * 8 + [6] * 3 + [7] * 3 + [8] * 8
+    assert len(tokens) == 23
+    random.Random(20260321).shuffle(tokens)
+    lines = [trace_line(DSA_ATTENTION, "main", i, {"num_tokens": t, "num_pages": ATTENTION_NUM_PAGES},
+                        attention_inputs())
+             for i, t in enumerate(tokens)]
+
+    # Holdout: -1 padding (short contexts), one valid index, -1 entries between valid ones (the math takes the
+    # entries != -1 at any position), tokens of one request (heavy row overlap), and sizes outside the contest's.
+    pack = root / "tasks/contest" / DSA_ATTENTION
+    hrng = random.Random(20260322)
+    holdout = []
+
+    def add_holdout(num_tokens, rows=None):
+        index = len(holdout)
+        inputs = attention_inputs()
+        if rows is not None:
+            assert len(rows) == num_tokens and all(len(r) == TOPK for r in rows)
+            rel = f"blob/{DSA_ATTENTION}_{workload_uuid(DSA_ATTENTION, 'holdout', index)}.safetensors"
+            write_safetensors_i32(pack / rel, {"sparse_indices": ([num_tokens, TOPK], [v for r in rows for v in r])})
+            inputs["sparse_indices"] = blob_input(rel, "sparse_indices")
+        holdout.append(trace_line(DSA_ATTENTION, "holdout", index,
+                                  {"num_tokens": num_tokens, "num_pages": ATTENTION_NUM_PAGES}, inputs))
+
+    def request_rows(context_lens, token_lens=None):
+        """One request with context length max(token_lens); each token attends to its own causal prefix."""
+        length = max(context_lens)
+        pages = hrng.sample(range(ATTENTION_NUM_PAGES), -(-length // PAGE))
+        rows = []
+        for l_t in context_lens:
+            chosen = hrng.sample(range(l_t), min(TOPK, l_t))
+            row = [pages[j // PAGE] * PAGE + j % PAGE for j in chosen]
+            rows.append(row + [-1] * (TOPK - len(row)))
+        return rows
+
+    def separate_rows(context_lens):
+        return [request_rows([l])[0] for l in context_lens]
+
+    add_holdout(1, separate_rows([1]))
+    add_holdout(3, separate_rows([100, 2047, 2048]))
+    interleaved = []
+    for l_t in (3000, 700):
+        row = request_rows([l_t])[0]
+        valid = [v for v in row if v >= 0][:TOPK // 2]
+        slots = sorted(hrng.sample(range(TOPK), len(valid)))
+        mixed = [-1] * TOPK
+        for s, v in zip(slots, valid):
+            mixed[s] = v
+        interleaved.append(mixed)
+    add_holdout(2, interleaved)
+    add_holdout(4, request_rows([5000, 5001, 5002, 5003]))
+    add_holdout(5)
+    add_holdout(16)
+    write_jsonl(pack / "workloads.jsonl", lines)
+    write_jsonl(pack / "holdout.jsonl", holdout)
+    return {DSA_ATTENTION: dev_subset(lines, lambda l: (l["workload"]["axes"]["num_tokens"], l["workload"]["uuid"]))}
+
+
+def gen_part_a(root):
+    dev = {}
+    dev.update(gen_dsa_indexer(root))
+    dev.update(gen_dsa_attention(root))
+    return dev
+
+
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def main():
@@ -175,6 +354,7 @@ def main():
     args = parser.parse_args()
     root = pathlib.Path(args.root)
     dev = {}
+    dev.update(gen_part_a(root))
     dev.update(gen_part_b(root))
     if args.print_dev:
         for name, uuids in dev.items():
