@@ -1,0 +1,206 @@
+#include "contest/gdn_gen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "tensor/float_convert.h"
+
+namespace kda::contest {
+namespace {
+
+// Independent streams of one workload seed.
+constexpr uint64_t kStreamQ = 101, kStreamK = 102, kStreamV = 103, kStreamGates = 104, kStreamParams = 105,
+                   kStreamState = 106, kStreamSeqs = 107;
+
+using tensor::DType;
+using tensor::Tensor;
+
+Result<int64_t> axis(const char* generator, const std::map<std::string, int64_t>& axes, const std::string& name) {
+  auto it = axes.find(name);
+  if (it == axes.end()) return Status::bad_input(std::string(generator) + " generator: axis '" + name + "' is missing");
+  if (it->second < 1)
+    return Status::bad_input(std::string(generator) + " generator: axis '" + name + "' = " +
+                             std::to_string(it->second) + " is below 1");
+  return it->second;
+}
+
+uint16_t bf16(double v) { return tensor::double_to_bfloat16(v); }
+
+// `rows` unit-norm vectors of kGdnHeadSize normal components, as bf16 bits.
+void fill_unit_rows(int64_t rows, SeededRng& rng, uint16_t* dst) {
+  std::vector<double> x(kGdnHeadSize);
+  for (int64_t r = 0; r < rows; ++r) {
+    double norm2 = 0.0;
+    for (auto& e : x) {
+      e = rng.normal();
+      norm2 += e * e;
+    }
+    const double inv = 1.0 / std::sqrt(norm2);
+    for (int64_t c = 0; c < kGdnHeadSize; ++c) dst[r * kGdnHeadSize + c] = bf16(x[c] * inv);
+  }
+}
+
+void fill_normal_bf16(int64_t n, SeededRng& rng, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16(rng.normal());
+}
+
+// Per-head parameters: A_log = ln U[1,16]; dt_bias = softplus^-1(y), y log-uniform in [1e-3, 1e-1].
+void fill_params(SeededRng& rng, float* A_log, float* dt_bias) {
+  for (int64_t h = 0; h < kGdnVHeads; ++h) A_log[h] = static_cast<float>(std::log(1.0 + 15.0 * (1.0 - rng.unit_open0())));
+  for (int64_t h = 0; h < kGdnVHeads; ++h) {
+    const double y = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * (1.0 - rng.unit_open0()));
+    dt_bias[h] = static_cast<float>(std::log(std::expm1(y)));
+  }
+}
+
+// Warms one (sequence, head) state (k-last rows, V x K floats) with kGdnWarmupTokens steps of the recurrence.
+void warm_state(SeededRng& rng, double A_log, double dt_bias, float* state) {
+  std::vector<uint16_t> kb(kGdnHeadSize);
+  std::vector<float> k(kGdnHeadSize), v(kGdnHeadSize);
+  std::fill(state, state + kGdnHeadSize * kGdnHeadSize, 0.0f);
+  for (int64_t step = 0; step < kGdnWarmupTokens; ++step) {
+    fill_unit_rows(1, rng, kb.data());
+    for (int64_t c = 0; c < kGdnHeadSize; ++c) k[c] = tensor::bfloat16_to_float(kb[c]);
+    for (auto& e : v) e = tensor::bfloat16_to_float(bf16(rng.normal()));
+    const float g = static_cast<float>(gdn_decay(tensor::bfloat16_to_float(bf16(rng.normal())), A_log, dt_bias));
+    const float beta = static_cast<float>(gdn_beta(tensor::bfloat16_to_float(bf16(rng.normal()))));
+    for (int64_t r = 0; r < kGdnHeadSize; ++r) {
+      float* row = state + r * kGdnHeadSize;
+      float u = 0.0f;
+      for (int64_t c = 0; c < kGdnHeadSize; ++c) {
+        row[c] *= g;
+        u += k[c] * row[c];
+      }
+      const float delta = beta * (v[r] - u);
+      for (int64_t c = 0; c < kGdnHeadSize; ++c) row[c] += delta * k[c];
+    }
+  }
+}
+
+}  // namespace
+
+double gdn_decay(double a, double A_log, double dt_bias) {
+  const double x = a + dt_bias;
+  const double sp = x > 20.0 ? x : std::log1p(std::exp(x));
+  return std::exp(-std::exp(A_log) * sp);
+}
+
+double gdn_beta(double b) { return 1.0 / (1.0 + std::exp(-b)); }
+
+std::vector<int64_t> gdn_split_sequences(int64_t total, int64_t num_seqs, SeededRng& rng) {
+  std::vector<int64_t> len(static_cast<size_t>(num_seqs), 0);
+  if (total < num_seqs) {
+    // total sequences of length 1 at random positions (partial Fisher-Yates), the rest empty.
+    std::vector<int64_t> order(static_cast<size_t>(num_seqs));
+    for (int64_t i = 0; i < num_seqs; ++i) order[i] = i;
+    for (int64_t i = 0; i < total; ++i) {
+      std::swap(order[i], order[i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_seqs - i)))]);
+      len[order[i]] = 1;
+    }
+  } else if (num_seqs == 1) {
+    len[0] = total;
+  } else {
+    std::fill(len.begin(), len.end(), 1);
+    const int64_t extra = total - num_seqs;
+    const int64_t long_idx = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_seqs)));
+    const int64_t long_extra = static_cast<int64_t>(std::floor(static_cast<double>(extra) * (0.5 + 0.4 * (1.0 - rng.unit_open0()))));
+    const int64_t rest = extra - long_extra;
+    std::vector<double> w(static_cast<size_t>(num_seqs), 0.0);
+    double sum = 0.0;
+    for (int64_t i = 0; i < num_seqs; ++i)
+      if (i != long_idx) sum += (w[i] = 0.05 + 0.95 * rng.unit_open0());
+    int64_t given = 0;
+    for (int64_t i = 0; i < num_seqs; ++i) {
+      if (i == long_idx) continue;
+      const int64_t share = static_cast<int64_t>(std::floor(static_cast<double>(rest) * w[i] / sum));
+      len[i] += share;
+      given += share;
+    }
+    len[long_idx] += long_extra + (rest - given);
+  }
+  std::vector<int64_t> cu(static_cast<size_t>(num_seqs) + 1, 0);
+  for (int64_t n = 0; n < num_seqs; ++n) cu[n + 1] = cu[n] + len[n];
+  return cu;
+}
+
+Status generate_gdn_decode(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
+                           std::map<std::string, tensor::Tensor>& out) {
+  (void)trial_seed;  // all GDN inputs were captured: fixed per workload
+  KDA_ASSIGN_OR_RETURN(const int64_t B, axis("gdn_decode", axes, "batch_size"));
+  if (B > (int64_t{1} << 16)) return Status::bad_input("gdn_decode generator: batch_size too large");
+
+  SeededRng rq(workload_seed, kStreamQ), rk(workload_seed, kStreamK), rv(workload_seed, kStreamV),
+      rg(workload_seed, kStreamGates), rp(workload_seed, kStreamParams), rs(workload_seed, kStreamState);
+  Tensor q(DType::kBFloat16, {B, 1, kGdnQkHeads, kGdnHeadSize}), k(DType::kBFloat16, {B, 1, kGdnQkHeads, kGdnHeadSize}),
+      v(DType::kBFloat16, {B, 1, kGdnVHeads, kGdnHeadSize}), a(DType::kBFloat16, {B, 1, kGdnVHeads}),
+      b(DType::kBFloat16, {B, 1, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}), dt_bias(DType::kFloat32, {kGdnVHeads}),
+      state(DType::kFloat32, {B, kGdnVHeads, kGdnHeadSize, kGdnHeadSize});
+  fill_unit_rows(B * kGdnQkHeads, rq, q.data_as<uint16_t>());
+  fill_unit_rows(B * kGdnQkHeads, rk, k.data_as<uint16_t>());
+  fill_normal_bf16(v.numel(), rv, v.data_as<uint16_t>());
+  fill_normal_bf16(a.numel(), rg, a.data_as<uint16_t>());
+  fill_normal_bf16(b.numel(), rg, b.data_as<uint16_t>());
+  fill_params(rp, A_log.data_as<float>(), dt_bias.data_as<float>());
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t h = 0; h < kGdnVHeads; ++h)
+      warm_state(rs, A_log.data_as<float>()[h], dt_bias.data_as<float>()[h],
+                 state.data_as<float>() + (bi * kGdnVHeads + h) * kGdnHeadSize * kGdnHeadSize);
+
+  out.insert_or_assign("q", std::move(q));
+  out.insert_or_assign("k", std::move(k));
+  out.insert_or_assign("v", std::move(v));
+  out.insert_or_assign("state", std::move(state));
+  out.insert_or_assign("A_log", std::move(A_log));
+  out.insert_or_assign("a", std::move(a));
+  out.insert_or_assign("dt_bias", std::move(dt_bias));
+  out.insert_or_assign("b", std::move(b));
+  return Status::ok_status();
+}
+
+Status generate_gdn_prefill(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
+                            std::map<std::string, tensor::Tensor>& out) {
+  (void)trial_seed;  // all GDN inputs incl. cu_seqlens were captured: fixed per workload
+  KDA_ASSIGN_OR_RETURN(const int64_t T, axis("gdn_prefill", axes, "total_seq_len"));
+  KDA_ASSIGN_OR_RETURN(const int64_t N, axis("gdn_prefill", axes, "num_seqs"));
+  if (auto it = axes.find("len_cu_seqlens"); it != axes.end() && it->second != N + 1)
+    return Status::bad_input("gdn_prefill generator: axis 'len_cu_seqlens' = " + std::to_string(it->second) +
+                             " is not num_seqs + 1 = " + std::to_string(N + 1));
+  if (T > (int64_t{1} << 20) || N > (int64_t{1} << 16))
+    return Status::bad_input("gdn_prefill generator: total_seq_len or num_seqs too large");
+
+  SeededRng rq(workload_seed, kStreamQ), rk(workload_seed, kStreamK), rv(workload_seed, kStreamV),
+      rg(workload_seed, kStreamGates), rp(workload_seed, kStreamParams), rs(workload_seed, kStreamState),
+      rn(workload_seed, kStreamSeqs);
+  Tensor q(DType::kBFloat16, {T, kGdnQkHeads, kGdnHeadSize}), k(DType::kBFloat16, {T, kGdnQkHeads, kGdnHeadSize}),
+      v(DType::kBFloat16, {T, kGdnVHeads, kGdnHeadSize}), a(DType::kBFloat16, {T, kGdnVHeads}),
+      b(DType::kBFloat16, {T, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}), dt_bias(DType::kFloat32, {kGdnVHeads}),
+      state(DType::kFloat32, {N, kGdnVHeads, kGdnHeadSize, kGdnHeadSize}), cu_seqlens(DType::kInt64, {N + 1});
+  fill_unit_rows(T * kGdnQkHeads, rq, q.data_as<uint16_t>());
+  fill_unit_rows(T * kGdnQkHeads, rk, k.data_as<uint16_t>());
+  fill_normal_bf16(v.numel(), rv, v.data_as<uint16_t>());
+  fill_normal_bf16(a.numel(), rg, a.data_as<uint16_t>());
+  fill_normal_bf16(b.numel(), rg, b.data_as<uint16_t>());
+  fill_params(rp, A_log.data_as<float>(), dt_bias.data_as<float>());
+  const std::vector<int64_t> cu = gdn_split_sequences(T, N, rn);
+  std::copy(cu.begin(), cu.end(), cu_seqlens.data_as<int64_t>());
+  for (int64_t n = 0; n < N; ++n) {
+    const bool warmed = rn.below(3) != 0;  // prefill mixes zero and warmed states (§1.3)
+    for (int64_t h = 0; h < kGdnVHeads && warmed; ++h)
+      warm_state(rs, A_log.data_as<float>()[h], dt_bias.data_as<float>()[h],
+                 state.data_as<float>() + (n * kGdnVHeads + h) * kGdnHeadSize * kGdnHeadSize);
+  }
+
+  out.insert_or_assign("q", std::move(q));
+  out.insert_or_assign("k", std::move(k));
+  out.insert_or_assign("v", std::move(v));
+  out.insert_or_assign("state", std::move(state));
+  out.insert_or_assign("A_log", std::move(A_log));
+  out.insert_or_assign("a", std::move(a));
+  out.insert_or_assign("dt_bias", std::move(dt_bias));
+  out.insert_or_assign("b", std::move(b));
+  out.insert_or_assign("cu_seqlens", std::move(cu_seqlens));
+  return Status::ok_status();
+}
+
+}  // namespace kda::contest

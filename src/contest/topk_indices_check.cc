@@ -1,0 +1,161 @@
+#include "contest/topk_indices_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <unordered_set>
+#include <vector>
+
+#include "tensor/float_convert.h"
+
+namespace kda::contest {
+namespace {
+
+constexpr int64_t kHeads = 64;
+constexpr int64_t kDim = 128;
+constexpr int64_t kPageSize = 64;
+constexpr int64_t kTopk = 2048;
+constexpr int64_t kPageBytes = 8448;
+constexpr int64_t kScaleOffset = 8192;
+
+std::string where(int64_t b, int64_t i, int64_t id) {
+  return "row " + std::to_string(b) + ", position " + std::to_string(i) + ", id " + std::to_string(id);
+}
+
+TopkCheckResult fail(TopkVerdict v, std::string message) {
+  TopkCheckResult r;
+  r.verdict = v;
+  r.message = std::move(message);
+  r.matched_ratio = 0.0;
+  return r;
+}
+
+// The first slot of `page` in row b's table, or -1.
+int64_t first_slot(const TopkIndexerProblem& p, int64_t b, int64_t page) {
+  const int32_t* row = p.block_table + b * p.max_num_pages;
+  for (int64_t s = 0; s < p.max_num_pages; ++s)
+    if (row[s] == page) return s;
+  return -1;
+}
+
+}  // namespace
+
+const char* topk_verdict_name(TopkVerdict v) {
+  switch (v) {
+    case TopkVerdict::kPassed: return "passed";
+    case TopkVerdict::kBadValue: return "bad_value";
+    case TopkVerdict::kUnreachable: return "unreachable";
+    case TopkVerdict::kDuplicate: return "duplicate";
+    case TopkVerdict::kScoreMismatch: return "score_mismatch";
+    case TopkVerdict::kBadInput: return "bad_input";
+  }
+  return "unknown";
+}
+
+float topk_indexer_score(const TopkIndexerProblem& p, int64_t b, int64_t id) {
+  if (id == -1) return -std::numeric_limits<float>::infinity();
+  const int64_t page = id / kPageSize, offset = id % kPageSize;
+  if (id < 0 || page >= p.num_pages) return std::numeric_limits<float>::quiet_NaN();
+  const uint8_t* page_bytes = p.k_index_cache_fp8 + page * kPageBytes;
+  float scale;
+  std::memcpy(&scale, page_bytes + kScaleOffset + 4 * offset, sizeof scale);
+  double k[kDim];
+  for (int64_t d = 0; d < kDim; ++d)
+    k[d] = static_cast<double>(tensor::float8_e4m3fn_to_float(page_bytes[kDim * offset + d])) * scale;
+  const uint8_t* q = p.q_index_fp8 + b * kHeads * kDim;
+  double score = 0.0;
+  for (int64_t h = 0; h < kHeads; ++h) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < kDim; ++d) dot += tensor::float8_e4m3fn_to_double(q[h * kDim + d]) * k[d];
+    score += static_cast<double>(p.weights[b * kHeads + h]) * std::max(dot, 0.0);
+  }
+  return static_cast<float>(score);
+}
+
+TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* candidate, const int32_t* reference,
+                                   const TopkCheckOptions& options) {
+  if (p.batch_size < 0 || p.max_num_pages < 1 || p.num_pages < 1 || candidate == nullptr || reference == nullptr ||
+      (p.batch_size > 0 && (p.q_index_fp8 == nullptr || p.k_index_cache_fp8 == nullptr || p.weights == nullptr ||
+                            p.seq_lens == nullptr || p.block_table == nullptr)))
+    return fail(TopkVerdict::kBadInput, "malformed problem (sizes or null buffers)");
+  for (int64_t b = 0; b < p.batch_size; ++b) {
+    const int64_t len = p.seq_lens[b];
+    if (len < 0 || len > p.max_num_pages * kPageSize)
+      return fail(TopkVerdict::kBadInput, "seq_lens[" + std::to_string(b) + "] = " + std::to_string(len) +
+                                              " outside [0, 64*max_num_pages]");
+    for (int64_t s = 0; s * kPageSize < len; ++s) {
+      const int64_t page = p.block_table[b * p.max_num_pages + s];
+      if (page < 0 || page >= p.num_pages)
+        return fail(TopkVerdict::kBadInput, "block_table[" + std::to_string(b) + ", " + std::to_string(s) +
+                                                "] = " + std::to_string(page) + " outside [0, num_pages)");
+    }
+  }
+
+  // Rules 1-3 on the candidate.
+  std::unordered_set<int32_t> seen;
+  for (int64_t b = 0; b < p.batch_size; ++b) {
+    const int64_t len = p.seq_lens[b];
+    seen.clear();
+    for (int64_t i = 0; i < kTopk; ++i) {
+      const int32_t id = candidate[b * kTopk + i];
+      if (id == -1) continue;
+      if (id < -1) return fail(TopkVerdict::kBadValue, where(b, i, id) + ": ids must be >= -1");
+      const int64_t slot = first_slot(p, b, id / kPageSize);
+      if (slot < 0)
+        return fail(TopkVerdict::kUnreachable, where(b, i, id) + ": page " + std::to_string(id / kPageSize) +
+                                                   " is not in the row's block table");
+      if (slot * kPageSize + id % kPageSize >= len)
+        return fail(TopkVerdict::kUnreachable, where(b, i, id) + ": token " +
+                                                   std::to_string(slot * kPageSize + id % kPageSize) +
+                                                   " (first slot " + std::to_string(slot) + ") is not below L = " +
+                                                   std::to_string(len));
+      if (!seen.insert(id).second) return fail(TopkVerdict::kDuplicate, where(b, i, id) + ": duplicate id");
+    }
+  }
+
+  // Rule 4: sorted recomputed scores.
+  TopkCheckResult result;
+  result.compared = p.batch_size * kTopk;
+  std::vector<float> xs(kTopk), ys(kTopk);
+  std::string first_mismatch;
+  for (int64_t b = 0; b < p.batch_size; ++b) {
+    for (int64_t i = 0; i < kTopk; ++i) {
+      xs[i] = topk_indexer_score(p, b, candidate[b * kTopk + i]);
+      const int32_t ref_id = reference[b * kTopk + i];
+      ys[i] = ref_id < -1 ? std::numeric_limits<float>::quiet_NaN() : topk_indexer_score(p, b, ref_id);
+    }
+    std::sort(xs.begin(), xs.end(), std::greater<float>());
+    std::sort(ys.begin(), ys.end(), std::greater<float>());
+    for (int64_t i = 0; i < kTopk; ++i) {
+      const float x = xs[i], y = ys[i];
+      bool bad;
+      if (std::isinf(x) || std::isinf(y) || std::isnan(x) || std::isnan(y)) {
+        bad = !(x == y);  // -inf vs -inf matches; NaN never does
+      } else {
+        const double e = std::fabs(static_cast<double>(x) - y);
+        const double r = e / (std::fabs(static_cast<double>(y)) + 1e-8);
+        result.max_absolute_error = std::max(result.max_absolute_error, e);
+        result.max_relative_error = std::max(result.max_relative_error, r);
+        bad = e > options.atol && r > options.rtol;
+      }
+      if (bad) {
+        ++result.mismatched;
+        if (first_mismatch.empty())
+          first_mismatch = "row " + std::to_string(b) + ", sorted rank " + std::to_string(i) + ": candidate score " +
+                           std::to_string(x) + " vs reference " + std::to_string(y);
+      }
+    }
+  }
+  result.matched_ratio =
+      result.compared == 0 ? 1.0 : 1.0 - static_cast<double>(result.mismatched) / static_cast<double>(result.compared);
+  if (result.matched_ratio < options.matched_ratio) {
+    result.verdict = TopkVerdict::kScoreMismatch;
+    result.message = std::to_string(result.mismatched) + " of " + std::to_string(result.compared) +
+                     " sorted scores differ beyond tolerance; first: " + first_mismatch;
+  }
+  return result;
+}
+
+}  // namespace kda::contest
