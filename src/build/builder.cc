@@ -1,0 +1,440 @@
+#include "build/builder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "elf/elf_file.h"
+#include "proc/subprocess.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+
+namespace kda::build {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kCacheFormat = "kda-build-v1";
+
+enum class Language { kCpp, kCuda };
+
+bool is_translation_unit(const std::string& path) {
+  static const std::set<std::string> kExts = {".c", ".cc", ".cpp", ".cxx", ".cu"};
+  return kExts.count(stdfs::path(path).extension().string()) > 0;
+}
+
+bool is_system_include_dir(const std::string& dir) {
+  std::error_code ec;
+  auto canon = stdfs::weakly_canonical(dir, ec).string();
+  return canon == "/usr/include" || canon == "/usr/local/include";
+}
+
+// `<compiler> --version`, once per compiler per process.
+Result<std::string> compiler_identity(const std::string& compiler) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(compiler); it != cache.end()) return it->second;
+  }
+  proc::RunOptions o;
+  o.argv = {compiler, "--version"};
+  o.timeout_seconds = 120;
+  KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(o));
+  if (!r.exit.success())
+    return Status::io(compiler + " --version failed (" + r.exit.describe() + "): " + r.stderr_text);
+  std::lock_guard<std::mutex> lock(mu);
+  cache[compiler] = r.stdout_text;
+  return r.stdout_text;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+// Everything that decides what the compiler produces, except the sources.
+struct Plan {
+  Language language = Language::kCpp;
+  std::string compiler;  // resolved path
+  std::string identity;  // --version output(s)
+  std::vector<std::string> compile_flags;
+  std::vector<std::string> link_flags;
+};
+
+Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
+  Plan plan;
+  if (req.language == "cpp") {
+    plan.language = Language::kCpp;
+  } else if (req.language == "cuda") {
+    plan.language = Language::kCuda;
+  } else {
+    return Status::bad_input("language: '" + req.language + "' is not buildable (expected cpp or cuda)");
+  }
+  if (req.sources.empty()) return Status::bad_input("sources: empty");
+  std::set<std::string> seen;
+  bool have_tu = false;
+  for (const auto& s : req.sources) {
+    KDA_RETURN_IF_ERROR(validate_source_path(s.path).with_context("sources"));
+    if (!seen.insert(s.path).second) return Status::bad_input("sources: duplicate path '" + s.path + "'");
+    have_tu = have_tu || is_translation_unit(s.path);
+  }
+  if (!have_tu) return Status::bad_input("sources: no translation unit (.cu, .cc, .cpp, .cxx or .c)");
+  if (!seen.count(req.entry_file))
+    return Status::bad_input("entry_point: file '" + req.entry_file + "' is not among the sources");
+  static const std::regex symbol_re("[A-Za-z_][A-Za-z0-9_]*");
+  if (!std::regex_match(req.entry_symbol, symbol_re))
+    return Status::bad_input("entry_point: '" + req.entry_symbol + "' is not a C identifier");
+  static const std::regex arch_re("[0-9]{2,3}[af]?");
+  if (!std::regex_match(req.cuda_arch, arch_re))
+    return Status::bad_input("cuda_arch: '" + req.cuda_arch + "' (expected e.g. 90a, 100a, 89)");
+  if (req.opt_level < 0 || req.opt_level > 3) return Status::bad_input("opt_level: must be 0..3");
+  static const std::regex lib_re("[A-Za-z0-9_+.-]+");
+  for (const auto& l : req.libraries)
+    if (!std::regex_match(l, lib_re)) return Status::bad_input("libraries: invalid library name '" + l + "'");
+  for (const auto& d : req.include_dirs)
+    if (!stdfs::path(d).is_absolute()) return Status::bad_input("include_dirs: '" + d + "' is not absolute");
+
+  std::vector<std::string> includes = {"-Isrc"};
+#ifdef KDA_DLPACK_INCLUDE_DIR
+  if (!is_system_include_dir(KDA_DLPACK_INCLUDE_DIR)) includes.push_back(std::string("-I") + KDA_DLPACK_INCLUDE_DIR);
+#endif
+  for (const auto& d : req.include_dirs) includes.push_back("-I" + d);
+  const std::string opt = "-O" + std::to_string(req.opt_level);
+
+  std::string cxx = cfg.cxx.empty() ? env_or("KDA_CXX", "c++") : cfg.cxx;
+  auto cxx_path = proc::find_program(cxx);
+  if (plan.language == Language::kCpp) {
+    if (!cxx_path.ok()) return Status::not_found("C++ compiler '" + cxx + "' not found (set KDA_CXX)");
+    plan.compiler = cxx_path->string();
+    KDA_ASSIGN_OR_RETURN(plan.identity, compiler_identity(plan.compiler));
+    plan.compile_flags = {"-std=c++20", opt, "-fPIC"};
+    if (req.debug_lineinfo) plan.compile_flags.push_back("-g");
+    plan.link_flags = {"-shared", "-Wl,-z,relro,-z,now"};
+  } else {
+#ifdef KDA_DEFAULT_NVCC
+    std::string fallback = KDA_DEFAULT_NVCC;
+#else
+    std::string fallback = "nvcc";
+#endif
+    std::string nvcc = cfg.nvcc.empty() ? env_or("KDA_NVCC", fallback) : cfg.nvcc;
+    auto nvcc_path = proc::find_program(nvcc);
+    if (!nvcc_path.ok()) return Status::not_found("CUDA compiler '" + nvcc + "' not found (set KDA_NVCC)");
+    plan.compiler = nvcc_path->string();
+    KDA_ASSIGN_OR_RETURN(plan.identity, compiler_identity(plan.compiler));
+    // nvcc drives the host compiler found on PATH; its version matters too.
+    if (cxx_path.ok()) {
+      auto host = compiler_identity(cxx_path->string());
+      if (host.ok()) plan.identity += "\n" + *host;
+    }
+    const std::string gencode = "-gencode=arch=compute_" + req.cuda_arch + ",code=sm_" + req.cuda_arch;
+    plan.compile_flags = {"-std=c++17", opt, "-Xcompiler", "-fPIC", gencode, "-Xptxas", "-v"};
+    if (req.debug_lineinfo) plan.compile_flags.push_back("-lineinfo");
+    plan.link_flags = {"-shared", "-cudart", "shared", gencode, "-Xlinker", "-z,relro,-z,now"};
+  }
+  plan.compile_flags.insert(plan.compile_flags.end(), includes.begin(), includes.end());
+  for (const auto& l : req.libraries) plan.link_flags.push_back("-l" + l);
+  return plan;
+}
+
+std::string compute_key(const BuildRequest& req, const Plan& plan) {
+  Sha256 h;
+  h.update_field(kCacheFormat).update_field(req.language).update_field(req.entry_file).update_field(req.entry_symbol);
+  std::vector<const SourceFile*> sorted;
+  for (const auto& s : req.sources) sorted.push_back(&s);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->path < b->path; });
+  h.update_field(std::to_string(sorted.size()));
+  for (const auto* s : sorted) h.update_field(s->path).update_field(s->content);
+  h.update_field("compile");
+  for (const auto& f : plan.compile_flags) h.update_field(f);
+  h.update_field("link");
+  for (const auto& f : plan.link_flags) h.update_field(f);
+  h.update_field(plan.compiler).update_field(plan.identity);
+  return h.hex_digest();
+}
+
+// Dependencies listed in a make-style .d file (escaped spaces honoured).
+std::vector<std::string> parse_depfile(const std::string& text) {
+  std::vector<std::string> deps;
+  std::string cur;
+  bool after_colon = false;
+  auto flush = [&] {
+    if (!cur.empty() && after_colon) deps.push_back(cur);
+    cur.clear();
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+      flush();
+      ++i;
+    } else if (c == '\\' && i + 1 < text.size() && text[i + 1] == ' ') {
+      cur += ' ';
+      ++i;
+    } else if (c == ':' && !after_colon && (i + 1 >= text.size() || text[i + 1] == ' ' || text[i + 1] == '\n')) {
+      cur.clear();
+      after_colon = true;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      flush();
+      if (c == '\n') after_colon = false;  // a new rule starts on the next line
+    } else {
+      cur += c;
+    }
+  }
+  flush();
+  return deps;
+}
+
+std::string capped(std::string s, size_t cap) {
+  if (s.size() <= cap) return s;
+  size_t dropped = s.size() - cap;
+  s.resize(cap);
+  return s + "\n[truncated " + std::to_string(dropped) + " bytes]\n";
+}
+
+std::string command_line(const std::vector<std::string>& argv) {
+  std::string out = "$";
+  for (const auto& a : argv) out += " " + a;
+  return out + "\n";
+}
+
+// The cached entry at dir, if complete and its library and recorded headers are unchanged.
+std::optional<BuildResult> load_entry(const stdfs::path& dir, const std::string& key) {
+  auto meta_text = fs::read_file(dir / "meta.json");
+  if (!meta_text.ok()) return std::nullopt;
+  json meta = json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object() || meta.value("format", "") != kCacheFormat || meta.value("key", "") != key)
+    return std::nullopt;
+  try {
+    auto lib_hash = sha256_file_hex(dir / "lib.so");
+    if (!lib_hash.ok() || *lib_hash != meta.at("library_sha256").get<std::string>()) return std::nullopt;
+    for (const auto& h : meta.at("headers")) {
+      auto got = sha256_file_hex(h.at("path").get<std::string>());
+      if (!got.ok() || *got != h.at("sha256").get<std::string>()) return std::nullopt;
+    }
+    BuildResult r;
+    r.ok = true;
+    r.status = "ok";
+    r.key = key;
+    r.library = dir / "lib.so";
+    auto log = fs::read_file(dir / "build.log");
+    r.log = log.ok() ? *log : std::string();
+    r.resources = meta.at("resources").get<std::vector<KernelResources>>();
+    r.compile_seconds = meta.value("compile_seconds", 0.0);
+    return r;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+// Moves a complete staging directory to root/key. If another builder published first, ours is
+// dropped and theirs used; a stale entry (headers changed) is moved aside and replaced.
+Result<BuildResult> publish(const stdfs::path& root, const std::string& key, const stdfs::path& staging,
+                            BuildResult built) {
+  const stdfs::path final_dir = root / key;
+  std::error_code ec;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (::rename(staging.c_str(), final_dir.c_str()) == 0) {
+      built.library = final_dir / "lib.so";
+      return built;
+    }
+    if (errno != ENOTEMPTY && errno != EEXIST)
+      return Status::io("publishing build " + key + ": rename: " + std::strerror(errno));
+    if (auto winner = load_entry(final_dir, key)) {
+      stdfs::remove_all(staging, ec);
+      winner->log = built.log;  // we did compile; our log says so
+      winner->compile_seconds = built.compile_seconds;
+      return *winner;
+    }
+    const stdfs::path stale = root / ("stale-" + key + "-" + random_suffix());
+    if (::rename(final_dir.c_str(), stale.c_str()) == 0) stdfs::remove_all(stale, ec);
+  }
+  stdfs::remove_all(staging, ec);
+  return Status::io("publishing build " + key + ": could not replace the cache entry");
+}
+
+}  // namespace
+
+Status validate_source_path(const std::string& path) {
+  if (path.empty()) return Status::bad_input("empty source path");
+  if (path.find('\0') != std::string::npos || path.find('\\') != std::string::npos)
+    return Status::bad_input("source path '" + path + "' contains a NUL or backslash");
+  if (path.front() == '/') return Status::bad_input("source path '" + path + "' is absolute");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..")
+      return Status::bad_input("source path '" + path + "' has an empty, '.' or '..' component");
+    start = end + 1;
+  }
+  return {};
+}
+
+Result<std::string> build_key(const BuildRequest& request, const BuilderConfig& config) {
+  KDA_ASSIGN_OR_RETURN(Plan plan, make_plan(request, config));
+  return compute_key(request, plan);
+}
+
+Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig& cfg) {
+  // Phase 1: what would be built, and its key.
+  KDA_ASSIGN_OR_RETURN(Plan plan, make_plan(req, cfg));
+  const std::string key = compute_key(req, plan);
+  const stdfs::path root = cfg.cache_root.empty() ? fs::user_cache_dir("KDA_CACHE_DIR") / "build" : cfg.cache_root;
+
+  // Phase 2: a valid cached entry wins.
+  if (auto hit = load_entry(root / key, key)) {
+    hit->cache_hit = true;
+    return *hit;
+  }
+
+  // Phase 3: write the sources into a fresh staging directory under the cache root.
+  KDA_ASSIGN_OR_RETURN(stdfs::path staging, fs::make_temp_dir(root, "tmp"));
+  struct Cleanup {
+    stdfs::path dir;
+    bool keep = false;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!keep) stdfs::remove_all(dir, ec);
+    }
+  } cleanup{staging};
+  for (const auto& s : req.sources) {
+    stdfs::path p = staging / "src" / s.path;
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(p.parent_path()));
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(p, s.content));
+  }
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(staging / "obj"));
+
+  // Phase 4: compile each translation unit (own dependency file), then link.
+  std::vector<std::string> env = proc::current_environment();
+  std::erase_if(env, [](const std::string& e) { return e.rfind("LC_ALL=", 0) == 0; });
+  env.push_back("LC_ALL=C");  // ptxas and compiler messages in the language the parser expects
+  BuildResult result;
+  result.key = key;
+  std::string log;
+  std::string ptxas_text;
+  auto t0 = std::chrono::steady_clock::now();
+  auto run_step = [&](std::vector<std::string> argv, const char* failure) -> Result<bool> {
+    log += command_line(argv);
+    proc::RunOptions o;
+    o.argv = std::move(argv);
+    o.cwd = staging;
+    o.env = env;
+    o.timeout_seconds = cfg.compile_timeout_seconds;
+    o.output_cap = cfg.log_cap;
+    KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(o));
+    log += r.stdout_text;
+    log += r.stderr_text;
+    ptxas_text += r.stderr_text;
+    ptxas_text += r.stdout_text;
+    if (r.exit.success()) return true;
+    result.status = r.exit.timed_out ? std::string("compiler timed out") : std::string(failure);
+    if (!r.exit.timed_out) log += "[" + r.exit.describe() + "]\n";
+    return false;
+  };
+  std::vector<std::string> objects;
+  std::vector<std::string> depfiles;
+  for (size_t i = 0; i < req.sources.size(); ++i) {
+    const auto& s = req.sources[i];
+    if (!is_translation_unit(s.path)) continue;
+    std::string obj = "obj/" + std::to_string(i) + ".o";
+    std::string dep = "obj/" + std::to_string(i) + ".d";
+    std::vector<std::string> argv = {plan.compiler};
+    argv.insert(argv.end(), plan.compile_flags.begin(), plan.compile_flags.end());
+    argv.insert(argv.end(), {"-MD", "-MF", dep, "-c", "src/" + s.path, "-o", obj});
+    KDA_ASSIGN_OR_RETURN(bool ok, run_step(std::move(argv), "compile error"));
+    if (!ok) {
+      result.log = capped(log, cfg.log_cap);
+      return result;
+    }
+    objects.push_back(obj);
+    depfiles.push_back(dep);
+  }
+  std::vector<std::string> link = {plan.compiler};
+  link.insert(link.end(), plan.link_flags.begin(), plan.link_flags.end());
+  link.insert(link.end(), objects.begin(), objects.end());
+  link.insert(link.end(), {"-o", "lib.so"});
+  KDA_ASSIGN_OR_RETURN(bool linked, run_step(std::move(link), "link error"));
+  result.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.log = capped(log, cfg.log_cap);
+  if (!linked) return result;
+  if (plan.language == Language::kCuda) result.resources = parse_ptxas_log(ptxas_text);
+
+  // Phase 5: the entry point must be a defined, exported symbol (what dlsym will find).
+  auto elf = elf::read_elf_file(staging / "lib.so");
+  if (!elf.ok()) {
+    result.status = "unreadable library: " + elf.status().message();
+    return result;
+  }
+  if (elf->find_export(req.entry_symbol) == nullptr) {
+    result.status = "entry point " + req.entry_symbol + " not exported";
+    for (const auto& e : elf->exports) {
+      if (e.name != req.entry_symbol && e.name.find(req.entry_symbol) != std::string::npos) {
+        result.status += " (found C++ symbol " + e.name + "; declare it extern \"C\")";
+        break;
+      }
+    }
+    return result;
+  }
+
+  // Phase 6: record the headers the compile read (outside the staging dir) with their hashes.
+  json headers = json::array();
+  std::set<std::string> seen;
+  for (const auto& dep : depfiles) {
+    KDA_ASSIGN_OR_RETURN(std::string text, fs::read_file(staging / dep));
+    for (const auto& d : parse_depfile(text)) {
+      stdfs::path p(d);
+      if (!p.is_absolute()) continue;  // the solution's own files: already in the key
+      std::string norm = p.lexically_normal().string();
+      if (norm.rfind(staging.string() + "/", 0) == 0 || !seen.insert(norm).second) continue;
+      auto hash = sha256_file_hex(norm);
+      if (!hash.ok()) return hash.status().with_context("hashing included header");
+      headers.push_back({{"path", norm}, {"sha256", *hash}});
+    }
+  }
+  KDA_ASSIGN_OR_RETURN(std::string lib_hash, sha256_file_hex(staging / "lib.so"));
+  json meta = {{"format", kCacheFormat},
+               {"key", key},
+               {"language", req.language},
+               {"entry_symbol", req.entry_symbol},
+               {"compiler", plan.compiler},
+               {"compile_flags", plan.compile_flags},
+               {"link_flags", plan.link_flags},
+               {"library_sha256", lib_hash},
+               {"headers", headers},
+               {"resources", result.resources},
+               {"compile_seconds", result.compile_seconds}};
+  std::error_code ec;
+  stdfs::remove_all(staging / "obj", ec);
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(staging / "build.log", result.log));
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(staging / "meta.json", meta.dump(2)));
+
+  // Phase 7: publish atomically.
+  result.ok = true;
+  result.status = "ok";
+  cleanup.keep = true;  // publish() owns the staging dir from here
+  return publish(root, key, staging, std::move(result));
+}
+
+}  // namespace kda::build

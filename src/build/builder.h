@@ -1,0 +1,75 @@
+// Builds a solution's sources into a shared library exporting the kda C ABI entry point:
+//   extern "C" int <entry>(const DLTensor* inputs, int64_t num_inputs,
+//                          DLTensor* outputs, int64_t num_outputs, void* stream);
+//
+// Builds are content-addressed and cached under <cache_root>/<key>/ (lib.so, build.log,
+// meta.json, src/). The key hashes the language, the sources (path + content), the flags, the
+// entry symbol and the compilers' identities (`--version`). The headers a compile actually read
+// (from -MD dependency files) are recorded with their hashes; a lookup re-hashes them, so an
+// edited system or include-dir header is a miss. Concurrent builds of one key are safe: each
+// builds in its own staging directory under the cache root and publishes with rename(2); a
+// loser uses the winner's entry.
+//
+// Compilers: cpp -> $KDA_CXX or `c++`; cuda -> $KDA_NVCC, else the CUDA toolkit nvcc found at
+// configure time, else `nvcc` on PATH. Each translation unit is compiled on its own (so each
+// gets its own dependency file), then linked with -shared.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "build/ptxas.h"
+#include "util/status.h"
+
+namespace kda::build {
+
+struct SourceFile {
+  std::string path;  // relative, no "..", e.g. "kernel.cu" or "include/tile.cuh"
+  std::string content;
+};
+
+struct BuildRequest {
+  std::string language;  // "cpp" | "cuda"
+  std::vector<SourceFile> sources;
+  std::string entry_file;    // one of sources[].path (FlashInfer-Bench entry_point "file::func")
+  std::string entry_symbol;  // the exported C function
+  std::string cuda_arch = "90a";  // -gencode=arch=compute_<a>,code=sm_<a>
+  std::vector<std::string> include_dirs;  // extra -I (absolute); DLPack's dir is always added
+  std::vector<std::string> libraries;     // extra -l<name> the task policy allows (e.g. "cublas")
+  bool debug_lineinfo = false;  // -lineinfo (cuda) / -g (cpp), for Nsight Compute source views
+  int opt_level = 3;            // -O<n>, 0..3
+};
+
+struct BuildResult {
+  bool ok = false;
+  // "ok", "compile error", "link error", "entry point X not exported", "compiler timed out", ...
+  std::string status;
+  std::filesystem::path library;  // <cache_root>/<key>/lib.so when ok
+  std::string log;                // compiler commands and output (capped)
+  bool cache_hit = false;
+  std::string key;
+  std::vector<KernelResources> resources;  // cuda: one per kernel (entry function)
+  double compile_seconds = 0;              // of the original build (0 for a hit is not reported)
+};
+
+struct BuilderConfig {
+  std::filesystem::path cache_root;  // empty: fs::user_cache_dir("KDA_CACHE_DIR") / "build"
+  std::string cxx;                   // empty: $KDA_CXX or "c++"
+  std::string nvcc;                  // empty: $KDA_NVCC, the configure-time nvcc, or "nvcc"
+  double compile_timeout_seconds = 900;
+  size_t log_cap = 256 * 1024;
+};
+
+// Builds (or finds in the cache) the library. A compile/link error or a missing entry export is
+// a BuildResult with ok=false and the log; errors are bad requests (kBadInput: invalid paths,
+// unknown language), a missing compiler (kNotFound) or cache I/O failures (kIo).
+Result<BuildResult> build_solution(const BuildRequest& request, const BuilderConfig& config = {});
+
+// The cache key alone (runs `<compiler> --version` once per process). Same inputs, same key.
+Result<std::string> build_key(const BuildRequest& request, const BuilderConfig& config = {});
+
+// Checks a source path: relative, non-empty components, no "." or "..", no backslashes or NULs.
+Status validate_source_path(const std::string& path);
+
+}  // namespace kda::build

@@ -1,0 +1,278 @@
+#include "build/builder.h"
+
+#include <dlfcn.h>
+#include <dlpack/dlpack.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "elf/elf_file.h"
+#include "util/fs.h"
+
+namespace kda::build {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// A host kernel in the kda ABI: out[i] = (a[i] + b[i]) * KDA_SCALE.
+constexpr const char* kAddSource = R"(
+#include <dlpack/dlpack.h>
+#include <cstdint>
+#include "scale.h"
+extern "C" int kda_add(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no, void* stream) {
+  if (ni != 2 || no != 1) return 1;
+  const float* a = static_cast<const float*>(in[0].data);
+  const float* b = static_cast<const float*>(in[1].data);
+  float* c = static_cast<float*>(out[0].data);
+  for (int64_t i = 0; i < in[0].shape[0]; ++i) c[i] = (a[i] + b[i]) * KDA_SCALE;
+  return 0;
+}
+)";
+
+class BuilderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-build-test");
+    ASSERT_TRUE(d.ok());
+    dir_ = *d;
+    cfg_.cache_root = dir_ / "cache";
+    ASSERT_TRUE(fs::ensure_dir(dir_ / "inc").ok());
+    ASSERT_TRUE(fs::write_file_atomic(dir_ / "inc" / "scale.h", "#define KDA_SCALE 1.0f\n").ok());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    stdfs::remove_all(dir_, ec);
+  }
+
+  BuildRequest add_request(const std::string& source = kAddSource) const {
+    BuildRequest r;
+    r.language = "cpp";
+    r.sources = {{"add.cc", source}};
+    r.entry_file = "add.cc";
+    r.entry_symbol = "kda_add";
+    r.include_dirs = {(dir_ / "inc").string()};
+    return r;
+  }
+
+  BuildResult must_build(const BuildRequest& r) {
+    auto b = build_solution(r, cfg_);
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    return b.ok() ? *b : BuildResult{};
+  }
+
+  stdfs::path dir_;
+  BuilderConfig cfg_;
+};
+
+// dlopens the library and calls kda_add on {1,2,3} + {10,20,30}.
+std::vector<float> call_add(const stdfs::path& lib) {
+  void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  EXPECT_NE(h, nullptr) << ::dlerror();
+  if (h == nullptr) return {};
+  using Fn = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+  auto fn = reinterpret_cast<Fn>(::dlsym(h, "kda_add"));
+  EXPECT_NE(fn, nullptr);
+  float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, c[3] = {0, 0, 0};
+  int64_t shape[1] = {3};
+  auto tensor = [&](float* p) {
+    DLTensor t{};
+    t.data = p;
+    t.device = {kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = {kDLFloat, 32, 1};
+    t.shape = shape;
+    return t;
+  };
+  DLTensor in[2] = {tensor(a), tensor(b)};
+  DLTensor out[1] = {tensor(c)};
+  EXPECT_EQ(fn(in, 2, out, 1, nullptr), 0);
+  ::dlclose(h);
+  return {c[0], c[1], c[2]};
+}
+
+TEST_F(BuilderTest, CppSolutionBuildsLoadsAndRuns) {
+  auto r = must_build(add_request());
+  ASSERT_TRUE(r.ok) << r.status << "\n" << r.log;
+  EXPECT_EQ(r.status, "ok");
+  EXPECT_FALSE(r.cache_hit);
+  EXPECT_EQ(r.key.size(), 64u);
+  EXPECT_EQ(r.library, cfg_.cache_root / r.key / "lib.so");
+  EXPECT_NE(r.log.find("-std=c++20"), std::string::npos);
+  EXPECT_EQ(call_add(r.library), (std::vector<float>{11, 22, 33}));
+  auto elf = elf::read_elf_file(r.library);
+  ASSERT_TRUE(elf.ok());
+  EXPECT_TRUE(elf->bind_now);
+  EXPECT_TRUE(stdfs::exists(cfg_.cache_root / r.key / "meta.json"));
+  EXPECT_TRUE(stdfs::exists(cfg_.cache_root / r.key / "src" / "add.cc"));
+}
+
+TEST_F(BuilderTest, SecondBuildIsACacheHitAndFaster) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto first = must_build(add_request());
+  auto t1 = std::chrono::steady_clock::now();
+  auto second = must_build(add_request());
+  auto t2 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(first.ok && second.ok);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.key, first.key);
+  EXPECT_EQ(second.library, first.library);
+  EXPECT_LT(t2 - t1, t1 - t0);
+  EXPECT_EQ(call_add(second.library), (std::vector<float>{11, 22, 33}));
+}
+
+TEST_F(BuilderTest, ChangedSourceIsAMiss) {
+  auto first = must_build(add_request());
+  std::string changed = std::string(kAddSource) + "\n// a comment changes the key\n";
+  auto second = must_build(add_request(changed));
+  ASSERT_TRUE(second.ok);
+  EXPECT_FALSE(second.cache_hit);
+  EXPECT_NE(second.key, first.key);
+  BuildRequest debug = add_request();
+  debug.debug_lineinfo = true;
+  EXPECT_NE(build_key(debug, cfg_).value(), first.key);  // flags are in the key too
+}
+
+TEST_F(BuilderTest, ChangedIncludedHeaderIsAMiss) {
+  auto first = must_build(add_request());
+  ASSERT_TRUE(first.ok);
+  EXPECT_TRUE(must_build(add_request()).cache_hit);
+  ASSERT_TRUE(fs::write_file_atomic(dir_ / "inc" / "scale.h", "#define KDA_SCALE 2.0f\n").ok());
+  auto second = must_build(add_request());
+  ASSERT_TRUE(second.ok) << second.log;
+  EXPECT_FALSE(second.cache_hit);
+  EXPECT_EQ(call_add(second.library), (std::vector<float>{22, 44, 66}));
+  EXPECT_TRUE(must_build(add_request()).cache_hit);
+}
+
+TEST_F(BuilderTest, TamperedCachedLibraryIsAMiss) {
+  auto first = must_build(add_request());
+  ASSERT_TRUE(first.ok);
+  ASSERT_TRUE(fs::write_file_atomic(first.library, "not a library").ok());
+  auto second = must_build(add_request());
+  ASSERT_TRUE(second.ok);
+  EXPECT_FALSE(second.cache_hit);
+  EXPECT_EQ(call_add(second.library), (std::vector<float>{11, 22, 33}));
+}
+
+TEST_F(BuilderTest, CompileErrorIsAResultWithTheLog) {
+  auto r = must_build(add_request("extern \"C\" int kda_add() { return undeclared_thing; }\n"));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.status, "compile error");
+  EXPECT_NE(r.log.find("undeclared_thing"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find("error"), std::string::npos);
+  // Nothing was published.
+  EXPECT_FALSE(stdfs::exists(cfg_.cache_root / r.key));
+}
+
+TEST_F(BuilderTest, EntryPointMustBeExported) {
+  auto mangled = must_build(add_request("int kda_add(int x) { return x; }\n"));
+  EXPECT_FALSE(mangled.ok);
+  EXPECT_NE(mangled.status.find("entry point kda_add not exported"), std::string::npos);
+  EXPECT_NE(mangled.status.find("extern \"C\""), std::string::npos) << mangled.status;
+  auto hidden = must_build(add_request(
+      "extern \"C\" __attribute__((visibility(\"hidden\"))) int kda_add(int x) { return x; }\n"));
+  EXPECT_FALSE(hidden.ok);
+  EXPECT_NE(hidden.status.find("not exported"), std::string::npos);
+}
+
+TEST_F(BuilderTest, BadRequestsAreRejected) {
+  for (std::string bad : {"../x.cc", "/abs.cc", "a//b.cc", "./a.cc", "a/../../b.cc", ""}) {
+    BuildRequest r = add_request();
+    r.sources.push_back({bad, "int x;"});
+    auto b = build_solution(r, cfg_);
+    EXPECT_EQ(b.status().kind(), ErrorKind::kBadInput) << bad;
+  }
+  BuildRequest lang = add_request();
+  lang.language = "python";
+  EXPECT_EQ(build_solution(lang, cfg_).status().kind(), ErrorKind::kBadInput);
+  BuildRequest entry = add_request();
+  entry.entry_file = "missing.cc";
+  EXPECT_EQ(build_solution(entry, cfg_).status().kind(), ErrorKind::kBadInput);
+  BuildRequest arch = add_request();
+  arch.cuda_arch = "90a -o /etc/passwd";
+  EXPECT_EQ(build_solution(arch, cfg_).status().kind(), ErrorKind::kBadInput);
+  EXPECT_TRUE(validate_source_path("include/tile.cuh").ok());
+}
+
+TEST_F(BuilderTest, MissingCompilerIsAClearError) {
+  BuilderConfig cfg = cfg_;
+  cfg.cxx = "kda-no-such-compiler";
+  auto r = build_solution(add_request(), cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kNotFound);
+  EXPECT_NE(r.status().message().find("KDA_CXX"), std::string::npos);
+}
+
+TEST_F(BuilderTest, ConcurrentBuildsOfOneKeyAllSucceed) {
+  std::vector<BuildResult> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      auto r = build_solution(add_request(), cfg_);
+      if (r.ok()) results[i] = *r;
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok) << r.status;
+    EXPECT_EQ(r.library, results[0].library);
+  }
+  EXPECT_EQ(call_add(results[0].library), (std::vector<float>{11, 22, 33}));
+  int entries = 0;
+  for (const auto& e : stdfs::directory_iterator(cfg_.cache_root)) {
+    ++entries;
+    EXPECT_EQ(e.path().filename(), results[0].key) << "leftover " << e.path();
+  }
+  EXPECT_EQ(entries, 1);
+}
+
+TEST_F(BuilderTest, CudaKernelCompilesAndReportsPtxasResources) {
+  BuildRequest r;
+  r.language = "cuda";
+  r.sources = {{"kernel.cu", R"(
+#include <dlpack/dlpack.h>
+#include <cstdint>
+__global__ void add_kernel(const float* a, const float* b, float* c, int64_t n) {
+  __shared__ float tile[128];
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  tile[threadIdx.x] = i < n ? a[i] : 0.f;
+  __syncthreads();
+  if (i < n) c[i] = tile[threadIdx.x] + b[i];
+}
+extern "C" int kda_add(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no, void* stream) {
+  int64_t n = in[0].shape[0];
+  add_kernel<<<(n + 127) / 128, 128, 0, (cudaStream_t)stream>>>(
+      (const float*)in[0].data, (const float*)in[1].data, (float*)out[0].data, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)"}};
+  r.entry_file = "kernel.cu";
+  r.entry_symbol = "kda_add";
+  if (!build_key(r, cfg_).ok()) GTEST_SKIP() << "nvcc not available";
+  auto b = must_build(r);
+  ASSERT_TRUE(b.ok) << b.status << "\n" << b.log;
+  EXPECT_NE(b.log.find("-gencode=arch=compute_90a,code=sm_90a"), std::string::npos);
+  ASSERT_EQ(b.resources.size(), 1u) << b.log;
+  EXPECT_NE(b.resources[0].demangled.find("add_kernel"), std::string::npos);
+  EXPECT_GT(b.resources[0].registers, 0);
+  EXPECT_EQ(b.resources[0].shared_mem_static, 512);
+  EXPECT_EQ(b.resources[0].arch, "sm_90a");
+  // -cudart shared: the runtime is an import, not embedded.
+  auto elf = elf::read_elf_file(b.library);
+  ASSERT_TRUE(elf.ok());
+  EXPECT_NE(elf->find_import("__cudaRegisterFatBinary"), nullptr);
+  EXPECT_EQ(elf->find_export("__cudaRegisterFatBinary"), nullptr);
+  bool needs_cudart = false;
+  for (const auto& n : elf->needed) needs_cudart = needs_cudart || n.rfind("libcudart.so", 0) == 0;
+  EXPECT_TRUE(needs_cudart);
+  // A cache hit keeps the resources.
+  auto again = must_build(r);
+  EXPECT_TRUE(again.cache_hit);
+  ASSERT_EQ(again.resources.size(), 1u);
+  EXPECT_EQ(again.resources[0].registers, b.resources[0].registers);
+}
+
+}  // namespace
+}  // namespace kda::build
