@@ -1,0 +1,35 @@
+// Content manifest of a directory (a task pack): sha256 of every file by sorted relative path, for sealing
+// a pack and detecting changes to it.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/status.h"
+
+namespace kda::task {
+
+struct Manifest {
+  std::map<std::string, std::string> files;  // relative generic path -> hex sha256 (symlinks: of "symlink:<target>")
+  // One hash over the sorted (path, file hash) pairs.
+  std::string digest() const;
+  nlohmann::json to_json() const;  // {"digest", "files": {path: sha256}}
+  bool operator==(const Manifest&) const = default;
+};
+
+struct ManifestDiff {
+  std::vector<std::string> changed;
+  std::vector<std::string> added;    // in b, not in a
+  std::vector<std::string> removed;  // in a, not in b
+  bool empty() const { return changed.empty() && added.empty() && removed.empty(); }
+};
+
+// Hashes every file under `dir` (symlinks are recorded, not followed).
+Result<Manifest> pack_manifest(const std::filesystem::path& dir);
+ManifestDiff manifest_diff(const Manifest& a, const Manifest& b);
+
+}  // namespace kda::task

@@ -1,0 +1,70 @@
+// task.toml: kda's per-pack settings (evaluation, timing, policy, roofline, baseline, reference, inputs),
+// every key optional, types and ranges checked with the file and key named.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "task/expression.h"
+#include "util/diagnostics.h"
+#include "util/status.h"
+
+namespace kda::task {
+
+enum class Backend { kHost, kCuda };
+enum class Checker { kDefault, kTopkIndices };
+enum class PersistentState { kNone, kScratch };
+enum class Determinism { kBitwise, kTolerance };
+
+std::string_view backend_name(Backend b);  // "host" | "cuda"
+std::string_view checker_name(Checker c);  // "default" | "topk_indices"
+std::string_view persistent_state_name(PersistentState p);
+std::string_view determinism_name(Determinism d);
+
+struct TaskSettings {
+  // [evaluation]
+  std::optional<Backend> backend;  // nullopt: implied by the reference language (cpp -> host, cuda -> cuda)
+  Checker checker = Checker::kDefault;
+  double atol = 1e-2;
+  double rtol = 1e-2;
+  double matched_ratio = 1.0;                // (0, 1]
+  std::vector<std::string> compare_outputs;  // empty: all outputs
+  std::vector<std::string> dev_workloads;    // empty: 8 evenly spaced workloads
+  // [timing]
+  int warmup = 10;
+  int iterations = 50;
+  int trials = 3;
+  double call_timeout_s = 30.0;
+  double workload_timeout_s = 300.0;
+  // [policy]
+  std::vector<std::string> libraries;
+  bool cuda_graphs = false;
+  bool streams = false;
+  bool threads = false;
+  PersistentState persistent_state = PersistentState::kScratch;
+  Determinism determinism = Determinism::kBitwise;
+  // [roofline]: formulas over axis names (parsed; see expression.h)
+  std::optional<Expression> roofline_bytes;
+  std::optional<Expression> roofline_flops;
+  // [baseline]
+  std::string baseline_name;  // empty: the only baseline, or "naive"
+  // [reference]
+  std::string reference_dir = "reference";
+  std::optional<std::string> cpu_reference_dir;
+  // [inputs]
+  std::string inputs_generator;  // empty: plain FlashInfer-Bench inputs
+
+  nlohmann::json to_json() const;
+};
+
+// Parses task.toml text. Unknown tables/keys are errors (typos would silently change an evaluation).
+// Problems name the file, the line and the key (pointer "/evaluation/atol").
+std::optional<TaskSettings> settings_from_toml(std::string_view text, const std::string& file, Diagnostics& diags);
+std::optional<TaskSettings> load_settings(const std::filesystem::path& path, Diagnostics& diags);
+
+}  // namespace kda::task

@@ -1,0 +1,269 @@
+#include "task/validate.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include "task/definition.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
+#include "task/trace.h"
+#include "task/workload.h"
+#include "util/fs.h"
+
+namespace kda::task {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+
+bool has_dataset_dirs(const stdfs::path& dir) {
+  std::error_code ec;
+  for (const char* sub : {"definitions", "workloads", "solutions", "traces"})
+    if (stdfs::is_directory(dir / sub, ec)) return true;
+  return false;
+}
+
+// Files under `dir` with extension `ext`, sorted (deterministic output).
+std::vector<stdfs::path> files_under(const stdfs::path& dir, const std::string& ext) {
+  std::vector<stdfs::path> out;
+  std::error_code ec;
+  if (!stdfs::is_directory(dir, ec)) return out;
+  stdfs::recursive_directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().extension() == ext) out.push_back(it->path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int count_blobs(const Workload& w) {
+  return static_cast<int>(std::count_if(w.inputs.begin(), w.inputs.end(), [](const auto& kv) {
+    return kv.second.kind == InputSpec::Kind::kSafetensors;
+  }));
+}
+
+// The definitions (by name) and blob root that a file is checked against.
+struct Context {
+  std::map<std::string, Definition> definitions;
+  std::set<std::string> solutions;  // solution names, when known
+  std::optional<stdfs::path> root;  // dataset root or pack directory
+  bool known = false;               // false: no enclosing pack/dataset; cross-checks are skipped
+};
+
+// Checks workload / trace lines against the definitions of `ctx`.
+void check_lines(const std::vector<NumberedTrace>& lines, const std::string& file, const Context& ctx,
+                 bool check_blobs, ValidationReport& report) {
+  std::set<std::pair<std::string, std::string>> seen;  // (definition, uuid) for workload files
+  std::optional<BlobCheck> blobs;
+  if (check_blobs && ctx.root) blobs = BlobCheck{*ctx.root};
+  for (const auto& [line, t] : lines) {
+    if (t.is_workload_only()) {
+      ++report.counts.workloads;
+      if (!seen.insert({t.definition, t.workload.uuid}).second)
+        report.problems.add(file, line, "/workload/uuid", "duplicate workload uuid " + t.workload.uuid);
+    } else {
+      ++report.counts.traces;
+    }
+    if (!ctx.known) continue;
+    auto it = ctx.definitions.find(t.definition);
+    if (it == ctx.definitions.end()) {
+      report.problems.add(file, line, "/definition", "unknown definition '" + t.definition + "'");
+      continue;
+    }
+    if (t.solution && !ctx.solutions.empty() && !ctx.solutions.contains(*t.solution))
+      report.problems.add(file, line, "/solution", "unknown solution '" + *t.solution + "'");
+    if (blobs) report.counts.blobs += count_blobs(t.workload);
+    check_workload(it->second, t.workload, file, line, "/workload", report.problems, blobs ? &*blobs : nullptr);
+  }
+}
+
+void check_solution_context(const Solution& s, const std::string& file, const Context& ctx, ValidationReport& report) {
+  if (ctx.known && !ctx.definitions.contains(s.definition))
+    report.problems.add(file, 0, "/definition", "unknown definition '" + s.definition + "'");
+}
+
+void validate_dataset(const stdfs::path& root, ValidationReport& report) {
+  Context ctx;
+  ctx.root = root;
+  ctx.known = true;
+  std::map<std::string, std::string> def_files;
+  for (const auto& p : files_under(root / "definitions", ".json")) {
+    auto def = load_definition(p, report.problems);
+    if (!def) continue;
+    ++report.counts.definitions;
+    if (auto [it, inserted] = def_files.emplace(def->name, p.string()); !inserted) {
+      report.problems.add(p.string(), 0, "/name", "definition name '" + def->name + "' is also used by " + it->second);
+      continue;
+    }
+    ctx.definitions.emplace(def->name, std::move(*def));
+  }
+  std::map<std::string, std::string> sol_files;
+  for (const auto& p : files_under(root / "solutions", ".json")) {
+    auto s = load_solution(p, report.problems);
+    if (!s) continue;
+    ++report.counts.solutions;
+    if (auto [it, inserted] = sol_files.emplace(s->name, p.string()); !inserted)
+      report.problems.add(p.string(), 0, "/name", "solution name '" + s->name + "' is also used by " + it->second);
+    ctx.solutions.insert(s->name);
+    check_solution_context(*s, p.string(), ctx, report);
+  }
+  for (const auto& p : files_under(root / "workloads", ".jsonl"))
+    check_lines(load_trace_lines(p, report.problems, /*workloads_only=*/true), p.string(), ctx, true, report);
+  for (const auto& p : files_under(root / "traces", ".jsonl"))
+    check_lines(load_trace_lines(p, report.problems), p.string(), ctx, false, report);
+}
+
+void validate_pack(const stdfs::path& dir, ValidationReport& report) {
+  ++report.counts.packs;
+  auto pack = load_task_pack(dir, report.problems);
+  if (!pack) return;
+  ++report.counts.definitions;
+  report.counts.workloads += static_cast<int>(pack->workloads.size() + pack->holdout.size());
+  report.counts.solutions += 1 + static_cast<int>(pack->baselines.size()) + (pack->cpu_reference ? 1 : 0);
+  for (const auto* list : {&pack->workloads, &pack->holdout})
+    for (const auto& w : *list) report.counts.blobs += count_blobs(w);
+  if (stdfs::exists(dir / "task.toml")) ++report.counts.settings;
+}
+
+// The pack or dataset a single file sits in (its definitions are loaded quietly: their own problems are
+// reported only when they are validated themselves).
+Context context_of(const stdfs::path& file) {
+  Context ctx;
+  std::error_code ec;
+  stdfs::path dir = stdfs::absolute(file, ec).parent_path();
+  for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
+    Diagnostics quiet;
+    if (is_task_pack(dir)) {
+      if (auto def = load_definition(dir / "definition.json", quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+      ctx.root = dir;
+      ctx.known = !ctx.definitions.empty();
+      return ctx;
+    }
+    if (has_dataset_dirs(dir)) {
+      for (const auto& p : files_under(dir / "definitions", ".json"))
+        if (auto def = load_definition(p, quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+      ctx.root = dir;
+      ctx.known = true;
+      return ctx;
+    }
+    if (dir == dir.root_path()) break;
+    dir = dir.parent_path();
+  }
+  return ctx;
+}
+
+PathKind kind_of_json(const stdfs::path& path) {
+  auto text = fs::read_file(path);
+  if (!text.ok()) return PathKind::kUnknown;
+  Diagnostics quiet;
+  auto j = parse_json_text(*text, path.string(), 0, quiet);
+  if (!j || !j->is_object()) return PathKind::kUnknown;
+  if (j->contains("spec") || j->contains("sources")) return PathKind::kSolution;
+  if (j->contains("axes") || j->contains("reference") || j->contains("op_type")) return PathKind::kDefinition;
+  return PathKind::kUnknown;
+}
+
+PathKind kind_of_jsonl(const stdfs::path& path) {
+  std::string name = path.filename().string();
+  if (name == "workloads.jsonl" || name == "holdout.jsonl") return PathKind::kWorkloads;
+  for (const auto& part : path.parent_path()) {
+    if (part == "workloads") return PathKind::kWorkloads;
+    if (part == "traces") return PathKind::kTraces;
+  }
+  auto text = fs::read_file(path);
+  if (!text.ok()) return PathKind::kTraces;
+  auto lines = split_jsonl(*text);
+  if (lines.empty()) return PathKind::kWorkloads;
+  Diagnostics quiet;
+  auto j = parse_json_text(lines[0].text, path.string(), 1, quiet);
+  if (j && j->is_object() && j->contains("evaluation") && !(*j)["evaluation"].is_null()) return PathKind::kTraces;
+  return PathKind::kWorkloads;
+}
+
+}  // namespace
+
+std::string_view path_kind_name(PathKind k) {
+  switch (k) {
+    case PathKind::kDataset: return "dataset";
+    case PathKind::kTaskPack: return "task pack";
+    case PathKind::kSolutionDir: return "solution directory";
+    case PathKind::kDefinition: return "definition";
+    case PathKind::kSolution: return "solution";
+    case PathKind::kWorkloads: return "workloads";
+    case PathKind::kTraces: return "traces";
+    case PathKind::kSettings: return "task settings";
+    case PathKind::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+PathKind detect_path_kind(const stdfs::path& path) {
+  std::error_code ec;
+  if (stdfs::is_directory(path, ec)) {
+    if (is_task_pack(path)) return PathKind::kTaskPack;
+    if (stdfs::is_regular_file(path / "solution.json", ec)) return PathKind::kSolutionDir;
+    if (has_dataset_dirs(path)) return PathKind::kDataset;
+    return PathKind::kUnknown;
+  }
+  if (!stdfs::is_regular_file(path, ec)) return PathKind::kUnknown;
+  std::string ext = path.extension().string();
+  if (ext == ".toml") return PathKind::kSettings;
+  if (ext == ".jsonl") return kind_of_jsonl(path);
+  if (ext == ".json") return kind_of_json(path);
+  return PathKind::kUnknown;
+}
+
+nlohmann::json ValidationCounts::to_json() const {
+  return {{"definitions", definitions}, {"workloads", workloads}, {"solutions", solutions}, {"traces", traces},
+          {"packs", packs},             {"blobs", blobs},         {"settings", settings}};
+}
+
+nlohmann::json ValidationReport::to_json() const {
+  nlohmann::json problems_json = nlohmann::json::array();
+  for (const auto& d : problems.items()) problems_json.push_back(d.to_json());
+  return {{"valid", valid()}, {"problems", std::move(problems_json)}, {"counts", counts.to_json()}};
+}
+
+ValidationReport validate_paths(const std::vector<stdfs::path>& paths) {
+  ValidationReport report;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (!stdfs::exists(path, ec)) {
+      report.problems.add(path.string(), 0, "", "no such file or directory");
+      continue;
+    }
+    std::string file = path.string();
+    switch (detect_path_kind(path)) {
+      case PathKind::kDataset: validate_dataset(path, report); break;
+      case PathKind::kTaskPack: validate_pack(path, report); break;
+      case PathKind::kSolutionDir:
+      case PathKind::kSolution: {
+        auto s = load_solution(path, report.problems);
+        if (!s) break;
+        ++report.counts.solutions;
+        check_solution_context(*s, file, context_of(path), report);
+        break;
+      }
+      case PathKind::kDefinition:
+        if (load_definition(path, report.problems)) ++report.counts.definitions;
+        break;
+      case PathKind::kWorkloads:
+        check_lines(load_trace_lines(path, report.problems, /*workloads_only=*/true), file, context_of(path), true,
+                    report);
+        break;
+      case PathKind::kTraces: check_lines(load_trace_lines(path, report.problems), file, context_of(path), false, report); break;
+      case PathKind::kSettings:
+        if (load_settings(path, report.problems)) ++report.counts.settings;
+        break;
+      case PathKind::kUnknown:
+        report.problems.add(file, 0, "",
+                            "cannot tell what this is: expected a FlashInfer-Bench dataset or file, a task pack, a "
+                            "solution directory or task.toml");
+        break;
+    }
+  }
+  return report;
+}
+
+}  // namespace kda::task

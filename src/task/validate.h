@@ -1,0 +1,53 @@
+// `kda task validate`: checks FlashInfer-Bench datasets, kda task packs and single files, collecting every
+// problem (file, JSONL line, JSON pointer) rather than stopping at the first.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/diagnostics.h"
+
+namespace kda::task {
+
+enum class PathKind {
+  kDataset,      // definitions/ workloads/ solutions/ traces/ blob/
+  kTaskPack,     // definition.json + workloads.jsonl + reference/ ...
+  kSolutionDir,  // solution.json + sources
+  kDefinition,
+  kSolution,
+  kWorkloads,  // JSONL of workload-only traces
+  kTraces,     // JSONL of traces
+  kSettings,   // task.toml
+  kUnknown,
+};
+std::string_view path_kind_name(PathKind k);
+
+// Detected from the location (directory layout, file name, extension) and, for JSON/JSONL, the content.
+PathKind detect_path_kind(const std::filesystem::path& path);
+
+struct ValidationCounts {
+  int definitions = 0;
+  int workloads = 0;
+  int solutions = 0;
+  int traces = 0;
+  int packs = 0;
+  int blobs = 0;  // safetensors inputs checked
+  int settings = 0;
+  nlohmann::json to_json() const;
+};
+
+struct ValidationReport {
+  Diagnostics problems;
+  ValidationCounts counts;
+  bool valid() const { return problems.empty(); }
+  nlohmann::json to_json() const;  // {valid, problems:[{file,line,pointer,message}], counts}
+};
+
+// Validates each path (dataset directory, task pack, solution directory, or a single file). Single
+// workload/trace/solution files are also checked against the definitions of the pack or dataset they sit in.
+ValidationReport validate_paths(const std::vector<std::filesystem::path>& paths);
+
+}  // namespace kda::task
