@@ -16,33 +16,76 @@ namespace {
 
 constexpr int64_t kMinElementsPerThread = 1 << 16;
 
-// Writes elements [4*block_begin, min(4*block_end, numel)) of t. Inlined into both dispatch targets below.
-__attribute__((always_inline)) inline void fill_blocks(DType dtype, std::byte* data, int64_t numel, uint64_t seed,
-                                                        uint64_t stream, int64_t block_begin, int64_t block_end) {
-  const bool normal = dtype_is_normal(dtype);
-  const int bits = dtype_bits(dtype);
+template <int kBytes>
+struct UInt;
+template <>
+struct UInt<1> { using type = uint8_t; };
+template <>
+struct UInt<2> { using type = uint16_t; };
+template <>
+struct UInt<4> { using type = uint32_t; };
+template <>
+struct UInt<8> { using type = uint64_t; };
+
+constexpr int storage_bits(DType d) {
+  switch (d) {
+    case DType::kFloat32: case DType::kInt32: return 32;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 16;
+    case DType::kFloat4E2M1: return 4;
+    case DType::kInt64: return 64;
+    default: return 8;
+  }
+}
+
+// Writes elements [4*block_begin, min(4*block_end, numel)) of a tensor of dtype D. Inlined into both dispatch
+// targets below, with D a constant so that the per-element dtype switch folds away.
+template <DType D>
+__attribute__((always_inline)) inline void fill_blocks_typed(std::byte* data, int64_t numel, uint64_t seed,
+                                                              uint64_t stream, int64_t block_begin, int64_t block_end) {
+  constexpr int kBits = storage_bits(D);
   for (int64_t b = block_begin; b < block_end; ++b) {
     const Philox4x32 w = philox_block(seed, stream, static_cast<uint64_t>(b));
     float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (normal) {
+    if constexpr (static_cast<uint8_t>(D) <= static_cast<uint8_t>(DType::kFloat4E2M1)) {
       rmath::box_muller(w.v[0], w.v[1], z[0], z[1]);
       rmath::box_muller(w.v[2], w.v[3], z[2], z[3]);
     }
     const int64_t first = 4 * b;
     const int lanes = static_cast<int>(std::min<int64_t>(4, numel - first));
-    if (bits == 4) {
+    if constexpr (kBits == 4) {
       // Block b covers bytes 2b and 2b+1 (low nibble first); a short tail leaves the unused nibble zero.
       uint8_t nib[4] = {0, 0, 0, 0};
-      for (int l = 0; l < lanes; ++l) nib[l] = static_cast<uint8_t>(random_bits_from(dtype, w, z, l));
+      for (int l = 0; l < lanes; ++l) nib[l] = static_cast<uint8_t>(random_bits_from(D, w, z, l));
       data[2 * b] = static_cast<std::byte>(nib[0] | (nib[1] << 4));
       if (lanes > 2) data[2 * b + 1] = static_cast<std::byte>(nib[2] | (nib[3] << 4));
-      continue;
+    } else {
+      using T = typename UInt<kBits / 8>::type;
+      for (int l = 0; l < lanes; ++l) {
+        const auto v = static_cast<T>(random_bits_from(D, w, z, l));
+        std::memcpy(data + (first + l) * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+      }
     }
-    const int bytes = bits / 8;
-    for (int l = 0; l < lanes; ++l) {
-      const uint64_t v = random_bits_from(dtype, w, z, l);
-      std::memcpy(data + (first + l) * bytes, &v, static_cast<size_t>(bytes));  // little-endian low bytes
-    }
+  }
+}
+
+__attribute__((always_inline)) inline void fill_blocks(DType dtype, std::byte* data, int64_t numel, uint64_t seed,
+                                                        uint64_t stream, int64_t block_begin, int64_t block_end) {
+  switch (dtype) {
+#define KDA_FILL_CASE(D) \
+  case D: fill_blocks_typed<D>(data, numel, seed, stream, block_begin, block_end); return;
+    KDA_FILL_CASE(DType::kFloat32)
+    KDA_FILL_CASE(DType::kFloat16)
+    KDA_FILL_CASE(DType::kBFloat16)
+    KDA_FILL_CASE(DType::kFloat8E4M3FN)
+    KDA_FILL_CASE(DType::kFloat8E5M2)
+    KDA_FILL_CASE(DType::kFloat4E2M1)
+    KDA_FILL_CASE(DType::kInt64)
+    KDA_FILL_CASE(DType::kInt32)
+    KDA_FILL_CASE(DType::kInt16)
+    KDA_FILL_CASE(DType::kInt8)
+    KDA_FILL_CASE(DType::kUInt8)
+    KDA_FILL_CASE(DType::kBool)
+#undef KDA_FILL_CASE
   }
 }
 

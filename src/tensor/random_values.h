@@ -147,7 +147,7 @@ KDA_HD inline void random_normal_block(uint64_t seed, uint64_t stream, uint64_t 
 }
 
 // Storage bits of element `lane` of a block, given the block's words and (for float dtypes) its normals.
-KDA_HD inline uint64_t random_bits_from(DType dtype, const Philox4x32& w, const float normals[4], int lane) {
+KDA_HD_FORCEINLINE uint64_t random_bits_from(DType dtype, const Philox4x32& w, const float normals[4], int lane) {
   const uint32_t x = w.v[lane];
   const int64_t small_int = static_cast<int64_t>(x & 0x7FFu) - 1024;  // uniform [-1024, 1023]
   switch (dtype) {
