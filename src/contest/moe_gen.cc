@@ -30,7 +30,7 @@ Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint6
   for (int64_t i = 0; i < T * kMoeExperts; ++i) lp[i] = static_cast<float>(sigma * rl.normal());
   tensor::Tensor bias(tensor::DType::kBFloat16, {kMoeExperts});
   uint16_t* bp = bias.data_as<uint16_t>();
-  for (int64_t e = 0; e < kMoeExperts; ++e) bp[e] = tensor::double_to_bfloat16(-0.1 + 0.2 * (1.0 - rb.unit_open0()));
+  for (int64_t e = 0; e < kMoeExperts; ++e) bp[e] = tensor::double_to_bfloat16(-0.02 + 0.04 * (1.0 - rb.unit_open0()));
 
   out.insert_or_assign("routing_logits", std::move(logits));
   out.insert_or_assign("routing_bias", std::move(bias));
@@ -104,7 +104,7 @@ MoeLocalLoad moe_local_load(const std::vector<int>& ids, int64_t offset) {
 
 int64_t moe_floor_experts(int64_t seq_len) {
   const int64_t beyond = std::max<int64_t>(seq_len - 7, 0);
-  return std::min<int64_t>((beyond + 15) / 16, kMoeLocalExperts);
+  return std::min<int64_t>((beyond + 2) / 3, 24);
 }
 
 }  // namespace kda::contest
