@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ncu/diff.h"
+#include "ncu/report_reader.h"
+#include "ncu/test_fixtures.h"
+
+namespace kda::ncu {
+namespace {
+
+using testing::fixture;
+
+Report load(const std::string& name) {
+  auto r = read_ncu_rep(fixture(name));
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : Report{};
+}
+
+const MetricDelta* find(const KernelDiff& k, const std::string& metric) {
+  for (const auto& d : k.deltas)
+    if (d.metric == metric) return &d;
+  return nullptr;
+}
+
+TEST(Diff, StridedToPlainSaxpyIsFasterAndCoalesced) {
+  Report strided = load("multi.ncu-rep");
+  Report plain = load("saxpy.ncu-rep");
+  // Keep only the first strided launch: the names differ ("float *" vs "const float *"), so the
+  // single kernel on each side is paired as a rewrite.
+  strided.kernels.resize(1);
+  ReportDiff d = diff_reports(strided, plain);
+  ASSERT_EQ(d.kernels.size(), 1u);
+  const KernelDiff& k = d.kernels[0];
+  const MetricDelta* dur = find(k, "gpu__time_duration.sum");
+  ASSERT_NE(dur, nullptr);
+  EXPECT_EQ(dur->before, 152032);
+  EXPECT_EQ(dur->after, 57920);
+  EXPECT_NEAR(dur->delta_pct, 100.0 * (57920 - 152032) / 152032, 1e-9);
+  EXPECT_NE(k.verdict.find("faster"), std::string::npos);
+  const MetricDelta* spr = find(k, "sectors_per_request.global_ld");
+  ASSERT_NE(spr, nullptr);
+  EXPECT_EQ(spr->before, 18);
+  EXPECT_EQ(spr->after, 4);
+  ASSERT_FALSE(k.priorities_before.empty());
+  EXPECT_EQ(k.priorities_before[0], "global-coalescing");
+  for (const auto& id : k.priorities_after) EXPECT_NE(id, "global-coalescing");
+  std::string md = to_markdown(d);
+  EXPECT_NE(md.find("gpu__time_duration.sum"), std::string::npos);
+  EXPECT_NE(md.find("-61.9%"), std::string::npos) << md;
+  nlohmann::json j = to_json(d);
+  EXPECT_EQ(j["kernels"][0]["deltas"][0]["metric"], "gpu__time_duration.sum");
+}
+
+TEST(Diff, MatchesLaunchesByNameAndOrder) {
+  Report a = load("multi.ncu-rep");
+  ReportDiff same = diff_reports(a, a);
+  ASSERT_EQ(same.kernels.size(), 3u);
+  EXPECT_EQ(same.kernels[1].id_before, 1);
+  EXPECT_EQ(same.kernels[1].id_after, 1);
+  for (const auto& k : same.kernels) {
+    EXPECT_NE(k.verdict.find("unchanged"), std::string::npos);
+    for (const auto& d : k.deltas) EXPECT_EQ(d.delta, 0) << d.metric;
+  }
+  Report b = a;
+  b.kernels.pop_back();  // smem missing from the second report
+  ReportDiff partial = diff_reports(a, b);
+  EXPECT_EQ(partial.kernels.size(), 2u);
+  ASSERT_EQ(partial.only_before.size(), 1u);
+  EXPECT_EQ(partial.only_before[0], "smem(float *)");
+  // The two saxpy launches of one report, compared with each other.
+  Report first = a, second = a;
+  first.kernels = {a.kernels[0]};
+  second.kernels = {a.kernels[1]};
+  ReportDiff launches = diff_reports(first, second);
+  ASSERT_EQ(launches.kernels.size(), 1u);
+  EXPECT_EQ(find(launches.kernels[0], "gpu__time_duration.sum")->delta, 151264.0 - 152032.0);
+}
+
+}  // namespace
+}  // namespace kda::ncu
