@@ -74,7 +74,7 @@ KDA_HD inline uint32_t round_magnitude(int e, uint64_t sig, int p) {
     q = sig >> shift;
     const uint64_t rem = sig & ((uint64_t{1} << shift) - 1);
     const uint64_t half = uint64_t{1} << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) ++q;
+    q += static_cast<uint64_t>((rem > half) | ((rem == half) & static_cast<bool>(q & 1)));  // branch-free
   }
   // Normal: q is in [2^M, 2^(M+1)], so adding (biased-1) << M carries into the exponent on a mantissa overflow.
   // Subnormal: q is in [0, 2^M] and 2^M is the smallest normal's code.

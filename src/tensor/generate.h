@@ -13,6 +13,10 @@
 
 namespace kda::tensor {
 
+// Version of the value definition in random_values.h. Task packs record it next to their seeds; bump it whenever any
+// generated value changes (Generate.GoldenValues pins a sample).
+inline constexpr int kRandomGeneratorVersion = 1;
+
 Tensor generate_random(DType dtype, std::vector<int64_t> shape, uint64_t seed, uint64_t stream);
 void fill_random(Tensor& t, uint64_t seed, uint64_t stream);
 

@@ -249,6 +249,20 @@ Result<Tensor> read_safetensors_tensor(const std::filesystem::path& path, const 
   return t;
 }
 
+Result<std::vector<std::pair<std::string, Tensor>>> read_safetensors(const std::filesystem::path& path) {
+  KDA_ASSIGN_OR_RETURN(auto opened, open_and_read_header(path));
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(opened.header.tensors.size());
+  for (const auto& e : opened.header.tensors) {
+    Tensor t(e.dtype, e.shape);
+    KDA_RETURN_IF_ERROR(read_exact(opened.file->fd(), opened.header.data_offset + e.begin,
+                                   reinterpret_cast<char*>(t.data()), e.end - e.begin, path)
+                            .with_context("tensor '" + e.name + "'"));
+    out.emplace_back(e.name, std::move(t));
+  }
+  return out;
+}
+
 Result<std::string> serialize_safetensors(const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                                           const std::map<std::string, std::string>& metadata) {
   json header = json::object();

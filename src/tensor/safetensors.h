@@ -46,6 +46,9 @@ Result<SafetensorsHeader> read_safetensors_header(const std::filesystem::path& p
 // Reads one tensor. Unknown name: not_found naming the file and the key.
 Result<Tensor> read_safetensors_tensor(const std::filesystem::path& path, const std::string& name);
 
+// Reads every tensor, in data-section order, with one header parse.
+Result<std::vector<std::pair<std::string, Tensor>>> read_safetensors(const std::filesystem::path& path);
+
 // Writes the tensors, in the given order, atomically (temp file + rename). The JSON header is padded with spaces to
 // a multiple of 8 bytes so that the data section is 8-byte aligned. Names must be unique and not "__metadata__".
 Status write_safetensors(const std::filesystem::path& path,

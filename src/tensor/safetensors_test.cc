@@ -72,6 +72,13 @@ TEST_F(SafetensorsFileTest, RoundTripsEveryDtypeWithMetadata) {
     ASSERT_TRUE(t.ok()) << t.status().message();
     EXPECT_TRUE(t->bitwise_equal(ts[i])) << list[i].first;
   }
+  auto all = read_safetensors(path);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    EXPECT_EQ((*all)[i].first, list[i].first);
+    EXPECT_TRUE((*all)[i].second.bitwise_equal(ts[i])) << list[i].first;
+  }
   auto missing = read_safetensors_tensor(path, "nope");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().kind(), ErrorKind::kNotFound);
