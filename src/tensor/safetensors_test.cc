@@ -138,6 +138,7 @@ TEST(Safetensors, RejectsMalformedHeadersNamingFileAndKey) {
       {"negative dim", make_file(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4), "non-negative"},
       {"float dim", make_file(R"({"t":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})", 4), "non-negative"},
       {"huge shape", make_file(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})", 4), "too large"},
+      {"bits overflow", make_file(R"({"t":{"dtype":"I64","shape":[288230376151711744],"data_offsets":[0,4]}})", 4), "too large"},
       {"offsets arity", make_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4), "data_offsets"},
       {"end before begin", make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", 4), "before begin"},
       {"size mismatch", make_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "needs 12"},

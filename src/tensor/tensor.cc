@@ -49,7 +49,8 @@ std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return std::nullopt;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 8 / d) return std::nullopt;  // keep n*8 bits in range
+    // Keep n * 64 (the bit count of the widest dtype) in range, so that byte sizes never overflow.
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 64 / d) return std::nullopt;
     n *= d;
   }
   return n;

@@ -18,7 +18,7 @@ namespace kda::tensor {
 
 inline constexpr size_t kTensorAlignment = 64;
 
-// Elements in `shape`, or nullopt when a dimension is negative or the count (or its byte size) overflows int64.
+// Elements in `shape`, or nullopt when a dimension is negative or the count times 64 (bits) overflows int64.
 std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape);
 
 // "[2, 3, 4]"; "[]" for a scalar.

@@ -35,6 +35,8 @@ TEST(Tensor, CheckedNumelRejectsNegativeAndOverflow) {
   EXPECT_EQ(checked_numel({3, 0, 7}), 0);
   EXPECT_FALSE(checked_numel({2, -1}).has_value());
   EXPECT_FALSE(checked_numel({int64_t{1} << 31, int64_t{1} << 31}).has_value());
+  EXPECT_FALSE(checked_numel({int64_t{1} << 58}).has_value());  // 2^58 int64 elements = 2^64 bits
+  EXPECT_EQ(checked_numel({int64_t{1} << 56}), int64_t{1} << 56);
   EXPECT_EQ(shape_string({2, 3}), "[2, 3]");
   EXPECT_EQ(shape_string({}), "[]");
 }
