@@ -11,8 +11,9 @@
 // polynomials evaluated only with correctly rounded IEEE operations - explicit fused multiply-adds (fmaf on the
 // host, __fmaf_rn on the device), +, -, *, / and sqrt (the __f*_rn intrinsics on the device, so nvcc cannot
 // contract or approximate them, even under --use_fast_math) - hence bit-identical results everywhere.
-// Host code that includes this header and targets FMA hardware must build with -ffp-contract=off (GCC contracts
-// a*b+c by default in C++); kda's own generator does.
+// No expression here has the shape a*b+c (every product feeds an explicit fma, a sqrt or a store), so compiler
+// contraction has nothing to fuse even where it is on (GCC's C++ default, nvcc's --fmad=true); generate.cc builds
+// with -ffp-contract=off as well, and Generate.ThreadsAndFmaUnitDoNotChangeBits compares its FMA and non-FMA paths.
 //
 // Accuracy (generate_test, exhaustive over all 2^24 inputs): ln within 1.65 ulp of the exact value; sin/cos within
 // 8.6e-8 (1.4 ulp at 1) absolute of the exact value; the final normals within 4.4e-7 absolute of a double-precision
