@@ -4,10 +4,12 @@
 //      tokens of each local expert with atomics;
 //   2. offsets: exclusive scan of the 32 counts (one warp);
 //   3. scatter: (token, weight) pairs grouped by local expert (order within an expert is arbitrary);
-//   4. GEMM1 + SwiGLU: grouped fp32 SIMT GEMM, 64x64 tiles, 4x4 outputs per thread, fp8 dequantised while loading
-//      shared memory; each block computes the matching columns of both halves and writes silu(gate) * up;
-//   5. GEMM2: grouped, same tiling; the epilogue atomically adds w * O into an fp32 accumulator;
-//   6. fp32 -> bf16.
+//   4. GEMM1: grouped fp32 SIMT GEMM, 64x64 tiles, 4x4 outputs per thread, fp8 dequantised while loading shared
+//      memory, split over K when T is small (so that a handful of experts still fills the GPU), partial sums
+//      added atomically into a zeroed fp32 buffer;
+//   5. SwiGLU: silu(second half) * first half;
+//   6. GEMM2: grouped, same tiling and K split; the epilogue atomically adds w * O into an fp32 accumulator;
+//   7. fp32 -> bf16.
 // Grouped grids are sized by T rows per expert (the host does not know the counts); blocks past an expert's
 // count exit at once. No tensor cores, no FP8 MMA, no pipelining. Scratch buffers persist across calls
 // (policy persistent_state = "scratch") and are recomputed every call.
@@ -122,18 +124,19 @@ __global__ void scatter(const int* __restrict__ ids, const float* __restrict__ w
   pair_w[pos] = weights[idx];
 }
 
-// inter[p, n] = silu(sum_k A[tok_p, k] W13[le, I + n, k]) * sum_k A[tok_p, k] W13[le, n, k], for the pairs p of
-// expert le = blockIdx.z. Block: 16x16 threads, 64 rows x 64 columns of each half.
+// G[p, n] += sum over this block's K slice of A[tok_p, k] W13[le, n, k], for the pairs p of expert le and both
+// halves (n and I + n). blockIdx.z = le * splits + slice. Block: 16x16 threads, 64 rows x 64 columns of each half.
 __global__ void __launch_bounds__(256)
-    gemm1_swiglu(const uint8_t* __restrict__ hs, const float* __restrict__ hs_scale, const uint8_t* __restrict__ w1,
+    gemm1_splitk(const uint8_t* __restrict__ hs, const float* __restrict__ hs_scale, const uint8_t* __restrict__ w1,
                  const float* __restrict__ w1_scale, const int* __restrict__ offsets, const int* __restrict__ pair_tok,
-                 int T, int H, int I, float* __restrict__ inter) {
-  const int le = blockIdx.z;
+                 int T, int H, int I, int splits, float* __restrict__ G) {
+  const int le = blockIdx.z / splits, slice = blockIdx.z % splits;
   const int begin = offsets[le], rows = offsets[le + 1] - begin;
   const int m0 = blockIdx.y * kTileM;
   if (m0 >= rows) return;
   const int n0 = blockIdx.x * kTileN;
   const int G1 = 2 * I, HB = H / kBlock;
+  const int k_len = H / splits, k_begin = slice * k_len;
   const uint8_t* w = w1 + static_cast<int64_t>(le) * G1 * H;
   const float* ws = w1_scale + static_cast<int64_t>(le) * (G1 / kBlock) * HB;
 
@@ -144,7 +147,7 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
 
   float up[4][4] = {}, gate[4][4] = {};
-  for (int k0 = 0; k0 < H; k0 += kTileK) {
+  for (int k0 = k_begin; k0 < k_begin + k_len; k0 += kTileK) {
     const int kb = k0 / kBlock;
     for (int l = 0; l < 4; ++l) {  // 64 x 16 elements of each tile, 4 per thread
       const int idx = tid + l * 256, r = idx / kTileK, kk = idx % kTileK;
@@ -174,19 +177,32 @@ __global__ void __launch_bounds__(256)
   for (int i = 0; i < 4; ++i) {
     const int r = m0 + ty * 4 + i;
     if (r >= rows) continue;
+    float* g = G + static_cast<int64_t>(begin + r) * G1;
     for (int j = 0; j < 4; ++j) {
-      const float x = gate[i][j];
-      inter[static_cast<int64_t>(begin + r) * I + n0 + tx * 4 + j] = x / (1.0f + expf(-x)) * up[i][j];
+      atomicAdd(&g[n0 + tx * 4 + j], up[i][j]);
+      atomicAdd(&g[I + n0 + tx * 4 + j], gate[i][j]);
     }
   }
 }
 
-// out[tok_p, n] += w_p * sum_j inter[p, j] W2[le, n, j], for the pairs p of expert le = blockIdx.z.
+// inter[p, j] = silu(G[p, I + j]) * G[p, j] for the offsets[EL] pairs.
+__global__ void swiglu(const float* __restrict__ G, const int* __restrict__ offsets, int EL, int I,
+                       float* __restrict__ inter) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<int64_t>(offsets[EL]) * I) return;
+  const int64_t p = idx / I, j = idx % I;
+  const float up = G[p * 2 * I + j], x = G[p * 2 * I + I + j];
+  inter[idx] = x / (1.0f + expf(-x)) * up;
+}
+
+// out[tok_p, n] += w_p * sum over this block's K slice of inter[p, j] W2[le, n, j], for the pairs p of expert le;
+// blockIdx.z = le * splits + slice.
 __global__ void __launch_bounds__(256)
     gemm2_accumulate(const float* __restrict__ inter, const uint8_t* __restrict__ w2, const float* __restrict__ w2_scale,
                      const int* __restrict__ offsets, const int* __restrict__ pair_tok, const float* __restrict__ pair_w,
-                     int H, int I, float* __restrict__ out) {
-  const int le = blockIdx.z;
+                     int H, int I, int splits, float* __restrict__ out) {
+  const int le = blockIdx.z / splits, slice = blockIdx.z % splits;
+  const int k_len = I / splits, k_begin = slice * k_len;
   const int begin = offsets[le], rows = offsets[le + 1] - begin;
   const int m0 = blockIdx.y * kTileM;
   if (m0 >= rows) return;
@@ -198,7 +214,7 @@ __global__ void __launch_bounds__(256)
   __shared__ float As[kTileK][kTileM + 4], Bs[kTileK][kTileN + 4];
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
   float acc[4][4] = {};
-  for (int k0 = 0; k0 < I; k0 += kTileK) {
+  for (int k0 = k_begin; k0 < k_begin + k_len; k0 += kTileK) {
     const int kb = k0 / kBlock;
     for (int l = 0; l < 4; ++l) {
       const int idx = tid + l * 256, r = idx / kTileK, kk = idx % kTileK;
@@ -263,8 +279,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
     return 2;
   const int T = static_cast<int>(logits.shape[0]), E = static_cast<int>(logits.shape[1]),
             H = static_cast<int>(hs.shape[1]), EL = static_cast<int>(w1.shape[0]), I = static_cast<int>(w2.shape[2]);
-  if (E % kGroups != 0 || w1.shape[1] != 2 * I || H % kTileN != 0 || I % kTileN != 0 || H % kBlock != 0 ||
-      I % kBlock != 0 || EL > 1024)
+  if (E % kGroups != 0 || w1.shape[1] != 2 * I || H % kTileN != 0 || I % kTileN != 0 || H % (8 * kBlock) != 0 ||
+      I % (4 * kBlock) != 0 || EL > 1024)
     return 2;
   const int offset = static_cast<int>(host_scalar(inputs[8]));
   const float scaling = static_cast<float>(host_scalar(inputs[9]));
@@ -272,7 +288,7 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   if (T == 0) return 0;
 
   // Scratch layout: ids, weights [T*8]; counts, fill [EL]; offsets [EL+1]; pair_tok, pair_w [T*8];
-  // inter [T*8, I]; out_f32 [T, H].
+  // G [T*8, 2I]; inter [T*8, I]; out_f32 [T, H]. Up to 8 pairs per token may be local.
   const size_t pairs = static_cast<size_t>(T) * kTopK;
   size_t off = 0;
   const size_t o_ids = off; off = align256(off + pairs * 4);
@@ -281,6 +297,7 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   const size_t o_offsets = off; off = align256(off + (EL + 1) * 4);
   const size_t o_ptok = off; off = align256(off + pairs * 4);
   const size_t o_pw = off; off = align256(off + pairs * 4);
+  const size_t o_G = off; off = align256(off + pairs * 2 * I * 4);
   const size_t o_inter = off; off = align256(off + pairs * I * 4);
   const size_t o_out = off; off = align256(off + static_cast<size_t>(T) * H * 4);
   char* base = static_cast<char*>(g_scratch.get(off));
@@ -292,6 +309,7 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   int* offsets = reinterpret_cast<int*>(base + o_offsets);
   int* ptok = reinterpret_cast<int*>(base + o_ptok);
   float* pw = reinterpret_cast<float*>(base + o_pw);
+  float* G = reinterpret_cast<float*>(base + o_G);
   float* inter = reinterpret_cast<float*>(base + o_inter);
   float* out = reinterpret_cast<float*>(base + o_out);
 
@@ -301,11 +319,15 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
                                         wts, counts);
   scan_counts<<<1, 32, 0, s>>>(counts, EL, offsets);
   scatter<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, s>>>(ids, wts, T, offset, EL, offsets, fill, ptok, pw);
+  // Few tokens -> few (expert, row tile) pairs: split K so that the grid still fills the GPU.
+  const int splits1 = T <= 64 ? 8 : T <= 512 ? 4 : 1, splits2 = T <= 64 ? 4 : T <= 512 ? 2 : 1;
+  cudaMemsetAsync(G, 0, pairs * 2 * I * 4, s);
   const dim3 threads(16, 16);
-  gemm1_swiglu<<<dim3(I / kTileN, (T + kTileM - 1) / kTileM, EL), threads, 0, s>>>(
-      ptr<uint8_t>(hs), ptr<float>(hs_scale), ptr<uint8_t>(w1), ptr<float>(w1_scale), offsets, ptok, T, H, I, inter);
-  gemm2_accumulate<<<dim3(H / kTileN, (T + kTileM - 1) / kTileM, EL), threads, 0, s>>>(
-      inter, ptr<uint8_t>(w2), ptr<float>(w2_scale), offsets, ptok, pw, H, I, out);
+  gemm1_splitk<<<dim3(I / kTileN, (T + kTileM - 1) / kTileM, EL * splits1), threads, 0, s>>>(
+      ptr<uint8_t>(hs), ptr<float>(hs_scale), ptr<uint8_t>(w1), ptr<float>(w1_scale), offsets, ptok, T, H, I, splits1, G);
+  swiglu<<<static_cast<unsigned>((pairs * I + 255) / 256), 256, 0, s>>>(G, offsets, EL, I, inter);
+  gemm2_accumulate<<<dim3(H / kTileN, (T + kTileM - 1) / kTileM, EL * splits2), threads, 0, s>>>(
+      inter, ptr<uint8_t>(w2), ptr<float>(w2_scale), offsets, ptok, pw, H, I, splits2, out);
   const int64_t n = static_cast<int64_t>(T) * H;
   to_bf16<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(out, n, ptr<__nv_bfloat16>(output));
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
