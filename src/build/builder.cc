@@ -73,7 +73,19 @@ struct Plan {
   std::string identity;  // --version output(s)
   std::vector<std::string> compile_flags;
   std::vector<std::string> link_flags;
+  std::vector<stdfs::path> include_roots;  // where headers may come from (besides the sources)
 };
+
+stdfs::path normalized(const stdfs::path& p) {
+  std::error_code ec;
+  auto c = stdfs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal() : c;
+}
+
+bool is_under(const stdfs::path& p, const stdfs::path& root) {
+  auto rel = p.lexically_relative(root);
+  return !rel.empty() && *rel.begin() != "..";
+}
 
 Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
   Plan plan;
@@ -146,6 +158,17 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
     plan.link_flags = {"-shared", "-cudart", "shared", gencode, "-Xlinker", "-z,relro,-z,now"};
   }
   plan.compile_flags.insert(plan.compile_flags.end(), includes.begin(), includes.end());
+  for (const char* r : {"/usr/include", "/usr/lib", "/usr/lib64", "/usr/local/include"}) plan.include_roots.push_back(r);
+  if (plan.language == Language::kCuda) {
+    // <toolkit>/bin/nvcc -> <toolkit>, and wherever that symlink points.
+    stdfs::path toolkit = stdfs::path(plan.compiler).parent_path().parent_path();
+    if (toolkit != "/usr" && toolkit != "/" && !toolkit.empty()) plan.include_roots.push_back(toolkit);
+  }
+#ifdef KDA_DLPACK_INCLUDE_DIR
+  plan.include_roots.push_back(KDA_DLPACK_INCLUDE_DIR);
+#endif
+  for (const auto& d : req.include_dirs) plan.include_roots.push_back(d);
+  for (auto& r : plan.include_roots) r = normalized(r);
   for (const auto& l : req.libraries) plan.link_flags.push_back("-l" + l);
   return plan;
 }
@@ -273,6 +296,19 @@ Result<BuildResult> publish(const stdfs::path& root, const std::string& key, con
   return Status::io("publishing build " + key + ": could not replace the cache entry");
 }
 
+// Staging and stale directories left by builders that crashed (older than a day) are removed.
+void sweep_abandoned(const stdfs::path& root) {
+  std::error_code ec;
+  const auto cutoff = stdfs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (auto it = stdfs::directory_iterator(root, ec); !ec && it != stdfs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("tmp-", 0) != 0 && name.rfind("stale-", 0) != 0) continue;
+    std::error_code tec;
+    auto t = stdfs::last_write_time(it->path(), tec);
+    if (!tec && t < cutoff) stdfs::remove_all(it->path(), tec);
+  }
+}
+
 }  // namespace
 
 Status validate_source_path(const std::string& path) {
@@ -310,6 +346,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   }
 
   // Phase 3: write the sources into a fresh staging directory under the cache root.
+  sweep_abandoned(root);
   KDA_ASSIGN_OR_RETURN(stdfs::path staging, fs::make_temp_dir(root, "tmp"));
   struct Cleanup {
     stdfs::path dir;
@@ -343,6 +380,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
     o.env = env;
     o.timeout_seconds = cfg.compile_timeout_seconds;
     o.output_cap = cfg.log_cap;
+    o.pre_exec = cfg.compiler_pre_exec;
     KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(o));
     log += r.stdout_text;
     log += r.stderr_text;
@@ -404,10 +442,19 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   for (const auto& dep : depfiles) {
     KDA_ASSIGN_OR_RETURN(std::string text, fs::read_file(staging / dep));
     for (const auto& d : parse_depfile(text)) {
-      stdfs::path p(d);
-      if (!p.is_absolute()) continue;  // the solution's own files: already in the key
-      std::string norm = p.lexically_normal().string();
-      if (norm.rfind(staging.string() + "/", 0) == 0 || !seen.insert(norm).second) continue;
+      stdfs::path p = stdfs::path(d).is_absolute() ? stdfs::path(d) : staging / d;
+      p = p.lexically_normal();
+      if (is_under(p, staging / "src")) continue;  // the solution's own files: already in the key
+      p = normalized(p);
+      if (is_under(p, normalized(staging / "src"))) continue;
+      std::string norm = p.string();
+      if (!seen.insert(norm).second) continue;
+      bool allowed = std::any_of(plan.include_roots.begin(), plan.include_roots.end(),
+                                 [&](const stdfs::path& r) { return is_under(p, r); });
+      if (!allowed) {
+        result.status = "source includes a file outside the allowed include directories: " + norm;
+        return result;
+      }
       auto hash = sha256_file_hex(norm);
       if (!hash.ok()) return hash.status().with_context("hashing included header");
       headers.push_back({{"path", norm}, {"sha256", *hash}});

@@ -10,12 +10,18 @@
 // builds in its own staging directory under the cache root and publishes with rename(2); a
 // loser uses the winner's entry.
 //
+// Includes: a compile may read headers only from the solution's own sources, the system and
+// compiler include trees (/usr/include, /usr/lib, /usr/local/include, the CUDA toolkit), DLPack's
+// directory and the request's include_dirs. A dependency outside them (`#include "/task/..."`,
+// `#include "../../x"`) fails the build, so task files cannot be compiled into a candidate.
+//
 // Compilers: cpp -> $KDA_CXX or `c++`; cuda -> $KDA_NVCC, else the CUDA toolkit nvcc found at
 // configure time, else `nvcc` on PATH. Each translation unit is compiled on its own (so each
 // gets its own dependency file), then linked with -shared.
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +65,10 @@ struct BuilderConfig {
   std::string nvcc;                  // empty: $KDA_NVCC, the configure-time nvcc, or "nvcc"
   double compile_timeout_seconds = 900;
   size_t log_cap = 256 * 1024;
+  // Runs in each compiler process before exec (e.g. a Landlock ruleset prepared in advance so the
+  // compiler cannot read task files through `#include` or `.incbin`). Same rules as
+  // proc::ChildOptions::pre_exec: async-signal-safe, return 0 or an errno value.
+  std::function<int()> compiler_pre_exec;
 };
 
 // Builds (or finds in the cache) the library. A compile/link error or a missing entry export is

@@ -167,6 +167,29 @@ TEST_F(BuilderTest, CompileErrorIsAResultWithTheLog) {
   EXPECT_FALSE(stdfs::exists(cfg_.cache_root / r.key));
 }
 
+TEST_F(BuilderTest, IncludesOutsideTheAllowedDirectoriesFailTheBuild) {
+  // A file the candidate must not compile in (think: the task's expected outputs).
+  ASSERT_TRUE(fs::write_file_atomic(dir_ / "secret.h", "#define SECRET 42\n").ok());
+  auto absolute = must_build(add_request("#include \"" + (dir_ / "secret.h").string() +
+                                         "\"\nextern \"C\" int kda_add() { return SECRET; }\n"));
+  EXPECT_FALSE(absolute.ok);
+  EXPECT_NE(absolute.status.find("outside the allowed include directories"), std::string::npos) << absolute.status;
+  EXPECT_NE(absolute.status.find("secret.h"), std::string::npos);
+  // The same file reached by climbing out of the staging directory.
+  std::string up;
+  for (auto it = (cfg_.cache_root).begin(); it != cfg_.cache_root.end(); ++it) up += "../";
+  auto relative = must_build(add_request("#include \"" + up + "../" + (dir_ / "secret.h").relative_path().string() +
+                                         "\"\nextern \"C\" int kda_add() { return SECRET; }\n"));
+  EXPECT_FALSE(relative.ok);
+  EXPECT_NE(relative.status.find("outside the allowed include directories"), std::string::npos)
+      << relative.status << "\n" << relative.log;
+  // Headers among the solution's own sources are fine.
+  BuildRequest own = add_request("#include \"inc/local.h\"\nextern \"C\" int kda_add() { return LOCAL; }\n");
+  own.sources.push_back({"inc/local.h", "#define LOCAL 7\n"});
+  auto ok = must_build(own);
+  EXPECT_TRUE(ok.ok) << ok.status << "\n" << ok.log;
+}
+
 TEST_F(BuilderTest, EntryPointMustBeExported) {
   auto mangled = must_build(add_request("int kda_add(int x) { return x; }\n"));
   EXPECT_FALSE(mangled.ok);

@@ -1,5 +1,7 @@
 #include "elf/elf_file.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -94,7 +96,9 @@ extern "C" int other(int x) { return x * 3; }
   ASSERT_TRUE(parse_elf(orig).ok());
   std::mt19937_64 rng(12345);
   int parsed = 0, rejected = 0;
-  for (int iter = 0; iter < 3000; ++iter) {
+  int iterations = 3000;  // KDA_ELF_FUZZ_ITERATIONS raises it for a long run under sanitizers
+  if (const char* e = std::getenv("KDA_ELF_FUZZ_ITERATIONS")) iterations = std::max(1, std::atoi(e));
+  for (int iter = 0; iter < iterations; ++iter) {
     std::string m = orig;
     int edits = 1 + static_cast<int>(rng() % 8);
     for (int e = 0; e < edits; ++e) {

@@ -486,6 +486,7 @@ Result<RunResult> run(const RunOptions& options) {
   co.cwd = options.cwd;
   co.env = options.env;
   co.output_cap = options.output_cap;
+  co.pre_exec = options.pre_exec;
   KDA_ASSIGN_OR_RETURN(Child child, Child::spawn(std::move(co)));
   RunResult result;
   result.exit = child.wait_or_kill(Deadline::after_seconds(options.timeout_seconds));

@@ -114,6 +114,7 @@ struct RunOptions {
   std::optional<std::vector<std::string>> env;  // full environment; nullopt inherits
   double timeout_seconds = 0;                   // <= 0: no timeout
   size_t output_cap = 1 << 20;                  // per stream
+  std::function<int()> pre_exec;                // as ChildOptions::pre_exec
 };
 
 struct RunResult {
