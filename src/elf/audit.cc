@@ -1,8 +1,13 @@
 #include "elf/audit.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace kda::elf {
 
@@ -179,6 +184,17 @@ constexpr Rule kImportRules[] = {
     {"fd_io", Match::kExact, "vmsplice"},
     {"fd_io", Match::kExact, "tee"},
     {"fd_io", Match::kExact, "ioctl"},
+    // The environment: the harness never passes secrets there; reading it is probing (X4).
+    {"environment", Match::kExact, "getenv"},
+    {"environment", Match::kExact, "secure_getenv"},
+    {"environment", Match::kExact, "__libc_secure_getenv"},
+    {"environment", Match::kExact, "environ"},
+    {"environment", Match::kExact, "__environ"},
+    {"environment", Match::kExact, "_environ"},
+    {"environment", Match::kExact, "setenv"},
+    {"environment", Match::kExact, "putenv"},
+    {"environment", Match::kExact, "unsetenv"},
+    {"environment", Match::kExact, "clearenv"},
     // Sockets.
     {"network", Match::kExact, "socket"},
     {"network", Match::kExact, "socketpair"},
@@ -286,6 +302,29 @@ const std::map<std::string, std::string>& reasons() {
   return m;
 }
 
+// Names the C and math libraries export (read from the libc this process runs with), so that a
+// candidate defining one of them is caught whatever the name. A short built-in list backs it up.
+const std::set<std::string>& c_library_names() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> out = {"memcmp", "bcmp", "memcpy", "memmove", "memset", "strcmp", "strncmp", "strlen",
+                                 "malloc", "free", "calloc", "realloc", "clock_gettime", "gettimeofday", "time",
+                                 "clock", "rand", "abort", "exit", "_exit", "getenv", "sqrt", "sqrtf", "exp",
+                                 "expf", "log", "logf", "pthread_create", "dlopen", "dlsym", "qsort"};
+    Dl_info dl{};
+    if (::dladdr(reinterpret_cast<void*>(&std::memcmp), &dl) == 0 || dl.dli_fname == nullptr) return out;
+    std::filesystem::path libc(dl.dli_fname);
+    for (const auto& lib : {libc, libc.parent_path() / "libm.so.6"}) {
+      auto info = read_elf_file(lib);
+      if (!info.ok()) continue;
+      for (const auto& e : info->exports)
+        if (e.type == SymbolType::kFunc || e.type == SymbolType::kIfunc || e.type == SymbolType::kObject)
+          out.insert(e.name);
+    }
+    return out;
+  }();
+  return names;
+}
+
 }  // namespace
 
 bool AuditReport::has(const std::string& category) const {
@@ -319,6 +358,7 @@ const std::vector<AuditCategory>& audit_categories() {
       {"file_io", "opens, inspects or changes files (could read expected outputs or leave state)", ""},
       {"fd_io", "raw descriptor I/O (write, read, dup...): could forge records on the harness's pipes", ""},
       {"network", "uses sockets", ""},
+      {"environment", "reads or changes environment variables (the harness never passes anything there)", ""},
       {"cupti", "uses CUPTI, the profiler the harness attests launches with", ""},
       {"kernel_library", "calls a kernel library (cuBLAS, cuDNN, NCCL, ...) the task does not allow",
        "allowed_libraries"},
@@ -330,6 +370,8 @@ const std::vector<AuditCategory>& audit_categories() {
       {"host_callbacks", "enqueues host callbacks that run after the call returns", ""},
       {"driver_entry_point", "fetches driver functions by name (cudaGetDriverEntryPoint, cuGetProcAddress)", ""},
       {"static_cudart", "exports CUDA runtime/driver API symbols: a static runtime embedded or an interposer", ""},
+      {"interposition", "exports a function or object the C or math library also defines (memcmp, clock_gettime...)",
+       ""},
   };
   return k;
 }
@@ -406,9 +448,23 @@ AuditReport audit_imports(const ElfInfo& info, const ImportPolicy& policy) {
     if (runtime || driver || profiler) add(n, "static_cudart", "defines " + n);
   }
 
+  // Exports that shadow the C library: interposition on code that resolves through the candidate.
+  for (const auto& sym : info.exports) {
+    bool code_or_data =
+        sym.type == SymbolType::kFunc || sym.type == SymbolType::kIfunc || sym.type == SymbolType::kObject;
+    if (code_or_data && c_library_names().count(sym.name)) add(sym.name, "interposition", "defines " + sym.name);
+  }
+
   // Loader-level properties of the candidate that weaken the runner.
   if (info.has_dynamic && info.exec_stack) add("PT_GNU_STACK", "executable_memory", "requests an executable stack");
   if (info.text_relocations) add("DT_TEXTREL", "executable_memory", "text relocations make code pages writable");
+
+  // Report order: the category table's order (the first finding is the headline), then symbol.
+  std::map<std::string, size_t> rank;
+  for (size_t i = 0; i < audit_categories().size(); ++i) rank[audit_categories()[i].id] = i;
+  std::stable_sort(report.findings.begin(), report.findings.end(), [&](const auto& a, const auto& b) {
+    return std::tie(rank[a.category], a.symbol) < std::tie(rank[b.category], b.symbol);
+  });
   return report;
 }
 

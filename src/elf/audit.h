@@ -29,6 +29,7 @@ struct AuditFinding {
 };
 
 struct AuditReport {
+  // Ordered as audit_categories() (so the first finding is the most specific), then by symbol.
   std::vector<AuditFinding> findings;
   bool clean() const { return findings.empty(); }
   bool has(const std::string& category) const;

@@ -83,6 +83,14 @@ const Case kCases[] = {
      "signals", "sigaction"},
     {"prctl", "#include <sys/prctl.h>\nextern \"C\" int entry() { return prctl(PR_SET_DUMPABLE, 1); }",
      "process_control", "prctl"},
+    {"getenv", "#include <cstdlib>\nextern \"C\" const char* entry() { return getenv(\"KDA_SEED\"); }",
+     "environment", "getenv"},
+    {"memcmp", "#include <cstddef>\nextern \"C\" int memcmp(const void*, const void*, size_t) { return 0; }\n"
+               "extern \"C\" int bcmp(const void*, const void*, size_t) { return 0; }\nextern \"C\" int entry() { return 0; }",
+     "interposition", "memcmp"},
+    {"clockgettime", "#include <ctime>\nextern \"C\" int clock_gettime(clockid_t, struct timespec* t) { t->tv_sec = 0; return 0; }\n"
+                     "extern \"C\" int entry() { return 0; }",
+     "interposition", "clock_gettime"},
     // CUDA runtime/driver and library imports, declared by hand so that no CUDA is needed here.
     {"stream", "extern \"C\" int cudaStreamCreateWithFlags(void**, unsigned);\n"
                "extern \"C\" int entry() { void* s; return cudaStreamCreateWithFlags(&s, 1); }",
@@ -224,6 +232,14 @@ TEST(Audit, NeededLibrariesAreChecked) {
   ImportPolicy allow_threads;
   allow_threads.allow_threads = true;
   EXPECT_TRUE(audit_imports(omp, allow_threads).clean()) << audit_imports(omp, allow_threads).summary();
+}
+
+TEST(Audit, FindingsFollowTheCategoryOrder) {
+  ElfInfo info;
+  info.imports = {{"read"}, {"open"}, {"socket"}, {"dlopen"}};
+  AuditReport r = audit_imports(info, {});
+  ASSERT_EQ(r.findings.size(), 4u) << r.summary();
+  EXPECT_EQ(r.summary(), "dynamic_loading: dlopen; file_io: open; fd_io: read; network: socket");
 }
 
 TEST(Audit, SyntheticLoaderProperties) {
