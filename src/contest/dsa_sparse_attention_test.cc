@@ -5,6 +5,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <set>
 #include <vector>
@@ -13,6 +14,9 @@
 #include "contest/generators.h"
 #include "contest/seeded_rng.h"
 #include "tensor/float_convert.h"
+#include "tensor/safetensors.h"
+
+#include <nlohmann/json.hpp>
 
 extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, void* stream);
 
@@ -204,6 +208,70 @@ TEST(DsaSparseAttentionReferenceCpu, RejectsMalformedCalls) {
   EXPECT_NE(run(in, 5, o, 2, nullptr), 0);
   in[0].dtype.code = kDLFloat;
   EXPECT_NE(run(in, 6, o, 2, nullptr), 0);
+}
+
+
+// ---- The pack's files: contest distribution and holdout blobs.
+
+const std::string kAttentionPack =
+    std::string(KDA_SOURCE_DIR) + "/tasks/contest/dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64";
+
+std::vector<nlohmann::json> read_workloads(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line)["workload"]);
+  return out;
+}
+
+TEST(DsaSparseAttentionPack, WorkloadsFollowTheContestDistribution) {
+  const auto ws = read_workloads(kAttentionPack + "/workloads.jsonl");
+  ASSERT_EQ(ws.size(), 23u);
+  std::map<int64_t, int> counts;
+  for (const auto& w : ws) {
+    counts[w["axes"]["num_tokens"].get<int64_t>()]++;
+    EXPECT_EQ(w["axes"]["num_pages"], 8462);
+    EXPECT_EQ(w["inputs"]["sm_scale"]["type"], "scalar");
+    EXPECT_DOUBLE_EQ(w["inputs"]["sm_scale"]["value"].get<double>(), 0.1352337788608801);
+    EXPECT_EQ(w["inputs"]["sparse_indices"]["type"], "random");
+  }
+  EXPECT_EQ(counts, (std::map<int64_t, int>{{1, 1}, {2, 8}, {6, 3}, {7, 3}, {8, 8}}));
+}
+
+TEST(DsaSparseAttentionPack, HoldoutBlobsHaveValidDistinctRowsAndTheEdgeCases) {
+  const auto ws = read_workloads(kAttentionPack + "/holdout.jsonl");
+  ASSERT_GE(ws.size(), 5u);
+  bool single = false, padded = false, interleaved = false;
+  for (const auto& w : ws) {
+    if (w["inputs"]["sparse_indices"]["type"] != "safetensors") continue;
+    const int64_t tokens = w["axes"]["num_tokens"];
+    auto idx = tensor::read_safetensors_tensor(kAttentionPack + "/" + w["inputs"]["sparse_indices"]["path"].get<std::string>(),
+                                               w["inputs"]["sparse_indices"]["tensor_key"]);
+    ASSERT_TRUE(idx.ok()) << idx.status().message();
+    ASSERT_EQ(idx->shape(), (std::vector<int64_t>{tokens, kAttentionTopk}));
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int32_t* row = idx->data_as<int32_t>() + t * kAttentionTopk;
+      std::set<int32_t> valid;
+      bool seen_pad = false, valid_after_pad = false;
+      for (int64_t i = 0; i < kAttentionTopk; ++i) {
+        ASSERT_GE(row[i], -1);
+        ASSERT_LT(row[i], 8462 * 64);
+        if (row[i] == -1) {
+          seen_pad = true;
+          continue;
+        }
+        valid_after_pad |= seen_pad;
+        EXPECT_TRUE(valid.insert(row[i]).second) << "distinct";
+      }
+      ASSERT_FALSE(valid.empty()) << "no empty rows (unpassable, spec §1.4)";
+      single |= valid.size() == 1;
+      padded |= seen_pad && !valid_after_pad;
+      interleaved |= valid_after_pad;
+    }
+  }
+  EXPECT_TRUE(single);
+  EXPECT_TRUE(padded);
+  EXPECT_TRUE(interleaved);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -17,6 +19,9 @@
 #include "contest/seeded_rng.h"
 #include "contest/topk_indices_check.h"
 #include "tensor/float_convert.h"
+#include "tensor/safetensors.h"
+
+#include <nlohmann/json.hpp>
 
 extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, void* stream);
 
@@ -413,6 +418,94 @@ TEST_F(TopkCheckerTest, RejectsALowScoringTokenUnlessTheRatioAllowsIt) {
 TEST_F(TopkCheckerTest, RejectsOutOfRangeInputs) {
   pr.lens()[1] = 40 * 64 + 1;
   EXPECT_EQ(check().verdict, TopkVerdict::kBadInput);
+}
+
+
+// ---- The pack's files: contest distribution, dev subset, holdout blobs.
+
+const std::string kIndexerPack = std::string(KDA_SOURCE_DIR) + "/tasks/contest/dsa_topk_indexer_fp8_h64_d128_topk2048_ps64";
+
+std::vector<nlohmann::json> read_workloads(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line)["workload"]);
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(DsaTopkIndexerPack, WorkloadsFollowTheContestDistribution) {
+  const auto ws = read_workloads(kIndexerPack + "/workloads.jsonl");
+  ASSERT_EQ(ws.size(), 128u);
+  std::map<int64_t, int> batch_counts;
+  std::set<std::string> uuids;
+  int64_t min_pages = 1000, max_pages = 0;
+  for (const auto& w : ws) {
+    EXPECT_TRUE(uuids.insert(w["uuid"].get<std::string>()).second);
+    batch_counts[w["axes"]["batch_size"].get<int64_t>()]++;
+    EXPECT_EQ(w["axes"]["num_pages"], 11923);
+    min_pages = std::min<int64_t>(min_pages, w["axes"]["max_num_pages"]);
+    max_pages = std::max<int64_t>(max_pages, w["axes"]["max_num_pages"]);
+    for (const char* name : {"q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"})
+      EXPECT_EQ(w["inputs"][name]["type"], "random");
+  }
+  const std::map<int64_t, int> expect = {{1, 3},  {2, 8},  {3, 1},  {4, 17}, {6, 4},  {7, 3},  {8, 22}, {11, 1}, {12, 1},
+                                         {14, 6}, {15, 21}, {16, 4}, {25, 1}, {26, 1}, {27, 3}, {29, 12}, {30, 18}, {31, 2}};
+  EXPECT_EQ(batch_counts, expect);
+  EXPECT_EQ(min_pages, 1);
+  EXPECT_EQ(max_pages, 91);
+  // dev_workloads: 8 uuids of the main set.
+  const std::string toml = read_text(kIndexerPack + "/task.toml");
+  const auto start = toml.find("dev_workloads = [");
+  ASSERT_NE(start, std::string::npos);
+  const std::string list = toml.substr(start, toml.find(']', start) - start);
+  int dev = 0;
+  for (size_t q = list.find('"'); q != std::string::npos; q = list.find('"', list.find('"', q + 1) + 1)) {
+    const std::string u = list.substr(q + 1, list.find('"', q + 1) - q - 1);
+    EXPECT_TRUE(uuids.count(u)) << u;
+    ++dev;
+  }
+  EXPECT_EQ(dev, 8);
+}
+
+TEST(DsaTopkIndexerPack, HoldoutBlobsAreConsistentAndIncludeTheSpecEdgeCases) {
+  const auto ws = read_workloads(kIndexerPack + "/holdout.jsonl");
+  ASSERT_GE(ws.size(), 5u);
+  ASSERT_LE(ws.size(), 10u);
+  std::set<int32_t> lengths_seen;
+  for (const auto& w : ws) {
+    const int64_t batch = w["axes"]["batch_size"], pages = w["axes"]["max_num_pages"];
+    if (w["inputs"]["seq_lens"]["type"] != "safetensors") continue;
+    const std::string blob = kIndexerPack + "/" + w["inputs"]["seq_lens"]["path"].get<std::string>();
+    auto lens = tensor::read_safetensors_tensor(blob, "seq_lens");
+    auto table = tensor::read_safetensors_tensor(blob, "block_table");
+    ASSERT_TRUE(lens.ok() && table.ok()) << blob;
+    ASSERT_EQ(lens->shape(), (std::vector<int64_t>{batch}));
+    ASSERT_EQ(table->shape(), (std::vector<int64_t>{batch, pages}));
+    bool needs_every_page = false;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int32_t len = lens->data_as<int32_t>()[b];
+      lengths_seen.insert(len);
+      ASSERT_GE(len, 0);
+      ASSERT_LE(len, 64 * pages);
+      needs_every_page |= len > 64 * (pages - 1);
+      std::set<int32_t> row;
+      for (int64_t s = 0; s * 64 < len; ++s) {
+        const int32_t page = table->data_as<int32_t>()[b * pages + s];
+        ASSERT_GE(page, 0);
+        ASSERT_LT(page, 11923);
+        EXPECT_TRUE(row.insert(page).second);
+      }
+    }
+    EXPECT_TRUE(needs_every_page || pages <= 32) << "the roofline floor assumes a full row";
+  }
+  for (int32_t edge : {0, 1, 2048, 2049, 5824}) EXPECT_TRUE(lengths_seen.count(edge)) << edge;
 }
 
 }  // namespace
