@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -221,8 +222,17 @@ FrameResult read_frame(int fd, Deadline deadline, uint64_t max_bytes) {
 
   Frame frame;
   frame.type = type;
-  frame.payload.resize(static_cast<size_t>(length));
-  e = read_exact(fd, frame.payload.data(), frame.payload.size(), deadline, got, err);
+  // Grow the buffer as bytes arrive (doubling from 1 MiB), so a peer that announces a huge frame
+  // and sends nothing does not make us commit that much memory.
+  uint64_t have = 0;
+  e = FrameError::kNone;
+  while (have < length && e == FrameError::kNone) {
+    uint64_t step = std::min<uint64_t>(length - have, std::max<uint64_t>(uint64_t{1} << 20, have));
+    frame.payload.resize(static_cast<size_t>(have + step));
+    e = read_exact(fd, frame.payload.data() + have, static_cast<size_t>(step), deadline, got, err);
+    have += got;
+  }
+  got = static_cast<size_t>(have);
   std::string progress = std::to_string(got) + " of " + std::to_string(length) + " payload bytes";
   if (e == FrameError::kEof) return fail(e, "peer closed the channel in a frame (" + progress + ")");
   if (e == FrameError::kTimeout) return fail(e, "frame incomplete at the deadline (" + progress + ")");

@@ -134,6 +134,18 @@ TEST(Frame, PeerClosesMidFrame) {
   EXPECT_NE(h.message.find("header"), std::string::npos);
 }
 
+TEST(Frame, HugeAnnouncedFrameThatNeverArrives) {
+  auto p = make_pipe();
+  ASSERT_TRUE(p.ok());
+  unsigned char header[16] = {'K', 'D', 'A', 'F', 1, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0};  // 1 GiB
+  ASSERT_EQ(::write(p->write.get(), header, 16), 16);
+  ASSERT_EQ(::write(p->write.get(), "0123456789", 10), 10);
+  p->write.reset();
+  auto r = read_frame(p->read.get(), Deadline::after_seconds(5), uint64_t{2} << 30);
+  EXPECT_EQ(r.error, FrameError::kEof);
+  EXPECT_NE(r.message.find("10 of 1073741824"), std::string::npos) << r.message;
+}
+
 TEST(Frame, GarbageMagicIsMalformed) {
   auto p = make_pipe();
   ASSERT_TRUE(p.ok());
