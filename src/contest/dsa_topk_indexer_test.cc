@@ -415,6 +415,22 @@ TEST_F(TopkCheckerTest, RejectsALowScoringTokenUnlessTheRatioAllowsIt) {
   EXPECT_TRUE(check(loose).passed());
 }
 
+TEST_F(TopkCheckerTest, TensorOverloadChecksShapesAndAgrees) {
+  std::vector<const Tensor*> in = {&pr.t.at("q_index_fp8"), &pr.t.at("k_index_cache_fp8"), &pr.t.at("weights"),
+                                   &pr.t.at("seq_lens"), &pr.t.at("block_table")};
+  Tensor cand_t(DType::kInt32, {2, kIndexerTopk});
+  std::copy(cand.begin(), cand.end(), cand_t.data_as<int32_t>());
+  cand_t.data_as<int32_t>()[3] = cand_t.data_as<int32_t>()[4];
+  EXPECT_EQ(check_topk_indices(in, cand_t, out).verdict, TopkVerdict::kDuplicate);
+  EXPECT_TRUE(check_topk_indices(in, out, out).passed());
+  Tensor wrong(DType::kInt32, {2, 2047});
+  EXPECT_EQ(check_topk_indices(in, wrong, out).verdict, TopkVerdict::kBadInput);
+  std::swap(in[3], in[4]);
+  auto bad = topk_indexer_problem(in);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("seq_lens"), std::string::npos);
+}
+
 TEST_F(TopkCheckerTest, RejectsOutOfRangeInputs) {
   pr.lens()[1] = 40 * 64 + 1;
   EXPECT_EQ(check().verdict, TopkVerdict::kBadInput);

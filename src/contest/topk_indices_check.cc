@@ -74,6 +74,53 @@ float topk_indexer_score(const TopkIndexerProblem& p, int64_t b, int64_t id) {
   return static_cast<float>(score);
 }
 
+Result<TopkIndexerProblem> topk_indexer_problem(const std::vector<const tensor::Tensor*>& inputs) {
+  using tensor::DType;
+  if (inputs.size() != 5) return Status::bad_input("topk_indices: expected 5 inputs, got " + std::to_string(inputs.size()));
+  const char* names[5] = {"q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"};
+  const DType dtypes[5] = {DType::kFloat8E4M3FN, DType::kInt8, DType::kFloat32, DType::kInt32, DType::kInt32};
+  const int64_t ranks[5] = {3, 4, 2, 1, 2};
+  for (int i = 0; i < 5; ++i) {
+    if (inputs[i] == nullptr) return Status::bad_input(std::string("topk_indices: input ") + names[i] + " is missing");
+    if (inputs[i]->dtype() != dtypes[i] || inputs[i]->ndim() != ranks[i])
+      return Status::bad_input(std::string("topk_indices: input ") + names[i] + " has the wrong dtype or rank");
+  }
+  const auto& q = inputs[0]->shape();
+  const auto& k = inputs[1]->shape();
+  const auto& w = inputs[2]->shape();
+  const auto& lens = inputs[3]->shape();
+  const auto& table = inputs[4]->shape();
+  const int64_t batch = q[0];
+  if (q[1] != kHeads || q[2] != kDim) return Status::bad_input("topk_indices: q_index_fp8 must be [B, 64, 128]");
+  if (k[1] != kPageSize || k[2] != 1 || k[3] != 132 || k[0] < 1)
+    return Status::bad_input("topk_indices: k_index_cache_fp8 must be [P >= 1, 64, 1, 132]");
+  if (w[0] != batch || w[1] != kHeads) return Status::bad_input("topk_indices: weights must be [B, 64]");
+  if (lens[0] != batch) return Status::bad_input("topk_indices: seq_lens must be [B]");
+  if (table[0] != batch || table[1] < 1) return Status::bad_input("topk_indices: block_table must be [B, M >= 1]");
+  TopkIndexerProblem p;
+  p.batch_size = batch;
+  p.max_num_pages = table[1];
+  p.num_pages = k[0];
+  p.q_index_fp8 = inputs[0]->data_as<uint8_t>();
+  p.k_index_cache_fp8 = reinterpret_cast<const uint8_t*>(inputs[1]->data());
+  p.weights = inputs[2]->data_as<float>();
+  p.seq_lens = inputs[3]->data_as<int32_t>();
+  p.block_table = inputs[4]->data_as<int32_t>();
+  return p;
+}
+
+TopkCheckResult check_topk_indices(const std::vector<const tensor::Tensor*>& inputs, const tensor::Tensor& candidate,
+                                   const tensor::Tensor& reference, const TopkCheckOptions& options) {
+  auto problem = topk_indexer_problem(inputs);
+  if (!problem.ok()) return fail(TopkVerdict::kBadInput, problem.status().message());
+  const std::vector<int64_t> shape = {problem->batch_size, kTopk};
+  for (const tensor::Tensor* t : {&candidate, &reference})
+    if (t->dtype() != tensor::DType::kInt32 || t->shape() != shape)
+      return fail(TopkVerdict::kBadInput, std::string("topk_indices: ") + (t == &candidate ? "candidate" : "reference") +
+                                              " must be int32 [B, 2048]");
+  return check_topk_indices(*problem, candidate.data_as<int32_t>(), reference.data_as<int32_t>(), options);
+}
+
 TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* candidate, const int32_t* reference,
                                    const TopkCheckOptions& options) {
   if (p.batch_size < 0 || p.max_num_pages < 1 || p.num_pages < 1 || candidate == nullptr || reference == nullptr ||

@@ -15,6 +15,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+#include "util/status.h"
 
 namespace kda::contest {
 
@@ -59,6 +63,15 @@ struct TopkCheckResult {
 // candidate and reference: [B, 2048] int32 ids (page*64+slot, -1 padding).
 TopkCheckResult check_topk_indices(const TopkIndexerProblem& problem, const int32_t* candidate,
                                    const int32_t* reference, const TopkCheckOptions& options = {});
+
+// Views the five host input tensors (definition order: q_index_fp8, k_index_cache_fp8, weights, seq_lens,
+// block_table) as a problem after checking their dtypes and shapes against each other; bad_input names the
+// input. The tensors must outlive the view.
+Result<TopkIndexerProblem> topk_indexer_problem(const std::vector<const tensor::Tensor*>& inputs);
+
+// The same check on Tensors: candidate and reference must be int32 [B, 2048] (else kBadInput).
+TopkCheckResult check_topk_indices(const std::vector<const tensor::Tensor*>& inputs, const tensor::Tensor& candidate,
+                                   const tensor::Tensor& reference, const TopkCheckOptions& options = {});
 
 // fp32 score of token id `id` of row b (the sum over heads of weights * relu(q . K)), -inf for id == -1. The id
 // must be reachable or -1; otherwise the result is NaN. Accumulates in double, rounds once to float.
