@@ -149,8 +149,10 @@ def gen_moe(root):
     for i, t in enumerate(seq_lens):
         offset = 32 if t == 1 else offsets[(i - 1) % 8]
         lines.append(trace_line(MOE, "main", i, {"seq_len": t}, moe_inputs(offset)))
-    # Edge cases: the lowest and highest offsets at T = 1 and 2, small odd sizes, mid sizes.
-    holdout_cases = [(1, 0), (1, 224), (2, 96), (3, 160), (128, 64), (513, 192), (2048, 0)]
+    # Edge cases: the lowest and highest offsets at T = 1 and 2, small odd sizes, mid sizes, and a token with no
+    # local expert (index 7: its routing keeps groups 1, 3, 5, 6, so offset 64 gets nothing; the output must be
+    # written as zeros; see routing_stats.json).
+    holdout_cases = [(1, 0), (1, 224), (2, 96), (3, 160), (128, 64), (513, 192), (2048, 0), (1, 64)]
     holdout = [trace_line(MOE, "holdout", i, {"seq_len": t}, moe_inputs(o)) for i, (t, o) in enumerate(holdout_cases)]
     pack = root / "tasks/contest" / MOE
     write_jsonl(pack / "workloads.jsonl", lines)
