@@ -8,6 +8,7 @@ const std::vector<CommandSpec>& all_commands() {
     [[maybe_unused]] auto add = [&v](std::vector<CommandSpec> group) {
       for (auto& c : group) v.push_back(std::move(c));
     };
+    add(task_commands());
     v.push_back(docs_command());
     return v;
   }();

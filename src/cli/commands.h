@@ -20,5 +20,6 @@ std::string commands_markdown();
 
 // Factories, one per command, grouped by area.
 CommandSpec docs_command();
+std::vector<CommandSpec> task_commands();  // task validate|list|show
 
 }  // namespace kda::cli

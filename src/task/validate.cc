@@ -123,7 +123,8 @@ void validate_pack(const stdfs::path& dir, ValidationReport& report) {
   report.counts.solutions += 1 + static_cast<int>(pack->baselines.size()) + (pack->cpu_reference ? 1 : 0);
   for (const auto* list : {&pack->workloads, &pack->holdout})
     for (const auto& w : *list) report.counts.blobs += count_blobs(w);
-  if (stdfs::exists(dir / "task.toml")) ++report.counts.settings;
+  std::error_code ec;
+  if (stdfs::exists(dir / "task.toml", ec)) ++report.counts.settings;
 }
 
 // The pack or dataset a single file sits in (its definitions are loaded quietly: their own problems are
