@@ -290,6 +290,8 @@ extern "C" int kda_add(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no
   bool needs_cudart = false;
   for (const auto& n : elf->needed) needs_cudart = needs_cudart || n.rfind("libcudart.so", 0) == 0;
   EXPECT_TRUE(needs_cudart);
+  EXPECT_TRUE(elf->bind_now);
+  EXPECT_TRUE(elf->relro);
   // A cache hit keeps the resources.
   auto again = must_build(r);
   EXPECT_TRUE(again.cache_hit);
