@@ -10,6 +10,7 @@ const std::vector<CommandSpec>& all_commands() {
     };
     add(task_commands());
     v.push_back(docs_command());
+    add(ncu_commands());
     return v;
   }();
   return kCommands;

@@ -20,6 +20,7 @@ std::string commands_markdown();
 
 // Factories, one per command, grouped by area.
 CommandSpec docs_command();
+std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
 std::vector<CommandSpec> task_commands();  // task validate|list|show
 
 }  // namespace kda::cli

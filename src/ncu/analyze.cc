@@ -389,6 +389,23 @@ std::string hotspot_text(const Hotspot& h) {
   return s;
 }
 
+// KernelWiki pages (knowledge/) for a dominant stall reason.
+std::vector<std::string> stall_wiki(const std::string& reason) {
+  if (reason == "long_scoreboard" || reason == "lg_throttle")
+    return {"diagnosis/long-scoreboard-stalls", "technique/software-pipelining", "hopper/tma"};
+  if (reason == "barrier" || reason == "membar") return {"diagnosis/barrier-stalls", "hopper/mbarrier", "technique/warp-specialization"};
+  if (reason == "short_scoreboard" || reason == "mio_throttle") return {"diagnosis/bank-conflicts", "technique/software-pipelining"};
+  if (reason == "gmma") return {"hopper/wgmma", "technique/warp-specialization"};
+  if (reason == "math_pipe_throttle") return {"diagnosis/compute-bound"};
+  return {"technique/software-pipelining"};
+}
+
+std::vector<std::string> occupancy_wiki(const std::vector<std::string>& limiters) {
+  if (std::find(limiters.begin(), limiters.end(), "registers") != limiters.end())
+    return {"diagnosis/low-occupancy-registers", "hopper/setmaxnreg"};
+  return {"diagnosis/low-occupancy-registers", "diagnosis/tail-effect"};
+}
+
 std::string stall_advice(const std::string& reason) {
   static const std::map<std::string, std::string> kAdvice = {
       {"long_scoreboard", "Warps wait on global/local memory: keep more loads in flight (unroll, vectorize, software-pipeline with cp.async/TMA) or cut the bytes loaded."},
@@ -441,7 +458,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                                     *mem.bytes_per_sector_ld, *mem.sectors_per_request_ld),
                .action = "Make consecutive threads read consecutive addresses (transpose the index math, stage strided data through shared memory, or change the data layout); then use 128-bit loads.",
                .effort = "medium",
-               .wiki = {"diagnosis/memory-bound-uncoalesced", "technique/coalesced-access", "technique/vectorized-access"}};
+               .wiki = {"diagnosis/memory-bound-uncoalesced", "technique/vectorized-access", "hopper/tma"}};
     double waste = 1 - *mem.bytes_per_sector_ld / 32;
     from_rule(p, "global-coalescing", std::min(90.0, waste * mem_pct), "model: unused sector bytes x memory throughput share");
     p.evidence = {{"smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", *mem.bytes_per_sector_ld, "byte/sector"},
@@ -465,7 +482,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .title = fmt::format("Shared-memory bank conflicts: {:.0f}% of shared wavefronts are conflicts (~{:.0f}-way)", 100 * conflicts / wavefronts, ways),
                .action = "Pad the shared array (e.g. [N][33] instead of [N][32]) or XOR-swizzle the index so a warp's 32 accesses hit 32 different banks.",
                .effort = "low",
-               .wiki = {"diagnosis/shared-bank-conflicts", "technique/shared-memory-padding", "technique/shared-memory-swizzle"}};
+               .wiki = {"diagnosis/bank-conflicts", "technique/swizzling"}};
     from_rule(p, "shared-bank-conflicts", std::min(90.0, 100 * conflicts / wavefronts * get(k, "l1tex__throughput.avg.pct_of_peak_sustained_active") / 100),
               "model: conflict share of wavefronts x L1 throughput share");
     p.evidence = {ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
@@ -487,7 +504,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .effort = "high",
                .evidence = {ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"), ev(k, "dram__bytes.sum.per_second", "byte/s"),
                             {"roofline.arithmetic_intensity", a.roofline.arithmetic_intensity, "FLOP/byte"}},
-               .wiki = {"diagnosis/memory-bound", "technique/kernel-fusion", "technique/vectorized-access"}};
+               .wiki = {"diagnosis/memory-bound", "technique/fusion", "technique/vectorized-access"}};
     out.push_back(std::move(p));
   }
 
@@ -498,7 +515,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .title = fmt::format("Latency-bound: SM {:.0f}% and memory {:.0f}% of peak; {} is {:.0f}% of stall cycles", sm_pct, mem_pct, top.reason, top.share_pct),
                .action = stall_advice(top.reason),
                .effort = "medium",
-               .wiki = {"diagnosis/latency-bound", "technique/instruction-level-parallelism", "technique/async-copy-pipelining"}};
+               .wiki = stall_wiki(top.reason)};
     double issue = get(k, "smsp__issue_active.avg.per_cycle_active");
     from_rule(p, "warp-stalls", std::min(90.0, top.share_pct * (1 - issue)), "model: top stall share x idle issue slots");
     p.evidence = {ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", top.reason), "cycle"),
@@ -512,7 +529,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .title = fmt::format("{} is {:.0f}% of warp stall cycles", top.reason, top.share_pct),
                .action = stall_advice(top.reason),
                .effort = "medium",
-               .wiki = {"diagnosis/latency-bound", "technique/instruction-level-parallelism"}};
+               .wiki = stall_wiki(top.reason)};
     from_rule(p, "warp-stalls", 0, "model: not latency-bound; no separate gain");
     p.evidence = {ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", top.reason), "cycle"),
                   ev(k, "smsp__average_warp_latency_per_inst_issued.ratio", "cycle")};
@@ -533,7 +550,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                                                                                            : "Change the block size so more blocks fit per SM.")
                                      : "Achieved < theoretical: balance work between blocks/warps and avoid a partial last wave.",
                .effort = theoretical ? "medium" : "medium",
-               .wiki = {"diagnosis/low-occupancy", "technique/launch-bounds", "technique/occupancy-tuning"}};
+               .wiki = occupancy_wiki(occ.limiters)};
     from_rule(p, "occupancy", (occ.theoretical_pct - occ.achieved_pct) / std::max(occ.theoretical_pct, 1.0) * 50, "model: half the unused warp slots");
     p.evidence = {ev(k, "sm__maximum_warps_per_active_cycle_pct", "%"), ev(k, "sm__warps_active.avg.pct_of_peak_sustained_active", "%")};
     for (const auto& [name, v] : occ.block_limits) p.evidence.push_back({"launch__occupancy_limit_" + name, v, "block"});
@@ -552,7 +569,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                                  : "Size the grid to a whole number of waves (blocks = k x SMs x blocks/SM), or use a persistent grid-stride kernel.",
                  .effort = "low",
                  .evidence = {ev(k, "launch__waves_per_multiprocessor"), ev(k, "launch__grid_size"), ev(k, "launch__sm_count")},
-                 .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels", "technique/grid-sizing"}};
+                 .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
       from_rule(p, "tail-effect", 100 * (w < 1 ? 1 - w : idle), "model: idle share of the last wave");
       out.push_back(std::move(p));
     }
@@ -567,7 +584,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .gain_basis = "model: spill share of memory requests",
                .effort = "medium",
                .evidence = {ev(k, "derived__local_spilling_requests"), ev(k, "derived__local_spilling_requests_pct", "%"), ev(k, "launch__registers_per_thread")},
-               .wiki = {"diagnosis/register-spills", "technique/launch-bounds"}};
+               .wiki = {"diagnosis/register-spills", "diagnosis/low-occupancy-registers", "hopper/setmaxnreg"}};
     out.push_back(std::move(p));
   }
 
@@ -580,7 +597,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .gain_basis = "model: tensor-core peak is several times the FP32 peak",
                .effort = "high",
                .evidence = {{"roofline.flop_per_s", a.roofline.flop_per_s, "FLOP/s"}, ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%")},
-               .wiki = {"technique/tensor-cores-wgmma", "diagnosis/compute-bound"}};
+               .wiki = {"diagnosis/compute-bound", "hopper/wgmma"}};
     out.push_back(std::move(p));
   }
 
@@ -593,7 +610,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                .gain_basis = "model: half the low-activity tail",
                .effort = "medium",
                .evidence = {{"pm_sampling.tail_pct (" + a.timeline.series + ")", a.timeline.tail_pct, "%"}},
-               .wiki = {"diagnosis/tail-effect", "diagnosis/load-imbalance"}};
+               .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
     out.push_back(std::move(p));
   }
 
@@ -609,8 +626,8 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
       p.evidence.push_back({name, v, m ? m->unit : ""});
     }
     if (p.evidence.empty()) p.evidence.push_back({"ncu_rule." + r.rule_id + ".speedup_pct", r.speedup_pct, "%"});
-    if (r.group == "workload-imbalance") p.wiki = {"diagnosis/load-imbalance"};
-    if (r.group == "block-size") p.wiki = {"technique/occupancy-tuning"};
+    if (r.group == "workload-imbalance") p.wiki = {"diagnosis/tail-effect"};
+    if (r.group == "block-size") p.wiki = {"diagnosis/low-occupancy-registers"};
     out.push_back(std::move(p));
   }
 
@@ -667,13 +684,13 @@ Result<Analysis> analyze(const Report& report, const AnalyzeOptions& options) {
 
 const std::vector<std::string>& wiki_page_ids() {
   static const std::vector<std::string> kIds = {
-      "diagnosis/compute-bound",          "diagnosis/latency-bound",         "diagnosis/load-imbalance",
-      "diagnosis/low-occupancy",          "diagnosis/memory-bound",          "diagnosis/memory-bound-uncoalesced",
-      "diagnosis/register-spills",        "diagnosis/shared-bank-conflicts", "diagnosis/tail-effect",
-      "technique/async-copy-pipelining",  "technique/coalesced-access",      "technique/grid-sizing",
-      "technique/instruction-level-parallelism", "technique/kernel-fusion", "technique/launch-bounds",
-      "technique/occupancy-tuning",       "technique/persistent-kernels",    "technique/shared-memory-padding",
-      "technique/shared-memory-swizzle",  "technique/tensor-cores-wgmma",    "technique/vectorized-access",
+      "diagnosis/bank-conflicts",         "diagnosis/barrier-stalls",        "diagnosis/compute-bound",
+      "diagnosis/long-scoreboard-stalls", "diagnosis/low-occupancy-registers", "diagnosis/memory-bound",
+      "diagnosis/memory-bound-uncoalesced", "diagnosis/register-spills",   "diagnosis/tail-effect",
+      "hopper/mbarrier",                  "hopper/setmaxnreg",               "hopper/tma",
+      "hopper/wgmma",                     "technique/fusion",                "technique/persistent-kernels",
+      "technique/software-pipelining",    "technique/swizzling",             "technique/vectorized-access",
+      "technique/warp-specialization",
   };
   return kIds;
 }

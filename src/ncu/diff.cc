@@ -1,5 +1,6 @@
 #include "ncu/diff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -103,6 +104,18 @@ ReportDiff diff_reports(const Report& before, const Report& after) {
   std::vector<const KernelResult*> unmatched_after;
   for (auto& [name, list] : by_name_after)
     for (size_t i = used[name]; i < list.size(); ++i) unmatched_after.push_back(list[i]);
+  // Second pass: the same function with a changed signature ("float *" -> "const float *").
+  auto base_name = [](const KernelResult* k) { return k->function_name.empty() ? k->name.substr(0, k->name.find('(')) : k->function_name; };
+  for (auto it = unmatched_before.begin(); it != unmatched_before.end();) {
+    auto partner = std::find_if(unmatched_after.begin(), unmatched_after.end(), [&](const KernelResult* b) { return base_name(b) == base_name(*it); });
+    if (partner == unmatched_after.end()) {
+      ++it;
+      continue;
+    }
+    out.kernels.push_back(diff_kernel(before, **it, after, **partner));
+    unmatched_after.erase(partner);
+    it = unmatched_before.erase(it);
+  }
   // One renamed kernel on each side (a rewrite of the same kernel): still compare them.
   if (out.kernels.empty() && unmatched_before.size() == 1 && unmatched_after.size() == 1) {
     out.kernels.push_back(diff_kernel(before, *unmatched_before[0], after, *unmatched_after[0]));

@@ -1,4 +1,5 @@
-// What moved between two reports: kernels matched by name and launch order, then duration,
+// What moved between two reports: kernels matched by name and launch order (then by function name,
+// then a lone kernel on each side), then duration,
 // throughputs, occupancy, stalls and memory efficiency compared (absolute and %).
 #pragma once
 

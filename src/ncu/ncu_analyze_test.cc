@@ -49,6 +49,7 @@ TEST(Analyze, StridedSaxpyTopPriorityIsCoalescing) {
   EXPECT_NEAR(top.expected_gain_pct, 72.86, 0.01);  // MemoryCacheAccessPattern, global, folded with UncoalescedGlobalAccess
   EXPECT_NE(top.gain_basis.find("UncoalescedGlobalAccess"), std::string::npos);
   EXPECT_TRUE(has_wiki(top, "diagnosis/memory-bound-uncoalesced"));
+  EXPECT_TRUE(has_wiki(k.priorities[1], "diagnosis/long-scoreboard-stalls"));
   const Evidence* bps = find_evidence(top, "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio");
   ASSERT_NE(bps, nullptr);
   EXPECT_NEAR(bps->value, 7.11, 0.01);
@@ -85,6 +86,7 @@ TEST(Analyze, SmemTopPriorityIsBankConflictsWithSourceLines) {
   const Priority& top = k.priorities[0];
   EXPECT_EQ(top.id, "shared-bank-conflicts");
   EXPECT_EQ(top.effort, "low");
+  EXPECT_TRUE(has_wiki(top, "diagnosis/bank-conflicts"));
   EXPECT_NEAR(top.expected_gain_pct, 92.58, 0.01);  // max of the overlapping estimates, not their sum
   ASSERT_NE(find_evidence(top, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), nullptr);
   EXPECT_EQ(find_evidence(top, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum")->value, 988890);

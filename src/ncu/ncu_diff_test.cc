@@ -26,11 +26,12 @@ const MetricDelta* find(const KernelDiff& k, const std::string& metric) {
 TEST(Diff, StridedToPlainSaxpyIsFasterAndCoalesced) {
   Report strided = load("multi.ncu-rep");
   Report plain = load("saxpy.ncu-rep");
-  // Keep only the first strided launch: the names differ ("float *" vs "const float *"), so the
-  // single kernel on each side is paired as a rewrite.
-  strided.kernels.resize(1);
+  // The signatures differ ("float *" vs "const float *"): the first strided launch pairs with the
+  // plain one by function name; the second launch and smem have no partner.
   ReportDiff d = diff_reports(strided, plain);
   ASSERT_EQ(d.kernels.size(), 1u);
+  EXPECT_EQ(d.only_before.size(), 2u);
+  EXPECT_EQ(d.kernels[0].id_before, 0);
   const KernelDiff& k = d.kernels[0];
   const MetricDelta* dur = find(k, "gpu__time_duration.sum");
   ASSERT_NE(dur, nullptr);
