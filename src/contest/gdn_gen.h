@@ -15,6 +15,8 @@
 
 namespace kda::contest {
 
+// Bump when the values a (workload seed, axes) pair produces change (packs quote it in their README).
+inline constexpr int kGdnGeneratorVersion = 1;
 inline constexpr int64_t kGdnQkHeads = 4;
 inline constexpr int64_t kGdnVHeads = 8;
 inline constexpr int64_t kGdnHeadSize = 128;

@@ -12,6 +12,8 @@
 
 namespace kda::contest {
 
+// Bump when the values a (workload seed, axes) pair produces change (routing_stats.json depends on them).
+inline constexpr int kMoeGeneratorVersion = 1;
 inline constexpr int64_t kMoeExperts = 256;
 inline constexpr int64_t kMoeLocalExperts = 32;
 inline constexpr int kMoeTopK = 8;
