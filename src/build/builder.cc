@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "build/compiler_sandbox.h"
 #include "elf/elf_file.h"
 #include "proc/subprocess.h"
 #include "util/fs.h"
@@ -70,6 +71,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 struct Plan {
   Language language = Language::kCpp;
   std::string compiler;  // resolved path
+  std::string host_compiler;  // cuda: the C++ compiler nvcc drives (resolved), if found
   std::string identity;  // --version output(s)
   std::vector<std::string> compile_flags;
   std::vector<std::string> link_flags;
@@ -149,6 +151,7 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
     KDA_ASSIGN_OR_RETURN(plan.identity, compiler_identity(plan.compiler));
     // nvcc drives the host compiler found on PATH; its version matters too.
     if (cxx_path.ok()) {
+      plan.host_compiler = cxx_path->string();
       auto host = compiler_identity(cxx_path->string());
       if (host.ok()) plan.identity += "\n" + *host;
     }
@@ -362,14 +365,41 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(p, s.content));
   }
   KDA_RETURN_IF_ERROR(fs::ensure_dir(staging / "obj"));
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(staging / "tmp"));
+
+  // Compilers read only the toolchain, system trees, allowed include dirs and the staging dir.
+  std::function<int()> pre_exec = cfg.compiler_pre_exec;
+  std::string sandbox_note;
+  const char* sandbox_env = std::getenv("KDA_BUILD_SANDBOX");
+  if (cfg.confine_compiler_reads && !(sandbox_env != nullptr && std::string(sandbox_env) == "0")) {
+    std::vector<stdfs::path> roots = system_read_roots(plan.compiler);
+    if (!plan.host_compiler.empty()) {
+      auto host_roots = system_read_roots(plan.host_compiler);
+      roots.insert(roots.end(), host_roots.begin(), host_roots.end());
+    }
+    roots.insert(roots.end(), plan.include_roots.begin(), plan.include_roots.end());
+    roots.push_back(staging);
+    auto sandbox = std::make_shared<CompilerSandbox>(CompilerSandbox::prepare(roots));
+    sandbox_note = "[build sandbox: " + sandbox->describe() + "]\n";
+    std::function<int()> user = cfg.compiler_pre_exec;
+    pre_exec = [sandbox, user]() -> int {
+      int e = sandbox->apply();
+      if (e != 0) return e;
+      return user ? user() : 0;
+    };
+  } else {
+    sandbox_note = "[build sandbox: off]\n";
+  }
 
   // Phase 4: compile each translation unit (own dependency file), then link.
   std::vector<std::string> env = proc::current_environment();
   std::erase_if(env, [](const std::string& e) { return e.rfind("LC_ALL=", 0) == 0; });
   env.push_back("LC_ALL=C");  // ptxas and compiler messages in the language the parser expects
+  std::erase_if(env, [](const std::string& e) { return e.rfind("TMPDIR=", 0) == 0; });
+  env.push_back("TMPDIR=" + (staging / "tmp").string());  // compilers' scratch stays in the staging dir
   BuildResult result;
   result.key = key;
-  std::string log;
+  std::string log = sandbox_note;
   std::string ptxas_text;
   auto t0 = std::chrono::steady_clock::now();
   auto run_step = [&](std::vector<std::string> argv, const char* failure) -> Result<bool> {
@@ -380,7 +410,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
     o.env = env;
     o.timeout_seconds = cfg.compile_timeout_seconds;
     o.output_cap = cfg.log_cap;
-    o.pre_exec = cfg.compiler_pre_exec;
+    o.pre_exec = pre_exec;
     KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(o));
     log += r.stdout_text;
     log += r.stderr_text;
@@ -474,6 +504,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
                {"compile_seconds", result.compile_seconds}};
   std::error_code ec;
   stdfs::remove_all(staging / "obj", ec);
+  stdfs::remove_all(staging / "tmp", ec);
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(staging / "build.log", result.log));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(staging / "meta.json", meta.dump(2)));
 

@@ -69,6 +69,9 @@ struct BuilderConfig {
   // compiler cannot read task files through `#include` or `.incbin`). Same rules as
   // proc::ChildOptions::pre_exec: async-signal-safe, return 0 or an errno value.
   std::function<int()> compiler_pre_exec;
+  // Confine compiler reads with Landlock (see compiler_sandbox.h) where the kernel has it.
+  // KDA_BUILD_SANDBOX=0 in the environment turns it off (e.g. a toolchain in an unusual place).
+  bool confine_compiler_reads = true;
 };
 
 // Builds (or finds in the cache) the library. A compile/link error or a missing entry export is

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "build/compiler_sandbox.h"
 #include "elf/elf_file.h"
 #include "util/fs.h"
 
@@ -170,6 +171,11 @@ TEST_F(BuilderTest, CompileErrorIsAResultWithTheLog) {
 TEST_F(BuilderTest, IncludesOutsideTheAllowedDirectoriesFailTheBuild) {
   // A file the candidate must not compile in (think: the task's expected outputs).
   ASSERT_TRUE(fs::write_file_atomic(dir_ / "secret.h", "#define SECRET 42\n").ok());
+  // With the compiler sandbox the read itself fails; without it the dependency check catches it.
+  EXPECT_FALSE(must_build(add_request("#include \"" + (dir_ / "secret.h").string() +
+                                      "\"\nextern \"C\" int kda_add() { return SECRET; }\n"))
+                   .ok);
+  cfg_.confine_compiler_reads = false;
   auto absolute = must_build(add_request("#include \"" + (dir_ / "secret.h").string() +
                                          "\"\nextern \"C\" int kda_add() { return SECRET; }\n"));
   EXPECT_FALSE(absolute.ok);
@@ -188,6 +194,24 @@ TEST_F(BuilderTest, IncludesOutsideTheAllowedDirectoriesFailTheBuild) {
   own.sources.push_back({"inc/local.h", "#define LOCAL 7\n"});
   auto ok = must_build(own);
   EXPECT_TRUE(ok.ok) << ok.status << "\n" << ok.log;
+}
+
+TEST_F(BuilderTest, CompilerCannotReadFilesOutsideItsRoots) {
+  if (CompilerSandbox::prepare({}).abi() == 0) GTEST_SKIP() << "no Landlock on this kernel";
+  // .incbin is read by the assembler, so the include check cannot see it; the sandbox can.
+  ASSERT_TRUE(fs::write_file_atomic(dir_ / "expected.bin", "secret bytes").ok());
+  std::string source = "asm(\".section .rodata\\n.incbin \\\"" + (dir_ / "expected.bin").string() +
+                       "\\\"\\n.previous\");\nextern \"C\" int kda_add() { return 0; }\n";
+  auto confined = must_build(add_request(source));
+  EXPECT_FALSE(confined.ok) << confined.log;
+  EXPECT_EQ(confined.status, "compile error");
+  EXPECT_NE(confined.log.find("build sandbox: landlock"), std::string::npos) << confined.log;
+  // The same source builds when the sandbox is off: the test is about the sandbox, not the asm.
+  BuilderConfig open = cfg_;
+  open.confine_compiler_reads = false;
+  auto unconfined = build_solution(add_request(source), open);
+  ASSERT_TRUE(unconfined.ok());
+  EXPECT_TRUE(unconfined->ok) << unconfined->log;
 }
 
 TEST_F(BuilderTest, EntryPointMustBeExported) {
