@@ -11,6 +11,9 @@ const std::vector<CommandSpec>& all_commands() {
     add(task_commands());
     v.push_back(docs_command());
     add(ncu_commands());
+#ifdef KDA_HAVE_WIKI
+    add(wiki_commands());
+#endif
     return v;
   }();
   return kCommands;

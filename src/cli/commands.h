@@ -22,5 +22,6 @@ std::string commands_markdown();
 CommandSpec docs_command();
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
 std::vector<CommandSpec> task_commands();  // task validate|list|show
+std::vector<CommandSpec> wiki_commands();  // only with KDA_HAVE_WIKI (SQLite found)
 
 }  // namespace kda::cli
