@@ -12,9 +12,19 @@ namespace {
 
 namespace stdfs = std::filesystem;
 
+// A temporary directory removed when the test program exits.
+struct TempDir {
+  explicit TempDir(const char* prefix) : path(*fs::make_temp_dir(stdfs::temp_directory_path(), prefix)) {}
+  ~TempDir() {
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+  }
+  stdfs::path path;
+};
+
 const stdfs::path& work_dir() {
-  static const stdfs::path dir = *fs::make_temp_dir(stdfs::temp_directory_path(), "kda-audit-test");
-  return dir;
+  static const TempDir temp("kda-audit-test");
+  return temp.path;
 }
 
 // Compiles C++ into lib<name>.so (undefined symbols allowed: they stand for CUDA/library imports).

@@ -14,9 +14,20 @@ namespace {
 
 namespace stdfs = std::filesystem;
 
+// A temporary directory removed when the test program exits.
+struct TempDir {
+  explicit TempDir(const char* prefix) : path(*fs::make_temp_dir(stdfs::temp_directory_path(), prefix)) {}
+  ~TempDir() {
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+  }
+  stdfs::path path;
+};
+
 // Compiles `source` (C++) into a shared library with the host compiler; returns its path.
 stdfs::path compile_so(const std::string& name, const std::string& source, std::vector<std::string> flags = {}) {
-  static const stdfs::path dir = *fs::make_temp_dir(stdfs::temp_directory_path(), "kda-elf-test");
+  static const TempDir temp("kda-elf-test");
+  const stdfs::path& dir = temp.path;
   stdfs::path src = dir / (name + ".cc");
   stdfs::path so = dir / ("lib" + name + ".so");
   EXPECT_TRUE(fs::write_file_atomic(src, source).ok());
