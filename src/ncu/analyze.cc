@@ -87,6 +87,15 @@ Roofline compute_roofline(const KernelResult& k) {
   r.arithmetic_intensity = r.dram_bytes_per_s > 0 ? r.flop_per_s / r.dram_bytes_per_s : 0;
   r.ridge_point = r.peak_dram_bytes_per_s > 0 ? r.peak_flop_per_s / r.peak_dram_bytes_per_s : 0;
   r.bound = r.arithmetic_intensity < r.ridge_point ? "memory" : "compute";
+  // Tensor-core work is not in the FP32 roof: with it, compare the busiest compute unit with memory.
+  for (const char* src : {"bf16_dst_fp32", "fp16", "tf32_dst_fp32", "fp8_sparsity_off", "fp8_sparsity_on", "int8", "fp64"})
+    r.tensor_ops_per_s += get(k, fmt::format("sm__ops_path_tensor_src_{}.sum.per_second", src));
+  double tensor_pct = get(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
+  if (r.tensor_ops_per_s > 0 || tensor_pct > 1) {
+    double compute = std::max(tensor_pct, get(k, "sm__throughput.avg.pct_of_peak_sustained_elapsed"));
+    double memory = get(k, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed");
+    r.bound = compute >= memory ? "compute" : "memory";
+  }
   double attainable = std::min(r.peak_flop_per_s, r.arithmetic_intensity * r.peak_dram_bytes_per_s);
   if (r.bound == "memory") r.fraction_of_roof = r.peak_dram_bytes_per_s > 0 ? r.dram_bytes_per_s / r.peak_dram_bytes_per_s : 0;
   else r.fraction_of_roof = attainable > 0 ? r.flop_per_s / attainable : 0;
@@ -601,6 +610,21 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
     out.push_back(std::move(p));
   }
 
+  // 8b. Tensor pipe busy: the MMA roof is near; what is left is overhead around the MMAs or precision.
+  if (a.tensor_pipe_pct.value_or(0) >= 50) {
+    double t = *a.tensor_pipe_pct;
+    Priority p{.id = "tensor-pipe-roof",
+               .title = fmt::format("Tensor pipe {:.0f}% busy: close to the MMA roof", t),
+               .action = "Cut the work around the MMAs (epilogue, address math, synchronisation) with warp specialisation and deeper TMA pipelines; "
+                         "beyond that only a cheaper precision (FP8) or fewer FLOPs help.",
+               .expected_gain_pct = std::max(0.0, 90.0 - t) / 2,
+               .gain_basis = "model: half the headroom to 90% tensor pipe",
+               .effort = "high",
+               .evidence = {ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%"), {"roofline.tensor_ops_per_s", a.roofline.tensor_ops_per_s, "op/s"}},
+               .wiki = {"hopper/wgmma", "technique/warp-specialization", "hopper/fp8"}};
+    out.push_back(std::move(p));
+  }
+
   // 9. PM timeline tail not explained by the wave count.
   if (a.timeline.present && (a.timeline.shape == "tail" || a.timeline.shape == "ramp+tail") && a.timeline.tail_pct >= 15) {
     Priority p{.id = "timeline-tail",
@@ -687,7 +711,8 @@ const std::vector<std::string>& wiki_page_ids() {
       "diagnosis/bank-conflicts",         "diagnosis/barrier-stalls",        "diagnosis/compute-bound",
       "diagnosis/long-scoreboard-stalls", "diagnosis/low-occupancy-registers", "diagnosis/memory-bound",
       "diagnosis/memory-bound-uncoalesced", "diagnosis/register-spills",   "diagnosis/tail-effect",
-      "hopper/mbarrier",                  "hopper/setmaxnreg",               "hopper/tma",
+      "hopper/fp8",                       "hopper/mbarrier",                 "hopper/setmaxnreg",
+      "hopper/tma",
       "hopper/wgmma",                     "technique/fusion",                "technique/persistent-kernels",
       "technique/software-pipelining",    "technique/swizzling",             "technique/vectorized-access",
       "technique/warp-specialization",

@@ -42,10 +42,11 @@ struct Priority {
 
 struct Roofline {
   double flop_per_s = 0, peak_flop_per_s = 0;  // FP32+FP64+FP16 non-tensor FLOP/s; peak = FP32 FMA peak
+  double tensor_ops_per_s = 0;                  // sum of sm__ops_path_tensor_src_*.sum.per_second (0 without tensor work)
   double dram_bytes_per_s = 0, peak_dram_bytes_per_s = 0;
   double arithmetic_intensity = 0;  // FLOP per DRAM byte
   double ridge_point = 0;           // FLOP per byte where the roofs meet
-  std::string bound;                // "memory" or "compute"
+  std::string bound;                // "memory" or "compute" (with tensor work: the busier of tensor pipe/SM vs memory)
   double fraction_of_roof = 0;      // achieved / attainable at this intensity
   std::string peak_source;          // "report" or "H200 defaults"
 };

@@ -81,7 +81,7 @@ nlohmann::json to_json(const Analysis& analysis) {
         {"grid", dim(k.grid)},
         {"block", dim(k.block)},
         {"metrics", metrics},
-        {"roofline", {{"flop_per_s", num(r.flop_per_s)}, {"peak_flop_per_s", num(r.peak_flop_per_s)}, {"dram_bytes_per_s", num(r.dram_bytes_per_s)},
+        {"roofline", {{"flop_per_s", num(r.flop_per_s)}, {"tensor_ops_per_s", num(r.tensor_ops_per_s)}, {"peak_flop_per_s", num(r.peak_flop_per_s)}, {"dram_bytes_per_s", num(r.dram_bytes_per_s)},
                       {"peak_dram_bytes_per_s", num(r.peak_dram_bytes_per_s)}, {"arithmetic_intensity", num(r.arithmetic_intensity)},
                       {"ridge_point", num(r.ridge_point)}, {"bound", r.bound}, {"fraction_of_roof", num(r.fraction_of_roof)}, {"peak_source", r.peak_source}}},
         {"occupancy", {{"theoretical_pct", num(o.theoretical_pct)}, {"achieved_pct", num(o.achieved_pct)}, {"waves_per_sm", num(o.waves_per_sm)},

@@ -189,3 +189,59 @@ TEST(Analyze, WikiIdsAreListed) {
 
 }  // namespace
 }  // namespace kda::ncu
+
+namespace kda::ncu {
+namespace {
+
+Metric number_metric(const std::string& name, double v) {
+  Metric m;
+  m.name = name;
+  m.value = Value::of_double(v);
+  return m;
+}
+
+// A synthetic tensor-core kernel (no GPU report of one in the fixtures): the FP32 roof must not
+// call it memory-bound, and a busy tensor pipe gives the tensor-pipe-roof priority.
+TEST(Analyze, TensorCoreKernelIsComputeBound) {
+  Report r;
+  KernelResult k;
+  k.name = "gemm_wgmma";
+  k.metrics = {number_metric("gpu__time_duration.sum", 1e6),
+               number_metric("sm__throughput.avg.pct_of_peak_sustained_elapsed", 72),
+               number_metric("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 35),
+               number_metric("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 20),
+               number_metric("dram__bytes.sum.per_second", 1e12),
+               number_metric("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 70),
+               number_metric("sm__ops_path_tensor_src_bf16_dst_fp32.sum.per_second", 6e14)};
+  k.reindex();
+  r.kernels.push_back(k);
+  auto a = analyze(r);
+  ASSERT_TRUE(a.ok());
+  const KernelAnalysis& ka = a->kernels[0];
+  EXPECT_EQ(ka.roofline.bound, "compute");
+  EXPECT_EQ(ka.roofline.tensor_ops_per_s, 6e14);
+  EXPECT_EQ(ka.roofline.peak_source, "H200 defaults");
+  ASSERT_FALSE(ka.priorities.empty());
+  EXPECT_EQ(ka.priorities[0].id, "tensor-pipe-roof");
+  EXPECT_NEAR(ka.priorities[0].expected_gain_pct, 10, 1e-9);
+}
+
+// A metric set from another architecture resolves through the aliases (sm_100 tensor pipe name).
+TEST(Analyze, AliasesResolveOtherArchitectures) {
+  Report r;
+  KernelResult k;
+  k.name = "k";
+  k.metrics = {number_metric("sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_active", 55),
+               number_metric("dram__bytes_op_read.sum", 4096)};
+  k.reindex();
+  r.kernels.push_back(k);
+  auto a = analyze(r);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->kernels[0].tensor_pipe_pct, std::optional<double>(55));
+  bool read = false;
+  for (const auto& [name, v] : a->kernels[0].headline) read |= name == "dram__bytes_op_read.sum" && v == 4096;
+  EXPECT_TRUE(read);
+}
+
+}  // namespace
+}  // namespace kda::ncu
