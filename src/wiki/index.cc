@@ -34,6 +34,9 @@ constexpr const char* kRank = "bm25(10.0, 8.0, 4.0, 1.0, 3.0, 4.0)";
 constexpr double kPageBoost = 1.5;
 constexpr int kCommitEvery = 400;  // files per transaction
 constexpr int64_t kOptimizeAfterChunks = 5000;
+// In the loose (any word) pass, words found in more than this fraction of chunks are dropped when rarer
+// words remain: ranking tens of thousands of chunks that merely contain "load" costs time and adds noise.
+constexpr double kCommonWordFraction = 0.08;
 
 // ---- FTS5 tokenizer "kda": identifier-aware terms for documents, whitespace split for queries -------
 
@@ -107,6 +110,7 @@ CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
   INSERT INTO chunks_fts(rowid, title, symbols, headings, body, path, tags)
   VALUES (new.id, new.title, new.symbols, new.headings, new.body, new.path, new.tags);
 END;
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab('chunks_fts', 'row');
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
   INSERT INTO chunks_fts(chunks_fts, rowid, title, symbols, headings, body, path, tags)
   VALUES ('delete', old.id, old.title, old.symbols, old.headings, old.body, old.path, old.tags);
@@ -394,6 +398,38 @@ std::string Index::Impl::filter_sql(const Filters& f, const AliasTable& aliases,
   return sql;
 }
 
+Result<std::string> Index::loose_expression(const QueryPlan& plan) {
+  Impl& im = *impl_;
+  KDA_ASSIGN_OR_RETURN(Statement n, im.db->prepare("SELECT max(id) FROM chunks"));
+  KDA_ASSIGN_OR_RETURN(bool row, n.step());
+  double total = row ? static_cast<double>(n.int_at(0)) : 0;
+  KDA_ASSIGN_OR_RETURN(Statement df, im.db->prepare("SELECT doc FROM chunks_vocab WHERE term = ?1"));
+  auto doc_count = [&](const std::string& term) -> Result<int64_t> {
+    df.bind(1, term);
+    KDA_ASSIGN_OR_RETURN(bool r, df.step());
+    int64_t d = r ? df.int_at(0) : 0;
+    df.reset();
+    return d;
+  };
+  std::string loose;
+  for (const auto& g : plan.groups) {
+    // Estimate: the typed member's rarest part (a phrase occurs at most that often), or its whole term.
+    int64_t est = 0;
+    for (const auto& parts : g.member_parts) {
+      int64_t rarest = -1;
+      for (const auto& p : parts) {
+        KDA_ASSIGN_OR_RETURN(int64_t d, doc_count(light_stem(p)));
+        rarest = rarest < 0 ? d : std::min(rarest, d);
+      }
+      est += std::max<int64_t>(rarest, 0);
+      break;  // the first member is the typed word or the canonical name; enough for an estimate
+    }
+    if (plan.groups.size() > 1 && total > 0 && static_cast<double>(est) > kCommonWordFraction * total) continue;
+    loose += (loose.empty() ? "" : " OR ") + g.loose_expr;
+  }
+  return loose.empty() ? plan.loose : loose;
+}
+
 Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   Impl& im = *impl_;
   if (req.limit <= 0) return Status::bad_input("--limit must be positive");
@@ -436,7 +472,10 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   KDA_RETURN_IF_ERROR(run(plan.strict));
   std::set<int64_t> files;
   for (auto& c : cands) files.insert(c.file);
-  if (static_cast<int>(files.size()) < req.limit && plan.loose != plan.strict) KDA_RETURN_IF_ERROR(run(plan.loose));
+  if (static_cast<int>(files.size()) < req.limit && plan.loose != plan.strict) {
+    KDA_ASSIGN_OR_RETURN(std::string loose, loose_expression(plan));
+    KDA_RETURN_IF_ERROR(run(loose));
+  }
 
   // Collapse: the best chunk of each file stands for the file.
   std::vector<Cand> best;

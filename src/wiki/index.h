@@ -19,6 +19,8 @@
 
 namespace kda::wiki {
 
+struct QueryPlan;  // query.h
+
 // Search filters; empty fields do not filter. arch/op/technique values go through the alias table
 // ("H200" -> "sm90").
 struct Filters {
@@ -106,6 +108,8 @@ class Index {
   struct Impl;
 
  private:
+  // The any-word expression of a plan without its very common words (see kCommonWordFraction).
+  Result<std::string> loose_expression(const QueryPlan& plan);
   explicit Index(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   AliasTable aliases_ = AliasTable::builtin();
