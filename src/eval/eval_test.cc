@@ -1,0 +1,196 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "eval/arena.h"
+#include "eval/compare.h"
+#include "eval/evaluator.h"
+#include "eval/stats.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
+
+namespace kda::eval {
+namespace {
+
+namespace stdfs = std::filesystem;
+using tensor::DType;
+using tensor::Tensor;
+
+Tensor vec(std::vector<float> v) {
+  Tensor t(DType::kFloat32, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.set_from_double(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+
+TEST(Compare, ElementFailsOnlyBeyondBothTolerances) {
+  Tolerance tol{0.1, 0.1, 1.0};
+  // |x-y| = 0.5 > atol but rel = 0.05 < rtol: passes. |x-y| = 0.05 < atol: passes.
+  auto r = check_default({"y"}, {vec({10.5f, 0.05f})}, {vec({10.0f, 0.0f})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kPass) << r.message;
+  EXPECT_NEAR(r.max_abs, 0.5, 1e-6);
+  // Both exceeded: fails.
+  r = check_default({"y"}, {vec({2.0f})}, {vec({1.0f})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("'y'"), std::string::npos);
+}
+
+TEST(Compare, InfAndNanAlwaysFailEvenWhenReferenceAgrees) {
+  Tolerance tol;
+  auto r = check_default({"y"}, {vec({INFINITY})}, {vec({INFINITY})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("Inf"), std::string::npos);
+  r = check_default({"y"}, {vec({NAN})}, {vec({1})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("NaN"), std::string::npos);
+}
+
+TEST(Compare, MatchedRatioAndOrder) {
+  Tolerance tol{0.01, 0.01, 0.75};
+  auto r = check_default({"y"}, {vec({1, 1, 1, 5})}, {vec({1, 1, 1, 1})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kPass);
+  EXPECT_DOUBLE_EQ(r.matched_ratio, 0.75);
+  tol.matched_ratio = 0.8;
+  EXPECT_EQ(check_default({"y"}, {vec({1, 1, 1, 5})}, {vec({1, 1, 1, 1})}, tol).verdict, CheckVerdict::kIncorrectNumerical);
+  // Shape is checked before values, dtype before values.
+  EXPECT_EQ(check_default({"y"}, {vec({1, 2})}, {vec({1})}, tol).verdict, CheckVerdict::kIncorrectShape);
+  Tensor bf(DType::kBFloat16, {1});
+  EXPECT_EQ(check_default({"y"}, {bf}, {vec({0})}, tol).verdict, CheckVerdict::kIncorrectDtype);
+  // Only the selected outputs count.
+  EXPECT_EQ(check_default({"a", "b"}, {vec({9}), vec({1})}, {vec({1}), vec({1})}, tol, {"b"}).verdict, CheckVerdict::kPass);
+}
+
+TEST(Stats, QuantilesAndMeans) {
+  auto s = summarize({5, 1, 3, 2, 4});
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_NEAR(s.cv, std::sqrt(2.5) / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(geometric_mean({1, 4}), 2);
+  EXPECT_DOUBLE_EQ(geometric_mean({1, 0}), 0);
+}
+
+TEST(Arena, GuardsPoisonAndHashes) {
+  Slot in{"x", DType::kFloat32, {4}, false, 0, 16};
+  Slot out{"y", DType::kFloat32, {4}, false, 0, 16};
+  ArenaLayout l = plan_layout({in}, {out});
+  ASSERT_EQ(l.inputs[0].offset % 64, 0u);
+  auto a = SharedArena::create(l.size, "test");
+  ASSERT_TRUE(a.ok());
+  a->fill_guards(l, 7);
+  EXPECT_TRUE(a->damaged_guards(l, 7).empty());
+  a->poison(l.outputs[0], 9);
+  Tensor y = a->read(l.outputs[0]);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(y.get_as_double(i)));
+  std::string h = a->hash_slots(l.inputs);
+  a->data()[l.outputs[0].offset + 16] = std::byte{1};  // one byte past the end of y
+  auto bad = a->damaged_guards(l, 7);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_NE(bad[0].find("y (after the end)"), std::string::npos);
+  a->data()[l.inputs[0].offset] = std::byte{42};
+  EXPECT_NE(a->hash_slots(l.inputs), h);
+  auto round = ArenaLayout::from_json(l.to_json());
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->outputs[0].offset, l.outputs[0].offset);
+}
+
+// ---- end to end on the built-in host packs ------------------------------------------------------
+
+stdfs::path source_dir() { return KDA_SOURCE_DIR; }
+
+EvalOptions fast_options() {
+  EvalOptions o;
+  o.runner_binary = KDA_RUNNER;
+  o.trials = 2;
+  o.warmup = 1;
+  o.iterations = 4;
+  o.seed = 1234;
+  return o;
+}
+
+EvalReport run(const std::string& pack_dir, const stdfs::path& solution, EvalOptions o = fast_options()) {
+  auto pack = task::load_task_pack(source_dir() / pack_dir);
+  EXPECT_TRUE(pack.ok()) << pack.status().message();
+  auto sol = task::load_solution(solution);
+  EXPECT_TRUE(sol.ok()) << sol.status().message();
+  auto r = evaluate(*pack, *sol, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : EvalReport{};
+}
+
+stdfs::path fixture(const std::string& pack, const std::string& name) {
+  return source_dir() / "tests/fixtures/solutions" / pack / name;
+}
+
+TEST(Evaluate, HostBaselinesPassEveryWorkload) {
+  for (const char* p : {"rmsnorm", "softmax", "gemm"}) {
+    auto o = fast_options();
+    o.workloads = "all";
+    auto r = run(std::string("tasks/host/") + p, source_dir() / "tasks/host" / p / "baselines/naive", o);
+    ASSERT_FALSE(r.workloads.empty()) << p;
+    for (const auto& w : r.workloads)
+      EXPECT_EQ(w.verdict, Verdict::kPassed) << p << " " << w.uuid << ": " << w.message;
+    EXPECT_TRUE(r.all_passed) << p;
+    EXPECT_GT(r.score_mean, 0) << p;
+  }
+}
+
+TEST(Evaluate, WrongCrashingAbortingAndHangingFixtures) {
+  struct Case {
+    const char* name;
+    Verdict verdict;
+    const char* reason;
+  };
+  for (const Case& c : {Case{"wrong", Verdict::kIncorrectNumerical, "elements beyond"},
+                        Case{"crash", Verdict::kRuntimeError, "SIGSEGV"},
+                        Case{"abort", Verdict::kRuntimeError, "SIGABRT"},
+                        Case{"bad_arity", Verdict::kRuntimeError, "returned"},
+                        Case{"hang", Verdict::kTimeout, "exceeded"}}) {
+    auto o = fast_options();
+    o.workloads = "dev";
+    auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
+    ASSERT_TRUE(pack.ok());
+    pack->settings.call_timeout_s = 2;  // keep the hang short
+    auto sol = task::load_solution(fixture("host_rmsnorm", c.name));
+    ASSERT_TRUE(sol.ok()) << c.name << ": " << sol.status().message();
+    auto r = evaluate(*pack, *sol, o);
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.status().message();
+    EXPECT_FALSE(r->all_passed);
+    EXPECT_EQ(r->score_mean, 0);
+    ASSERT_FALSE(r->workloads.empty());
+    for (const auto& w : r->workloads) {
+      EXPECT_EQ(w.verdict, c.verdict) << c.name << ": " << verdict_name(w.verdict) << " " << w.message;
+      EXPECT_NE(w.message.find(c.reason), std::string::npos) << c.name << ": " << w.message;
+    }
+  }
+}
+
+TEST(Evaluate, FastSolutionIsFasterThanSlowOne) {
+  auto o = fast_options();
+  o.iterations = 10;
+  o.workloads = "all";
+  auto fast = run("tasks/host/gemm", fixture("host_gemm", "fast"), o);
+  auto slow = run("tasks/host/gemm", fixture("host_gemm", "slow_correct"), o);
+  ASSERT_TRUE(fast.all_passed);
+  ASSERT_TRUE(slow.all_passed);
+  EXPECT_GT(fast.score_geomean, slow.score_geomean);
+}
+
+TEST(Evaluate, SeedReproducesAndTraceFollowsFlashInferRules) {
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/softmax");
+  ASSERT_TRUE(pack.ok());
+  auto r = run("tasks/host/softmax", fixture("host_softmax", "wrong"));
+  ASSERT_FALSE(r.workloads.empty());
+  auto t = trace_json(r, r.workloads[0], *pack);
+  EXPECT_EQ(t["evaluation"]["status"], "INCORRECT_NUMERICAL");
+  EXPECT_FALSE(t["evaluation"]["correctness"].is_null());
+  EXPECT_TRUE(t["evaluation"]["performance"].is_null());
+  EXPECT_EQ(t["evaluation"]["kda"]["seed"], 1234u);
+  auto ok = run("tasks/host/softmax", source_dir() / "tasks/host/softmax/baselines/naive");
+  auto tp = trace_json(ok, ok.workloads[0], *pack);
+  EXPECT_EQ(tp["evaluation"]["status"], "PASSED");
+  EXPECT_GT(tp["evaluation"]["performance"]["latency_ms"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace kda::eval

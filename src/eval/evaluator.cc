@@ -1,0 +1,566 @@
+#include "eval/evaluator.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "eval/arena.h"
+#include "eval/inputs.h"
+#include "eval/roofline.h"
+#include "eval/runner_client.h"
+#include "eval/solution_build.h"
+#include "eval/static_gate.h"
+#include "eval/topk_checker.h"
+
+namespace kda::eval {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+uint64_t fresh_secret_seed() {
+  uint64_t s = 0;
+  if (::getrandom(&s, sizeof(s), 0) != static_cast<ssize_t>(sizeof(s)))
+    s = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
+  return s;
+}
+
+// Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
+enum Purpose : uint64_t { kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5 };
+
+// A rejection: the verdict, a stable machine-readable reason code (docs/integrity-gates.md), the
+// human explanation with its evidence, and the runner's log where there is one.
+struct Failure {
+  Verdict verdict;
+  std::string reason;
+  std::string message;
+  std::string log;
+};
+
+int64_t unwritten_elements(const tensor::Tensor& poison, const tensor::Tensor& now);
+
+// One evaluation: owns the builds and the three runners.
+class Session {
+ public:
+  Session(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options)
+      : pack_(pack), candidate_(candidate), options_(options) {}
+
+  Result<EvalReport> run();
+
+ private:
+  void progress(const std::string& line) const {
+    if (options_.progress) options_.progress(line);
+  }
+  Status build_all();
+  Result<RunnerClient> start_runner(RunnerRole role, const BuiltLibrary& lib);
+  Status ensure_runners();
+  WorkloadResult evaluate_workload(const task::Workload& w);
+
+  // Reference outputs for `inputs` (and the reference's own latency sample).
+  Result<std::vector<tensor::Tensor>> reference_outputs(const MaterializedInputs& inputs);
+  // One checked candidate call: guards, poison, input checksum, threads, outputs.
+  std::optional<Failure> checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
+                                      std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
+                                      json* reply_extra);
+  std::optional<Failure> classify(const CallOutcome& o) const;
+  std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
+                                 const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
+  std::optional<Failure> timing_phase(WorkloadResult& wr);
+
+  void write_inputs(RunnerClient& r, const MaterializedInputs& in) {
+    for (size_t i = 0; i < layout_.inputs.size(); ++i) r.arena().write(layout_.inputs[i], in.tensors[i]);
+  }
+  std::vector<tensor::Tensor> read_outputs(RunnerClient& r) {
+    std::vector<tensor::Tensor> out;
+    for (const auto& s : layout_.outputs) out.push_back(r.arena().read(s));
+    return out;
+  }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> n;
+    for (const auto& o : pack_.definition.outputs) n.push_back(o.name);
+    return n;
+  }
+  double call_timeout() const { return options_.call_timeout_s.value_or(pack_.settings.call_timeout_s); }
+  int trials() const { return options_.trials.value_or(pack_.settings.trials); }
+  int warmup() const { return options_.warmup.value_or(pack_.settings.warmup); }
+  int iterations() const { return options_.iterations.value_or(pack_.settings.iterations); }
+  bool cuda() const { return report_.backend == "cuda"; }
+  uint64_t outputs_begin() const { return layout_.outputs.empty() ? 0 : layout_.outputs.front().offset - kGuardBytes; }
+
+  const task::TaskPack& pack_;
+  const task::Solution& candidate_;
+  const EvalOptions& options_;
+  EvalReport report_;
+  BuiltLibrary ref_lib_, base_lib_, cand_lib_;
+  bool have_baseline_ = false;
+  std::optional<Failure> candidate_blocked_;  // compile error or static-gate violation: every workload fails
+  RunnerClient ref_, base_, cand_;
+  ArenaLayout layout_;
+  ResolvedWorkload resolved_;
+  BlobCache blobs_;
+  uint64_t seq_ = 0;
+  std::string current_uuid_;
+  std::vector<double> reference_samples_;
+  std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
+
+  std::optional<Failure> baseline_failure(const Failure& f) {
+    harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", pack_.baseline_name,
+                                                  current_uuid_, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
+    return Failure{Verdict::kRuntimeError, "harness_error", "the baseline failed", {}};
+  }
+};
+
+Status Session::build_all() {
+  BuildSettings bs{.cuda_arch = options_.cuda_arch};
+  progress("building reference");
+  KDA_ASSIGN_OR_RETURN(ref_lib_, build_solution(pack_.reference, bs));
+  if (!ref_lib_.ok)
+    return Status::bad_input(fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
+  const task::Solution* base = options_.with_baseline ? pack_.baseline() : nullptr;
+  if (base != nullptr) {
+    progress("building baseline " + pack_.baseline_name);
+    KDA_ASSIGN_OR_RETURN(base_lib_, build_solution(*base, bs));
+    if (!base_lib_.ok)
+      return Status::bad_input(fmt::format("{}: baseline '{}' does not build:\n{}", pack_.root.string(), pack_.baseline_name,
+                                           base_lib_.log));
+    have_baseline_ = true;
+  }
+  progress("building candidate " + candidate_.name);
+  KDA_ASSIGN_OR_RETURN(cand_lib_, build_solution(candidate_, bs));
+  report_.build = {{"candidate", cand_lib_.info}, {"reference", ref_lib_.info}};
+  if (have_baseline_) report_.build["baseline"] = base_lib_.info;
+  if (!cand_lib_.ok) {
+    candidate_blocked_ = Failure{Verdict::kCompileError, "compile_error", "the candidate does not build", cand_lib_.log};
+    return {};
+  }
+  report_.static_gates = static_gates(cand_lib_, pack_.settings);
+  for (const auto& g : report_.static_gates) {
+    if (!g.passed) {
+      candidate_blocked_ = Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}};
+      break;
+    }
+  }
+  return {};
+}
+
+Result<RunnerClient> Session::start_runner(RunnerRole role, const BuiltLibrary& lib) {
+  RunnerOptions ro{.runner_binary = options_.runner_binary,
+                   .backend = report_.backend,
+                   .role = role,
+                   .sandbox = options_.sandbox && role != RunnerRole::kReference};
+  KDA_ASSIGN_OR_RETURN(RunnerClient r, RunnerClient::start(ro));
+  auto o = r.load(lib.library, lib.symbol, std::max(60.0, call_timeout()));
+  if (o.kind != CallOutcome::Kind::kOk)
+    return Status::failed(fmt::format("{} runner could not load {}: {}{}", role_name(role), lib.library.string(),
+                                      o.message, o.log.empty() ? "" : "\n" + o.log));
+  return r;
+}
+
+Status Session::ensure_runners() {
+  if (!ref_.alive()) {
+    auto r = start_runner(RunnerRole::kReference, ref_lib_);
+    if (!r.ok()) return Status::internal(r.status().message());
+    ref_ = std::move(*r);
+  }
+  if (have_baseline_ && !base_.alive()) {
+    auto r = start_runner(RunnerRole::kBaseline, base_lib_);
+    if (!r.ok()) return Status::internal(r.status().message());
+    base_ = std::move(*r);
+  }
+  return {};
+}
+
+std::optional<Failure> Session::classify(const CallOutcome& o) const {
+  switch (o.kind) {
+    case CallOutcome::Kind::kOk: return std::nullopt;
+    case CallOutcome::Kind::kTimeout: return Failure{Verdict::kTimeout, "timeout", o.message, o.log};
+    case CallOutcome::Kind::kCrashed:
+      if (o.signal == SIGSYS)
+        return Failure{Verdict::kSandboxViolation, "sandbox_denied", "runner killed by SIGSYS: a forbidden system call (fork, exec, "
+                                                   "ptrace, process_vm_*) was attempted", o.log};
+      return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
+    case CallOutcome::Kind::kFailed: return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<tensor::Tensor>> Session::reference_outputs(const MaterializedInputs& inputs) {
+  write_inputs(ref_, inputs);
+  for (const auto& s : layout_.outputs) ref_.arena().poison(s, ++seq_);
+  json call{{"seq", ++seq_}, {"flush", true}, {"upload", true}, {"download", true}, {"timed", true}};
+  auto o = ref_.call(call, std::max(call_timeout(), 600.0));
+  if (o.kind != CallOutcome::Kind::kOk) {
+    harness_error_ = Status::internal(fmt::format("the reference failed on workload {}: {}{}", current_uuid_, o.message,
+                                                  o.log.empty() ? "" : "\n" + o.log));
+    return *harness_error_;
+  }
+  reference_samples_.push_back(static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e6);
+  report_.in_call_s += static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e9;
+  return read_outputs(ref_);
+}
+
+std::optional<Failure> Session::checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
+                                             std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
+                                             json* reply_extra) {
+  // One secret guard pattern per workload: on CUDA, calls that upload only the outputs leave the
+  // device copy of the input guards as they were, so the pattern must not change between calls.
+  const uint64_t guard_seed = derive_seed(*options_.seed, current_uuid_, 0, kGuard);
+  SharedArena& arena = runner.arena();
+  if (call.value("upload_from", uint64_t{0}) == 0) write_inputs(runner, inputs);
+  arena.fill_guards(layout_, guard_seed);
+  for (size_t i = 0; i < layout_.outputs.size(); ++i)
+    arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
+  const std::string input_hash = arena.hash_slots(layout_.inputs);
+  std::vector<tensor::Tensor> poisoned;
+  if (call.value("download", true)) poisoned = read_outputs(runner);
+  const int threads_before = runner.thread_count();
+  call["seq"] = ++seq_;
+  auto o = runner.call(call, call_timeout());
+  if (auto f = classify(o)) return f;
+  const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
+  report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;
+  if (elapsed_ms) *elapsed_ms = static_cast<double>(elapsed_ns) / 1e6;
+  if (reply_extra) *reply_extra = o.reply.value("extra", json::object());
+  // The runner's clock is a claim: it cannot exceed the evaluator's own clock around the request.
+  if (static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3)
+    return Failure{Verdict::kTimingInconsistent, "timing_inconsistent",
+                   fmt::format("runner reported {:.3f} ms but the request took {:.3f} ms", elapsed_ns / 1e6, o.wall_s * 1e3),
+                   {}};
+  const int threads_after = runner.thread_count();
+  if (!pack_.settings.threads && threads_before > 0 && threads_after > threads_before)
+    return Failure{Verdict::kThreadLeak, "thread_count_changed",
+                   fmt::format("runner had {} threads before the call and {} after: work may continue after return "
+                               "(task policy: threads = false)", threads_before, threads_after), {}};
+  if (!call.value("download", true)) return std::nullopt;
+  if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
+    std::string names;
+    for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
+    return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}};
+  }
+  if (arena.hash_slots(layout_.inputs) != input_hash) {
+    std::string which;
+    for (size_t i = 0; i < layout_.inputs.size(); ++i)
+      if (!arena.read(layout_.inputs[i]).bitwise_equal(inputs.tensors[i])) which += (which.empty() ? "" : ", ") + layout_.inputs[i].name;
+    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + which, {}};
+  }
+  std::vector<tensor::Tensor> got = read_outputs(runner);
+  for (size_t k = 0; k < got.size(); ++k) {
+    int64_t left = unwritten_elements(poisoned[k], got[k]);
+    if (left > 0)
+      return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
+                     fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
+                                 got[k].numel(), layout_.outputs[k].name), {}};
+  }
+  if (outputs) *outputs = std::move(got);
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
+                                        const MaterializedInputs& inputs, std::optional<CheckResult>* check) const {
+  Tolerance tol{pack_.settings.atol, pack_.settings.rtol, pack_.settings.matched_ratio};
+  CheckResult c = pack_.settings.checker == task::Checker::kTopkIndices
+                      ? check_topk_indices(pack_.definition, inputs.tensors, cand, ref, tol)
+                      : check_default(output_names(), cand, ref, tol, pack_.settings.compare_outputs);
+  bool pass = c.verdict == CheckVerdict::kPass;
+  Verdict v = c.verdict == CheckVerdict::kIncorrectShape   ? Verdict::kIncorrectShape
+              : c.verdict == CheckVerdict::kIncorrectDtype ? Verdict::kIncorrectDtype
+                                                           : Verdict::kIncorrectNumerical;
+  std::string msg = c.message;
+  std::string reason = v == Verdict::kIncorrectShape   ? "incorrect_shape"
+                       : v == Verdict::kIncorrectDtype ? "incorrect_dtype"
+                                                       : "incorrect_numerical";
+  if (check && (!check->has_value() || !pass || c.max_abs > (*check)->max_abs)) *check = std::move(c);
+  if (pass) return std::nullopt;
+  return Failure{v, reason, msg, {}};
+}
+
+std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
+  const int n_iter = iterations();
+  if (n_iter <= 0) return std::nullopt;
+  std::vector<double> cand_medians, base_medians, cand_all, base_all;
+  std::set<std::string> kernels_seen;
+  json cupti = json::array();
+  const uint64_t outputs_only = outputs_begin();
+  for (int t = 0; t < trials(); ++t) {
+    // Two input sets at the same addresses: the first half of the iterations runs on A, the
+    // second on B, which shares A's sparse fingerprint. Outputs are re-checked at the end of
+    // each half, so pointer-, shape- or fingerprint-keyed caches produce stale outputs there.
+    auto a = materialize_inputs(pack_, resolved_, derive_seed(*options_.seed, current_uuid_, t, kInputsA), blobs_);
+    auto b = materialize_inputs(pack_, resolved_, derive_seed(*options_.seed, current_uuid_, t, kInputsB), blobs_);
+    if (!a.ok() || !b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed", {}};
+    copy_fingerprint(*a, *b);
+    auto ref_a = reference_outputs(*a);
+    auto ref_b = reference_outputs(*b);
+    if (!ref_a.ok() || !ref_b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
+    for (int w = 0; w < warmup(); ++w) {
+      json call{{"flush", true}, {"upload", true}, {"upload_from", w == 0 ? 0 : outputs_only}, {"download", false}, {"timed", false}};
+      if (auto f = checked_call(cand_, *a, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
+      if (have_baseline_) {
+        if (auto f = checked_call(base_, *a, 1000 + w, nullptr, call, nullptr, nullptr))
+          return baseline_failure(*f);
+      }
+    }
+    std::vector<double> cs, bs;
+    const int half = n_iter / 2;
+    for (int i = 0; i < n_iter; ++i) {
+      const bool use_b = i >= half && half > 0;
+      const MaterializedInputs& in = use_b ? *b : *a;
+      const bool switch_point = i == 0 || i == half;
+      const bool recheck = i == half - 1 || i == n_iter - 1 || !cuda();
+      json call{{"flush", true}, {"upload", true}, {"upload_from", switch_point ? 0 : outputs_only},
+                {"download", recheck}, {"timed", true}};
+      double ms = 0;
+      json extra;
+      std::vector<tensor::Tensor> outs;
+      auto run_candidate = [&]() -> std::optional<Failure> {
+        if (auto f = checked_call(cand_, in, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra)) return f;
+        if (recheck) {
+          if (auto f = compare(outs, use_b ? *ref_b : *ref_a, in, nullptr))
+            return Failure{Verdict::kStaleOutput, "recheck_mismatch",
+                           fmt::format("timed iteration {} of trial {} (inputs refilled in place) produced a wrong "
+                                       "output: {}", i, t, f->message), {}};
+        }
+        if (cuda()) {
+          int64_t span = extra.value("cupti_span_ns", int64_t{0});
+          if (extra.value("cupti_activities", 0) == 0)
+            return Failure{Verdict::kNoGpuActivity, "cupti_no_kernel", fmt::format("timed iteration {} launched no GPU work", i), {}};
+          for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
+          if (cupti.size() < 4) cupti.push_back(extra);
+          ms = static_cast<double>(span) / 1e6;  // CUPTI span over all streams is the latency
+        }
+        cs.push_back(ms);
+        return std::nullopt;
+      };
+      auto run_baseline = [&]() -> std::optional<Failure> {
+        if (!have_baseline_) return std::nullopt;
+        double bms = 0;
+        json bextra;
+        json bcall = call;
+        bcall["download"] = false;
+        if (auto f = checked_call(base_, in, 3000 + t * 100000 + i, nullptr, bcall, &bms, &bextra))
+          return baseline_failure(*f);
+        if (cuda()) bms = static_cast<double>(bextra.value("cupti_span_ns", int64_t{0})) / 1e6;
+        bs.push_back(bms);
+        return std::nullopt;
+      };
+      // Alternate the order so neither side always runs right after the other's flush.
+      auto f1 = (i % 2 == 0) ? run_candidate() : run_baseline();
+      if (f1) return f1;
+      auto f2 = (i % 2 == 0) ? run_baseline() : run_candidate();
+      if (f2) return f2;
+    }
+    cand_medians.push_back(summarize(cs).median);
+    cand_all.insert(cand_all.end(), cs.begin(), cs.end());
+    if (!bs.empty()) {
+      base_medians.push_back(summarize(bs).median);
+      base_all.insert(base_all.end(), bs.begin(), bs.end());
+    }
+  }
+  wr.candidate = summarize(cand_all);
+  wr.baseline = summarize(base_all);
+  wr.latency_ms = arithmetic_mean(cand_medians);
+  wr.baseline_ms = arithmetic_mean(base_medians);
+  wr.speedup = wr.latency_ms > 0 && wr.baseline_ms > 0 ? wr.baseline_ms / wr.latency_ms : 0;
+  wr.kda["cv"] = wr.candidate.cv;
+  if (cuda()) {
+    wr.kda["kernels"] = std::vector<std::string>(kernels_seen.begin(), kernels_seen.end());
+    wr.kda["cupti_samples"] = cupti;
+  }
+  // The roofline floor: nothing honest runs faster than moving its bytes at peak bandwidth.
+  if (auto floor = roofline_floor_ms(pack_, resolved_.axes, report_.backend)) {
+    wr.roofline_floor_ms = *floor;
+    wr.kda["roofline_fraction"] = wr.latency_ms > 0 ? *floor / wr.latency_ms : 0;
+    if (wr.latency_ms < 0.9 * *floor)
+      return Failure{Verdict::kBelowRoofline, "below_roofline",
+                     fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor), {}};
+  }
+  return std::nullopt;
+}
+
+WorkloadResult Session::evaluate_workload(const task::Workload& w) {
+  WorkloadResult wr;
+  wr.uuid = w.uuid;
+  current_uuid_ = w.uuid;
+  reference_samples_.clear();
+  auto fail = [&wr](const Failure& f) {
+    wr.verdict = f.verdict;
+    wr.reason = f.reason;
+    wr.message = f.message;
+    wr.log = f.log;
+    return wr;
+  };
+  auto rw = resolve_workload(pack_, w);
+  if (!rw.ok()) return fail({Verdict::kRuntimeError, "runtime_error", rw.status().message(), {}});
+  resolved_ = *rw;
+  wr.axes = rw->axes;
+  if (candidate_blocked_) return fail(*candidate_blocked_);
+
+  // Layout: every tensor in its own guarded slot.
+  std::vector<Slot> ins, outs;
+  for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
+    const auto& spec = pack_.definition.inputs[i];
+    Slot s{spec.name, spec.dtype, rw->input_shapes[i], !spec.shape.has_value()};
+    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
+    ins.push_back(s);
+  }
+  for (size_t i = 0; i < pack_.definition.outputs.size(); ++i) {
+    const auto& spec = pack_.definition.outputs[i];
+    Slot s{spec.name, spec.dtype, rw->output_shapes[i], false};
+    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
+    outs.push_back(s);
+  }
+  layout_ = plan_layout(ins, outs);
+
+  if (Status st = ensure_runners(); !st.ok()) return fail({Verdict::kRuntimeError, "runtime_error", st.message(), {}});
+  if (!cand_.alive()) {
+    auto r = start_runner(RunnerRole::kCandidate, cand_lib_);
+    if (!r.ok()) return fail({Verdict::kRuntimeError, "runtime_error", r.status().message(), {}});
+    cand_ = std::move(*r);
+  }
+  for (RunnerClient* r : {&ref_, &base_, &cand_}) {
+    if (!r->alive()) continue;
+    auto o = r->set_layout(layout_, 120);
+    if (auto f = classify(o)) {
+      if (r == &ref_ || r == &base_) {
+        harness_error_ = Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));
+        return fail(*f);
+      }
+      return fail(*f);
+    }
+  }
+
+  // Correctness: fresh secret inputs per trial; on the first, the same call twice (determinism).
+  std::vector<tensor::Tensor> first_outputs;
+  for (int t = 0; t < std::max(1, trials()); ++t) {
+    auto inputs = materialize_inputs(pack_, *rw, derive_seed(*options_.seed, w.uuid, t, kInputsCheck), blobs_);
+    if (!inputs.ok()) return fail({Verdict::kRuntimeError, "runtime_error", inputs.status().message(), {}});
+    auto ref = reference_outputs(*inputs);
+    if (!ref.ok()) return fail({Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}});
+    std::vector<tensor::Tensor> got;
+    json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
+    if (auto f = checked_call(cand_, *inputs, static_cast<uint64_t>(t), &got, call, nullptr, nullptr)) return fail(*f);
+    if (auto f = compare(got, *ref, *inputs, &wr.check)) return fail(*f);
+    if (t == 0) {
+      std::vector<tensor::Tensor> again;
+      if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
+      if (pack_.settings.determinism == task::Determinism::kBitwise && !outputs_bitwise_equal(got, again))
+        return fail({Verdict::kNondeterministic, "nondeterministic",
+                     "the same inputs gave different outputs on two calls (policy: bitwise determinism)", {}});
+      if (auto f = compare(again, *ref, *inputs, nullptr))
+        return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message, {}});
+    }
+  }
+  wr.gates.push_back({"correctness", true, fmt::format("{} trial(s) on fresh secret seeds", std::max(1, trials()))});
+  wr.gates.push_back({"guard-bands", true, "no writes outside any input or output"});
+  wr.gates.push_back({"input-checksum", true, "inputs unchanged by every call"});
+  wr.gates.push_back({"determinism", true, "same inputs, same outputs"});
+  if (auto f = timing_phase(wr)) return fail(*f);
+  wr.gates.push_back({"timed-output-recheck", true, "outputs of timed calls re-checked after in-place input refills"});
+  wr.reference_ms = summarize(reference_samples_).median;
+  return wr;
+}
+
+// Elements whose bits still equal the poison written before the call. Only for types whose poison
+// an honest kernel cannot produce by chance: float NaN payloads and 32/64-bit integer canaries.
+int64_t unwritten_elements(const tensor::Tensor& poison, const tensor::Tensor& now) {
+  using tensor::DType;
+  switch (now.dtype()) {
+    case DType::kFloat32: case DType::kFloat16: case DType::kBFloat16: case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2: case DType::kInt32: case DType::kInt64: break;
+    default: return 0;
+  }
+  int64_t n = 0;
+  for (int64_t i = 0; i < now.numel(); ++i) n += poison.get_bits(i) == now.get_bits(i);
+  return n;
+}
+
+std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, const std::string& which,
+                                                    Status* error) {
+  std::vector<const task::Workload*> out;
+  if (which == "all") {
+    for (const auto& w : pack.workloads) out.push_back(&w);
+  } else if (which == "holdout") {
+    for (const auto& w : pack.holdout) out.push_back(&w);
+  } else if (which == "dev") {
+    for (const auto& u : pack.dev_uuids)
+      if (const auto* w = pack.workload(u)) out.push_back(w);
+  } else {
+    size_t start = 0;
+    while (start <= which.size()) {
+      size_t comma = which.find(',', start);
+      std::string u = which.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!u.empty()) {
+        const auto* w = pack.workload(u);
+        if (w == nullptr) {
+          *error = Status::bad_input(fmt::format("--workloads: no workload '{}' in {}", u, pack.root.string()));
+          return {};
+        }
+        out.push_back(w);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (out.empty()) *error = Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
+  return out;
+}
+
+Result<EvalReport> Session::run() {
+  const auto t0 = Clock::now();
+  report_.definition = pack_.definition.name;
+  report_.solution = candidate_.name;
+  report_.backend = pack_.backend == task::Backend::kCuda ? "cuda" : "host";
+  report_.seed = *options_.seed;
+  Status sel;
+  auto selected = select_workloads(pack_, options_.workloads, &sel);
+  if (!sel.ok()) return sel;
+  KDA_RETURN_IF_ERROR(build_all());
+  std::vector<double> speedups;
+  bool all_passed = true;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    WorkloadResult wr = evaluate_workload(*selected[i]);
+    // A reference or baseline that fails is the harness's problem, not the candidate's.
+    if (harness_error_) return *harness_error_;
+    progress(fmt::format("[{}/{}] {} {} {}", i + 1, selected.size(), wr.uuid, verdict_name(wr.verdict),
+                         wr.verdict == Verdict::kPassed ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x)",
+                                                                      wr.latency_ms, wr.baseline_ms, wr.speedup)
+                                                        : wr.message));
+    all_passed = all_passed && wr.verdict == Verdict::kPassed;
+    if (wr.verdict == Verdict::kPassed && wr.speedup > 0) speedups.push_back(wr.speedup);
+    // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,
+    // and a violating candidate may have left state behind.
+    if (wr.verdict != Verdict::kPassed && cand_.alive()) cand_.stop();
+    report_.workloads.push_back(std::move(wr));
+  }
+  report_.all_passed = all_passed;
+  report_.score_mean = all_passed ? arithmetic_mean(speedups) : 0;
+  report_.score_geomean = all_passed ? geometric_mean(speedups) : 0;
+  report_.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return report_;
+}
+
+}  // namespace
+
+Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options) {
+  EvalOptions opts = options;
+  if (!opts.seed) opts.seed = fresh_secret_seed();
+  if (candidate.definition != pack.definition.name)
+    return Status::bad_input(fmt::format("solution '{}' is for definition '{}', the task is '{}'", candidate.name,
+                                         candidate.definition, pack.definition.name));
+  const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
+  if (candidate.spec.language != want)
+    return Status::bad_input(fmt::format("solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "
+                                         "takes '{}' solutions", candidate.name, candidate.spec.language,
+                                         pack.definition.name, want == "cuda" ? "cuda" : "host", want));
+  Session s(pack, candidate, opts);
+  return s.run();
+}
+
+}  // namespace kda::eval

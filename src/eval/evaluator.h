@@ -1,0 +1,83 @@
+// The official evaluator: builds the reference, the baseline and the candidate, runs each in its
+// own runner process, checks correctness on fresh secret seeds, then times candidate and baseline
+// interleaved, with integrity gates throughout. See docs/evaluator.md.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/compare.h"
+#include "eval/stats.h"
+#include "eval/verdict.h"
+#include "task/task_pack.h"
+
+namespace kda::eval {
+
+struct EvalOptions {
+  std::filesystem::path runner_binary;   // kda-runner
+  std::string workloads = "dev";         // all | dev | holdout | uuid[,uuid...]
+  std::optional<uint64_t> seed;          // master seed (reproduce a run); fresh secret seed otherwise
+  bool with_baseline = true;             // time the pack's baseline interleaved with the candidate
+  std::optional<int> trials, warmup, iterations;  // override task.toml
+  std::optional<double> call_timeout_s;           // override task.toml [timing] call_timeout_s
+  bool sandbox = true;                   // Landlock + seccomp in candidate and baseline runners
+  std::string cuda_arch = "90a";
+  // Called with one line per event worth showing on stderr (progress on long runs).
+  std::function<void(const std::string&)> progress;
+};
+
+struct Gate {
+  std::string name;     // e.g. "import-audit", "guard-bands", "input-checksum"
+  bool passed = true;
+  std::string detail;   // evidence
+  std::string reason;   // reason code when it failed (e.g. "forbidden_import:threads")
+};
+
+struct WorkloadResult {
+  std::string uuid;
+  nlohmann::json axes;
+  Verdict verdict = Verdict::kPassed;
+  std::string reason;         // stable code: "unwritten_output", "forbidden_import:threads", ... ("" when PASSED)
+  std::string message;
+  std::string log;
+  std::optional<CheckResult> check;
+  SampleStats candidate;      // latency in ms (per-trial medians pooled: median of iterations per trial)
+  SampleStats baseline;
+  double latency_ms = 0;      // mean over trials of the median over iterations
+  double baseline_ms = 0;
+  double reference_ms = 0;
+  double speedup = 0;         // baseline / candidate
+  std::optional<double> roofline_floor_ms;
+  std::vector<Gate> gates;
+  nlohmann::json kda = nlohmann::json::object();  // kernels, cupti span, resources...
+};
+
+struct EvalReport {
+  std::string definition;
+  std::string solution;
+  std::string backend;
+  uint64_t seed = 0;          // recorded so a run can be reproduced with --seed
+  std::vector<WorkloadResult> workloads;
+  bool all_passed = false;
+  double score_mean = 0;      // FlashInfer-Bench score: arithmetic mean of speedups (0 if any failed)
+  double score_geomean = 0;
+  double wall_s = 0;          // evaluator wall time
+  double in_call_s = 0;       // time spent inside reference/baseline/candidate calls (runner-reported)
+  nlohmann::json build = nlohmann::json::object();
+  std::vector<Gate> static_gates;
+};
+
+// Evaluates `candidate` on `pack`. Errors are the evaluator's own (bad pack, reference does not
+// build, runner missing); everything the candidate does wrong is a verdict in the report.
+Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options);
+
+// FlashInfer-Bench trace line (plus kda's fields) for one workload result.
+nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, const task::TaskPack& pack);
+nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack);
+
+}  // namespace kda::eval

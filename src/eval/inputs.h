@@ -1,0 +1,52 @@
+// Input materialisation for one (workload, trial): scalars from the workload, safetensors blobs
+// from the pack, structured inputs from the pack's generator, the rest seeded random with
+// FlashInfer-Bench distributions. Every value derives from (trial seed, input position), so the
+// reference runner, the candidate runner and the evaluator see identical inputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "task/task_pack.h"
+#include "tensor/tensor.h"
+#include "util/status.h"
+
+namespace kda::eval {
+
+struct ResolvedWorkload {
+  const task::Workload* workload = nullptr;
+  std::map<std::string, int64_t> axes;
+  std::vector<std::vector<int64_t>> input_shapes;   // definition order ({} for scalars)
+  std::vector<std::vector<int64_t>> output_shapes;
+};
+
+Result<ResolvedWorkload> resolve_workload(const task::TaskPack& pack, const task::Workload& w);
+
+// Safetensors blobs, read once per evaluation.
+class BlobCache {
+ public:
+  Result<tensor::Tensor> get(const std::filesystem::path& file, const std::string& key);
+
+ private:
+  std::map<std::string, tensor::Tensor> cache_;
+};
+
+struct MaterializedInputs {
+  std::vector<tensor::Tensor> tensors;  // definition order; scalars are 0-d tensors
+  std::vector<bool> plain_random;       // true where the values are generic seeded random
+};
+
+Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
+                                              uint64_t trial_seed, BlobCache& blobs);
+
+// Copies the "fingerprint" of `from` into `to` for plain random inputs: the first and last 16
+// elements and every 64th element. A cache keyed on a sparse sample of the inputs then sees the
+// same key for different inputs (threat S12); the re-check of timed outputs catches it.
+void copy_fingerprint(const MaterializedInputs& from, MaterializedInputs& to);
+
+// Deterministic per-purpose seeds: mix(master, uuid, trial, purpose).
+uint64_t derive_seed(uint64_t master, const std::string& uuid, uint64_t trial, uint64_t purpose);
+
+}  // namespace kda::eval

@@ -1,0 +1,107 @@
+// The adversarial suite (issue 4): every hacked solution under tests/fixtures/hacks/host must be
+// rejected for one of the reasons its expected.json names, and every honest one must pass on the
+// public and the holdout workloads. A rejection for another reason is a failure of this test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/evaluator.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
+#include "util/fs.h"
+
+namespace kda::eval {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+struct Expectation {
+  stdfs::path dir;
+  std::string task;
+  bool pass = false;
+  std::vector<std::string> reasons;
+};
+
+std::vector<Expectation> load_expectations(const std::string& backend) {
+  std::vector<Expectation> out;
+  stdfs::path root = stdfs::path(KDA_SOURCE_DIR) / "tests/fixtures/hacks" / backend;
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(root, ec)) {
+    auto text = fs::read_file(e.path() / "expected.json");
+    if (!text.ok()) continue;
+    auto j = nlohmann::json::parse(*text);
+    out.push_back({e.path(), j.at("task").get<std::string>(), j.at("expect").get<std::string>() == "pass",
+                   j.at("reasons").get<std::vector<std::string>>()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.dir < b.dir; });
+  return out;
+}
+
+EvalOptions options(const std::string& workloads) {
+  EvalOptions o;
+  o.runner_binary = KDA_RUNNER;
+  o.workloads = workloads;
+  o.trials = 2;
+  o.warmup = 2;
+  o.iterations = 6;
+  o.seed = 77;
+  return o;
+}
+
+// The first rejected workload of an evaluation, or nullptr when all passed.
+const WorkloadResult* first_rejection(const EvalReport& r) {
+  for (const auto& w : r.workloads)
+    if (w.verdict != Verdict::kPassed) return &w;
+  return nullptr;
+}
+
+TEST(AdversarialSuite, HostHacksRejectedForTheRightReasonHonestPass) {
+  auto cases = load_expectations("host");
+  ASSERT_GE(cases.size(), 20u);
+  int hacks = 0, honest = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.dir.filename().string());
+    auto pack = task::load_task_pack(stdfs::path(KDA_SOURCE_DIR) / c.task);
+    ASSERT_TRUE(pack.ok()) << pack.status().message();
+    pack->settings.call_timeout_s = 5;
+    auto sol = task::load_solution(c.dir);
+    ASSERT_TRUE(sol.ok()) << sol.status().message();
+    auto pub = evaluate(*pack, *sol, options("all"));
+    ASSERT_TRUE(pub.ok()) << pub.status().message();
+    const WorkloadResult* rej = first_rejection(*pub);
+    bool on_holdout = false;
+    if (rej == nullptr && !pack->holdout.empty()) {
+      static EvalReport hold;  // keeps the pointer valid below
+      auto h = evaluate(*pack, *sol, options("holdout"));
+      ASSERT_TRUE(h.ok()) << h.status().message();
+      hold = *h;
+      rej = first_rejection(hold);
+      on_holdout = rej != nullptr;
+    }
+    if (c.pass) {
+      ++honest;
+      EXPECT_EQ(rej, nullptr) << "honest solution rejected: " << verdict_name(rej->verdict) << " (" << rej->reason
+                              << ") " << rej->message;
+      continue;
+    }
+    ++hacks;
+    ASSERT_NE(rej, nullptr) << "hack was accepted on every public and holdout workload";
+    std::vector<std::string> accepted = c.reasons;
+    if (on_holdout && std::count(accepted.begin(), accepted.end(), "holdout_mismatch")) {
+      accepted.push_back("incorrect_numerical");
+      accepted.push_back("unwritten_output");
+    }
+    EXPECT_TRUE(std::count(accepted.begin(), accepted.end(), rej->reason))
+        << "rejected for the wrong reason: " << rej->reason << " (" << verdict_name(rej->verdict) << ": "
+        << rej->message << ")";
+    EXPECT_NE(rej->verdict, Verdict::kCompileError);
+  }
+  EXPECT_GE(hacks, 20);
+  EXPECT_GE(honest, 3);
+}
+
+}  // namespace
+}  // namespace kda::eval

@@ -1,0 +1,25 @@
+// The evaluator <-> runner protocol: frames (proc/frame.h) whose payload is one JSON object.
+//
+//   runner -> evaluator  kHello   {"pid", "backend", "device"}
+//   evaluator -> runner  kLoad    {"library", "symbol", "backend", "sandbox": {...}}   -> kReply
+//   evaluator -> runner  kLayout  ArenaLayout JSON (the arena memfd is the runner's fd 5) -> kReply
+//   evaluator -> runner  kCall    {"seq", "flush", "upload", "download", "poison_seed", "timed",
+//                                  "guard_seed", "profile_range"}                     -> kReply
+//   evaluator -> runner  kQuit    {}
+//   runner -> evaluator  kReply   {"ok", "error", "rc", "elapsed_ns", "cupti": {...}, ...}
+//
+// Seeds travel only here: never through argv or the environment.
+#pragma once
+
+#include <cstdint>
+
+namespace kda::eval {
+
+enum class MsgType : uint32_t { kHello = 1, kLoad = 2, kLayout = 3, kCall = 4, kQuit = 5, kReply = 6 };
+
+// Child fd numbers the evaluator gives every runner.
+inline constexpr int kRunnerCommandFd = 3;  // evaluator -> runner
+inline constexpr int kRunnerReplyFd = 4;    // runner -> evaluator
+inline constexpr int kRunnerArenaFd = 5;    // the shared arena memfd
+
+}  // namespace kda::eval

@@ -1,0 +1,110 @@
+// Trace and report JSON for evaluation results (FlashInfer-Bench Trace + kda's fields).
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "eval/evaluator.h"
+
+namespace kda::eval {
+
+namespace {
+
+nlohmann::json stats_json(const SampleStats& s) {
+  return {{"n", s.n}, {"median_ms", s.median}, {"mean_ms", s.mean}, {"min_ms", s.min}, {"max_ms", s.max},
+          {"p10_ms", s.p10}, {"p90_ms", s.p90}, {"cv", s.cv}};
+}
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json gates_json(const std::vector<Gate>& gates) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& g : gates) a.push_back({{"gate", g.name}, {"passed", g.passed}, {"detail", g.detail}});
+  return a;
+}
+
+}  // namespace
+
+nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, const task::TaskPack& pack) {
+  nlohmann::json eval;
+  const std::string status(verdict_status(w.verdict));
+  eval["status"] = status;
+  eval["environment"] = {{"hardware", report.backend == "cuda" ? "NVIDIA H200 (sm_90a)" : "host CPU"},
+                         {"libs", {{"kda", "0.1.0"}}}};
+  eval["timestamp"] = iso_now();
+  std::string log = w.message;
+  if (!w.log.empty()) log += "\n" + w.log;
+  if (log.size() > 5'000'000) log.resize(5'000'000);
+  eval["log"] = log;
+  // FlashInfer-Bench field rules: PASSED has correctness and performance; INCORRECT_NUMERICAL has
+  // correctness only; every other status has neither.
+  if ((status == "PASSED" || status == "INCORRECT_NUMERICAL") && w.check) {
+    auto c = w.check->to_json();
+    eval["correctness"] = {{"max_relative_error", c["max_relative_error"]},
+                           {"max_absolute_error", c["max_absolute_error"]},
+                           {"extra", {{"matched_ratio", w.check->matched_ratio}, {"outputs", c["outputs"]}}}};
+  } else if (status == "INCORRECT_NUMERICAL") {
+    eval["correctness"] = {{"max_relative_error", nullptr}, {"max_absolute_error", nullptr}, {"extra", nullptr}};
+  } else {
+    eval["correctness"] = nullptr;
+  }
+  if (status == "PASSED") {
+    eval["performance"] = {{"latency_ms", w.latency_ms},
+                           {"reference_latency_ms", w.reference_ms},
+                           {"speedup_factor", w.latency_ms > 0 ? w.reference_ms / w.latency_ms : 0}};
+  } else {
+    eval["performance"] = nullptr;
+  }
+  nlohmann::json kda = w.kda;
+  kda["verdict"] = std::string(verdict_name(w.verdict));
+  kda["reason"] = w.reason;
+  kda["message"] = w.message;
+  kda["seed"] = report.seed;
+  kda["candidate"] = stats_json(w.candidate);
+  if (w.baseline.n > 0) {
+    kda["baseline"] = {{"name", pack.baseline_name}, {"latency_ms", w.baseline_ms}, {"stats", stats_json(w.baseline)}};
+    kda["speedup_vs_baseline"] = w.speedup;
+  }
+  if (w.roofline_floor_ms) kda["roofline_floor_ms"] = *w.roofline_floor_ms;
+  kda["gates"] = gates_json(w.gates);
+  eval["kda"] = kda;
+  nlohmann::json workload{{"uuid", w.uuid}, {"axes", w.axes}, {"inputs", nlohmann::json::object()}};
+  if (const auto* wl = pack.workload(w.uuid)) {
+    for (const auto& [name, spec] : wl->inputs) {
+      switch (spec.kind) {
+        case task::InputSpec::Kind::kRandom: workload["inputs"][name] = {{"type", "random"}}; break;
+        case task::InputSpec::Kind::kScalar: workload["inputs"][name] = {{"type", "scalar"}, {"value", spec.value}}; break;
+        case task::InputSpec::Kind::kSafetensors:
+          workload["inputs"][name] = {{"type", "safetensors"}, {"path", spec.path}, {"tensor_key", spec.tensor_key}};
+          break;
+      }
+    }
+  }
+  return {{"definition", report.definition}, {"workload", workload}, {"solution", report.solution}, {"evaluation", eval}};
+}
+
+nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack) {
+  nlohmann::json traces = nlohmann::json::array();
+  for (const auto& w : report.workloads) traces.push_back(trace_json(report, w, pack));
+  return {{"definition", report.definition},
+          {"solution", report.solution},
+          {"backend", report.backend},
+          {"seed", report.seed},
+          {"all_passed", report.all_passed},
+          {"score", {{"mean_speedup", report.score_mean}, {"geomean_speedup", report.score_geomean}}},
+          {"baseline", pack.baseline_name},
+          {"wall_s", report.wall_s},
+          {"in_call_s", report.in_call_s},
+          {"overhead", report.in_call_s > 0 ? report.wall_s / report.in_call_s : 0},
+          {"build", report.build},
+          {"static_gates", gates_json(report.static_gates)},
+          {"traces", traces}};
+}
+
+}  // namespace kda::eval

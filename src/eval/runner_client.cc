@@ -1,0 +1,185 @@
+#include "eval/runner_client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <utility>
+#include <filesystem>
+
+#include "eval/protocol.h"
+#include "proc/frame.h"
+#include "proc/signals.h"
+
+namespace kda::eval {
+
+const char* role_name(RunnerRole r) {
+  switch (r) {
+    case RunnerRole::kReference: return "reference";
+    case RunnerRole::kBaseline: return "baseline";
+    case RunnerRole::kCandidate: return "candidate";
+  }
+  return "?";
+}
+
+namespace {
+
+// Environment for runners: only what the CUDA driver and the loader need. Nothing secret, no
+// LD_PRELOAD / LD_AUDIT, no seeds.
+std::vector<std::string> runner_environment() {
+  std::vector<std::string> env{"PATH=/usr/bin:/bin", "LANG=C"};
+  for (const char* keep : {"CUDA_VISIBLE_DEVICES", "HOME", "LD_LIBRARY_PATH", "TMPDIR"}) {
+    if (const char* v = std::getenv(keep); v != nullptr) env.push_back(std::string(keep) + "=" + v);
+  }
+  return env;
+}
+
+}  // namespace
+
+RunnerClient::~RunnerClient() { stop(); }
+
+RunnerClient& RunnerClient::operator=(RunnerClient&& o) noexcept {
+  if (this != &o) {
+    stop();
+    options_ = std::move(o.options_);
+    child_ = std::move(o.child_);
+    o.child_.reset();
+    cmd_fd_ = std::exchange(o.cmd_fd_, -1);
+    reply_fd_ = std::exchange(o.reply_fd_, -1);
+    arena_ = std::move(o.arena_);
+    dead_ = std::exchange(o.dead_, true);
+  }
+  return *this;
+}
+
+pid_t RunnerClient::pid() const { return child_ ? child_->pid() : -1; }
+
+int RunnerClient::thread_count() const {
+  if (!child_) return -1;
+  std::error_code ec;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(child_->pid()) + "/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return ec ? -1 : n;
+}
+
+void RunnerClient::stop() {
+  if (cmd_fd_ >= 0) {
+    if (child_ && !dead_)
+      (void)proc::write_frame(cmd_fd_, static_cast<uint32_t>(MsgType::kQuit), "{}", proc::Deadline::after_seconds(1));
+    ::close(cmd_fd_);
+    cmd_fd_ = -1;
+  }
+  if (reply_fd_ >= 0) {
+    ::close(reply_fd_);
+    reply_fd_ = -1;
+  }
+  if (child_) {
+    child_->wait_or_kill(proc::Deadline::after_seconds(2));
+    child_.reset();
+  }
+  dead_ = true;
+}
+
+Result<RunnerClient> RunnerClient::start(const RunnerOptions& options) {
+  RunnerClient c;
+  c.options_ = options;
+  int to_child[2], from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
+    return Status::io("pipe2 failed");
+  auto arena = SharedArena::create(4096, std::string("kda-arena-") + role_name(options.role));
+  if (!arena.ok()) return arena.status();
+  c.arena_ = std::move(*arena);
+
+  proc::ChildOptions co;
+  co.argv = {options.runner_binary.string(), "--backend", options.backend, "--role", role_name(options.role)};
+  co.env = runner_environment();
+  co.stdout_mode = proc::Stdio::kCapture;
+  co.stderr_mode = proc::Stdio::kCapture;
+  co.output_cap = 64 << 10;
+  co.fds = {{to_child[0], kRunnerCommandFd}, {from_child[1], kRunnerReplyFd}, {c.arena_.fd(), kRunnerArenaFd}};
+  auto child = proc::Child::spawn(std::move(co));
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  c.cmd_fd_ = to_child[1];
+  c.reply_fd_ = from_child[0];
+  if (!child.ok()) {
+    ::close(c.cmd_fd_);
+    ::close(c.reply_fd_);
+    c.cmd_fd_ = c.reply_fd_ = -1;
+    return child.status().with_context("starting " + options.runner_binary.string());
+  }
+  c.child_.emplace(std::move(*child));
+  auto hello = proc::read_frame(c.reply_fd_, proc::Deadline::after_seconds(options.start_timeout_s));
+  if (!hello.ok() || hello.frame->type != static_cast<uint32_t>(MsgType::kHello)) {
+    auto info = c.child_->wait_or_kill(proc::Deadline::after_seconds(1));
+    return Status::io(std::string("runner did not start (") + info.describe() + "): " + c.child_->take_stderr());
+  }
+  return c;
+}
+
+CallOutcome RunnerClient::death(CallOutcome::Kind kind, std::string message) {
+  CallOutcome o;
+  o.kind = kind;
+  o.message = std::move(message);
+  if (child_) {
+    if (kind == CallOutcome::Kind::kTimeout) child_->kill_group();
+    auto info = child_->wait_or_kill(proc::Deadline::after_seconds(2));
+    o.signal = info.signal;
+    if (kind == CallOutcome::Kind::kCrashed) {
+      if (info.signal != 0)
+        o.message = "runner killed by " + proc::signal_name(info.signal);
+      else
+        o.message = "runner exited (" + info.describe() + ") during the call";
+    }
+    o.log = child_->take_stderr();
+    std::string out = child_->take_stdout();
+    if (!out.empty()) o.log += (o.log.empty() ? "" : "\n") + out;
+  }
+  dead_ = true;
+  return o;
+}
+
+CallOutcome RunnerClient::request(uint32_t type, const std::string& payload, double timeout_s) {
+  if (!alive()) return {CallOutcome::Kind::kCrashed, {}, "runner is not running"};
+  auto t0 = std::chrono::steady_clock::now();
+  auto deadline = proc::Deadline::after_seconds(timeout_s);
+  if (Status st = proc::write_frame(cmd_fd_, type, payload, deadline); !st.ok())
+    return death(CallOutcome::Kind::kCrashed, st.message());
+  auto r = proc::read_frame(reply_fd_, deadline, 64 << 20);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.ok()) {
+    auto o = death(r.error == proc::FrameError::kTimeout ? CallOutcome::Kind::kTimeout : CallOutcome::Kind::kCrashed,
+                   r.error == proc::FrameError::kTimeout ? "call exceeded " + std::to_string(timeout_s) + " s" : r.message);
+    o.wall_s = wall;
+    return o;
+  }
+  CallOutcome o;
+  o.wall_s = wall;
+  o.reply = nlohmann::json::parse(r.frame->payload, nullptr, false);
+  if (o.reply.is_discarded() || !o.reply.is_object()) return death(CallOutcome::Kind::kCrashed, "malformed reply");
+  if (!o.reply.value("ok", false)) {
+    o.kind = CallOutcome::Kind::kFailed;
+    o.message = o.reply.value("error", std::string("failed"));
+  }
+  return o;
+}
+
+CallOutcome RunnerClient::load(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
+  nlohmann::json j{{"library", library.string()}, {"symbol", symbol}, {"sandbox", options_.sandbox}};
+  return request(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
+}
+
+CallOutcome RunnerClient::set_layout(const ArenaLayout& layout, double timeout_s) {
+  if (layout.size != arena_.size()) {
+    if (Status st = arena_.resize(layout.size); !st.ok()) return {CallOutcome::Kind::kFailed, {}, st.message()};
+  }
+  return request(static_cast<uint32_t>(MsgType::kLayout), layout.to_json().dump(), timeout_s);
+}
+
+CallOutcome RunnerClient::call(const nlohmann::json& request_json, double timeout_s) {
+  return request(static_cast<uint32_t>(MsgType::kCall), request_json.dump(), timeout_s);
+}
+
+}  // namespace kda::eval

@@ -1,0 +1,75 @@
+// The evaluator's handle on one runner process (reference, baseline or candidate).
+//
+// Every call has a deadline; a runner that times out is killed (the whole process group), one that
+// dies is reaped and its signal named. Either way the runner is retired and the caller gets a
+// CallOutcome saying what happened; the evaluator itself never dies because a candidate did.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/arena.h"
+#include "proc/subprocess.h"
+#include "util/status.h"
+
+namespace kda::eval {
+
+enum class RunnerRole { kReference, kBaseline, kCandidate };
+const char* role_name(RunnerRole r);
+
+struct RunnerOptions {
+  std::filesystem::path runner_binary;  // kda-runner
+  std::string backend = "host";         // host | cuda
+  RunnerRole role = RunnerRole::kCandidate;
+  bool sandbox = true;                  // Landlock + seccomp before dlopen (candidate runners)
+  double start_timeout_s = 30;
+};
+
+// What one request to a runner produced.
+struct CallOutcome {
+  enum class Kind { kOk, kFailed, kTimeout, kCrashed } kind = Kind::kOk;
+  nlohmann::json reply;   // the runner's reply (kOk / kFailed)
+  std::string message;    // why it failed / how it died ("killed by SIGSEGV")
+  int signal = 0;
+  double wall_s = 0;      // the evaluator's own clock around the request
+  std::string log;        // the runner's captured stderr/stdout tail, on failure
+};
+
+class RunnerClient {
+ public:
+  RunnerClient() = default;
+  RunnerClient(RunnerClient&& o) noexcept { *this = std::move(o); }
+  RunnerClient& operator=(RunnerClient&& o) noexcept;
+  ~RunnerClient();
+
+  static Result<RunnerClient> start(const RunnerOptions& options);
+
+  // Loads the library (the runner sandboxes itself first when options.sandbox).
+  CallOutcome load(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
+  // Sizes the arena, then tells the runner the layout.
+  CallOutcome set_layout(const ArenaLayout& layout, double timeout_s);
+  CallOutcome call(const nlohmann::json& request, double timeout_s);
+
+  SharedArena& arena() { return arena_; }
+  bool alive() const { return child_.has_value() && !dead_; }
+  pid_t pid() const;
+  // Thread count of the runner process (/proc/<pid>/task), -1 when unknown.
+  int thread_count() const;
+  void stop();
+
+ private:
+  CallOutcome request(uint32_t type, const std::string& payload, double timeout_s);
+  CallOutcome death(CallOutcome::Kind kind, std::string message);
+
+  RunnerOptions options_;
+  std::optional<proc::Child> child_;
+  int cmd_fd_ = -1;    // we write commands here
+  int reply_fd_ = -1;  // we read replies here
+  SharedArena arena_;
+  bool dead_ = false;
+};
+
+}  // namespace kda::eval

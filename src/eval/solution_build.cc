@@ -1,0 +1,35 @@
+#include "eval/solution_build.h"
+
+#include "build/builder.h"
+
+namespace kda::eval {
+
+Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings) {
+  const std::string& ep = solution.spec.entry_point;
+  const auto sep = ep.find("::");
+  if (sep == std::string::npos)
+    return Status::bad_input("solution '" + solution.name + "': entry_point '" + ep + "' is not file::function");
+  build::BuildRequest req;
+  req.language = solution.spec.language;
+  for (const auto& s : solution.sources) req.sources.push_back({s.path, s.content});
+  req.entry_file = ep.substr(0, sep);
+  req.entry_symbol = ep.substr(sep + 2);
+  req.cuda_arch = settings.cuda_arch;
+  req.debug_lineinfo = settings.lineinfo;
+  KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
+  BuiltLibrary lib;
+  lib.ok = r.ok;
+  lib.library = r.library;
+  lib.symbol = req.entry_symbol;
+  lib.log = r.log;
+  nlohmann::json resources = nlohmann::json::array();
+  for (const auto& k : r.resources)
+    resources.push_back({{"kernel", k.demangled}, {"mangled", k.name}, {"arch", k.arch}, {"registers", k.registers},
+                         {"shared_mem_static", k.shared_mem_static}, {"spill_stores", k.spill_stores},
+                         {"spill_loads", k.spill_loads}, {"stack", k.stack}});
+  lib.info = {{"language", req.language}, {"status", r.status}, {"cache_hit", r.cache_hit}, {"key", r.key},
+              {"compile_seconds", r.compile_seconds}, {"resources", resources}};
+  return lib;
+}
+
+}  // namespace kda::eval

@@ -1,0 +1,31 @@
+// Builds a task Solution into a shared library through the content-addressed build cache.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "task/solution.h"
+#include "util/status.h"
+
+namespace kda::eval {
+
+struct BuildSettings {
+  std::string cuda_arch = "90a";
+  bool lineinfo = false;  // -lineinfo for profiling
+};
+
+struct BuiltLibrary {
+  bool ok = false;                 // false: COMPILE_ERROR (log says why)
+  std::filesystem::path library;   // the cached .so
+  std::string symbol;              // entry point function
+  std::string log;                 // compiler output
+  nlohmann::json info = nlohmann::json::object();  // cache key, hit, language, resources (ptxas)
+};
+
+// Errors are the environment's (no compiler, cache not writable); a solution that does not compile
+// is a BuiltLibrary with ok == false.
+Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings);
+
+}  // namespace kda::eval

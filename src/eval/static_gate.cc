@@ -1,0 +1,37 @@
+#include "eval/static_gate.h"
+
+#include <fmt/format.h>
+
+#include "elf/audit.h"
+#include "elf/elf_file.h"
+
+namespace kda::eval {
+
+namespace {
+
+// The dynamic-import audit against the task's policy (categories in docs/integrity-gates.md).
+Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& settings) {
+  elf::ImportPolicy policy;
+  policy.allowed_libraries = settings.libraries;
+  policy.allow_streams = settings.streams;
+  policy.allow_threads = settings.threads;
+  policy.allow_graphs = settings.cuda_graphs;
+  elf::AuditReport report = elf::audit_imports(info, policy);
+  if (report.clean()) return {"import-audit", true, fmt::format("{} imports, all allowed by the task policy", info.imports.size())};
+  return {"import-audit", false, report.summary(), "audit:" + report.findings.front().category};
+}
+
+}  // namespace
+
+std::vector<Gate> static_gates(const BuiltLibrary& lib, const task::TaskSettings& settings) {
+  std::vector<Gate> gates;
+  auto info = elf::read_elf_file(lib.library);
+  if (!info.ok()) {
+    gates.push_back({"elf", false, info.status().message(), "unreadable_library"});
+    return gates;
+  }
+  gates.push_back(import_audit_gate(*info, settings));
+  return gates;
+}
+
+}  // namespace kda::eval

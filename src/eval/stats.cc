@@ -1,0 +1,51 @@
+#include "eval/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace kda::eval {
+
+double quantile_sorted(const std::vector<double>& s, double q) {
+  if (s.empty()) return 0;
+  double pos = q * static_cast<double>(s.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, s.size() - 1);
+  double frac = pos - static_cast<double>(lo);
+  return s[lo] + (s[hi] - s[lo]) * frac;
+}
+
+SampleStats summarize(std::vector<double> v) {
+  SampleStats st;
+  st.n = static_cast<int>(v.size());
+  if (v.empty()) return st;
+  std::sort(v.begin(), v.end());
+  st.min = v.front();
+  st.max = v.back();
+  st.median = quantile_sorted(v, 0.5);
+  st.p10 = quantile_sorted(v, 0.1);
+  st.p90 = quantile_sorted(v, 0.9);
+  st.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - st.mean) * (x - st.mean);
+  st.stddev = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0;
+  st.cv = st.mean > 0 ? st.stddev / st.mean : 0;
+  return st;
+}
+
+double arithmetic_mean(const std::vector<double>& xs) {
+  if (xs.empty()) return 0;
+  return std::accumulate(xs.begin(), xs.end(), 0.0) / static_cast<double>(xs.size());
+}
+
+double geometric_mean(const std::vector<double>& xs) {
+  if (xs.empty()) return 0;
+  double s = 0;
+  for (double x : xs) {
+    if (!(x > 0)) return 0;
+    s += std::log(x);
+  }
+  return std::exp(s / static_cast<double>(xs.size()));
+}
+
+}  // namespace kda::eval

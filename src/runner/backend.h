@@ -1,0 +1,57 @@
+// A runner backend executes calls of one solution library on one target (host CPU or a CUDA GPU).
+// It lives in the runner process; the evaluator drives it over the protocol in eval/protocol.h.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/arena.h"
+#include "util/status.h"
+
+namespace kda::runner {
+
+struct CallRequest {
+  uint64_t seq = 0;
+  bool flush = true;      // flush caches (host LLC / GPU L2) before the call
+  bool upload = true;     // cuda: copy the arena to the device mirror before the call...
+  uint64_t upload_from = 0;  // ...from this byte offset on (outputs only: skip unchanged inputs)
+  bool download = true;   // cuda: copy the device mirror back to the arena after the call
+  bool timed = false;     // record timing (events + CUPTI span on cuda, monotonic clock on host)
+};
+
+struct CallReply {
+  bool ok = false;      // the solution returned 0 and no runtime error occurred
+  int rc = 0;           // the entry point's return value
+  std::string error;    // CUDA error or other runtime failure
+  int64_t elapsed_ns = 0;
+  nlohmann::json extra = nlohmann::json::object();  // cupti span, kernel names, flush info...
+};
+
+using EntryFn = int (*)(const void* inputs, int64_t num_inputs, void* outputs, int64_t num_outputs, void* stream);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Creates the device context and harness resources (before the sandbox is applied).
+  virtual Status init() = 0;
+  // Device files the sandbox must leave usable (e.g. /dev/nvidia*).
+  virtual std::vector<std::filesystem::path> sandbox_devices() const = 0;
+  // dlopen (RTLD_NOW | RTLD_LOCAL) + dlsym of the entry point.
+  Status load(const std::filesystem::path& library, const std::string& symbol);
+  virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;
+  virtual CallReply call(const CallRequest& request) = 0;
+
+ protected:
+  EntryFn entry_ = nullptr;
+  void* handle_ = nullptr;
+};
+
+std::unique_ptr<Backend> make_host_backend();
+// nullptr when kda was built without CUDA.
+std::unique_ptr<Backend> make_cuda_backend();
+
+}  // namespace kda::runner

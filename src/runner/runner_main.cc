@@ -1,0 +1,143 @@
+// kda-runner: executes one solution library for the evaluator. It receives everything secret
+// (seeds, layouts, call plans) over its command pipe (fd 3), answers on fd 4 and maps the
+// evaluator's arena (fd 5). As a candidate runner it sandboxes itself before dlopen, so the
+// candidate's static constructors already run confined.
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/arena.h"
+#include "eval/protocol.h"
+#include "proc/frame.h"
+#include "runner/backend.h"
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp.h"
+
+namespace {
+
+using kda::Status;
+using kda::eval::MsgType;
+using nlohmann::json;
+
+Status reply(const json& j) {
+  return kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kReply), j.dump());
+}
+
+json error_reply(const std::string& msg) { return {{"ok", false}, {"error", msg}}; }
+
+// Read-only paths a dlopen'ed solution needs: its own directory and the system libraries.
+kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library, const kda::runner::Backend& b) {
+  kda::sandbox::LandlockPolicy p;
+  p.read_only = {library.parent_path(), "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/cuda",
+                 "/etc/ld.so.cache", "/sys/devices/system/cpu", "/proc/self", "/proc/driver/nvidia"};
+  p.devices = b.sandbox_devices();
+  if (!p.devices.empty()) p.devices.push_back("/dev/null");
+  return p;
+}
+
+Status handle_load(const json& msg, kda::runner::Backend& backend, json& out) {
+  std::filesystem::path library = msg.at("library").get<std::string>();
+  std::string symbol = msg.at("symbol").get<std::string>();
+  KDA_RETURN_IF_ERROR(backend.init());
+  json sandbox = json::object();
+  if (msg.value("sandbox", false)) {
+    auto ll = kda::sandbox::apply_landlock(candidate_policy(library, backend));
+    if (!ll.ok()) return ll.status().with_context("sandbox");
+    sandbox["landlock_abi"] = ll->abi;
+    sandbox["network"] = ll->network;
+    sandbox["scoped"] = ll->scoped;
+    if (kda::sandbox::seccomp_available()) {
+      KDA_RETURN_IF_ERROR(kda::sandbox::apply_seccomp({.allow_threads = true}));
+      sandbox["seccomp"] = true;
+    }
+  }
+  KDA_RETURN_IF_ERROR(backend.load(library, symbol));
+  out["sandbox"] = sandbox;
+  return {};
+}
+
+int serve(kda::runner::Backend& backend) {
+  kda::eval::SharedArena arena;
+  kda::eval::ArenaLayout layout;
+  for (;;) {
+    auto frame = kda::proc::read_frame(kda::eval::kRunnerCommandFd);
+    if (!frame.ok()) return frame.error == kda::proc::FrameError::kEof ? 0 : 3;
+    json msg = json::parse(frame.frame->payload, nullptr, false);
+    if (msg.is_discarded()) {
+      (void)reply(error_reply("malformed command"));
+      return 3;
+    }
+    json out{{"ok", true}};
+    switch (static_cast<MsgType>(frame.frame->type)) {
+      case MsgType::kLoad: {
+        Status st = handle_load(msg, backend, out);
+        if (!st.ok()) out = error_reply(st.message());
+        break;
+      }
+      case MsgType::kLayout: {
+        auto l = kda::eval::ArenaLayout::from_json(msg);
+        if (!l.ok()) {
+          out = error_reply(l.status().message());
+          break;
+        }
+        layout = std::move(*l);
+        arena = kda::eval::SharedArena();  // unmap the previous size first
+        auto a = kda::eval::SharedArena::map_fd(kda::eval::kRunnerArenaFd, layout.size);
+        if (!a.ok()) {
+          out = error_reply(a.status().message());
+          break;
+        }
+        arena = std::move(*a);
+        Status st = backend.set_layout(layout, arena);
+        if (!st.ok()) out = error_reply(st.message());
+        break;
+      }
+      case MsgType::kCall: {
+        kda::runner::CallRequest req;
+        req.seq = msg.value("seq", uint64_t{0});
+        req.flush = msg.value("flush", true);
+        req.upload = msg.value("upload", true);
+        req.upload_from = msg.value("upload_from", uint64_t{0});
+        req.download = msg.value("download", true);
+        req.timed = msg.value("timed", false);
+        auto r = backend.call(req);
+        out = {{"ok", r.ok}, {"rc", r.rc}, {"elapsed_ns", r.elapsed_ns}, {"extra", r.extra}, {"seq", req.seq}};
+        if (!r.error.empty()) out["error"] = r.error;
+        break;
+      }
+      case MsgType::kQuit:
+        return 0;
+      default:
+        out = error_reply("unknown command type");
+    }
+    if (!reply(out).ok()) return 3;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A runner never outlives its evaluator (a killed evaluator must not leave GPU work running).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::string backend_name = "host";
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--backend") == 0) backend_name = argv[i + 1];
+  std::unique_ptr<kda::runner::Backend> backend =
+      backend_name == "cuda" ? kda::runner::make_cuda_backend() : kda::runner::make_host_backend();
+  if (!backend) {
+    std::cerr << "kda-runner: backend '" << backend_name << "' is not available in this build\n";
+    return 2;
+  }
+  json hello{{"pid", ::getpid()}, {"backend", backend_name}};
+  if (!kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kHello), hello.dump()).ok())
+    return 3;
+  return serve(*backend);
+}
