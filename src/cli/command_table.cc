@@ -9,11 +9,12 @@ const std::vector<CommandSpec>& all_commands() {
       for (auto& c : group) v.push_back(std::move(c));
     };
     add(task_commands());
-    v.push_back(docs_command());
+    v.push_back(eval_command());
     add(ncu_commands());
 #ifdef KDA_HAVE_WIKI
     add(wiki_commands());
 #endif
+    v.push_back(docs_command());
     return v;
   }();
   return kCommands;

@@ -20,6 +20,7 @@ std::string commands_markdown();
 
 // Factories, one per command, grouped by area.
 CommandSpec docs_command();
+CommandSpec eval_command();  // eval
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
 std::vector<CommandSpec> task_commands();  // task validate|list|show
 std::vector<CommandSpec> wiki_commands();  // only with KDA_HAVE_WIKI (SQLite found)

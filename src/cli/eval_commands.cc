@@ -1,0 +1,149 @@
+// kda eval: the official evaluator on the command line.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "eval/evaluator.h"
+#include "task/task_pack.h"
+#include "util/fs.h"
+
+namespace kda::cli {
+
+namespace {
+
+// kda-runner lives beside the kda binary; KDA_RUNNER overrides.
+std::filesystem::path runner_path() {
+  if (const char* env = std::getenv("KDA_RUNNER"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) return exe.parent_path() / "kda-runner";
+  return "kda-runner";
+}
+
+void print_table(const eval::EvalReport& r, std::ostream& out, bool explain) {
+  out << fmt::format("{:<38} {:<28} {:>12} {:>12} {:>9}\n", "workload", "verdict", "latency_ms", "baseline_ms", "speedup");
+  for (const auto& w : r.workloads) {
+    bool ok = w.verdict == eval::Verdict::kPassed;
+    out << fmt::format("{:<38} {:<28} {:>12} {:>12} {:>9}\n", w.uuid, eval::verdict_name(w.verdict),
+                       ok ? fmt::format("{:.5f}", w.latency_ms) : "-",
+                       ok && w.baseline_ms > 0 ? fmt::format("{:.5f}", w.baseline_ms) : "-",
+                       ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-");
+    if (!ok) out << "    " << w.message << "\n";
+    if (explain) {
+      for (const auto& g : w.gates) out << fmt::format("    gate {:<22} {}  {}\n", g.name, g.passed ? "pass" : "FAIL", g.detail);
+    }
+  }
+  if (explain) {
+    for (const auto& g : r.static_gates)
+      out << fmt::format("static gate {:<22} {}  {}\n", g.name, g.passed ? "pass" : "FAIL", g.detail);
+  }
+  size_t passed = 0;
+  for (const auto& w : r.workloads) passed += w.verdict == eval::Verdict::kPassed;
+  out << fmt::format("summary: {}/{} PASSED; score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x; "
+                     "{} backend; seed {}; {:.1f} s ({:.2f} s inside calls)\n",
+                     passed, r.workloads.size(), r.score_mean, r.score_geomean, r.backend, r.seed, r.wall_s, r.in_call_s);
+}
+
+int run_eval(const Args& args, Io& io) {
+  auto pack = task::load_task_pack(args.value_or("task", ""));
+  if (!pack.ok()) {
+    io.err << "kda eval: " << pack.status().message() << "\n";
+    return exit_code_for(pack.status());
+  }
+  auto solution = task::load_solution(args.positional("solution"));
+  if (!solution.ok()) {
+    io.err << "kda eval: " << solution.status().message() << "\n";
+    return exit_code_for(solution.status());
+  }
+  eval::EvalOptions opts;
+  opts.runner_binary = runner_path();
+  opts.workloads = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
+  opts.with_baseline = !args.flag("no-baseline");
+  opts.sandbox = !args.flag("no-sandbox");
+  opts.cuda_arch = args.value_or("arch", "90a");
+  for (const char* name : {"seed", "trials", "warmup", "iterations"}) {
+    auto v = args.integer(name);
+    if (!v.ok()) {
+      io.err << "kda eval: " << v.status().message() << "\n";
+      return kExitBadInput;
+    }
+    if (!*v) continue;
+    if (**v < 0) {
+      io.err << "kda eval: --" << name << " must be >= 0\n";
+      return kExitBadInput;
+    }
+    std::string n = name;
+    if (n == "seed") opts.seed = static_cast<uint64_t>(**v);
+    if (n == "trials") opts.trials = static_cast<int>(**v);
+    if (n == "warmup") opts.warmup = static_cast<int>(**v);
+    if (n == "iterations") opts.iterations = static_cast<int>(**v);
+  }
+  auto timeout = args.number("call-timeout");
+  if (!timeout.ok() || (*timeout && **timeout <= 0)) {
+    io.err << "kda eval: --call-timeout: expected a positive number of seconds\n";
+    return kExitBadInput;
+  }
+  if (*timeout) opts.call_timeout_s = **timeout;
+  const bool quiet = args.flag("quiet");
+  opts.progress = [&io, quiet](const std::string& line) {
+    if (!quiet) io.err << "kda eval: " << line << "\n";
+  };
+  auto report = eval::evaluate(*pack, *solution, opts);
+  if (!report.ok()) {
+    io.err << "kda eval: " << report.status().message() << "\n";
+    return exit_code_for(report.status());
+  }
+  if (auto traces = args.value("traces")) {
+    std::string lines;
+    for (const auto& w : report->workloads) lines += eval::trace_json(*report, w, *pack).dump() + "\n";
+    if (Status st = fs::write_file_atomic(*traces, lines); !st.ok()) {
+      io.err << "kda eval: " << st.message() << "\n";
+      return exit_code_for(st);
+    }
+  }
+  if (args.flag("json"))
+    io.out << eval::report_json(*report, *pack).dump(2) << "\n";
+  else
+    print_table(*report, io.out, args.flag("explain"));
+  return report->all_passed ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+CommandSpec eval_command() {
+  return {
+      .name = "eval",
+      .summary = "Evaluate a solution with kda's official evaluator (correctness, timing, integrity)",
+      .description =
+          "Builds the pack's reference and baseline and the candidate, runs each in its own runner process (the\n"
+          "candidate sandboxed with Landlock and seccomp), checks correctness on fresh secret seeds, then times the\n"
+          "candidate interleaved with the baseline. Exit 0 when every selected workload PASSED, 1 otherwise.\n"
+          "<solution> is a solution directory (solution.json + sources) or a Solution JSON file.",
+      .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
+      .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
+                  {.name = "workloads", .short_name = 'w', .metavar = "SET",
+                   .help = "all | dev | holdout | uuid[,uuid...]", .default_value = "dev"},
+                  {.name = "holdout", .help = "evaluate on the hidden holdout workloads (same as --workloads holdout)"},
+                  {.name = "seed", .metavar = "N", .help = "master seed, to reproduce a run (default: fresh secret seed)"},
+                  {.name = "trials", .metavar = "N", .help = "override task.toml [timing] trials"},
+                  {.name = "warmup", .metavar = "N", .help = "override task.toml [timing] warmup"},
+                  {.name = "iterations", .metavar = "N", .help = "override task.toml [timing] iterations (0: no timing)"},
+                  {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
+                  {.name = "no-baseline", .help = "do not time the baseline"},
+                  {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
+                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+                  {.name = "traces", .metavar = "FILE", .help = "write FlashInfer-Bench trace JSONL to FILE"},
+                  {.name = "explain", .help = "print every integrity gate and its result"},
+                  {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
+                  json_option()},
+      .run = run_eval,
+  };
+}
+
+}  // namespace kda::cli
