@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One batched H200 session: build kda on the GPU machine, run the GPU tests, evaluate every CUDA
+# pack's baseline on all its workloads, the CUDA fixtures, and the contest baselines on their dev
+# workloads. Results: $OUT/results.jsonl (one compact `kda eval --json` report per line, with the
+# command that produced it) and $OUT/log.txt. Usage on the device: bench/gpu/run_h200.sh
+# (after scripts/device-deps.sh here; carry deps/).
+set -u
+OUT=${OUT:-/tmp/kda-out}
+mkdir -p "$OUT"
+LOG=$OUT/log.txt
+exec > >(tee -a "$LOG") 2>&1
+export CC=/usr/bin/gcc CXX=/usr/bin/g++
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+t0=$(date +%s)
+cmake --preset gpu -DKDA_BUILD_BENCH=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build --preset gpu -j 16 --target kda kda-runner > "$OUT/build.log" 2>&1 || { grep -m 20 -E "error" "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+B=build-gpu
+SANDBOX=""
+record() {  # record <timeout_s> <kda eval args...>
+  local limit=$1; shift
+  local start=$(date +%s.%N)
+  timeout "$limit" $B/kda eval "$@" $SANDBOX --json --quiet > "$OUT/last.json" 2> "$OUT/last_err.txt"
+  local rc=$?
+  python3 bench/gpu/append_result.py "$OUT" "$rc" "$start" "kda eval $* $SANDBOX" >> "$OUT/results.jsonl"
+  echo "rc=$rc kda eval $* $SANDBOX"
+  return $rc
+}
+
+# Sandbox smoke test: if the sandboxed CUDA runner cannot work here, say so and continue without.
+record 120 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads dev --trials 1 --iterations 5
+if [ $? -ge 2 ]; then
+  echo "FIRST CUDA EVAL FAILED; retrying with the compiler sandbox off (KDA_BUILD_SANDBOX=0)"
+  export KDA_BUILD_SANDBOX=0
+  record 120 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads dev --trials 1 --iterations 5
+  if [ $? -ge 2 ]; then echo "STILL FAILING; continuing with --no-sandbox"; SANDBOX="--no-sandbox"; fi
+fi
+
+for p in rmsnorm softmax gemm; do
+  record 120 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads all
+done
+for f in tests/fixtures/solutions/cuda_rmsnorm/*/; do
+  record 60 "$f" --task tasks/cuda/rmsnorm --workloads dev --trials 1 --iterations 5 --call-timeout 5
+done
+for d in tasks/contest/*/; do
+  record 120 "$d/baselines/naive" --task "$d" --workloads dev --trials 1 --warmup 2 --iterations 10
+done
+for h in tests/fixtures/hacks/cuda/*/; do
+  task=$(python3 -c "import json;print(json.load(open('$h/expected.json'))['task'])")
+  record 60 "$h" --task "$task" --workloads dev --trials 1 --iterations 5
+done
+( cmake --build --preset gpu -j 16 --target generate_cuda_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+echo "total: $(( $(date +%s) - t0 )) s"
