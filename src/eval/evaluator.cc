@@ -183,7 +183,7 @@ std::optional<Failure> Session::classify(const CallOutcome& o) const {
     case CallOutcome::Kind::kTimeout: return Failure{Verdict::kTimeout, "timeout", o.message, o.log};
     case CallOutcome::Kind::kCrashed:
       if (o.signal == SIGSYS)
-        return Failure{Verdict::kSandboxViolation, "sandbox_denied", "runner killed by SIGSYS: a forbidden system call (fork, exec, "
+        return Failure{Verdict::kSandboxViolation, "sandbox_killed", "runner killed by SIGSYS: a forbidden system call (fork, exec, "
                                                    "ptrace, process_vm_*) was attempted", o.log};
       return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
     case CallOutcome::Kind::kFailed: return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
@@ -330,7 +330,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         if (cuda()) {
           int64_t span = extra.value("cupti_span_ns", int64_t{0});
           if (extra.value("cupti_activities", 0) == 0)
-            return Failure{Verdict::kNoGpuActivity, "cupti_no_kernel", fmt::format("timed iteration {} launched no GPU work", i), {}};
+            return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i), {}};
           for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
           if (cupti.size() < 4) cupti.push_back(extra);
           ms = static_cast<double>(span) / 1e6;  // CUPTI span over all streams is the latency

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -81,6 +82,10 @@ TEST(AdversarialSuite, HostHacksRejectedForTheRightReasonHonestPass) {
       rej = first_rejection(hold);
       on_holdout = rej != nullptr;
     }
+    std::cout << c.dir.filename().string() << ": "
+              << (rej ? std::string(verdict_name(rej->verdict)) + " (" + rej->reason + ")" + (on_holdout ? " on holdout" : "")
+                      : std::string("PASSED on all public and holdout workloads"))
+              << "\n";
     if (c.pass) {
       ++honest;
       EXPECT_EQ(rej, nullptr) << "honest solution rejected: " << verdict_name(rej->verdict) << " (" << rej->reason

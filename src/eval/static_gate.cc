@@ -18,7 +18,7 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
   policy.allow_graphs = settings.cuda_graphs;
   elf::AuditReport report = elf::audit_imports(info, policy);
   if (report.clean()) return {"import-audit", true, fmt::format("{} imports, all allowed by the task policy", info.imports.size())};
-  return {"import-audit", false, report.summary(), "audit:" + report.findings.front().category};
+  return {"import-audit", false, report.summary(), "forbidden_import:" + report.findings.front().category};
 }
 
 }  // namespace
