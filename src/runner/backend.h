@@ -3,10 +3,12 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <dlpack/dlpack.h>
 #include <nlohmann/json.hpp>
 
 #include "eval/arena.h"
@@ -46,8 +48,15 @@ class Backend {
   virtual CallReply call(const CallRequest& request) = 0;
 
  protected:
+  // Rebuilds the DLTensors passed to the entry point, in definition order; `place` gives each
+  // slot's data pointer and device.
+  void describe_tensors(const eval::ArenaLayout& layout,
+                        const std::function<std::pair<void*, DLDevice>(const eval::Slot&)>& place);
+
   EntryFn entry_ = nullptr;
   void* handle_ = nullptr;
+  std::vector<DLTensor> inputs_, outputs_;
+  std::vector<std::vector<int64_t>> shapes_;  // storage the DLTensors' shape pointers refer to
 };
 
 std::unique_ptr<Backend> make_host_backend();

@@ -122,23 +122,11 @@ class CudaBackend final : public Backend {
     mirror_bytes_ = layout.size;
     if (cudaError_t e = cudaMalloc(&mirror_, mirror_bytes_); e != cudaSuccess)
       return Status::io("cudaMalloc arena mirror (" + std::to_string(mirror_bytes_) + " B): " + cuda_error(e));
-    inputs_.clear();
-    outputs_.clear();
-    shapes_.clear();
-    shapes_.reserve(layout.inputs.size() + layout.outputs.size());
-    auto make = [&](const eval::Slot& s) {
-      shapes_.push_back(s.shape);
-      DLTensor t{};
-      // Scalars stay host values (0-d kDLCPU tensors); tensors live in the device mirror.
-      t.data = s.scalar ? static_cast<void*>(arena.data() + s.offset) : static_cast<void*>(mirror_ + s.offset);
-      t.device = s.scalar ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, 0};
-      t.ndim = static_cast<int32_t>(s.shape.size());
-      t.dtype = tensor::to_dlpack(s.dtype);
-      t.shape = shapes_.back().data();
-      return t;
-    };
-    for (const auto& s : layout.inputs) inputs_.push_back(make(s));
-    for (const auto& s : layout.outputs) outputs_.push_back(make(s));
+    // Scalars stay host values (0-d kDLCPU tensors); tensors live in the device mirror.
+    describe_tensors(layout, [&](const eval::Slot& s) {
+      return s.scalar ? std::pair<void*, DLDevice>{arena.data() + s.offset, DLDevice{kDLCPU, 0}}
+                      : std::pair<void*, DLDevice>{mirror_ + s.offset, DLDevice{kDLCUDA, 0}};
+    });
     return {};
   }
 
@@ -211,8 +199,6 @@ class CudaBackend final : public Backend {
   std::byte* mirror_ = nullptr;
   uint64_t mirror_bytes_ = 0;
   eval::SharedArena* arena_ = nullptr;
-  std::vector<DLTensor> inputs_, outputs_;
-  std::vector<std::vector<int64_t>> shapes_;
   std::string device_name_;
   bool cupti_ok_ = true;
 };

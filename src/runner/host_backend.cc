@@ -1,6 +1,5 @@
 // Host backend: the candidate reads and writes the shared arena directly; calls are timed with the
 // monotonic clock after the last-level cache is flushed by writing twice its size.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,15 +12,6 @@
 #include "runner/backend.h"
 
 namespace kda::runner {
-
-Status Backend::load(const std::filesystem::path& library, const std::string& symbol) {
-  handle_ = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle_ == nullptr) return Status::failed(std::string("dlopen: ") + ::dlerror());
-  void* sym = ::dlsym(handle_, symbol.c_str());
-  if (sym == nullptr) return Status::failed("entry point '" + symbol + "' not found in " + library.string());
-  entry_ = reinterpret_cast<EntryFn>(sym);
-  return {};
-}
 
 namespace {
 
@@ -56,24 +46,9 @@ class HostBackend final : public Backend {
   std::vector<std::filesystem::path> sandbox_devices() const override { return {}; }
 
   Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) override {
-    inputs_.clear();
-    outputs_.clear();
-    shapes_.clear();
-    shapes_.reserve(layout.inputs.size() + layout.outputs.size());
-    auto make = [&](const eval::Slot& s) {
-      shapes_.push_back(s.shape);
-      DLTensor t{};
-      t.data = arena.data() + s.offset;
-      t.device = DLDevice{kDLCPU, 0};
-      t.ndim = static_cast<int32_t>(s.shape.size());
-      t.dtype = tensor::to_dlpack(s.dtype);
-      t.shape = shapes_.back().data();
-      t.strides = nullptr;
-      t.byte_offset = 0;
-      return t;
-    };
-    for (const auto& s : layout.inputs) inputs_.push_back(make(s));
-    for (const auto& s : layout.outputs) outputs_.push_back(make(s));
+    describe_tensors(layout, [&arena](const eval::Slot& s) {
+      return std::pair<void*, DLDevice>{arena.data() + s.offset, DLDevice{kDLCPU, 0}};
+    });
     return {};
   }
 
@@ -95,8 +70,6 @@ class HostBackend final : public Backend {
   }
 
  private:
-  std::vector<DLTensor> inputs_, outputs_;
-  std::vector<std::vector<int64_t>> shapes_;
   std::vector<char> flush_;
   unsigned flush_epoch_ = 0;
 };
