@@ -1,6 +1,7 @@
 // kda eval: the official evaluator on the command line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -45,9 +46,13 @@ void print_table(const eval::EvalReport& r, std::ostream& out, bool explain) {
   }
   size_t passed = 0;
   for (const auto& w : r.workloads) passed += w.verdict == eval::Verdict::kPassed;
-  out << fmt::format("summary: {}/{} PASSED; score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x; "
-                     "{} backend; seed {}; {:.1f} s ({:.2f} s inside calls)\n",
-                     passed, r.workloads.size(), r.score_mean, r.score_geomean, r.backend, r.seed, r.wall_s, r.in_call_s);
+  const bool timed = std::any_of(r.workloads.begin(), r.workloads.end(), [](const auto& w) { return w.speedup > 0; });
+  const std::string score = timed || !r.all_passed
+                                ? fmt::format("score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x", r.score_mean,
+                                              r.score_geomean)
+                                : std::string("not timed");
+  out << fmt::format("summary: {}/{} PASSED; {}; {} backend; seed {}; {:.1f} s ({:.2f} s inside calls)\n", passed,
+                     r.workloads.size(), score, r.backend, r.seed, r.wall_s, r.in_call_s);
 }
 
 int run_eval(const Args& args, Io& io) {
@@ -83,6 +88,16 @@ int run_eval(const Args& args, Io& io) {
     if (n == "trials") opts.trials = static_cast<int>(**v);
     if (n == "warmup") opts.warmup = static_cast<int>(**v);
     if (n == "iterations") opts.iterations = static_cast<int>(**v);
+  }
+  if (auto sealed = args.value("sealed")) {
+    auto text = fs::read_file(*sealed);
+    auto json = text.ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+    auto m = text.ok() ? task::Manifest::from_json(json) : Result<task::Manifest>(text.status());
+    if (!m.ok()) {
+      io.err << "kda eval: --sealed " << *sealed << ": " << m.status().message() << "\n";
+      return kExitBadInput;
+    }
+    opts.sealed = *m;
   }
   auto timeout = args.number("call-timeout");
   if (!timeout.ok() || (*timeout && **timeout <= 0)) {
@@ -134,6 +149,8 @@ CommandSpec eval_command() {
                   {.name = "trials", .metavar = "N", .help = "override task.toml [timing] trials"},
                   {.name = "warmup", .metavar = "N", .help = "override task.toml [timing] warmup"},
                   {.name = "iterations", .metavar = "N", .help = "override task.toml [timing] iterations (0: no timing)"},
+                  {.name = "sealed", .metavar = "FILE",
+                   .help = "sealed pack manifest (kda task seal): refuse to evaluate if the pack changed"},
                   {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
                   {.name = "no-baseline", .help = "do not time the baseline"},
                   {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},

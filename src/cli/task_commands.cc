@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "task/manifest.h"
 #include "task/task_pack.h"
 #include "task/validate.h"
+#include "util/fs.h"
 
 namespace kda::cli {
 
@@ -283,6 +285,32 @@ int run_show(const Args& args, Io& io) {
   return kExitOk;
 }
 
+
+int run_seal(const Args& args, Io& io) {
+  const std::string pack = args.positional("pack");
+  auto loaded = task::load_task_pack(pack);
+  if (!loaded.ok()) {
+    io.err << "kda task seal: " << loaded.status().message() << "\n";
+    return exit_code_for(loaded.status());
+  }
+  auto m = task::pack_manifest(pack);
+  if (!m.ok()) {
+    io.err << "kda task seal: " << m.status().message() << "\n";
+    return exit_code_for(m.status());
+  }
+  const std::string text = m->to_json().dump(2) + "\n";
+  if (auto out = args.value("output")) {
+    if (Status st = fs::write_file_atomic(*out, text); !st.ok()) {
+      io.err << "kda task seal: " << st.message() << "\n";
+      return exit_code_for(st);
+    }
+    io.err << "sealed " << pack << ": " << m->files.size() << " files, digest " << m->digest() << "\n";
+    return kExitOk;
+  }
+  io.out << text;
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandSpec> task_commands() {
@@ -324,6 +352,17 @@ std::vector<CommandSpec> task_commands() {
       .positionals = {{.name = "pack", .help = "task pack directory"}},
       .options = {json_option(), {.name = "workload", .metavar = "UUID", .help = "show one workload in detail"}},
       .run = run_show,
+  });
+  v.push_back({
+      .name = "task seal",
+      .summary = "Record a pack's manifest (sha256 of every file) so later evaluations can refuse a changed pack",
+      .description =
+          "Loads the pack (it must be valid), hashes every file under it and prints the manifest JSON "
+          "{digest, files: {path: sha256}} or writes it with -o. `kda eval --sealed FILE` then fails loudly if any "
+          "definition, tolerance, workload, reference or baseline file changed, appeared or disappeared.",
+      .positionals = {{.name = "pack", .help = "task pack directory"}},
+      .options = {{.name = "output", .short_name = 'o', .metavar = "FILE", .help = "write the manifest to FILE"}},
+      .run = run_seal,
   });
   return v;
 }

@@ -9,6 +9,7 @@
 #include "eval/stats.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
+#include "util/fs.h"
 
 namespace kda::eval {
 namespace {
@@ -190,6 +191,41 @@ TEST(Evaluate, SeedReproducesAndTraceFollowsFlashInferRules) {
   auto tp = trace_json(ok, ok.workloads[0], *pack);
   EXPECT_EQ(tp["evaluation"]["status"], "PASSED");
   EXPECT_GT(tp["evaluation"]["performance"]["latency_ms"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace kda::eval
+
+namespace kda::eval {
+namespace {
+
+TEST(Evaluate, SealedPackThatChangedIsRefused) {
+  auto dir = fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-sealed");
+  ASSERT_TRUE(dir.ok());
+  std::filesystem::copy(source_dir() / "tasks/host/softmax", *dir / "softmax", std::filesystem::copy_options::recursive);
+  auto root = *dir / "softmax";
+  auto sealed = task::pack_manifest(root);
+  ASSERT_TRUE(sealed.ok());
+  auto round = task::Manifest::from_json(sealed->to_json());
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(*round, *sealed);
+  auto o = fast_options();
+  o.sealed = *round;
+  o.iterations = 0;
+  auto pack = task::load_task_pack(root);
+  ASSERT_TRUE(pack.ok());
+  auto sol = task::load_solution(root / "baselines/naive");
+  ASSERT_TRUE(sol.ok());
+  EXPECT_TRUE(evaluate(*pack, *sol, o).ok());  // unchanged: evaluates
+  // Loosen a tolerance on disk, as an agent might: the evaluation must refuse, naming the file.
+  auto toml = fs::read_file(root / "task.toml");
+  ASSERT_TRUE(toml.ok());
+  ASSERT_TRUE(fs::write_file_atomic(root / "task.toml", *toml + "\n# loosened\n").ok());
+  auto r = evaluate(*pack, *sol, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kFailed);
+  EXPECT_NE(r.status().message().find("changed: task.toml"), std::string::npos) << r.status().message();
+  std::filesystem::remove_all(*dir);
 }
 
 }  // namespace

@@ -554,6 +554,13 @@ Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& ca
   if (candidate.definition != pack.definition.name)
     return Status::bad_input(fmt::format("solution '{}' is for definition '{}', the task is '{}'", candidate.name,
                                          candidate.definition, pack.definition.name));
+  if (opts.sealed) {
+    KDA_ASSIGN_OR_RETURN(task::Manifest now, task::pack_manifest(pack.root));
+    task::ManifestDiff diff = task::manifest_diff(*opts.sealed, now);
+    if (!diff.empty())
+      return Status::failed(fmt::format("{}: the task pack no longer matches its sealed manifest ({}); refusing to "
+                                        "evaluate", pack.root.string(), task::describe(diff)));
+  }
   const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
   if (candidate.spec.language != want)
     return Status::bad_input(fmt::format("solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "

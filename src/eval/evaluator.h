@@ -14,6 +14,7 @@
 #include "eval/compare.h"
 #include "eval/stats.h"
 #include "eval/verdict.h"
+#include "task/manifest.h"
 #include "task/task_pack.h"
 
 namespace kda::eval {
@@ -25,6 +26,9 @@ struct EvalOptions {
   bool with_baseline = true;             // time the pack's baseline interleaved with the candidate
   std::optional<int> trials, warmup, iterations;  // override task.toml
   std::optional<double> call_timeout_s;           // override task.toml [timing] call_timeout_s
+  // The manifest sealed when a run started: any changed, added or removed file of the pack
+  // (definition, tolerances, workloads, reference, baselines) fails the evaluation.
+  std::optional<task::Manifest> sealed;
   bool sandbox = true;                   // Landlock + seccomp in candidate and baseline runners
   std::string cuda_arch = "90a";
   // Called with one line per event worth showing on stderr (progress on long runs).

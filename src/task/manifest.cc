@@ -54,4 +54,30 @@ ManifestDiff manifest_diff(const Manifest& a, const Manifest& b) {
   return d;
 }
 
+Result<Manifest> Manifest::from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("files") || !j["files"].is_object())
+    return Status::bad_input("manifest: expected an object with \"files\": {path: sha256}");
+  Manifest m;
+  for (const auto& [path, hash] : j["files"].items()) {
+    if (!hash.is_string()) return Status::bad_input("manifest: /files/" + path + ": expected a sha256 string");
+    m.files[path] = hash.get<std::string>();
+  }
+  if (j.contains("digest") && (!j["digest"].is_string() || j["digest"].get<std::string>() != m.digest()))
+    return Status::bad_input("manifest: /digest does not match the listed files");
+  return m;
+}
+
+std::string describe(const ManifestDiff& d) {
+  std::string out;
+  auto part = [&out](const char* what, const std::vector<std::string>& files) {
+    if (files.empty()) return;
+    out += (out.empty() ? "" : "; ") + std::string(what) + ": ";
+    for (size_t i = 0; i < files.size(); ++i) out += (i ? ", " : "") + files[i];
+  };
+  part("changed", d.changed);
+  part("added", d.added);
+  part("removed", d.removed);
+  return out;
+}
+
 }  // namespace kda::task

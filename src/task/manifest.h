@@ -18,6 +18,8 @@ struct Manifest {
   // One hash over the sorted (path, file hash) pairs.
   std::string digest() const;
   nlohmann::json to_json() const;  // {"digest", "files": {path: sha256}}
+  // Parses to_json()'s form; the digest, when present, must match the files.
+  static Result<Manifest> from_json(const nlohmann::json& j);
   bool operator==(const Manifest&) const = default;
 };
 
@@ -31,5 +33,7 @@ struct ManifestDiff {
 // Hashes every file under `dir` (symlinks are recorded, not followed).
 Result<Manifest> pack_manifest(const std::filesystem::path& dir);
 ManifestDiff manifest_diff(const Manifest& a, const Manifest& b);
+// "changed: a, b; added: c; removed: d" (empty when no difference).
+std::string describe(const ManifestDiff& d);
 
 }  // namespace kda::task
