@@ -368,7 +368,6 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   wr.latency_ms = arithmetic_mean(cand_medians);
   wr.baseline_ms = arithmetic_mean(base_medians);
   wr.speedup = wr.latency_ms > 0 && wr.baseline_ms > 0 ? wr.baseline_ms / wr.latency_ms : 0;
-  wr.kda["cv"] = wr.candidate.cv;
   if (cuda()) {
     wr.kda["kernels"] = std::vector<std::string>(kernels_seen.begin(), kernels_seen.end());
     wr.kda["cupti_samples"] = cupti;

@@ -20,7 +20,6 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::kSandboxViolation: return "VIOLATION_SANDBOX";
     case Verdict::kBelowRoofline: return "VIOLATION_BELOW_ROOFLINE";
     case Verdict::kTimingInconsistent: return "VIOLATION_TIMING";
-    case Verdict::kForeignKernel: return "VIOLATION_FOREIGN_KERNEL";
     case Verdict::kNoGpuActivity: return "VIOLATION_NO_GPU_ACTIVITY";
   }
   return "?";
@@ -40,7 +39,5 @@ std::string_view verdict_status(Verdict v) {
       return "RUNTIME_ERROR";
   }
 }
-
-bool is_violation(Verdict v) { return v >= Verdict::kForbiddenImport; }
 
 }  // namespace kda::eval

@@ -25,12 +25,10 @@ enum class Verdict {
   kSandboxViolation,     // the runner was killed for a forbidden syscall (SIGSYS)
   kBelowRoofline,        // faster than the workload's bytes/FLOPs floor on this device
   kTimingInconsistent,   // reported time exceeds the evaluator's wall clock / CUPTI span mismatch
-  kForeignKernel,        // a kernel not from the candidate's own library ran (policy)
   kNoGpuActivity,        // a CUDA candidate launched nothing
 };
 
 std::string_view verdict_name(Verdict v);            // "PASSED", "VIOLATION_INPUT_MUTATED", ...
 std::string_view verdict_status(Verdict v);          // the FlashInfer-Bench status
-bool is_violation(Verdict v);
 
 }  // namespace kda::eval
