@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace kda::sandbox {
 
@@ -74,8 +76,35 @@ int landlock_abi() {
   return v < 0 ? 0 : static_cast<int>(v);
 }
 
-Result<LandlockReport> apply_landlock(const LandlockPolicy& policy) {
-  LandlockReport report;
+PreparedLandlock::PreparedLandlock(PreparedLandlock&& other) noexcept
+    : ruleset_fd_(other.ruleset_fd_), report_(std::move(other.report_)) {
+  other.ruleset_fd_ = -1;
+}
+
+PreparedLandlock& PreparedLandlock::operator=(PreparedLandlock&& other) noexcept {
+  if (this != &other) {
+    if (ruleset_fd_ >= 0) ::close(ruleset_fd_);
+    ruleset_fd_ = other.ruleset_fd_;
+    report_ = std::move(other.report_);
+    other.ruleset_fd_ = -1;
+  }
+  return *this;
+}
+
+PreparedLandlock::~PreparedLandlock() {
+  if (ruleset_fd_ >= 0) ::close(ruleset_fd_);
+}
+
+int PreparedLandlock::restrict_self() const noexcept {
+  if (ruleset_fd_ < 0) return EBADF;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  if (::syscall(SYS_landlock_restrict_self, ruleset_fd_, 0) != 0) return errno;
+  return 0;
+}
+
+Result<PreparedLandlock> prepare_landlock(const LandlockPolicy& policy) {
+  PreparedLandlock prepared;
+  LandlockReport& report = prepared.report_;
   report.abi = landlock_abi();
   if (report.abi <= 0) return Status::io("Landlock is not available on this kernel");
 
@@ -93,8 +122,9 @@ Result<LandlockReport> apply_landlock(const LandlockPolicy& policy) {
     attr_size = sizeof(RulesetAttr);
     report.scoped = true;
   }
-  Fd ruleset(static_cast<int>(create_ruleset(&attr, attr_size, 0)));
-  if (ruleset.get() < 0) return Status::io(std::string("landlock_create_ruleset: ") + std::strerror(errno));
+  // The kernel creates the ruleset fd with O_CLOEXEC.
+  prepared.ruleset_fd_ = static_cast<int>(create_ruleset(&attr, attr_size, 0));
+  if (prepared.ruleset_fd_ < 0) return Status::io(std::string("landlock_create_ruleset: ") + std::strerror(errno));
 
   const uint64_t read_only = kFsExecute | kFsReadFile | kFsReadDir;
   const uint64_t device = kFsReadFile | kFsWriteFile | (report.abi >= 5 ? kFsIoctlDev : 0);
@@ -106,13 +136,13 @@ Result<LandlockReport> apply_landlock(const LandlockPolicy& policy) {
         continue;
       }
       Fd holder(fd);
-      std::error_code ec;
+      struct stat st {};
+      if (::fstat(fd, &st) != 0) return Status::io("fstat " + p.string() + ": " + std::strerror(errno));
       uint64_t allowed = access & all_fs;
       // Directory-only rights may not be granted on a file.
-      if (!std::filesystem::is_directory(p, ec))
-        allowed &= kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
+      if (!S_ISDIR(st.st_mode)) allowed &= kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
       PathBeneathAttr rule{allowed, fd};
-      if (::syscall(SYS_landlock_add_rule, ruleset.get(), kRulePathBeneath, &rule, 0) != 0)
+      if (::syscall(SYS_landlock_add_rule, prepared.ruleset_fd_, kRulePathBeneath, &rule, 0) != 0)
         return Status::io("landlock_add_rule " + p.string() + ": " + std::strerror(errno));
     }
     return {};
@@ -123,16 +153,19 @@ Result<LandlockReport> apply_landlock(const LandlockPolicy& policy) {
   if (report.network) {
     for (int port : policy.allowed_tcp_connect_ports) {
       NetPortAttr rule{kNetConnectTcp, static_cast<uint64_t>(port)};
-      if (::syscall(SYS_landlock_add_rule, ruleset.get(), kRuleNetPort, &rule, 0) != 0)
+      if (::syscall(SYS_landlock_add_rule, prepared.ruleset_fd_, kRuleNetPort, &rule, 0) != 0)
         return Status::io("landlock_add_rule port " + std::to_string(port) + ": " + std::strerror(errno));
     }
   }
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-    return Status::io(std::string("prctl(NO_NEW_PRIVS): ") + std::strerror(errno));
-  if (::syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0)
-    return Status::io(std::string("landlock_restrict_self: ") + std::strerror(errno));
   report.filesystem = true;
-  return report;
+  return prepared;
+}
+
+Result<LandlockReport> apply_landlock(const LandlockPolicy& policy) {
+  KDA_ASSIGN_OR_RETURN(PreparedLandlock prepared, prepare_landlock(policy));
+  if (int err = prepared.restrict_self(); err != 0)
+    return Status::io(std::string("landlock_restrict_self: ") + std::strerror(err));
+  return prepared.report();
 }
 
 }  // namespace kda::sandbox

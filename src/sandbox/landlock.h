@@ -37,6 +37,44 @@ struct LandlockReport {
 // reported. Fails (kIo) when Landlock is unavailable: callers decide whether that is fatal.
 // Async-signal-safety: allocates; call it before exec in a freshly forked child only if the
 // parent was single-threaded, or (as kda does) in a process it owns from the start.
+// Implemented as prepare_landlock(policy) followed by restrict_self().
 Result<LandlockReport> apply_landlock(const LandlockPolicy& policy);
+
+// A Landlock ruleset built in the parent, to be enforced in a forked child before exec:
+//
+//   KDA_ASSIGN_OR_RETURN(auto ll, sandbox::prepare_landlock(policy));
+//   opts.pre_exec = [&ll] { return ll.restrict_self(); };   // ll must outlive spawn()
+//
+// prepare_landlock() does everything that allocates (opens every path, creates the ruleset fd,
+// adds all rules); restrict_self() makes two raw syscalls only (prctl(PR_SET_NO_NEW_PRIVS) and
+// landlock_restrict_self), so it is safe in the fork child of a multithreaded parent. The ruleset
+// fd is O_CLOEXEC and never reaches the exec'd program. One PreparedLandlock can restrict any
+// number of children. Move-only; closes its fd on destruction.
+class PreparedLandlock {
+ public:
+  PreparedLandlock() = default;  // empty: restrict_self() fails with EBADF (fails closed)
+  PreparedLandlock(PreparedLandlock&& other) noexcept;
+  PreparedLandlock& operator=(PreparedLandlock&& other) noexcept;
+  PreparedLandlock(const PreparedLandlock&) = delete;
+  PreparedLandlock& operator=(const PreparedLandlock&) = delete;
+  ~PreparedLandlock();
+
+  // Restricts the calling process (and what it later executes). Returns 0 or an errno value.
+  // Async-signal-safe: no allocation, no locks.
+  int restrict_self() const noexcept;
+
+  // What the ruleset enforces (abi, filesystem/network/scoped, skipped paths).
+  const LandlockReport& report() const { return report_; }
+  bool valid() const { return ruleset_fd_ >= 0; }
+
+ private:
+  friend Result<PreparedLandlock> prepare_landlock(const LandlockPolicy& policy);
+  int ruleset_fd_ = -1;
+  LandlockReport report_;
+};
+
+// Builds the ruleset for `policy` in the calling process without restricting it. Paths that do
+// not exist are skipped and reported. Fails (kIo) when Landlock is unavailable or a rule is refused.
+Result<PreparedLandlock> prepare_landlock(const LandlockPolicy& policy);
 
 }  // namespace kda::sandbox
