@@ -460,6 +460,15 @@ TEST(FakeLlmServer, CutStreamAfterStartThenRecovers) {
   // before_response: the connection closes with nothing sent.
   json sc2 = kWriteScenario;
   sc2[0]["faults"] = json::array({{{"cut", "before_response"}}});
+  // Responses (minimal stream): the cut comes after response.created, before any output item.
+  auto s3 = start(sc);
+  Client c4(s3->port());
+  HttpReply cut = c4.post("/v1/responses", codex_request(json::array()));
+  EXPECT_FALSE(cut.complete);
+  auto cut_ev = sse(cut.body);
+  ASSERT_EQ(cut_ev.size(), 1u);
+  EXPECT_EQ(cut_ev[0].name, "response.created");
+
   auto s2 = start(sc2);
   Client c3(s2->port());
   EXPECT_EQ(c3.post("/v1/messages", claude_request(0)).status, 0);

@@ -319,6 +319,7 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   ctx.chunk_chars = script.chunk_chars;
   ctx.responses_full = script.responses_full;
   ctx.include_usage = c.include_usage;
+  ctx.responses_created = !plan.cut.empty();
 
   if (!c.stream) {
     std::string text = render_body(*format, reply, ctx).dump(-1, ' ', false, json::error_handler_t::replace);

@@ -180,8 +180,10 @@ std::vector<SseEvent> responses_stream(const Reply& r, const RenderContext& ctx,
     ev.push_back({type, dump(data)});
   };
   json items = responses_items(r, ctx);
-  if (ctx.responses_full) {
+  if (ctx.responses_full || ctx.responses_created) {
     add("response.created", {{"response", responses_object(r, ctx, "in_progress", json::array(), false)}});
+  }
+  if (ctx.responses_full) {
     add("response.in_progress", {{"response", responses_object(r, ctx, "in_progress", json::array(), false)}});
   }
   for (size_t i = 0; i < items.size(); ++i) {

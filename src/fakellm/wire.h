@@ -25,6 +25,9 @@ struct RenderContext {
   int chunk_chars = 24;
   bool responses_full = false;
   bool include_usage = false;
+  // Responses "minimal": still begin with response.created (set when a cut fault fires, so the
+  // cut happens before any output item reaches the client).
+  bool responses_created = false;
 };
 
 struct SseEvent {
