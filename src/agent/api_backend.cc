@@ -84,7 +84,7 @@ class ApiBackend final : public Backend {
       }
       auto on_attempt = [&](const llm::AttemptInfo& a) {
         result.usage.requests += 1;
-        if (a.ok) return;
+        if (a.ok || !a.will_retry) return;  // a final failure is reported as the session's error
         emit({"retry", false,
               {{"attempt", a.attempt}, {"http_status", a.http_status}, {"error", a.error},
                {"will_retry", a.will_retry}, {"delay_ms", a.delay.count()}, {"retry_after", a.retry_after},

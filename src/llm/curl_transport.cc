@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <mutex>
 #endif
 
@@ -15,16 +16,33 @@ namespace kda::llm {
 #ifdef KDA_HAVE_CURL
 namespace {
 
+using SteadyClock = std::chrono::steady_clock;
+
 struct TransferState {
   CURL* curl = nullptr;
   const BodySink* sink = nullptr;
   HttpResponse* response = nullptr;
   bool aborted = false;
+  SteadyClock::time_point last_byte = SteadyClock::now();
+  std::chrono::milliseconds stall{0};
+  bool stalled = false;
 };
+
+// Called by curl about once a second: a transfer with no byte for `stall` is a read timeout.
+// (CURLOPT_LOW_SPEED_* averages over a window, so a burst then silence would pass for seconds.)
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* st = static_cast<TransferState*>(user);
+  if (st->stall.count() > 0 && SteadyClock::now() - st->last_byte > st->stall) {
+    st->stalled = true;
+    return 1;
+  }
+  return 0;
+}
 
 size_t on_write(char* data, size_t size, size_t nmemb, void* user) {
   auto* st = static_cast<TransferState*>(user);
   size_t n = size * nmemb;
+  st->last_byte = SteadyClock::now();
   long status = 0;
   curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &status);
   if (!(*st->sink)(std::string_view(data, n), static_cast<int>(status))) {
@@ -44,6 +62,7 @@ std::string trim(std::string s) {
 size_t on_header(char* data, size_t size, size_t nmemb, void* user) {
   auto* st = static_cast<TransferState*>(user);
   size_t n = size * nmemb;
+  st->last_byte = SteadyClock::now();
   std::string line(data, n);
   if (line.rfind("HTTP/", 0) == 0) {
     st->response->headers.clear();  // a new response (after 100 Continue or similar)
@@ -112,8 +131,10 @@ class CurlTransport final : public HttpTransport {
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buf);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.timeouts.connect.count()));
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeouts.total.count()));
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(request.timeouts.low_speed_time.count()));
+    st.stall = std::chrono::duration_cast<std::chrono::milliseconds>(request.timeouts.stall);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &st);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
 
@@ -121,7 +142,10 @@ class CurlTransport final : public HttpTransport {
     long status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     response.status = static_cast<int>(status);
-    if (st.aborted) {
+    if (st.stalled) {
+      response.error = TransportError::kTimeout;
+      response.error_message = "no data for " + std::to_string(st.stall.count() / 1000) + " s (stall timeout)";
+    } else if (st.aborted) {
       response.error = TransportError::kAborted;
       response.error_message = "aborted by the body callback";
     } else if (code != CURLE_OK) {

@@ -18,7 +18,7 @@ namespace kda::llm {
 struct HttpTimeouts {
   std::chrono::milliseconds connect{10'000};
   std::chrono::milliseconds total{600'000};        // whole request, body included
-  std::chrono::seconds low_speed_time{120};        // abort when no byte arrives for this long
+  std::chrono::seconds stall{120};                 // abort when no byte arrives for this long
 };
 
 struct HttpRequest {

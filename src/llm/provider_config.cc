@@ -88,8 +88,12 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
     auto v = env ? env(name) : std::nullopt;
     return v ? *v : std::string();
   };
-  c.base_url = from_env(anthropic ? "KDA_ANTHROPIC_BASE_URL" : "KDA_OPENAI_BASE_URL");
-  if (c.base_url.empty()) c.base_url = from_env(anthropic ? "ANTHROPIC_BASE_URL" : "OPENAI_BASE_URL");
+  std::string base_source = anthropic ? "KDA_ANTHROPIC_BASE_URL" : "KDA_OPENAI_BASE_URL";
+  c.base_url = from_env(base_source.c_str());
+  if (c.base_url.empty()) {
+    base_source = anthropic ? "ANTHROPIC_BASE_URL" : "OPENAI_BASE_URL";
+    c.base_url = from_env(base_source.c_str());
+  }
   c.api_key_env = from_env(anthropic ? "KDA_ANTHROPIC_KEY_ENV" : "KDA_OPENAI_KEY_ENV");
   if (c.api_key_env.empty()) c.api_key_env = anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
 
@@ -113,6 +117,7 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
         return bad("base_url must start with http:// or https:// (got '" + value + "')");
       }
       c.base_url = value;
+      base_source = "base_url";
     } else if (key == "key_env") {
       if (value != kNoKey && !valid_env_name(value)) return bad("key_env '" + value + "' is not a variable name");
       c.api_key_env = value;
@@ -144,7 +149,7 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
     } else if (key == "stall_timeout_s") {
       auto v = seconds(1, 86400);
       if (!v) return bad("stall_timeout_s must be an integer in [1, 86400]");
-      c.timeouts.low_speed_time = std::chrono::seconds(*v);
+      c.timeouts.stall = std::chrono::seconds(*v);
     } else if (key == "max_attempts") {
       auto v = seconds(1, 100);
       if (!v) return bad("max_attempts must be an integer in [1, 100]");
@@ -160,7 +165,7 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
   }
 
   if (!c.base_url.empty() && c.base_url.rfind("http://", 0) != 0 && c.base_url.rfind("https://", 0) != 0) {
-    return bad("base URL '" + c.base_url + "' (from the environment) must start with http:// or https://");
+    return bad(base_source + " '" + c.base_url + "' must start with http:// or https://");
   }
   if (c.kind == ProviderKind::kOpenAiChat && !explicit_field) {
     // api.openai.com wants max_completion_tokens; local servers (vLLM, llama.cpp, Ollama) know max_tokens.
