@@ -45,6 +45,9 @@ struct AgentEvent {
 struct SessionRequest {
   Role role = Role::kWriter;
   std::string phase;                          // "plan", "plan_review", "round", "review", "alignment"
+  // Which session of this (role, phase) it is: the round number for "round"/"review", the draft
+  // number for "plan"/"plan_review". Stable across a resumed run (scripted backends key on it).
+  int index = 0;
   std::string system_prompt;                  // kda's standing instructions for this role
   std::string prompt;                         // the session's task (round contract, evidence...)
   std::filesystem::path workspace;            // the agent's working directory
