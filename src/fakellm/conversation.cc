@@ -56,6 +56,18 @@ void append(std::string& acc, const std::string& text) {
 void read_tools(Format format, const json& tools, std::vector<OfferedTool>& out) {
   if (!tools.is_array()) return;
   for (const json& t : tools) {
+    if (format == Format::kResponses && str(t, "type") == "namespace") {
+      // {"type":"namespace","name":ns,"tools":[functions]}: each member is called as ns + name.
+      std::vector<OfferedTool> members;
+      read_tools(format, field(t, "tools"), members);
+      for (OfferedTool& m : members) {
+        m.ns = str(t, "name");
+        m.call_name = m.name;
+        m.name = m.ns + (!m.ns.empty() && m.ns.back() == '_' ? "" : "__") + m.name;  // mcp__kda__finish_round
+        out.push_back(std::move(m));
+      }
+      continue;
+    }
     OfferedTool o;
     if (format == Format::kAnthropic) {
       o.name = str(t, "name");
@@ -69,25 +81,54 @@ void read_tools(Format format, const json& tools, std::vector<OfferedTool>& out)
       o.name = str(t, "name");
       if (o.name.empty()) o.name = str(t, "type");  // web_search and other built-ins
       o.custom = str(t, "type") == "custom";
+      o.search = str(t, "type") == "tool_search";
       o.schema = field(t, "parameters");
     }
+    if (format == Format::kAnthropic && o.name == "ToolSearch") o.search = true;
     if (!o.schema.is_object()) o.schema = json::object();
-    if (!o.name.empty()) out.push_back(std::move(o));
+    bool known = false;
+    for (const OfferedTool& e : out) known = known || e.name == o.name;
+    if (!o.name.empty() && !known) out.push_back(std::move(o));
   }
 }
+
+// Counts runs of assistant items; a run made only of tool-search calls is not a turn.
+struct RunCounter {
+  bool in_run = false, has_search = false, has_other = false;
+  int count = 0, all = 0;
+  void item(bool search) {
+    if (!in_run) in_run = true, has_search = false, has_other = false;
+    (search ? has_search : has_other) = true;
+  }
+  void end() {
+    if (in_run && !(has_search && !has_other)) ++count;
+    if (in_run) ++all;
+    in_run = false;
+  }
+};
 
 void read_anthropic(const json& body, Conversation& c) {
   const json& messages = field(body, "messages");
   if (!messages.is_array()) return;
-  bool in_run = false;
+  RunCounter runs;
   for (const json& m : messages) {
     std::string role = str(m, "role");
     if (role == "assistant") {
-      if (!in_run) ++c.assistant_turns;
-      in_run = true;
+      const json& content = field(m, "content");
+      bool search = content.is_array() && !content.empty();
+      if (content.is_array()) {
+        for (const json& b : content) {
+          std::string type = str(b, "type");
+          if (type == "thinking" || type == "redacted_thinking") continue;
+          if (!(type == "tool_use" && str(b, "name") == "ToolSearch")) search = false;
+        }
+      } else {
+        search = false;
+      }
+      runs.item(search);
       c.last_results.clear();
     } else if (role == "user") {
-      in_run = false;
+      runs.end();
       const json& content = field(m, "content");
       append(c.user_text, content_text(content));
       if (content.is_array()) {
@@ -103,29 +144,34 @@ void read_anthropic(const json& body, Conversation& c) {
     }
     // role "system" (Claude Code's environment block) neither counts nor ends a run.
   }
+  runs.end();
+  c.assistant_turns = runs.count;
+  c.all_turns = runs.all;
 }
 
 void read_chat(const json& body, Conversation& c) {
   const json& messages = field(body, "messages");
   if (!messages.is_array()) return;
-  bool in_run = false;
+  RunCounter runs;
   for (const json& m : messages) {
     std::string role = str(m, "role");
     if (role == "assistant") {
-      if (!in_run) ++c.assistant_turns;
-      in_run = true;
+      runs.item(false);
       c.last_results.clear();
     } else if (role == "tool" || role == "function") {
-      in_run = false;
+      runs.end();
       ToolResult r;
       r.id = str(m, "tool_call_id");
       r.text = content_text(field(m, "content"));
       c.last_results.push_back(std::move(r));
     } else if (role == "user") {
-      in_run = false;
+      runs.end();
       append(c.user_text, content_text(field(m, "content")));
     }
   }
+  runs.end();
+  c.assistant_turns = runs.count;
+  c.all_turns = runs.all;
   const json& opts = field(body, "stream_options");
   c.include_usage = field(opts, "include_usage") == true;
 }
@@ -137,7 +183,7 @@ void read_responses(const json& body, Conversation& c) {
     return;
   }
   if (!input.is_array()) return;
-  bool in_run = false;
+  RunCounter runs;
   for (const json& item : input) {
     std::string type = str(item, "type");
     std::string role = str(item, "role");
@@ -146,11 +192,13 @@ void read_responses(const json& body, Conversation& c) {
                      (type.size() > 5 && type.compare(type.size() - 5, 5, "_call") == 0);
     bool output = type.size() > 7 && type.compare(type.size() - 7, 7, "_output") == 0;
     if (assistant) {
-      if (!in_run) ++c.assistant_turns;
-      in_run = true;
+      runs.item(type == "tool_search_call");
       c.last_results.clear();
     } else if (output) {
-      in_run = false;
+      runs.end();
+      if (type == "tool_search_output") {
+        read_tools(Format::kResponses, field(item, "tools"), c.tools);  // tools it loaded
+      }
       ToolResult r;
       r.id = str(item, "call_id");
       const json& out = field(item, "output");
@@ -162,11 +210,14 @@ void read_responses(const json& body, Conversation& c) {
       }
       c.last_results.push_back(std::move(r));
     } else if (is_message && role == "user") {
-      in_run = false;
+      runs.end();
       append(c.user_text, content_text(field(item, "content")));
     }
     // developer/system messages neither count nor end a run.
   }
+  runs.end();
+  c.assistant_turns = runs.count;
+  c.all_turns = runs.all;
 }
 
 }  // namespace
@@ -204,7 +255,7 @@ Conversation read_conversation(Format format, const json& body) {
   c.format = format;
   c.model = str(body, "model");
   c.stream = field(body, "stream") == true;
-  read_tools(format, field(body, "tools"), c.tools);
+  read_tools(format, field(body, "tools"), c.tools);  // before the input: tool_search_output adds
   if (format == Format::kAnthropic) read_anthropic(body, c);
   if (format == Format::kChat) read_chat(body, c);
   if (format == Format::kResponses) read_responses(body, c);

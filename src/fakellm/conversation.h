@@ -15,9 +15,12 @@ enum class Format { kAnthropic, kChat, kResponses };
 const char* format_name(Format format);  // "anthropic" | "chat" | "responses"
 
 struct OfferedTool {
-  std::string name;
+  std::string name;     // what scenarios match against: namespace + name for namespaced tools
   bool custom = false;  // Responses freeform tool ({"type":"custom"}), e.g. Codex's apply_patch
   nlohmann::json schema = nlohmann::json::object();  // JSON schema of the arguments (may be empty)
+  bool search = false;  // a tool-search tool (Codex "tool_search", Claude Code "ToolSearch")
+  std::string ns;       // Responses namespace ("" = none); the call then names call_name in it
+  std::string call_name;  // the name inside the namespace ("" = name)
 };
 
 struct ToolResult {
@@ -32,7 +35,10 @@ struct Conversation {
   bool stream = false;
   bool include_usage = false;       // chat: stream_options.include_usage
   std::string user_text;            // user messages' text, joined with "\n"
-  int assistant_turns = 0;          // runs of consecutive assistant items = the step index
+  // Runs of consecutive assistant items = the step index. Runs made only of tool-search calls
+  // (which the fake itself issues to load deferred tools) do not count.
+  int assistant_turns = 0;
+  int all_turns = 0;                // every run, search runs included (tool-call ids derive from it)
   std::vector<OfferedTool> tools;
   std::vector<ToolResult> last_results;  // tool results after the last assistant turn
   std::optional<std::string> workdir;    // "Primary working directory:" or <cwd>

@@ -402,6 +402,64 @@ TEST(FakeLlmServer, ResponsesFullEventStream) {
   EXPECT_EQ(json::parse(args), (json{{"cmd", "ls"}}));
 }
 
+// Codex defers MCP tools behind tool_search: the fake searches first (a turn that does not count
+// as a step), then calls the tool in the namespace the search loaded.
+TEST(FakeLlmServer, ResponsesLoadsDeferredToolsThroughToolSearch) {
+  auto server = start(json::parse(R"([{"name":"fin","match":"create hello","steps":[
+    {"tool":"finish_round","input":{"summary":"did it"}},{"text":"over"}]}])"));
+  ASSERT_TRUE(server);
+  Client c(server->port());
+  json req = codex_request(json::array());
+  req["tools"].push_back({{"type", "tool_search"}, {"execution", "client"}, {"parameters", json::object()}});
+  json search = json::parse(sse(c.post("/v1/responses", req).body)[0].data)["item"];
+  EXPECT_EQ(search["type"], "tool_search_call");
+  EXPECT_EQ(search["execution"], "client");
+  EXPECT_EQ(search["arguments"], (json{{"query", "finish_round"}, {"limit", 8}}));
+  json loaded = {{"type", "tool_search_output"}, {"call_id", search["call_id"]}, {"execution", "client"}, {"status", "completed"},
+                 {"tools", json::array({{{"type", "namespace"}, {"name", "mcp__kda"},
+                                         {"tools", json::array({{{"type", "function"}, {"name", "finish_round"},
+                                                                 {"defer_loading", true}, {"parameters", json::object()}}})}}})}};
+  req["input"].push_back(search);
+  req["input"].push_back(loaded);
+  json call = json::parse(sse(c.post("/v1/responses", req).body)[0].data)["item"];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["namespace"], "mcp__kda");
+  EXPECT_EQ(call["name"], "finish_round");
+  EXPECT_NE(call["call_id"], search["call_id"]);  // ids never repeat within a conversation
+  req["input"].push_back(call);
+  req["input"].push_back({{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "round finished"}});
+  json done = json::parse(sse(c.post("/v1/responses", req).body)[0].data)["item"];
+  EXPECT_EQ(done["content"][0]["text"], "over");
+  auto log = server->log();
+  EXPECT_EQ(log[0]["step"], 0);
+  EXPECT_EQ(log[0]["reply"]["tool_calls"][0]["search"], true);
+  EXPECT_EQ(log[1]["step"], 0);
+  EXPECT_EQ(log[1]["reply"]["tool_calls"][0]["name"], "mcp__kda__finish_round");
+  EXPECT_EQ(log[2]["step"], 1);
+}
+
+// Claude Code (tool search on) offers ToolSearch; the loaded tool then appears in `tools`.
+TEST(FakeLlmServer, AnthropicLoadsDeferredToolsThroughToolSearch) {
+  auto server = start(json::parse(R"([{"name":"fin","match":"create hello","steps":[
+    {"tool":"finish_round","input":{"summary":"did it"}},{"text":"over"}]}])"));
+  ASSERT_TRUE(server);
+  json req = claude_request(0);
+  req["stream"] = false;
+  req["tools"].push_back({{"name", "ToolSearch"}, {"input_schema", json::object()}});
+  Client c(server->port());
+  json first = json::parse(c.post("/v1/messages", req).body);
+  ASSERT_EQ(first["content"][0]["name"], "ToolSearch");
+  EXPECT_EQ(first["content"][0]["input"]["query"], "finish_round");
+  req["tools"].push_back({{"name", "mcp__kda__finish_round"}, {"defer_loading", true}, {"input_schema", json::object()}});
+  req["messages"].push_back({{"role", "assistant"}, {"content", first["content"]}});
+  req["messages"].push_back({{"role", "user"}, {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", first["content"][0]["id"]},
+                                                                          {"content", json::array({{{"type", "tool_reference"}, {"tool_name", "mcp__kda__finish_round"}}})}}})}});
+  json second = json::parse(c.post("/v1/messages", req).body);
+  ASSERT_EQ(second["content"][0]["name"], "mcp__kda__finish_round");
+  EXPECT_NE(second["content"][0]["id"], first["content"][0]["id"]);
+  EXPECT_EQ(server->log()[1]["step"], 0);
+}
+
 TEST(FakeLlmServer, StatusFaultsWithRetryAfterThenSuccess) {
   json sc = kWriteScenario;
   sc[0]["steps"][0]["faults"] = json::array({{{"status", 429}, {"retry_after", 1}, {"times", 2}}});

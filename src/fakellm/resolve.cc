@@ -270,7 +270,8 @@ Result<ToolCall> resolve_call(const std::string& tool, const json& input, const 
   bool ambiguous = false;
   if (const OfferedTool* t = find_suffix(offered, tool, &ambiguous)) {
     ToolCall c;
-    c.name = t->name;
+    c.name = t->call_name.empty() ? t->name : t->call_name;
+    c.ns = t->ns;
     if (t->custom) {
       c.custom = true;
       // A freeform tool takes a string: the step's "input" string field, or the JSON text.
@@ -279,6 +280,16 @@ Result<ToolCall> resolve_call(const std::string& tool, const json& input, const 
       c.input = input;
     }
     return c;
+  }
+  if (!ambiguous) {
+    for (const OfferedTool& t : offered) {
+      if (!t.search) continue;
+      ToolCall c;
+      c.name = t.name;
+      c.search = true;
+      c.input = t.name == "ToolSearch" ? json{{"query", tool}, {"max_results", 5}} : json{{"query", tool}, {"limit", 8}};
+      return c;
+    }
   }
   return Status::not_found("cannot resolve tool \"" + tool + "\"" + (ambiguous ? " (ambiguous)" : "") +
                            " (offered: " + offered_names(offered) + ")");

@@ -267,7 +267,11 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
     }
   }
   json reply_log = {{"text", reply.text}, {"tool_calls", json::array()}};
-  for (const ToolCall& tc : reply.calls) reply_log["tool_calls"].push_back({{"name", tc.name}, {"input", tc.input}});
+  for (const ToolCall& tc : reply.calls) {
+    json call = {{"name", tc.ns.empty() || tc.ns.back() == '_' ? tc.ns + tc.name : tc.ns + "__" + tc.name}, {"input", tc.input}};
+    if (tc.search) call["search"] = true;
+    reply_log["tool_calls"].push_back(std::move(call));
+  }
   entry["reply"] = reply_log;
 
   // Faults: global, then the scenario's, then the step's.
@@ -313,7 +317,7 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
 
   RenderContext ctx;
   ctx.model = c.model.empty() ? "fake-model" : c.model;
-  ctx.step = step_index;
+  ctx.step = c.all_turns;
   ctx.seq = seqno;
   ctx.request_bytes = req.body.size();
   ctx.chunk_chars = script.chunk_chars;

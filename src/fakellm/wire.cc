@@ -152,12 +152,17 @@ json responses_items(const Reply& r, const RenderContext& ctx) {
   }
   for (size_t i = 0; i < r.calls.size(); ++i) {
     const ToolCall& c = r.calls[i];
-    if (c.custom) {
+    if (c.search) {
+      items.push_back({{"type", "tool_search_call"}, {"id", tool_id("tsc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
+                       {"status", "completed"}, {"execution", "client"}, {"arguments", c.input}});
+    } else if (c.custom) {
       items.push_back({{"type", "custom_tool_call"}, {"id", tool_id("ctc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
                        {"name", c.name}, {"input", call_text(c)}, {"status", "completed"}});
     } else {
-      items.push_back({{"type", "function_call"}, {"id", tool_id("fc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
-                       {"name", c.name}, {"arguments", call_text(c)}, {"status", "completed"}});
+      json item = {{"type", "function_call"}, {"id", tool_id("fc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
+                   {"name", c.name}, {"arguments", call_text(c)}, {"status", "completed"}};
+      if (!c.ns.empty()) item["namespace"] = c.ns;
+      items.push_back(std::move(item));
     }
   }
   return items;
@@ -213,7 +218,7 @@ std::vector<SseEvent> responses_stream(const Reply& r, const RenderContext& ctx,
         }
         add("response.function_call_arguments.done", {{"item_id", id}, {"output_index", i}, {"arguments", item["arguments"]}});
       } else {
-        start["input"] = "";
+        if (item["type"] == "custom_tool_call") start["input"] = "";
         add("response.output_item.added", {{"output_index", i}, {"item", start}});
       }
     }

@@ -19,7 +19,8 @@ struct Reply {
 
 struct RenderContext {
   std::string model;
-  int step = 0;                  // ids derive from the step, so a retried request gets the same ids
+  int step = 0;                  // ids derive from this (all assistant turns so far), so a retried
+                                 // request gets the same ids and every turn gets new ones
   int seq = 0;                   // request sequence number (message/response ids)
   size_t request_bytes = 0;      // usage: input_tokens = request_bytes / 4
   int chunk_chars = 24;
