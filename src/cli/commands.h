@@ -19,6 +19,7 @@ int dispatch(std::span<const std::string> argv, Io& io);
 std::string commands_markdown();
 
 // Factories, one per command, grouped by area.
+std::vector<CommandSpec> audit_commands();  // audit verify
 CommandSpec docs_command();
 CommandSpec eval_command();  // eval
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
