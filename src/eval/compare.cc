@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,33 +30,100 @@ nlohmann::json number(double v) {
   return v;
 }
 
+// Statistics of one contiguous range of elements; ranges are merged in index order.
+struct RangeStats {
+  int64_t failed = 0, inf = 0, nan = 0, first_bad = -1;
+  double max_abs = 0, max_rel = 0;
+};
+
+// Decodes elements [begin, begin + n) of `t` into doubles: one dtype switch per block, so the
+// inner loops stay branch-free for the common types (this runs on every checked call).
+void decode_block(const tensor::Tensor& t, int64_t begin, int64_t n, double* out) {
+  using tensor::DType;
+  const std::byte* base = t.data();
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      for (int64_t i = 0; i < n; ++i) {
+        float f;
+        std::memcpy(&f, base + 4 * (begin + i), 4);
+        out[i] = f;
+      }
+      return;
+    case DType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, base + 2 * (begin + i), 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        out[i] = f;
+      }
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) out[i] = t.get_as_double(begin + i);
+      return;
+  }
+}
+
+RangeStats compare_range(const tensor::Tensor& x, const tensor::Tensor& y, int64_t begin, int64_t end,
+                         const Tolerance& tol) {
+  constexpr int64_t kBlock = 4096;
+  RangeStats st;
+  std::vector<double> xs(kBlock), ys(kBlock);
+  for (int64_t b = begin; b < end; b += kBlock) {
+    const int64_t n = std::min(kBlock, end - b);
+    decode_block(x, b, n, xs.data());
+    decode_block(y, b, n, ys.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const double xv = xs[i], yv = ys[i];
+      bool bad = false;
+      if (std::isinf(xv)) {
+        ++st.inf;
+        bad = true;
+      } else if (std::isnan(xv)) {
+        ++st.nan;
+        bad = true;
+      } else {
+        double e = std::fabs(xv - yv);
+        double r = e / (std::fabs(yv) + 1e-8);
+        if (std::isnan(e)) e = r = INFINITY;  // reference NaN: never a wildcard
+        st.max_abs = std::max(st.max_abs, e);
+        st.max_rel = std::max(st.max_rel, r);
+        bad = e > tol.atol && r > tol.rtol;
+      }
+      if (bad) {
+        if (st.first_bad < 0) st.first_bad = b + i;
+        ++st.failed;
+      }
+    }
+  }
+  return st;
+}
+
 OutputCheck compare_one(const std::string& name, const tensor::Tensor& x, const tensor::Tensor& y,
                         const Tolerance& tol) {
   OutputCheck c;
   c.name = name;
   c.numel = x.numel();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    double xv = x.get_as_double(i);
-    double yv = y.get_as_double(i);
-    bool bad = false;
-    if (std::isinf(xv)) {
-      ++c.inf;
-      bad = true;
-    } else if (std::isnan(xv)) {
-      ++c.nan;
-      bad = true;
-    } else {
-      double e = std::fabs(xv - yv);
-      double r = e / (std::fabs(yv) + 1e-8);
-      if (std::isnan(e)) e = r = INFINITY;  // reference NaN: never a wildcard
-      c.max_abs = std::max(c.max_abs, e);
-      c.max_rel = std::max(c.max_rel, r);
-      bad = e > tol.atol && r > tol.rtol;
-    }
-    if (bad) {
-      if (c.first_bad_index < 0) c.first_bad_index = i;
-      ++c.failed;
-    }
+  // Large outputs are split over threads (the H200 host has 16 cores; a 32M-element output is
+  // re-checked several times per workload).
+  constexpr int64_t kPerThread = int64_t{1} << 20;
+  const int64_t threads =
+      std::clamp<int64_t>(c.numel / kPerThread, 1, std::max<int64_t>(1, std::thread::hardware_concurrency()));
+  std::vector<RangeStats> parts(static_cast<size_t>(threads));
+  const int64_t per = (c.numel + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int64_t k = 1; k < threads; ++k)
+    pool.emplace_back([&, k] { parts[k] = compare_range(x, y, k * per, std::min(c.numel, (k + 1) * per), tol); });
+  parts[0] = compare_range(x, y, 0, std::min(c.numel, per), tol);
+  for (auto& t : pool) t.join();
+  for (const auto& p : parts) {
+    c.failed += p.failed;
+    c.inf += p.inf;
+    c.nan += p.nan;
+    c.max_abs = std::max(c.max_abs, p.max_abs);
+    c.max_rel = std::max(c.max_rel, p.max_rel);
+    if (c.first_bad_index < 0) c.first_bad_index = p.first_bad;
   }
   c.matched_ratio = c.numel == 0 ? 1.0 : 1.0 - static_cast<double>(c.failed) / static_cast<double>(c.numel);
   return c;

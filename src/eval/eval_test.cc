@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "eval/arena.h"
+#include "eval/attestation.h"
 #include "eval/compare.h"
 #include "eval/evaluator.h"
 #include "eval/stats.h"
@@ -61,6 +62,38 @@ TEST(Compare, MatchedRatioAndOrder) {
   EXPECT_EQ(check_default({"a", "b"}, {vec({9}), vec({1})}, {vec({1}), vec({1})}, tol, {"b"}).verdict, CheckVerdict::kPass);
 }
 
+// The block-decoded, multi-threaded path must count exactly what an element-by-element reading of
+// the rule counts: every failure once, the first failure's index, the maxima.
+TEST(Compare, LargeOutputsSplitOverThreadsCountExactly) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const int64_t n = (int64_t{1} << 22) + 77;  // several threads' worth, not a multiple of any block
+    Tensor x(dt, {n}), y(dt, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      y.set_from_double(i, static_cast<double>(i % 97) / 8.0);
+      x.set_from_double(i, static_cast<double>(i % 97) / 8.0);
+    }
+    const std::vector<int64_t> bad = {1'000'003, 2'500'000, n - 1};
+    for (int64_t i : bad) x.set_from_double(i, 1000.0);
+    x.set_from_double(3'000'000, NAN);
+    auto r = check_default({"y"}, {x}, {y}, Tolerance{1e-3, 1e-3, 1.0});
+    ASSERT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(r.outputs[0].failed, 4) << tensor::dtype_name(dt);
+    EXPECT_EQ(r.outputs[0].nan, 1);
+    EXPECT_EQ(r.outputs[0].first_bad_index, 1'000'003);
+    EXPECT_GE(r.outputs[0].max_abs, 1000.0 - 96.0 / 8.0);
+    EXPECT_LE(r.outputs[0].max_abs, 1000.0);
+    EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  }
+}
+
+TEST(Attestation, OnlyKernelsOutsideTheCandidatesOwnAreForeign) {
+  const std::set<std::string> own = {"_Z6kernelPf", "_Z4tailPf"};
+  EXPECT_TRUE(foreign_kernels({"_Z6kernelPf"}, own).empty());
+  EXPECT_TRUE(foreign_kernels({}, own).empty());
+  EXPECT_EQ(foreign_kernels({"_Z6kernelPf", "sgemm_128x64_nn", "ampere_h16816gemm"}, own),
+            (std::vector<std::string>{"ampere_h16816gemm", "sgemm_128x64_nn"}));
+}
+
 TEST(Stats, QuantilesAndMeans) {
   auto s = summarize({5, 1, 3, 2, 4});
   EXPECT_DOUBLE_EQ(s.median, 3);
@@ -84,6 +117,7 @@ TEST(Arena, GuardsPoisonAndHashes) {
   Tensor y = a->read(l.outputs[0]);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(y.get_as_double(i)));
   std::string h = a->hash_slots(l.inputs);
+  EXPECT_TRUE(a->equals(l.inputs[0], a->read(l.inputs[0])));
   a->data()[l.outputs[0].offset + 16] = std::byte{1};  // one byte past the end of y
   auto bad = a->damaged_guards(l, 7);
   ASSERT_EQ(bad.size(), 1u);

@@ -6,11 +6,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "eval/arena.h"
+#include "eval/attestation.h"
 #include "eval/inputs.h"
 #include "eval/roofline.h"
 #include "eval/runner_client.h"
@@ -33,7 +35,27 @@ uint64_t fresh_secret_seed() {
 }
 
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
-enum Purpose : uint64_t { kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5 };
+enum Purpose : uint64_t { kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6 };
+
+// Timed iterations whose outputs (and guards, inputs, poison) are checked: the last of each half
+// (where a pointer- or fingerprint-keyed cache goes stale) and kRandomRechecks more drawn from the
+// secret seed. A kernel that counts calls cannot tell which ones are checked, and one that cheats
+// on the majority of calls (the only way to move a median) is caught with near certainty.
+constexpr int kRandomRechecks = 4;
+
+std::vector<bool> checked_iterations(int n, uint64_t seed) {
+  std::vector<bool> out(static_cast<size_t>(std::max(n, 0)), false);
+  if (n <= 0) return out;
+  const int half = n / 2;
+  if (half > 0) out[static_cast<size_t>(half - 1)] = true;
+  out[static_cast<size_t>(n - 1)] = true;
+  uint64_t s = seed;
+  for (int k = 0; k < kRandomRechecks; ++k) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    out[static_cast<size_t>((s >> 33) % static_cast<uint64_t>(n))] = true;
+  }
+  return out;
+}
 
 // A rejection: the verdict, a stable machine-readable reason code (docs/integrity-gates.md), the
 // human explanation with its evidence, and the runner's log where there is one.
@@ -73,6 +95,7 @@ class Session {
   std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
                                  const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
   std::optional<Failure> timing_phase(WorkloadResult& wr);
+  std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
 
   void write_inputs(RunnerClient& r, const MaterializedInputs& in) {
     for (size_t i = 0; i < layout_.inputs.size(); ++i) r.arena().write(layout_.inputs[i], in.tensors[i]);
@@ -109,6 +132,7 @@ class Session {
   std::string current_uuid_;
   std::vector<double> reference_samples_;
   std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
+  Gate attestation_{"launch-attestation", true, "no timed calls"};
 
   std::optional<Failure> baseline_failure(const Failure& f) {
     harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", pack_.baseline_name,
@@ -213,13 +237,16 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   // device copy of the input guards as they were, so the pattern must not change between calls.
   const uint64_t guard_seed = derive_seed(*options_.seed, current_uuid_, 0, kGuard);
   SharedArena& arena = runner.arena();
-  if (call.value("upload_from", uint64_t{0}) == 0) write_inputs(runner, inputs);
-  arena.fill_guards(layout_, guard_seed);
+  const bool fresh_inputs = call.value("upload_from", uint64_t{0}) == 0;
+  const bool download = call.value("download", true);
+  if (fresh_inputs) write_inputs(runner, inputs);
+  // On the host the candidate works in the shared arena itself, so guards are refilled only with
+  // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
+  if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
   for (size_t i = 0; i < layout_.outputs.size(); ++i)
     arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
-  const std::string input_hash = arena.hash_slots(layout_.inputs);
   std::vector<tensor::Tensor> poisoned;
-  if (call.value("download", true)) poisoned = read_outputs(runner);
+  if (download) poisoned = read_outputs(runner);
   const int threads_before = runner.thread_count();
   call["seq"] = ++seq_;
   auto o = runner.call(call, call_timeout());
@@ -238,18 +265,19 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
     return Failure{Verdict::kThreadLeak, "thread_count_changed",
                    fmt::format("runner had {} threads before the call and {} after: work may continue after return "
                                "(task policy: threads = false)", threads_before, threads_after), {}};
-  if (!call.value("download", true)) return std::nullopt;
+  if (!download) return std::nullopt;
   if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
     std::string names;
     for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
     return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}};
   }
-  if (arena.hash_slots(layout_.inputs) != input_hash) {
-    std::string which;
-    for (size_t i = 0; i < layout_.inputs.size(); ++i)
-      if (!arena.read(layout_.inputs[i]).bitwise_equal(inputs.tensors[i])) which += (which.empty() ? "" : ", ") + layout_.inputs[i].name;
-    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + which, {}};
-  }
+  // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
+  // them leave any mutation in place, so a checked call sees what every earlier call did.
+  std::string mutated;
+  for (size_t i = 0; i < layout_.inputs.size(); ++i)
+    if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+  if (!mutated.empty())
+    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
   std::vector<tensor::Tensor> got = read_outputs(runner);
   for (size_t k = 0; k < got.size(); ++k) {
     int64_t left = unwritten_elements(poisoned[k], got[k]);
@@ -309,11 +337,12 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     }
     std::vector<double> cs, bs;
     const int half = n_iter / 2;
+    const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck));
     for (int i = 0; i < n_iter; ++i) {
       const bool use_b = i >= half && half > 0;
       const MaterializedInputs& in = use_b ? *b : *a;
       const bool switch_point = i == 0 || i == half;
-      const bool recheck = i == half - 1 || i == n_iter - 1 || !cuda();
+      const bool recheck = checked[static_cast<size_t>(i)];
       json call{{"flush", true}, {"upload", true}, {"upload_from", switch_point ? 0 : outputs_only},
                 {"download", recheck}, {"timed", true}};
       double ms = 0;
@@ -371,6 +400,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   if (cuda()) {
     wr.kda["kernels"] = std::vector<std::string>(kernels_seen.begin(), kernels_seen.end());
     wr.kda["cupti_samples"] = cupti;
+    if (auto f = attest_kernels(kernels_seen)) return f;
   }
   // The roofline floor: nothing honest runs faster than moving its bytes at peak bandwidth.
   if (auto floor = roofline_floor_ms(pack_, resolved_.axes, report_.backend)) {
@@ -380,6 +410,32 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       return Failure{Verdict::kBelowRoofline, "below_roofline",
                      fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor), {}};
   }
+  return std::nullopt;
+}
+
+// CUPTI launch attestation: every kernel that ran during a timed call must be one that ptxas
+// compiled from the candidate's own sources (the build records their mangled names). A kernel
+// from an embedded cubin, a statically linked library or any other module is foreign unless the
+// task's policy allows libraries.
+std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen) {
+  if (!pack_.settings.libraries.empty()) return std::nullopt;
+  std::set<std::string> own;
+  for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
+  own.erase("");
+  if (own.empty()) {
+    attestation_ = {"launch-attestation", true, "skipped: the build recorded no kernel names"};
+    return std::nullopt;
+  }
+  std::vector<std::string> foreign = foreign_kernels(seen, own);
+  if (!foreign.empty()) {
+    std::string list;
+    for (const auto& k : foreign) list += (list.empty() ? "" : ", ") + k;
+    return Failure{Verdict::kForeignKernel, "foreign_kernel",
+                   fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}", list),
+                   {}};
+  }
+  attestation_ = {"launch-attestation", true,
+                  fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size())};
   return std::nullopt;
 }
 
@@ -462,22 +518,37 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   wr.gates.push_back({"determinism", true, "same inputs, same outputs"});
   if (auto f = timing_phase(wr)) return fail(*f);
   wr.gates.push_back({"timed-output-recheck", true, "outputs of timed calls re-checked after in-place input refills"});
+  if (cuda()) wr.gates.push_back(attestation_);
   wr.reference_ms = summarize(reference_samples_).median;
   return wr;
 }
 
 // Elements whose bits still equal the poison written before the call. Only for types whose poison
 // an honest kernel cannot produce by chance: float NaN payloads and 32/64-bit integer canaries.
+template <typename Word>
+int64_t count_equal_words(const std::byte* a, const std::byte* b, int64_t n) {
+  int64_t same = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Word x, y;
+    std::memcpy(&x, a + i * sizeof(Word), sizeof(Word));
+    std::memcpy(&y, b + i * sizeof(Word), sizeof(Word));
+    same += x == y;
+  }
+  return same;
+}
+
 int64_t unwritten_elements(const tensor::Tensor& poison, const tensor::Tensor& now) {
   using tensor::DType;
+  const auto* a = static_cast<const std::byte*>(poison.data());
+  const auto* b = static_cast<const std::byte*>(now.data());
+  const int64_t n = now.numel();
   switch (now.dtype()) {
-    case DType::kFloat32: case DType::kFloat16: case DType::kBFloat16: case DType::kFloat8E4M3FN:
-    case DType::kFloat8E5M2: case DType::kInt32: case DType::kInt64: break;
+    case DType::kFloat32: case DType::kInt32: return count_equal_words<uint32_t>(a, b, n);
+    case DType::kFloat16: case DType::kBFloat16: return count_equal_words<uint16_t>(a, b, n);
+    case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return count_equal_words<uint8_t>(a, b, n);
+    case DType::kInt64: return count_equal_words<uint64_t>(a, b, n);
     default: return 0;
   }
-  int64_t n = 0;
-  for (int64_t i = 0; i < now.numel(); ++i) n += poison.get_bits(i) == now.get_bits(i);
-  return n;
 }
 
 std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, const std::string& which,

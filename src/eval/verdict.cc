@@ -21,6 +21,7 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::kBelowRoofline: return "VIOLATION_BELOW_ROOFLINE";
     case Verdict::kTimingInconsistent: return "VIOLATION_TIMING";
     case Verdict::kNoGpuActivity: return "VIOLATION_NO_GPU_ACTIVITY";
+    case Verdict::kForeignKernel: return "VIOLATION_FOREIGN_KERNEL";
   }
   return "?";
 }

@@ -26,6 +26,7 @@ enum class Verdict {
   kBelowRoofline,        // faster than the workload's bytes/FLOPs floor on this device
   kTimingInconsistent,   // reported time exceeds the evaluator's wall clock / CUPTI span mismatch
   kNoGpuActivity,        // a CUDA candidate launched nothing
+  kForeignKernel,        // a kernel launched during a timed call was not compiled from the candidate's sources
 };
 
 std::string_view verdict_name(Verdict v);            // "PASSED", "VIOLATION_INPUT_MUTATED", ...
