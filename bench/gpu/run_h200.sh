@@ -7,7 +7,9 @@
 # Stages (each fits one 10-minute device command; the build is reused while the machine is warm):
 #   bench/gpu/run_h200.sh core      build, CUDA packs on all workloads, fixtures, hacks, gpu ctest
 #   bench/gpu/run_h200.sh contest   the five contest baselines on all their workloads
-#   bench/gpu/run_h200.sh all       both (default; longer than one device command allows)
+#   bench/gpu/run_h200.sh fidelity  kda's latency against Nsight Compute's gpu__time_duration for the
+#                                   same kernels in the same run (CUDA packs, dev workloads)
+#   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 set -u
 STAGE=${1:-all}
 OUT=${OUT:-/tmp/kda-out}
@@ -41,7 +43,7 @@ if [ $? -ge 2 ]; then
   if [ $? -ge 2 ]; then echo "STILL FAILING; continuing with --no-sandbox"; SANDBOX="--no-sandbox"; fi
 fi
 
-if [ "$STAGE" != contest ]; then
+if [ "$STAGE" = core ] || [ "$STAGE" = all ]; then
 for p in rmsnorm softmax gemm; do
   record 120 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads all
 done
@@ -54,9 +56,23 @@ for h in tests/fixtures/hacks/cuda/*/; do
 done
 ( cmake --build --preset gpu -j 16 --target generate_cuda_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
 fi
-if [ "$STAGE" != core ]; then
+if [ "$STAGE" = contest ] || [ "$STAGE" = all ]; then
 for d in tasks/contest/*/; do
   record 240 "$d/baselines/naive" --task "$d" --workloads all --trials 1 --warmup 2 --iterations 10
 done
+fi
+if [ "$STAGE" = fidelity ]; then
+  # ncu profiles every kernel of the evaluation (reference, baseline and candidate runners are all
+  # children of kda), with clocks and caches handled as kda does: clocks not locked, caches flushed.
+  # The runners' sandbox is off because ncu injects a library that talks to its host process.
+  for p in rmsnorm softmax gemm; do
+    timeout 200 ncu --target-processes all --clock-control none --cache-control all \
+      --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_$p.csv" \
+      $B/kda eval tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads dev --trials 1 --warmup 1 \
+      --iterations 10 --no-sandbox --json --quiet > "$OUT/kda_$p.json" 2> "$OUT/kda_$p.err"
+    echo "rc=$? ncu + kda eval $p"
+    python3 bench/gpu/ncu_fidelity.py "$OUT/kda_$p.json" "$OUT/ncu_$p.csv" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/kda_$p.err"
+  done
+  cat "$OUT/fidelity.jsonl"
 fi
 echo "total: $(( $(date +%s) - t0 )) s"
