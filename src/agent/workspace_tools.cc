@@ -232,6 +232,10 @@ Result<stdfs::path> WorkspaceTools::resolve_for_read(const std::string& path) co
 Result<stdfs::path> WorkspaceTools::resolve_for_write(const std::string& path) const {
   if (options_.read_only) return Status::bad_input("this session is read-only: no file may be written");
   KDA_ASSIGN_OR_RETURN(stdfs::path p, resolve_path(root_, path));
+  // Git metadata is never the agent's to write: hooks and config there would run outside the sandbox
+  // the next time kda (or anyone) runs git.
+  for (const auto& part : p)
+    if (part == ".git") return Status::bad_input(fmt::format("{} is inside a .git directory: it may not be written", path));
   for (const auto& prot : protected_)
     if (within(p, prot)) return Status::bad_input(fmt::format("{} is protected: it may not be written", path));
   for (const auto& w : writable_)
@@ -492,6 +496,8 @@ ToolOutcome WorkspaceTools::write_file(const json& args) {
   std::string path = req_string(args, "path", err);
   std::string content = req_string(args, "content", err);
   if (err) return error_outcome("write_file: " + err->message, {{"error", "bad_arguments"}});
+  if (content.size() > kMaxReadBytes)
+    return error_outcome(fmt::format("write_file: content too large ({} bytes, limit {})", content.size(), kMaxReadBytes));
   auto file = resolve_for_write(path);
   if (!file.ok()) return deny("write_file", path, file.status().message());
   std::error_code ec;

@@ -6,7 +6,8 @@
 // symlinks are resolved (std::filesystem::weakly_canonical, then each existing component is
 // checked) and the result must lie inside the allowed roots — reads: workspace, readable roots
 // and writable paths; writes: a writable path (a file, or anything under a directory) and never
-// a protected path or anything under one. A refusal is an is_error outcome saying why, plus an
+// a protected path or anything under one, nor anything inside a `.git` directory (hooks and config
+// there would run outside the sandbox when kda runs git). A refusal is an is_error outcome saying why, plus an
 // AgentEvent "denied" with ok = false.
 //
 // run_command runs `bash -c COMMAND` in the workspace, in its own process group, stdin from

@@ -215,6 +215,17 @@ TEST_F(WorkspaceToolsTest, ProtectedFileIsNeverWritable) {
   EXPECT_EQ(events_[0].detail["tool"], "write_file");
 }
 
+TEST_F(WorkspaceToolsTest, GitMetadataIsNeverWritable) {
+  stdfs::create_directories(ws_ / "solution" / ".git" / "hooks");
+  auto w = call("write_file", {{"path", "solution/.git/hooks/post-commit"}, {"content", "#!/bin/sh\nid\n"}});
+  EXPECT_TRUE(w.is_error);
+  EXPECT_NE(w.text.find(".git"), std::string::npos) << w.text;
+  EXPECT_TRUE(call("write_file", {{"path", "solution/.git/config"}, {"content", "[core]"}}).is_error);
+  EXPECT_FALSE(stdfs::exists(ws_ / "solution" / ".git" / "hooks" / "post-commit"));
+  EXPECT_FALSE(call("write_file", {{"path", "solution/x.git"}, {"content", "ok"}}).is_error);
+  EXPECT_EQ(count_events("denied", false), 2);
+}
+
 TEST_F(WorkspaceToolsTest, ReviewerIsReadOnly) {
   make(true);
   auto w = call("write_file", {{"path", "solution/kernel.cu"}, {"content", "x"}});
