@@ -1,13 +1,18 @@
 #include "agent/workspace_tools.h"
 
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <random>
 #include <regex>
 #include <utility>
 
@@ -162,6 +167,114 @@ void snapshot(const stdfs::path& p, std::map<std::string, std::string>& out) {
       out[it->path().string()] = "symlink:" + stdfs::read_symlink(it->path(), ec).string();
     }
   }
+}
+
+// A directory fd, closed on scope exit.
+class DirFd {
+ public:
+  explicit DirFd(int fd = -1) : fd_(fd) {}
+  DirFd(DirFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  DirFd& operator=(DirFd&& o) noexcept {
+    if (this != &o) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  DirFd(const DirFd&) = delete;
+  DirFd& operator=(const DirFd&) = delete;
+  ~DirFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Opens the absolute directory `dir` one component at a time with O_NOFOLLOW, so that a symlink
+// swapped in after the path check (e.g. by a background process) is refused, never followed.
+// With `create`, missing directories are made on the way.
+Result<DirFd> open_dir_nofollow(const stdfs::path& dir, bool create) {
+  DirFd fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Status::io(std::string("open /: ") + std::strerror(errno));
+  for (const auto& part : dir.relative_path()) {
+    if (part.empty() || part == ".") continue;
+    int next = ::openat(fd.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT && create) {
+      if (::mkdirat(fd.get(), part.c_str(), 0755) != 0 && errno != EEXIST)
+        return Status::io(fmt::format("creating {}: {}", dir.string(), std::strerror(errno)));
+      next = ::openat(fd.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (next < 0)
+      return Status::io(fmt::format("{}: {} (not a plain directory, or it changed)", dir.string(), std::strerror(errno)));
+    fd = DirFd(next);
+  }
+  return fd;
+}
+
+// Reads a regular file without following a symlink anywhere on its path.
+Result<std::string> read_nofollow(const stdfs::path& file, size_t max_bytes) {
+  KDA_ASSIGN_OR_RETURN(DirFd dir, open_dir_nofollow(file.parent_path(), false));
+  DirFd f(::openat(dir.get(), file.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (f.get() < 0) {
+    if (errno == ENOENT) return Status::not_found(file.string() + ": no such file");
+    return Status::io(fmt::format("{}: {}", file.string(), std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Status::bad_input(file.string() + ": not a regular file");
+  if (static_cast<size_t>(st.st_size) > max_bytes)
+    return Status::bad_input(fmt::format("{} is too large ({} bytes)", file.string(), st.st_size));
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(f.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::io(fmt::format("reading {}: {}", file.string(), std::strerror(errno)));
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) return Status::bad_input(file.string() + " grew while being read");
+  }
+  return out;
+}
+
+// Replaces `file` atomically (temp file + fsync + rename in the same directory) without following
+// a symlink anywhere on its path; keeps the permission bits of the file it replaces.
+Status write_nofollow(const stdfs::path& file, std::string_view content) {
+  KDA_ASSIGN_OR_RETURN(DirFd dir, open_dir_nofollow(file.parent_path(), true));
+  const std::string name = file.filename().string();
+  mode_t mode = 0644;
+  struct stat st {};
+  if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(st.st_mode)) return Status::bad_input(file.string() + " is a directory");
+    mode = st.st_mode & 07777 & ~(S_ISUID | S_ISGID);
+  }
+  std::string tmp;
+  DirFd f;
+  for (int attempt = 0; attempt < 16 && f.get() < 0; ++attempt) {
+    tmp = fmt::format(".{}.kda-tmp-{}-{}", name, ::getpid(), std::random_device{}());
+    f = DirFd(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (f.get() < 0 && errno != EEXIST) break;
+  }
+  if (f.get() < 0) return Status::io(fmt::format("creating a temporary file beside {}: {}", file.string(), std::strerror(errno)));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(f.get(), content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = Status::io(fmt::format("writing {}: {}", file.string(), std::strerror(errno)));
+      ::unlinkat(dir.get(), tmp.c_str(), 0);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fchmod(f.get(), mode);
+  if (::fsync(f.get()) != 0 || ::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0) {
+    Status s = Status::io(fmt::format("replacing {}: {}", file.string(), std::strerror(errno)));
+    ::unlinkat(dir.get(), tmp.c_str(), 0);
+    return s;
+  }
+  return {};
 }
 
 }  // namespace
@@ -377,7 +490,7 @@ ToolOutcome WorkspaceTools::read_file(const json& args) {
   auto size = stdfs::file_size(*file, ec);
   if (ec) return error_outcome(fmt::format("read_file: {}: {}", path, ec.message()));
   if (size > kMaxReadBytes) return error_outcome(fmt::format("read_file: {} is too large ({} bytes)", path, size));
-  auto content = fs::read_file(*file);
+  auto content = read_nofollow(*file, kMaxReadBytes);
   if (!content.ok()) return error_outcome("read_file: " + content.status().message());
   if (looks_binary(*content))
     return {fmt::format("{} is a binary file ({} bytes, sha256 {})", path, content->size(), sha256_hex(*content)),
@@ -502,8 +615,7 @@ ToolOutcome WorkspaceTools::write_file(const json& args) {
   if (!file.ok()) return deny("write_file", path, file.status().message());
   std::error_code ec;
   if (stdfs::is_directory(*file, ec)) return error_outcome(fmt::format("write_file: {} is a directory", path));
-  Status st = fs::ensure_dir(file->parent_path());
-  if (st.ok()) st = fs::write_file_atomic(*file, content);
+  Status st = write_nofollow(*file, content);
   const std::string shown = display_path(*file);
   if (!st.ok()) {
     emit({"file_write", false, {{"path", shown}, {"error", st.message()}}});
@@ -529,7 +641,7 @@ ToolOutcome WorkspaceTools::edit_file(const json& args) {
   auto size = stdfs::file_size(*file, ec);
   if (ec) return error_outcome(fmt::format("edit_file: {}: {}", path, ec.message()));
   if (size > kMaxReadBytes) return error_outcome(fmt::format("edit_file: {} is too large ({} bytes)", path, size));
-  auto content = fs::read_file(*file);
+  auto content = read_nofollow(*file, kMaxReadBytes);
   if (!content.ok()) return error_outcome("edit_file: " + content.status().message());
   size_t count = 0;
   for (size_t pos = content->find(old_string); pos != std::string::npos;
@@ -549,7 +661,7 @@ ToolOutcome WorkspaceTools::edit_file(const json& args) {
     pos = hit + old_string.size();
   }
   updated.append(*content, pos, std::string::npos);
-  Status st = fs::write_file_atomic(*file, updated);
+  Status st = write_nofollow(*file, updated);
   const std::string shown = display_path(*file);
   if (!st.ok()) {
     emit({"file_write", false, {{"path", shown}, {"error", st.message()}}});

@@ -8,7 +8,9 @@
 // and writable paths; writes: a writable path (a file, or anything under a directory) and never
 // a protected path or anything under one, nor anything inside a `.git` directory (hooks and config
 // there would run outside the sandbox when kda runs git). A refusal is an is_error outcome saying why, plus an
-// AgentEvent "denied" with ok = false.
+// AgentEvent "denied" with ok = false. read_file, write_file and edit_file then open the file
+// one component at a time with O_NOFOLLOW (a symlink swapped in after the check is refused), and
+// writes replace the file atomically (temp file + rename, permission bits kept).
 //
 // run_command runs `bash -c COMMAND` in the workspace, in its own process group, stdin from
 // /dev/null, output capped, under Landlock prepared in the parent and applied in the child:

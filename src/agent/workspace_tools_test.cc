@@ -142,6 +142,17 @@ TEST_F(WorkspaceToolsTest, WriteFileEmitsEvent) {
   EXPECT_EQ(events_[0].detail["bytes"], 3);
 }
 
+TEST_F(WorkspaceToolsTest, WritesCreateParentsAndKeepPermissions) {
+  ASSERT_FALSE(call("write_file", {{"path", "solution/a/b/c.sh"}, {"content", "#!/bin/sh\necho 1\n"}}).is_error);
+  stdfs::permissions(ws_ / "solution" / "a" / "b" / "c.sh", stdfs::perms::owner_exec, stdfs::perm_options::add);
+  ASSERT_FALSE(call("edit_file", {{"path", "solution/a/b/c.sh"}, {"old_string", "1"}, {"new_string", "2"}}).is_error);
+  auto perms = stdfs::status(ws_ / "solution" / "a" / "b" / "c.sh").permissions();
+  EXPECT_NE(perms & stdfs::perms::owner_exec, stdfs::perms::none);
+  EXPECT_EQ(slurp(ws_ / "solution" / "a" / "b" / "c.sh"), "#!/bin/sh\necho 2\n");
+  for (const auto& e : stdfs::directory_iterator(ws_ / "solution" / "a" / "b"))  // no temp files left behind
+    EXPECT_EQ(e.path().filename(), "c.sh");
+}
+
 TEST_F(WorkspaceToolsTest, EditFileNeedsAUniqueMatch) {
   auto missing = call("edit_file", {{"path", "solution/kernel.cu"}, {"old_string", "int z"}, {"new_string", "x"}});
   EXPECT_TRUE(missing.is_error);
