@@ -25,7 +25,7 @@ std::vector<std::pair<std::string, std::string>> AnthropicFormat::headers(const 
   return h;
 }
 
-json AnthropicFormat::encode_body(const Request& request, const Endpoint&) const {
+json AnthropicFormat::encode_body(const Request& request, const Endpoint& endpoint) const {
   json messages = json::array();
   for (const auto& m : request.messages) {
     json content = json::array();
@@ -51,7 +51,18 @@ json AnthropicFormat::encode_body(const Request& request, const Endpoint&) const
   }
   json body = {{"model", request.model}, {"max_tokens", request.max_tokens}, {"messages", messages},
                {"stream", true}};
-  if (!request.system.empty()) body["system"] = request.system;
+  if (!request.system.empty()) {
+    if (endpoint.prompt_cache) {
+      body["system"] = json::array({{{"type", "text"}, {"text", request.system},
+                                     {"cache_control", {{"type", "ephemeral"}}}}});
+    } else {
+      body["system"] = request.system;
+    }
+  }
+  if (endpoint.prompt_cache && !messages.empty()) {
+    // The newest block is the end of the cached prefix; the next turn reads all of it back.
+    body["messages"].back()["content"].back()["cache_control"] = {{"type", "ephemeral"}};
+  }
   if (request.temperature) body["temperature"] = *request.temperature;
   if (!request.tools.empty()) {
     json tools = json::array();

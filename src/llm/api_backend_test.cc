@@ -126,7 +126,8 @@ TEST_P(ApiBackendLoop, FullToolLoop) {
     ASSERT_EQ(last["content"].size(), 2u);
     EXPECT_EQ(last["content"][1]["tool_use_id"], "c2");
     EXPECT_EQ(last["content"][1]["is_error"], true);
-    EXPECT_EQ(second["system"], "You write kernels.");
+    EXPECT_EQ(second["system"][0]["text"], "You write kernels.");
+    EXPECT_EQ(last["content"][1]["cache_control"]["type"], "ephemeral");  // prompt caching on by default
   } else if (kind == ProviderKind::kOpenAiChat) {
     EXPECT_EQ(second["messages"][0]["role"], "system");
     EXPECT_NE(dumped.find("ERROR: write_file: missing content"), std::string::npos);

@@ -154,13 +154,16 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
       auto v = seconds(1, 100);
       if (!v) return bad("max_attempts must be an integer in [1, 100]");
       c.retry.max_attempts = static_cast<int>(*v);
+    } else if (key == "cache") {
+      if (value != "on" && value != "off") return bad("cache must be on or off (got '" + value + "')");
+      c.prompt_cache = value == "on";
     } else if (key == "prices") {
       auto table = PriceTable::load(value);
       if (!table.ok()) return bad("prices: " + table.status().message());
       c.price_table_path = value;
     } else {
       return bad("unknown key '" + key + "' (known: base_url, key_env, max_tokens, temperature, max_tokens_field, "
-                 "connect_timeout_s, timeout_s, stall_timeout_s, max_attempts, prices)");
+                 "connect_timeout_s, timeout_s, stall_timeout_s, max_attempts, prices, cache)");
     }
   }
 
@@ -193,6 +196,7 @@ Result<Endpoint> make_endpoint(const ProviderConfig& config, const EnvLookup& en
   e.base_url = config.base_url;
   KDA_ASSIGN_OR_RETURN(e.api_key, resolve_api_key(config, env));
   if (!config.max_tokens_field.empty()) e.max_tokens_field = config.max_tokens_field;
+  e.prompt_cache = config.prompt_cache;
   return e;
 }
 

@@ -5,7 +5,7 @@
 //   openai:qwen3?base_url=http://127.0.0.1:8000/v1&key_env=NONE
 // Query keys: base_url, key_env (a variable name, or NONE for no key), max_tokens, temperature,
 // max_tokens_field, connect_timeout_s, timeout_s, stall_timeout_s, max_attempts, prices (a JSON
-// price table file). Values may be %-encoded. Environment (spec keys win):
+// price table file), cache (on|off: Anthropic prompt caching). Values may be %-encoded. Environment (spec keys win):
 //   base URL:      KDA_ANTHROPIC_BASE_URL, ANTHROPIC_BASE_URL / KDA_OPENAI_BASE_URL, OPENAI_BASE_URL
 //   key variable:  KDA_ANTHROPIC_KEY_ENV / KDA_OPENAI_KEY_ENV (name of the variable holding the key),
 //                  default ANTHROPIC_API_KEY / OPENAI_API_KEY.
@@ -32,6 +32,7 @@ struct ProviderConfig {
   int max_tokens = 16384;               // per response
   std::optional<double> temperature;
   std::string max_tokens_field;         // openai-chat: "max_completion_tokens" | "max_tokens"
+  bool prompt_cache = true;             // anthropic: cache_control breakpoints (spec: cache=off)
   HttpTimeouts timeouts;
   RetryPolicy retry;
   std::string price_table_path;         // "" = built-in table

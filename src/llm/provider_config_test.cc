@@ -75,6 +75,11 @@ TEST(ProviderSpec, OllamaTagAndPercentEncoding) {
   EXPECT_EQ(c->timeouts.stall, std::chrono::seconds(60));
   EXPECT_EQ(c->retry.max_attempts, 3);
   EXPECT_EQ(c->max_tokens_field, "max_completion_tokens");
+  EXPECT_TRUE(c->prompt_cache);
+  auto off = parse_provider_spec("anthropic:m?cache=off&key_env=NONE", env_of({}));
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->prompt_cache);
+  EXPECT_FALSE(make_endpoint(*off, env_of({}))->prompt_cache);
 }
 
 TEST(ProviderSpec, EnvironmentBaseUrlAndKeyVariable) {
@@ -122,6 +127,7 @@ TEST(ProviderSpec, ErrorsNameTheField) {
   expect_error("anthropic:m?max_attempts=0", "max_attempts");
   expect_error("anthropic:m?prices=/nonexistent/prices.json", "prices");
   expect_error("openai:m?max_tokens_field=n_predict", "max_tokens_field");
+  expect_error("anthropic:m?cache=maybe", "cache must be on or off");
   expect_error("openai:m", "OPENAI_BASE_URL", {{"OPENAI_BASE_URL", "localhost:8000"}, {"OPENAI_API_KEY", "k"}});
 }
 

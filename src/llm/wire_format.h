@@ -23,6 +23,9 @@ struct Endpoint {
   std::string api_key;               // empty: no auth header (local servers)
   // OpenAI chat only: "max_completion_tokens" (api.openai.com) or "max_tokens" (vLLM, llama.cpp...).
   std::string max_tokens_field = "max_completion_tokens";
+  // Anthropic only: mark the system prompt and the newest message as cache breakpoints
+  // (cache_control ephemeral), so each turn re-reads the conversation so far from the cache.
+  bool prompt_cache = true;
 };
 
 // Consumes one response stream. on_event errors (malformed JSON, an error event from the server)

@@ -32,7 +32,7 @@ std::string header(const HttpRequest& h, const std::string& name) {
 
 TEST(AnthropicFormat, EncodeGolden) {
   auto f = make_wire_format(ProviderKind::kAnthropic);
-  Endpoint ep{"http://127.0.0.1:9/v1/", "sk-test", ""};
+  Endpoint ep{"http://127.0.0.1:9/v1/", "sk-test", "", /*prompt_cache=*/false};
   HttpRequest h = f->encode(sample_request(), ep);
   EXPECT_EQ(h.url, "http://127.0.0.1:9/v1/messages");
   EXPECT_EQ(header(h, "x-api-key"), "sk-test");
@@ -49,6 +49,15 @@ TEST(AnthropicFormat, EncodeGolden) {
               "input_schema":{"type":"object","properties":{"path":{"type":"string"}}}}]})");
   EXPECT_EQ(json::parse(h.body), expected) << h.body;
   EXPECT_EQ(f->url(Endpoint{}), "https://api.anthropic.com/v1/messages");
+
+  // With prompt caching (the default): the system prompt and the newest block are breakpoints.
+  ep.prompt_cache = true;
+  json cached = json::parse(f->encode(sample_request(), ep).body);
+  json system = json::parse(R"([{"type":"text","text":"be brief","cache_control":{"type":"ephemeral"}}])");
+  EXPECT_EQ(cached["system"], system);
+  expected["system"] = system;
+  expected["messages"][2]["content"][0]["cache_control"] = {{"type", "ephemeral"}};
+  EXPECT_EQ(cached, expected) << cached.dump();
 }
 
 TEST(OpenAiChatFormat, EncodeGolden) {
