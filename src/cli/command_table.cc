@@ -11,6 +11,7 @@ const std::vector<CommandSpec>& all_commands() {
     add(task_commands());
     v.push_back(eval_command());
     add(ncu_commands());
+    add(mcp_commands());
     add(audit_commands());
 #ifdef KDA_HAVE_WIKI
     add(wiki_commands());

@@ -1,0 +1,109 @@
+// What the Claude Code and Codex backends share: configuration, per-session directories, the
+// environment built from scratch, the Landlock policy applied in the child before exec, and a
+// runner that streams the CLI's JSONL to a parser under a kda-owned timeout.
+//
+// Guarantees come from the OS, not from the CLIs: the CLI process (and everything it spawns,
+// including background processes and `python3 -c`) runs under Landlock; it may write only
+// SessionRequest::writable plus its own session HOME/TMP, and connect over TCP only to the API
+// endpoint's port. kda's tools reach it over MCP through a unix socket in a directory it can read
+// but not write. The CLIs' own guards (Claude's PreToolUse hook, Codex's sandbox) are configured
+// too, as defence in depth.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/backend.h"
+#include "proc/subprocess.h"
+#include "sandbox/landlock.h"
+#include "util/status.h"
+
+namespace kda::agent {
+
+struct CliAgentConfig {
+  // The CLI's executable; empty: KDA_CLAUDE_BIN / KDA_CODEX_BIN, then the install cache
+  // (scripts/install-agent-clis.sh), then PATH.
+  std::filesystem::path binary;
+  std::string model;                  // passed through verbatim; empty: the CLI's default
+  std::string base_url;               // API endpoint; empty: the provider's public API
+  std::string api_key_env;            // variable in kda's environment holding the key; empty: the CLI's usual one
+  std::vector<std::string> env;       // extra KEY=VALUE for the CLI (provider settings, proxies)
+  std::vector<std::string> pass_env;  // names copied from kda's environment when set
+  // kda's own executable (MCP proxy and guard hook); empty: /proc/self/exe.
+  std::filesystem::path kda_binary;
+  // Kda-owned parent of the per-session directories; empty: $TMPDIR/kda-agents.
+  std::filesystem::path sessions_dir;
+  bool os_sandbox = true;             // Landlock around the CLI (tests of the CLI guards alone turn it off)
+  bool require_os_sandbox = true;     // refuse to run when Landlock is unavailable
+  int max_start_attempts = 2;         // a CLI that fails before its first model turn is started again
+  int api_retries = 2;                // the CLI's own retries of a failed API request (0 in tests)
+  bool keep_session_dirs = false;     // for debugging; default: removed after the session
+  std::vector<std::string> extra_args;
+};
+
+// Finds a CLI: `configured` if set, else $<env_var>, else <cache>/<subdir>/node_modules/.bin/<name>
+// (cache: $KDA_AGENT_CLIS_DIR or ~/.cache/kda/agent-clis), else PATH. kNotFound names all of them.
+Result<std::filesystem::path> find_agent_cli(const std::filesystem::path& configured, const char* env_var,
+                                             const std::string& name);
+
+// The TCP port of an http(s) URL (explicit, else 80/443); nullopt when it cannot be parsed.
+std::optional<int> url_port(std::string_view url);
+
+// One session's directories, all under a fresh kda-owned directory:
+//   root/home (HOME), root/tmp (TMPDIR), root/codex_home, root/kda (tool socket, CLI configs;
+//   readable by the agent, never writable).
+struct SessionDirs {
+  std::filesystem::path root, home, tmp, codex_home, kda;
+  std::filesystem::path socket;  // root/kda/tools.sock, or a short private dir in /tmp when too long
+};
+Result<SessionDirs> make_session_dirs(const std::filesystem::path& sessions_dir, const std::string& prefix);
+void remove_session_dirs(const SessionDirs& dirs);
+
+// The Landlock policy of a CLI agent: read and execute anywhere; write the request's writable
+// paths (writers only) and the session's home/tmp/codex_home; character devices a shell needs
+// (/dev/null, /dev/tty, ptys); TCP connect only to `api_port`.
+sandbox::LandlockPolicy agent_landlock_policy(const SessionRequest& request, const SessionDirs& dirs,
+                                              std::optional<int> api_port);
+
+// The environment of a CLI, built from scratch: PATH, HOME, TMPDIR, LANG, then `extra`, then the
+// config's env and pass_env.
+std::vector<std::string> base_cli_environment(const SessionDirs& dirs, const CliAgentConfig& config);
+// Value of `name` in kda's environment ("" if unset).
+std::string getenv_or_empty(const std::string& name);
+
+// Streams a CLI's stdout lines to `on_line` until it exits, `on_line` returns false (the session
+// is cut: e.g. too many turns) or `timeout` passes; in the last two cases the whole process group
+// is killed. The child runs in `cwd` with exactly `env`, stdin from /dev/null,
+// under `landlock` when given.
+struct CliRun {
+  proc::ExitInfo exit;
+  bool cut = false;         // on_line asked to stop
+  std::string stderr_tail;  // last few KB of stderr
+};
+Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       const std::filesystem::path& cwd, const sandbox::PreparedLandlock* landlock,
+                       std::chrono::seconds timeout, const std::function<bool(std::string_view)>& on_line);
+
+// Collects a session's events from the stream parser (main thread) and the tool socket (its own
+// thread): appends to result.events and calls request.on_event, one at a time.
+class EventSink {
+ public:
+  EventSink(SessionResult* result, const SessionRequest* request) : result_(result), request_(request) {}
+  void emit(AgentEvent event);
+
+ private:
+  SessionResult* result_;
+  const SessionRequest* request_;
+  std::mutex mu_;
+};
+
+// Shell-quotes one word for a hook command line (single quotes).
+std::string shell_quote(std::string_view word);
+
+}  // namespace kda::agent

@@ -1,0 +1,92 @@
+// kda mcp: kda's tools for Claude Code / Codex over MCP (stdio), and kda mcp guard, the
+// PreToolUse hook kda installs in Claude Code sessions.
+#include <unistd.h>
+
+#include <iostream>
+#include <iterator>
+#include <ostream>
+
+#include "agent/cli_guard.h"
+#include "cli/commands.h"
+#include "mcp/mcp_server.h"
+#include "mcp/tool_socket.h"
+
+namespace kda::cli {
+
+namespace {
+
+int run_mcp(const Args& args, Io& io) {
+  const std::string role = args.value_or("role", "writer");
+  if (role != "writer" && role != "reviewer") {
+    io.err << "kda mcp: --role must be writer or reviewer, not '" << role << "'\n";
+    return kExitBadInput;
+  }
+  auto socket = args.value("connect");
+  if (!socket) {
+    io.err << "kda mcp: --connect SOCKET is required (the tool socket of a kda run's agent session)\n";
+    return kExitBadInput;
+  }
+  auto host = mcp::SocketToolHost::connect(*socket);
+  if (!host.ok()) {
+    io.err << "kda mcp: " << host.status().message() << "\n";
+    return exit_code_for(host.status());
+  }
+  mcp::ServerOptions options;
+  options.read_only_tools = role == "reviewer";
+  options.instructions = "kda's tools for this " + role + " session (evaluation, ledger, finish_round, ...).";
+  mcp::McpServer server(host->get(), options);
+  io.out.flush();
+  Status s = server.serve(STDIN_FILENO, STDOUT_FILENO);
+  if (!s.ok()) {
+    io.err << "kda mcp: " << s.message() << "\n";
+    return exit_code_for(s);
+  }
+  return kExitOk;
+}
+
+int run_guard(const Args& args, Io& io) {
+  std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  auto hook = nlohmann::json::parse(input, nullptr, false);
+  std::vector<std::filesystem::path> allowed;
+  for (const auto& a : args.values("allow")) allowed.emplace_back(a);
+  if (auto reason = agent::guard_denial(hook.is_discarded() ? nlohmann::json() : hook, allowed)) {
+    // Exit 2 with the reason on stderr: Claude Code blocks the call and shows the reason to the model.
+    io.err << *reason << "\n";
+    return 2;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<CommandSpec> mcp_commands() {
+  std::vector<CommandSpec> v;
+  v.push_back({
+      .name = "mcp",
+      .summary = "MCP server (stdio) exposing a kda session's tools to Claude Code and Codex",
+      .description =
+          "Speaks the Model Context Protocol over stdin/stdout (newline-delimited JSON-RPC 2.0): initialize, "
+          "ping, tools/list, tools/call. The tools live in the kda process that runs the session; this server "
+          "connects to its tool socket (--connect) and proxies. kda's Claude Code and Codex backends start it "
+          "automatically inside the agent's sandbox. With --role reviewer only read-only tools are listed and "
+          "callable (the socket enforces the same on kda's side).",
+      .options = {{.name = "connect", .metavar = "SOCKET", .help = "unix socket of the session's tool server"},
+                  {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"}},
+      .run = run_mcp,
+  });
+  v.push_back({
+      .name = "mcp guard",
+      .summary = "Claude Code PreToolUse hook: deny file writes outside the allowed paths",
+      .description =
+          "Reads the hook's JSON from stdin. A Write, Edit, MultiEdit or NotebookEdit whose target (after "
+          "resolving symlinks and '..') is not under one of the --allow paths is denied: exit 2 with the reason "
+          "on stderr, which Claude Code shows to the model. Other tools pass (exit 0). Defence in depth: the "
+          "Landlock sandbox around the agent enforces the same limits on every process.",
+      .options = {{.name = "allow", .metavar = "PATH", .help = "a directory or file the session may write",
+                   .repeatable = true}},
+      .run = run_guard,
+  });
+  return v;
+}
+
+}  // namespace kda::cli
