@@ -9,6 +9,8 @@
 #   bench/gpu/run_h200.sh contest   the five contest baselines on all their workloads
 #   bench/gpu/run_h200.sh fidelity  kda's latency against Nsight Compute's gpu__time_duration for the
 #                                   same kernels in the same run (CUDA packs, dev workloads)
+#   bench/gpu/run_h200.sh final     CUDA rmsnorm on all workloads (evaluator overhead), then contest
+#                                   (per-evaluation limit $LIMIT s, default 240)
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 set -u
 STAGE=${1:-all}
@@ -56,9 +58,12 @@ for h in tests/fixtures/hacks/cuda/*/; do
 done
 ( cmake --build --preset gpu -j 16 --target generate_cuda_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
 fi
-if [ "$STAGE" = contest ] || [ "$STAGE" = all ]; then
+if [ "$STAGE" = final ]; then
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
+fi
+if [ "$STAGE" = contest ] || [ "$STAGE" = all ] || [ "$STAGE" = final ]; then
 for d in tasks/contest/*/; do
-  record 240 "$d/baselines/naive" --task "$d" --workloads all --trials 1 --warmup 2 --iterations 10
+  record "${LIMIT:-240}" "$d/baselines/naive" --task "$d" --workloads all --trials 1 --warmup 2 --iterations 10
 done
 fi
 if [ "$STAGE" = fidelity ]; then
