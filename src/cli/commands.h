@@ -22,6 +22,7 @@ std::string commands_markdown();
 std::vector<CommandSpec> audit_commands();  // audit verify
 CommandSpec docs_command();
 CommandSpec eval_command();  // eval
+CommandSpec run_command();  // run (the agent loop, src/loop)
 std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
 std::vector<CommandSpec> task_commands();  // task validate|list|show

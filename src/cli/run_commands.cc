@@ -1,0 +1,197 @@
+// kda run: the plan -> implement -> verify -> review loop (src/loop), and --resume.
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "loop/backend_factory.h"
+#include "loop/run_loop.h"
+#include "task/task_pack.h"
+
+namespace kda::cli {
+
+namespace {
+
+namespace stdfs = std::filesystem;
+
+// kda-runner lives beside the kda binary; KDA_RUNNER overrides.
+stdfs::path run_runner_path() {
+  if (const char* env = std::getenv("KDA_RUNNER"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  auto exe = stdfs::read_symlink("/proc/self/exe", ec);
+  if (!ec) return exe.parent_path() / "kda-runner";
+  return "kda-runner";
+}
+
+stdfs::path default_run_dir(const stdfs::path& task) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  std::string name = stdfs::path(task).lexically_normal().filename().string();
+  if (name.empty()) name = stdfs::path(task).lexically_normal().parent_path().filename().string();
+  return stdfs::path("kda-runs") / (name + "-" + stamp);
+}
+
+// Reads the numeric options into `o`; a bad value is reported naming the option.
+Status read_numbers(const Args& args, loop::LoopOptions& o) {
+  struct IntOpt {
+    const char* name;
+    std::function<void(long long)> set;
+    long long min;
+  };
+  const std::vector<IntOpt> ints = {
+      {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
+      {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
+      {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
+      {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
+      {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
+      {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
+      {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
+      {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
+      {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
+  };
+  for (const auto& i : ints) {
+    auto v = args.integer(i.name);
+    if (!v.ok()) return v.status();
+    if (!*v) continue;
+    if (**v < i.min) return Status::bad_input(fmt::format("--{}: must be >= {}", i.name, i.min));
+    i.set(**v);
+  }
+  struct NumOpt {
+    const char* name;
+    double* dst;
+  };
+  for (const auto& n : std::vector<NumOpt>{{"hours", &o.hours},
+                                           {"budget-usd", &o.budget_usd},
+                                           {"gpu-minutes", &o.gpu_minutes},
+                                           {"claim-tolerance", &o.claim_tolerance},
+                                           {"min-improvement", &o.min_improvement}}) {
+    auto v = args.number(n.name);
+    if (!v.ok()) return v.status();
+    if (!*v) continue;
+    if (**v < 0) return Status::bad_input(fmt::format("--{}: must be >= 0", n.name));
+    *n.dst = **v;
+  }
+  return {};
+}
+
+void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
+  out << fmt::format("run: {}\n", o.run_dir.string());
+  out << fmt::format("status: {}{}\n", o.phase, o.stop_reason.empty() ? "" : " (" + o.stop_reason + ")");
+  out << fmt::format("incumbent: {} ({:.3f}x geomean vs the baseline){}\n", o.incumbent, o.incumbent_speedup,
+                     o.criteria_met ? ", acceptance criteria met on all workloads" : "");
+  out << fmt::format("rounds: {}\n", o.rounds);
+  out << fmt::format("final solution: {}\n", (o.run_dir / "final" / "solution.json").string());
+}
+
+int run_run(const Args& args, Io& io) {
+  loop::LoopEnv env;
+  env.runner_binary = run_runner_path();
+  const bool quiet = args.flag("quiet");
+  env.status = [&io, quiet](const std::string& line) {
+    if (!quiet) io.err << line << "\n" << std::flush;
+  };
+  Result<loop::RunOutcome> outcome = Status::internal("unset");
+  if (auto resume = args.value("resume")) {
+    if (!args.positional("task").empty()) {
+      io.err << "kda run: --resume continues an existing run; do not name a task\n";
+      return kExitBadInput;
+    }
+    outcome = loop::resume_run(*resume, env);
+  } else {
+    loop::LoopOptions o;
+    o.task = args.positional("task");
+    if (o.task.empty()) {
+      io.err << "kda run: missing <task> (or --resume <run-dir>)\n";
+      return kExitBadInput;
+    }
+    o.writer = args.value_or("writer", "");
+    o.reviewer = args.value_or("reviewer", "");
+    if (o.writer.empty() || o.reviewer.empty()) {
+      io.err << "kda run: --writer and --reviewer are required\n";
+      return kExitBadInput;
+    }
+    o.target = args.value_or("target", "1.0");
+    o.start = args.value_or("start", "");
+    o.sandbox = !args.flag("no-sandbox");
+    o.cuda_arch = args.value_or("arch", "90a");
+    if (Status st = read_numbers(args, o); !st.ok()) {
+      io.err << "kda run: " << st.message() << "\n";
+      return kExitBadInput;
+    }
+    const stdfs::path dir = args.value_or("run-dir", default_run_dir(o.task).string());
+    outcome = loop::start_run(dir, o, env);
+  }
+  if (!outcome.ok()) {
+    io.err << "kda run: " << outcome.status().message() << "\n";
+    return exit_code_for(outcome.status());
+  }
+  if (args.flag("json"))
+    io.out << outcome->to_json().dump(2) << "\n";
+  else
+    print_outcome(*outcome, io.out);
+  return outcome->phase == "done" ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+CommandSpec run_command() {
+  std::string kinds;
+  for (const auto& k : loop::known_backend_kinds()) kinds += (kinds.empty() ? "" : ",\n  ") + k;
+  return {
+      .name = "run",
+      .summary = "Run the plan -> implement -> verify -> review agent loop on a task (writer + reviewer)",
+      .description =
+          "Creates a run directory (sealed copy of the task, git workspace with the starting solution, kda-owned\n"
+          "state, hash-chained audit log), measures the starting solution, lets the writer plan and the reviewer\n"
+          "challenge the plan, freezes plan and acceptance criteria, then runs rounds: the writer works and calls\n"
+          "finish_round, kda verifies (official evaluation on fresh seeds, protected files, diff scope, claims),\n"
+          "the reviewer decides. The incumbent changes only on a verified improvement the reviewer accepts.\n"
+          "Exit 0 when the run completed with the acceptance criteria met, 1 when it stopped (budget, STOP,\n"
+          "stalls, violation) with the best verified incumbent in <run>/final. A killed run continues with\n"
+          "--resume <run-dir>. See docs/run.md.\n"
+          "Backends (--writer/--reviewer): " + kinds + ".",
+      .positionals = {{.name = "task", .help = "task pack directory (omit with --resume)", .required = false}},
+      .options = {{.name = "writer", .metavar = "SPEC", .help = "writer backend, e.g. scripted:writer.json"},
+                  {.name = "reviewer", .metavar = "SPEC", .help = "reviewer backend"},
+                  {.name = "target", .metavar = "SPEC",
+                   .help = "acceptance: geomean speedup vs the baseline, optional regimes: 1.5x,M>=128:2x",
+                   .default_value = "1.0"},
+                  {.name = "start", .metavar = "SOLUTION", .help = "starting solution (default: the pack's baseline)"},
+                  {.name = "run-dir", .metavar = "DIR", .help = "run directory (default: kda-runs/<task>-<utc time>)"},
+                  {.name = "resume", .metavar = "DIR", .help = "continue the run in DIR (after a crash or kill)"},
+                  {.name = "max-rounds", .metavar = "N", .help = "rounds before the run stops", .default_value = "10"},
+                  {.name = "hours", .metavar = "H", .help = "wall-clock budget in hours (0: none)"},
+                  {.name = "budget-tokens", .metavar = "N", .help = "input+output token budget (0: none)"},
+                  {.name = "budget-usd", .metavar = "X", .help = "money budget in USD (0: none)"},
+                  {.name = "gpu-minutes", .metavar = "M", .help = "evaluator time budget in minutes (0: none)"},
+                  {.name = "eval-trials", .metavar = "N", .help = "override the pack's timing trials for every evaluation"},
+                  {.name = "eval-iterations", .metavar = "N", .help = "override the pack's timed iterations"},
+                  {.name = "eval-warmup", .metavar = "N", .help = "override the pack's warmup iterations"},
+                  {.name = "final-trials", .metavar = "N",
+                   .help = "trials of the completion check (default: twice the round trials)"},
+                  {.name = "plan-reviews", .metavar = "N", .help = "plan-review rounds before the plan is frozen",
+                   .default_value = "2"},
+                  {.name = "alignment-every", .metavar = "K", .help = "a full alignment review every K rounds (0: never)"},
+                  {.name = "claim-tolerance", .metavar = "X",
+                   .help = "relative tolerance of claims vs kda's measurement", .default_value = "0.25"},
+                  {.name = "min-improvement", .metavar = "X",
+                   .help = "relative geomean gain over the incumbent that counts as an improvement",
+                   .default_value = "0.02"},
+                  {.name = "evals-per-round", .metavar = "N", .help = "writer evaluate-tool calls per round",
+                   .default_value = "8"},
+                  {.name = "no-sandbox", .help = "evaluate without Landlock/seccomp (debugging only)"},
+                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+                  {.name = "quiet", .short_name = 'q', .help = "no live status on stderr"},
+                  json_option()},
+      .run = run_run,
+  };
+}
+
+}  // namespace kda::cli

@@ -1,0 +1,45 @@
+// Acceptance criteria of a run. The machine-checkable ones come from --target and are checked by
+// kda on an evaluation report: every workload PASSED, geomean speedup vs the pack's baseline at
+// least the target, and optional per-regime targets (geomean over the workloads whose axis
+// satisfies a comparison). Reviewer-judged criteria are text the reviewer must weigh.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/evaluator.h"
+#include "util/status.h"
+
+namespace kda::loop {
+
+struct RegimeTarget {
+  std::string axis;     // workload axis name, e.g. "M"
+  std::string op;       // ">=", "<=", ">", "<", "=="
+  double value = 0;
+  double min_speedup = 1;
+  std::string text() const;  // "M>=128:2x"
+};
+
+struct Criteria {
+  double min_geomean_speedup = 1.0;
+  std::vector<RegimeTarget> regimes;
+  std::vector<std::string> reviewer;  // reviewer-judged
+  nlohmann::json to_json() const;
+  static Result<Criteria> from_json(const nlohmann::json& j);
+};
+
+// "1.5", "1.5x", "1.5x,M>=128:2x,N<64:1.2". Errors name the bad item.
+Result<Criteria> parse_target(const std::string& spec);
+
+struct CriterionResult {
+  std::string id;       // "all_passed", "geomean_speedup", "regime:M>=128:2x"
+  bool met = false;
+  std::string detail;
+};
+std::vector<CriterionResult> check_criteria(const Criteria& c, const eval::EvalReport& report);
+bool all_met(const std::vector<CriterionResult>& results);
+nlohmann::json criteria_results_json(const std::vector<CriterionResult>& results);
+
+}  // namespace kda::loop

@@ -1,0 +1,209 @@
+// Unit tests of the loop's pieces: verdict grammar, target/criteria, state and ledger JSON, kda's
+// tools, the backend factory and the git workspace.
+#include <gtest/gtest.h>
+
+#include "loop/backend_factory.h"
+#include "loop/criteria.h"
+#include "loop/git_workspace.h"
+#include "loop/kda_tools.h"
+#include "loop/run_state.h"
+#include "loop/verdict.h"
+#include "util/fs.h"
+
+namespace kda::loop {
+namespace {
+
+TEST(Verdict, WellFormed) {
+  auto v = parse_review_verdict("Looks good, measured 2x.\nDECISION: COMPLETE\n  PROGRESS: ADVANCED  \n");
+  EXPECT_TRUE(v.well_formed);
+  EXPECT_EQ(v.decision, Decision::kComplete);
+  EXPECT_EQ(v.progress, Progress::kAdvanced);
+  auto s = parse_review_verdict("PROGRESS: REGRESSED\nDECISION: STOP");
+  EXPECT_TRUE(s.well_formed);
+  EXPECT_EQ(s.decision, Decision::kStop);
+  EXPECT_EQ(s.progress, Progress::kRegressed);
+}
+
+TEST(Verdict, GarbageIsContinueStalledWithComplaint) {
+  for (const char* text : {"", "DECISION: complete\nPROGRESS: ADVANCED", "DECISION: COMPLETE\nDECISION: STOP\nPROGRESS: ADVANCED",
+                           "DECISION: COMPLETE", "DECISION: COMPLETE!\nPROGRESS: ADVANCED",
+                           "I think DECISION: STOP is right\nPROGRESS: STALLED", "DECISION: STOP\nPROGRESS: GREAT"}) {
+    auto v = parse_review_verdict(text);
+    EXPECT_FALSE(v.well_formed) << text;
+    EXPECT_EQ(v.decision, Decision::kContinue) << text;
+    EXPECT_EQ(v.progress, Progress::kStalled) << text;
+    EXPECT_NE(v.complaint.find("malformed"), std::string::npos) << text;
+  }
+}
+
+TEST(Verdict, Plan) {
+  EXPECT_TRUE(parse_plan_verdict("fine\nPLAN: APPROVE\n").approve);
+  auto r = parse_plan_verdict("PLAN: REVISE");
+  EXPECT_TRUE(r.well_formed);
+  EXPECT_FALSE(r.approve);
+  auto g = parse_plan_verdict("PLAN: APPROVE\nPLAN: APPROVE");
+  EXPECT_FALSE(g.well_formed);
+  EXPECT_FALSE(g.approve);
+}
+
+TEST(Criteria, ParseTarget) {
+  auto c = parse_target("1.5x, M>=128:2x,N<64:1.2");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->min_geomean_speedup, 1.5);
+  ASSERT_EQ(c->regimes.size(), 2u);
+  EXPECT_EQ(c->regimes[0].axis, "M");
+  EXPECT_EQ(c->regimes[0].op, ">=");
+  EXPECT_DOUBLE_EQ(c->regimes[0].value, 128);
+  EXPECT_DOUBLE_EQ(c->regimes[0].min_speedup, 2);
+  EXPECT_EQ(c->regimes[1].op, "<");
+  for (const char* bad : {"fast", "-1", "1.5,2", "M>=:2x", ">=3:2", "M>=3:zero"}) {
+    auto b = parse_target(bad);
+    EXPECT_FALSE(b.ok()) << bad;
+  }
+  auto rt = Criteria::from_json(c->to_json());
+  ASSERT_TRUE(rt.ok());
+  EXPECT_EQ(rt->regimes.size(), 2u);
+}
+
+eval::EvalReport report_with(std::vector<std::pair<int, double>> m_speedups, bool all_passed = true) {
+  eval::EvalReport r;
+  double log_sum = 0;
+  for (auto [m, s] : m_speedups) {
+    eval::WorkloadResult w;
+    w.uuid = "w" + std::to_string(m);
+    w.axes = {{"M", m}};
+    w.speedup = s;
+    r.workloads.push_back(w);
+    log_sum += std::log(s);
+  }
+  r.all_passed = all_passed;
+  r.score_geomean = std::exp(log_sum / m_speedups.size());
+  return r;
+}
+
+TEST(Criteria, Check) {
+  auto c = *parse_target("2x,M>=128:3x");
+  auto ok = check_criteria(c, report_with({{1, 2.0}, {128, 3.0}, {256, 3.5}}));
+  EXPECT_TRUE(all_met(ok));
+  auto slow_regime = check_criteria(c, report_with({{1, 4.0}, {128, 2.5}, {256, 2.5}}));
+  EXPECT_FALSE(all_met(slow_regime));
+  EXPECT_FALSE(slow_regime[2].met);
+  auto failed = check_criteria(c, report_with({{1, 9.0}, {128, 9.0}}, false));
+  EXPECT_FALSE(failed[0].met);
+  EXPECT_FALSE(all_met(failed));
+}
+
+TEST(RunState, RoundTrips) {
+  RunState s;
+  s.options.task = "/t";
+  s.options.writer = "scripted:w.json";
+  s.options.reviewer = "scripted:r.json";
+  s.options.eval_trials = 1;
+  s.phase = "round";
+  s.step = "verify";
+  s.round = 4;
+  s.protected_files["rounds/001/verdict.json"] = "ab";
+  s.usage.input_tokens = 7;
+  s.usage.cost_usd = 0.25;
+  s.complaints = {"x"};
+  auto back = RunState::from_json(s.to_json());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->to_json(), s.to_json());
+  EXPECT_EQ(*back->options.eval_trials, 1);
+  EXPECT_FALSE(back->options.eval_iterations.has_value());
+  auto bad = RunState::from_json({{"version", 1}});
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(Ledger, UpsertIsIdempotent) {
+  Ledger l;
+  l.upsert({.id = "c001", .parent = "c000", .round = 1, .commit = "a"});
+  l.upsert({.id = "c001", .parent = "c000", .round = 1, .commit = "b"});
+  ASSERT_EQ(l.candidates.size(), 1u);
+  EXPECT_EQ(l.find("c001")->commit, "b");
+  auto back = Ledger::from_json(l.to_json());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->to_json(), l.to_json());
+}
+
+TEST(KdaTools, FinishRoundOnlyInRoundAndOnce) {
+  int evals = 0;
+  KdaToolHost host({.evaluate = [&]() -> Result<agent::ToolOutcome> {
+                      ++evals;
+                      return agent::ToolOutcome{"measured", false, {}};
+                    },
+                    .ledger = [] { return nlohmann::json{{"incumbent", "c000"}}; }});
+  auto names = [&] {
+    std::vector<std::string> n;
+    for (const auto& t : host.tools()) n.push_back(t.name);
+    return n;
+  };
+  EXPECT_EQ(names(), std::vector<std::string>{"ledger"});
+  EXPECT_TRUE(host.call("finish_round", {{"summary", "x"}}).is_error);
+  EXPECT_TRUE(host.call("evaluate", {}).is_error);
+  host.begin_round(1);
+  EXPECT_EQ(names(), (std::vector<std::string>{"evaluate", "ledger", "finish_round"}));
+  EXPECT_FALSE(host.call("evaluate", {}).is_error);
+  EXPECT_TRUE(host.call("evaluate", {}).is_error);  // limit 1
+  EXPECT_EQ(evals, 1);
+  EXPECT_TRUE(host.call("finish_round", {{"claims", 3}}).is_error);
+  auto ok = host.call("finish_round",
+                      {{"summary", "faster"}, {"claims", {{{"metric", "speedup"}, {"value", 2.0}, {"workload", "u"}}}}});
+  EXPECT_FALSE(ok.is_error) << ok.text;
+  EXPECT_TRUE(host.call("finish_round", {{"summary", "again"}}).is_error);
+  ASSERT_TRUE(host.finished().has_value());
+  EXPECT_EQ(host.finished()->summary, "faster");
+  ASSERT_EQ(host.finished()->claims.size(), 1u);
+  EXPECT_EQ(host.finished()->claims[0].workload, "u");
+  host.end_round();
+  EXPECT_TRUE(host.call("finish_round", {{"summary", "late"}}).is_error);
+  EXPECT_FALSE(host.call("ledger", {}).is_error);
+  EXPECT_TRUE(host.call("nope", {}).is_error);
+}
+
+TEST(BackendFactory, UnknownKindListsKnownOnes) {
+  auto b = make_backend("gpt-9:x");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("scripted:<file.json>"), std::string::npos);
+  EXPECT_FALSE(make_backend("scripted:").ok());
+  EXPECT_FALSE(make_backend("scripted:/nonexistent/script.json").ok());
+}
+
+TEST(GitWorkspace, CommitDiffReset) {
+  auto d = fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-gitws");
+  ASSERT_TRUE(d.ok());
+  GitWorkspace ws(*d / "ws", *d / "git");
+  ASSERT_TRUE(ws.init().ok());
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / "a.txt", "1").ok());
+  auto c1 = ws.commit_all("one");
+  ASSERT_TRUE(c1.ok()) << c1.status().message();
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / "a.txt", "2").ok());
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / "b.txt", "new").ok());
+  auto c2 = ws.commit_all("two");
+  ASSERT_TRUE(c2.ok());
+  auto changed = ws.changed_paths(*c1, *c2);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(*changed, (std::vector<std::string>{"a.txt", "b.txt"}));
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / "junk.txt", "x").ok());
+  ASSERT_TRUE(ws.reset_to(*c1).ok());
+  EXPECT_EQ(*fs::read_file(*d / "ws" / "a.txt"), "1");
+  EXPECT_FALSE(std::filesystem::exists(*d / "ws" / "b.txt"));
+  EXPECT_FALSE(std::filesystem::exists(*d / "ws" / "junk.txt"));
+  // Ignore rules planted in the work tree do not hide files from kda's commits.
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / ".gitignore", "*\n").ok());
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / "hidden.cc", "x").ok());
+  auto c3 = ws.commit_all("three");
+  ASSERT_TRUE(c3.ok());
+  auto changed3 = ws.changed_paths(*c1, *c3);
+  ASSERT_TRUE(changed3.ok());
+  EXPECT_EQ(*changed3, (std::vector<std::string>{".gitignore", "hidden.cc"}));
+  EXPECT_FALSE(std::filesystem::exists(*d / "ws" / ".git"));
+  ASSERT_TRUE(ws.reset_to(*c1).ok());
+  auto empty = ws.commit_all("nothing changed");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_NE(*empty, *c1);
+  std::filesystem::remove_all(*d);
+}
+
+}  // namespace
+}  // namespace kda::loop

@@ -1,0 +1,57 @@
+// `kda run`: the plan -> implement -> verify -> review loop as a resumable state machine.
+//
+//   setup -> plan (draft <-> plan review, bounded) -> frozen plan
+//         -> round* (writer -> verify -> review -> decide) -> finalize -> done | stopped
+//
+// Every transition writes state.json atomically (with the audit log head) after the step's
+// artifacts, and every step is idempotent: a resumed run redoes at most the step it was killed
+// in (a writer step restarts from the incumbent commit), never an accepted round. See docs/run.md.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/backend.h"
+#include "eval/evaluator.h"
+#include "loop/run_state.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
+#include "util/status.h"
+
+namespace kda::loop {
+
+using EvaluateFn =
+    std::function<Result<eval::EvalReport>(const task::TaskPack&, const task::Solution&, const eval::EvalOptions&)>;
+using BackendFactory = std::function<Result<std::unique_ptr<agent::Backend>>(const std::string& spec)>;
+
+// The run's external effects, replaceable in tests.
+struct LoopEnv {
+  std::filesystem::path runner_binary;             // kda-runner
+  EvaluateFn evaluate;                             // empty: eval::evaluate
+  BackendFactory make_backend;                     // empty: loop::make_backend
+  std::function<void(const std::string&)> status;  // one live status line per event (stderr); may be empty
+};
+
+struct RunOutcome {
+  std::filesystem::path run_dir;
+  std::string phase;             // "done" | "stopped"
+  std::string stop_reason;       // "" when done
+  std::string incumbent;         // candidate id of the exported solution
+  double incumbent_speedup = 0;  // geomean vs the baseline (the final check's when done)
+  int rounds = 0;                // rounds decided
+  bool criteria_met = false;
+  nlohmann::json to_json() const;
+};
+
+// Creates `run_dir` (absent or empty), seals the task, measures the starting solution and drives
+// the run until it is done or stopped. Errors are kda's own or a backend's failure; the run can
+// then be resumed.
+Result<RunOutcome> start_run(const std::filesystem::path& run_dir, const LoopOptions& options, const LoopEnv& env);
+// Continues a run from its state.json (after a crash, kill -9 or a backend failure).
+Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env);
+
+}  // namespace kda::loop

@@ -1,0 +1,124 @@
+// The loop's state machine end to end with scripted agents and a fake evaluator, so every path runs
+// fast: the full scenario, false claims, garbage verdicts, stalls, budgets, protected files, diff
+// scope, failed completion checks, bad inputs.
+#include "loop/run_loop_fixture.h"
+
+namespace kda::loop::testing_fixture {
+namespace {
+
+TEST_F(RunLoopTest, FullScenario) {
+  add_full_scenario(sessions_);
+  auto o = start_run(run_, options(), env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  expect_full_scenario_result(run_, *o);
+  EXPECT_EQ(fake_.workload_sets.back(), "all");
+  EXPECT_FALSE(status_lines_.empty());
+  EXPECT_NE(status_lines_.back().find("incumbent c004"), std::string::npos) << status_lines_.back();
+  // Resuming a finished run changes nothing.
+  auto again = resume_run(run_, env());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->phase, "done");
+}
+
+TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {
+  for (const auto& p : plan_sessions()) sessions_.push_back(p);
+  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing")}}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: STALLED"}});
+  auto o = start_run(run_, options(), env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_EQ(o->stop_reason, "three stalled rounds in a row");
+  EXPECT_EQ(o->rounds, 3);
+  auto c3 = fs::read_file(run_ / "rounds/003/contract.md");
+  ASSERT_TRUE(c3.ok());
+  EXPECT_NE(c3->find("REPLAN"), std::string::npos);
+  auto c2 = fs::read_file(run_ / "rounds/002/contract.md");
+  EXPECT_EQ(c2->find("REPLAN"), std::string::npos);
+  EXPECT_TRUE(stdfs::exists(run_ / "final/solution.json"));
+}
+
+TEST_F(RunLoopTest, TokenBudgetStopsGracefullyWithIncumbent) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan", 1000));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE", 1000));
+  sessions_.push_back(writer_session("round", 1, {write_kernel(2.0), finish("x", {geomean_claim(2.0)})}, "", 1000));
+  sessions_.push_back(reviewer_session("review", 1, "DECISION: CONTINUE\nPROGRESS: ADVANCED", 1000));
+  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("y")}}, {"usage", {{"input_tokens", 1000}}}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: STALLED"}});
+  auto opts = options();
+  opts.budget_tokens = 4500;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_NE(o->stop_reason.find("budget"), std::string::npos) << o->stop_reason;
+  EXPECT_EQ(o->incumbent, "c001");
+  auto sol = fs::read_file(run_ / "final/solution.json");
+  ASSERT_TRUE(sol.ok());
+  EXPECT_NE(sol->find("fake-speedup: 2.0"), std::string::npos);
+}
+
+TEST_F(RunLoopTest, PlanTamperingIsAViolationThatStopsTheRun) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions_.push_back(writer_session(
+      "round", 1,
+      {write_kernel(2.0),
+       {{"write_file", {{"path", "../plan/plan.json"}, {"content", "{\"criteria\": \"easy\"}"}, {"unconfined", true}}}},
+       finish("x")}));
+  sessions_.push_back(reviewer_session("review", 1, "DECISION: CONTINUE\nPROGRESS: ADVANCED"));
+  auto o = start_run(run_, options(), env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_NE(o->stop_reason.find("plan hash violation"), std::string::npos) << o->stop_reason;
+  EXPECT_EQ(o->incumbent, "c000");
+  auto sol = fs::read_file(run_ / "final/solution.json");
+  ASSERT_TRUE(sol.ok());
+  EXPECT_EQ(sol->find("fake-speedup"), std::string::npos);
+}
+
+TEST_F(RunLoopTest, WritesOutsideTheSolutionAreRejectedAndReset) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions_.push_back(writer_session(
+      "round", 1,
+      {write_kernel(2.0), {{"write_file", {{"path", "conftest.py"}, {"content", "x"}}}}, finish("x", {geomean_claim(2.0)})}));
+  sessions_.push_back(reviewer_session("review", 1, "DECISION: STOP\nPROGRESS: ADVANCED"));
+  auto o = start_run(run_, options(), env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_EQ(o->incumbent, "c000");
+  auto v = json::parse(*fs::read_file(run_ / "rounds/001/verify.json"));
+  EXPECT_FALSE(v["verified"].get<bool>());
+  EXPECT_NE(v.dump().find("conftest.py"), std::string::npos);
+  EXPECT_FALSE(stdfs::exists(run_ / "workspace/conftest.py"));  // reset to the incumbent
+}
+
+TEST_F(RunLoopTest, FailedCompletionCheckReturnsToRounds) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {write_kernel(2.0), finish("x", {geomean_claim(2.0)})}}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: ADVANCED"}});
+  auto opts = options("10x");
+  opts.max_rounds = 2;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_NE(o->stop_reason.find("completion check failed"), std::string::npos) << o->stop_reason;
+  auto c2 = fs::read_file(run_ / "rounds/002/contract.md");
+  ASSERT_TRUE(c2.ok());
+  EXPECT_NE(c2->find("completion check failed"), std::string::npos);
+}
+
+TEST_F(RunLoopTest, BadInputsAreRefusedBeforeAnythingIsCreated) {
+  auto o = options();
+  o.target = "fast";
+  EXPECT_FALSE(start_run(run_, o, env()).ok());
+  EXPECT_FALSE(stdfs::exists(run_ / "state.json"));
+  o = options();
+  o.writer = "gpt-9";
+  EXPECT_FALSE(start_run(run_, o, env()).ok());
+  EXPECT_FALSE(stdfs::exists(run_ / "state.json"));
+  EXPECT_FALSE(resume_run(tmp_ / "nothing", env()).ok());
+}
+
+}  // namespace
+}  // namespace kda::loop::testing_fixture

@@ -1,0 +1,107 @@
+#include "loop/verdict.h"
+
+#include <vector>
+
+namespace kda::loop {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Values of every line that starts with `key` (case-sensitive, e.g. "DECISION:"), trimmed.
+// A line that mentions the key elsewhere is ignored: prose may quote the grammar.
+std::vector<std::string> keyed_lines(std::string_view text, std::string_view key) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = trim(text.substr(pos, end - pos));
+    if (line.substr(0, key.size()) == key) out.emplace_back(trim(line.substr(key.size())));
+    pos = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* decision_name(Decision d) {
+  switch (d) {
+    case Decision::kContinue: return "CONTINUE";
+    case Decision::kComplete: return "COMPLETE";
+    case Decision::kStop: return "STOP";
+  }
+  return "CONTINUE";
+}
+
+const char* progress_name(Progress p) {
+  switch (p) {
+    case Progress::kAdvanced: return "ADVANCED";
+    case Progress::kStalled: return "STALLED";
+    case Progress::kRegressed: return "REGRESSED";
+  }
+  return "STALLED";
+}
+
+ReviewVerdict parse_review_verdict(std::string_view text) {
+  ReviewVerdict v;
+  const auto decisions = keyed_lines(text, "DECISION:");
+  const auto progress = keyed_lines(text, "PROGRESS:");
+  std::string problems;
+  auto add = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  Decision d = Decision::kContinue;
+  Progress p = Progress::kStalled;
+  if (decisions.size() != 1) {
+    add("expected exactly one 'DECISION:' line, found " + std::to_string(decisions.size()));
+  } else if (decisions[0] == "CONTINUE") {
+    d = Decision::kContinue;
+  } else if (decisions[0] == "COMPLETE") {
+    d = Decision::kComplete;
+  } else if (decisions[0] == "STOP") {
+    d = Decision::kStop;
+  } else {
+    add("DECISION '" + decisions[0] + "' is not CONTINUE, COMPLETE or STOP");
+  }
+  if (progress.size() != 1) {
+    add("expected exactly one 'PROGRESS:' line, found " + std::to_string(progress.size()));
+  } else if (progress[0] == "ADVANCED") {
+    p = Progress::kAdvanced;
+  } else if (progress[0] == "STALLED") {
+    p = Progress::kStalled;
+  } else if (progress[0] == "REGRESSED") {
+    p = Progress::kRegressed;
+  } else {
+    add("PROGRESS '" + progress[0] + "' is not ADVANCED, STALLED or REGRESSED");
+  }
+  if (!problems.empty()) {
+    v.complaint = "malformed reviewer verdict (" + problems + "): counted as CONTINUE / STALLED";
+    return v;
+  }
+  v.decision = d;
+  v.progress = p;
+  v.well_formed = true;
+  return v;
+}
+
+PlanVerdict parse_plan_verdict(std::string_view text) {
+  PlanVerdict v;
+  const auto lines = keyed_lines(text, "PLAN:");
+  if (lines.size() != 1) {
+    v.complaint = "malformed plan verdict (expected exactly one 'PLAN:' line, found " + std::to_string(lines.size()) +
+                  "): counted as REVISE";
+    return v;
+  }
+  if (lines[0] != "APPROVE" && lines[0] != "REVISE") {
+    v.complaint = "malformed plan verdict (PLAN '" + lines[0] + "' is not APPROVE or REVISE): counted as REVISE";
+    return v;
+  }
+  v.approve = lines[0] == "APPROVE";
+  v.well_formed = true;
+  return v;
+}
+
+}  // namespace kda::loop

@@ -1,0 +1,218 @@
+// End to end: `kda run` on the built-in host GEMM pack with the real evaluator and scripted agents
+// (writer.json / reviewer.json beside this file). The writer improves the naive baseline (four
+// output columns per pass), makes a false 1000x claim the verifier rejects, stalls a round (the reviewer's garbage
+// verdict counts as CONTINUE with a complaint), then blocks four rows; the reviewer completes and
+// the completion check on all workloads passes. The same scenario killed with SIGKILL at three
+// seeded random points resumes to the same result. `kda audit verify` passes on the run and fails
+// on a tampered copy. Evaluations use small trial/iteration overrides to stay fast.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "proc/subprocess.h"
+#include "util/fs.h"
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+const stdfs::path kSource = KDA_SOURCE_DIR;
+const stdfs::path kHere = kSource / "tests/e2e/loop";
+
+class LoopE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = kda::fs::make_temp_dir(stdfs::temp_directory_path(), "kda-loop-e2e");
+    ASSERT_TRUE(d.ok());
+    tmp_ = *d;
+  }
+  void TearDown() override {
+    if (!HasFailure()) stdfs::remove_all(tmp_);
+  }
+
+  std::vector<std::string> run_argv(const stdfs::path& run_dir) const {
+    return {KDA_BINARY,
+            "run",
+            (kSource / "tasks/host/gemm").string(),
+            "--writer",
+            "scripted:" + (kHere / "writer.json").string(),
+            "--reviewer",
+            "scripted:" + (kHere / "reviewer.json").string(),
+            "--target",
+            "1.5x",
+            "--run-dir",
+            run_dir.string(),
+            "--max-rounds",
+            "6",
+            "--eval-trials",
+            "1",
+            "--eval-iterations",
+            "5",
+            "--eval-warmup",
+            "1",
+            "--final-trials",
+            "2",
+            // Noise margin on a loaded CI machine: an improvement must be clear.
+            "--min-improvement",
+            "0.1",
+            "--json"};
+  }
+  std::vector<std::string> env() const {
+    auto e = kda::proc::current_environment();
+    e.push_back("KDA_CACHE_DIR=" + (tmp_ / "cache").string());
+    return e;
+  }
+  kda::proc::RunResult run(const std::vector<std::string>& argv, double timeout = 600) const {
+    kda::proc::RunOptions o;
+    o.argv = argv;
+    o.env = env();
+    o.timeout_seconds = timeout;
+    auto r = kda::proc::run(o);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : kda::proc::RunResult{};
+  }
+  static json read_json(const stdfs::path& p) {
+    auto t = kda::fs::read_file(p);
+    return t.ok() ? json::parse(*t, nullptr, false) : json();
+  }
+
+  // The scenario's result, whatever path the run took to it.
+  void expect_scenario_result(const stdfs::path& run_dir) {
+    json state = read_json(run_dir / "state.json");
+    ASSERT_TRUE(state.is_object());
+    EXPECT_EQ(state["phase"], "done") << state.dump(1);
+    EXPECT_EQ(state["incumbent"]["id"], "c004");
+    json ledger = read_json(run_dir / "ledger.json");
+    ASSERT_EQ(ledger["candidates"].size(), 5u) << ledger.dump(1);
+    std::map<std::string, json> by_id;
+    for (const auto& c : ledger["candidates"]) by_id[c["id"].get<std::string>()] = c;
+    EXPECT_TRUE(by_id["c001"]["accepted"].get<bool>());
+    EXPECT_FALSE(by_id["c002"]["accepted"].get<bool>());
+    EXPECT_FALSE(by_id["c003"]["accepted"].get<bool>());
+    EXPECT_TRUE(by_id["c004"]["accepted"].get<bool>());
+    EXPECT_EQ(by_id["c004"]["parent"], "c001");
+    // Round 2: the false claim is recorded and rejects the round.
+    json v2 = read_json(run_dir / "rounds/002/verify.json");
+    EXPECT_FALSE(v2["verified"].get<bool>());
+    ASSERT_EQ(v2["claims"].size(), 1u);
+    EXPECT_EQ(v2["claims"][0]["status"], "false");
+    // Round 3: garbage verdict -> CONTINUE / STALLED with a complaint.
+    json v3 = read_json(run_dir / "rounds/003/verdict.json");
+    EXPECT_FALSE(v3["well_formed"].get<bool>());
+    EXPECT_EQ(v3["decision"], "CONTINUE");
+    bool complaint = false;
+    for (const auto& c : state["complaints"]) complaint |= c.get<std::string>().find("round 3: malformed") != std::string::npos;
+    EXPECT_TRUE(complaint);
+    // The final solution: PASSED everywhere and faster than the baseline, on all workloads.
+    json check = read_json(run_dir / "final/check.json");
+    EXPECT_TRUE(check["met"].get<bool>()) << check.dump(1);
+    EXPECT_TRUE(check["eval"]["all_passed"].get<bool>());
+    EXPECT_GE(check["eval"]["geomean"].get<double>(), 1.5);
+    EXPECT_EQ(check["eval"]["workloads"].size(), 8u);
+    json solution = read_json(run_dir / "final/solution.json");
+    EXPECT_EQ(solution["name"], "host_gemm_f32_ikj_blocked");
+    EXPECT_EQ(solution["sources"][0]["content"], *kda::fs::read_file(kHere / "kernel_blocked.cc"));
+    auto traces = kda::fs::read_file(run_dir / "final/traces.jsonl");
+    ASSERT_TRUE(traces.ok());
+    EXPECT_EQ(std::count(traces->begin(), traces->end(), '\n'), 8);
+    EXPECT_NE(traces->find("\"PASSED\""), std::string::npos);
+  }
+
+  stdfs::path tmp_;
+};
+
+TEST_F(LoopE2E, ScriptedWriterImprovesGemmAndAuditVerifies) {
+  const stdfs::path run_dir = tmp_ / "run";
+  auto r = run(run_argv(run_dir));
+  ASSERT_EQ(r.exit.exit_code, 0) << r.stdout_text << "\n" << r.stderr_text;
+  json out = json::parse(r.stdout_text, nullptr, false);
+  EXPECT_EQ(out["phase"], "done");
+  EXPECT_TRUE(out["criteria_met"].get<bool>());
+  EXPECT_NE(r.stderr_text.find("kda run: round 4/6"), std::string::npos);  // live status
+  expect_scenario_result(run_dir);
+
+  auto ok = run({KDA_BINARY, "audit", "verify", run_dir.string()});
+  EXPECT_EQ(ok.exit.exit_code, 0) << ok.stdout_text << ok.stderr_text;
+  // A tampered copy: one record of the log edited.
+  const stdfs::path copy = tmp_ / "tampered";
+  stdfs::copy(run_dir, copy, stdfs::copy_options::recursive);
+  auto log = *kda::fs::read_file(copy / "audit.jsonl");
+  const auto at = log.find("\"false_claim\"");
+  ASSERT_NE(at, std::string::npos);
+  log.replace(at, 13, "\"honest_note\"");
+  ASSERT_TRUE(kda::fs::write_file_atomic(copy / "audit.jsonl", log).ok());
+  auto bad = run({KDA_BINARY, "audit", "verify", copy.string()});
+  EXPECT_NE(bad.exit.exit_code, 0) << bad.stdout_text;
+}
+
+TEST_F(LoopE2E, KilledAtRandomPointsResumesToTheSameResult) {
+  const stdfs::path run_dir = tmp_ / "run";
+  std::mt19937 rng(20261130);
+  int kills = 0;
+  bool finished = false;
+  for (int attempt = 0; attempt < 8 && !finished; ++attempt) {
+    std::vector<std::string> argv = stdfs::exists(run_dir / "state.json")
+                                        ? std::vector<std::string>{KDA_BINARY, "run", "--resume", run_dir.string(), "--json"}
+                                        : run_argv(run_dir);
+    if (!stdfs::exists(run_dir / "state.json")) stdfs::remove_all(run_dir);  // killed before setup finished
+    kda::proc::ChildOptions co;
+    co.argv = argv;
+    co.env = env();
+    auto child = kda::proc::Child::spawn(co);
+    ASSERT_TRUE(child.ok()) << child.status().message();
+    if (kills < 3) {
+      std::uniform_real_distribution<double> delay(0.5, 5.0);
+      const double s = delay(rng);
+      auto exit = child->wait(kda::proc::Deadline::after(std::chrono::duration<double>(s)));
+      if (!exit) {
+        child->kill_group(SIGKILL);
+        child->wait_or_kill(kda::proc::Deadline::after(std::chrono::seconds(10)));
+        ++kills;
+        json st = read_json(run_dir / "state.json");
+        std::cerr << "killed after " << s << " s in "
+                  << (st.is_object() ? st["phase"].get<std::string>() + "/" + st["step"].get<std::string>() + " round " +
+                                           std::to_string(st["round"].get<int>())
+                                     : std::string("setup (no state yet)"))
+                  << "\n";
+        continue;
+      }
+      ASSERT_TRUE(exit->success()) << exit->describe() << "\n" << child->take_stderr();
+      finished = true;
+    } else {
+      auto exit = child->wait_or_kill(kda::proc::Deadline::after(std::chrono::seconds(600)));
+      ASSERT_TRUE(exit.success()) << exit.describe() << "\n" << child->take_stderr();
+      finished = true;
+    }
+  }
+  ASSERT_TRUE(finished);
+  EXPECT_GE(kills, 1);
+  expect_scenario_result(run_dir);
+  auto ok = run({KDA_BINARY, "audit", "verify", run_dir.string()});
+  EXPECT_EQ(ok.exit.exit_code, 0) << ok.stdout_text << ok.stderr_text;
+}
+
+TEST_F(LoopE2E, EvaluatorBudgetStopsWithTheBaseline) {
+  const stdfs::path run_dir = tmp_ / "run";
+  auto argv = run_argv(run_dir);
+  argv.insert(argv.end() - 1, {"--gpu-minutes", "0.0001"});
+  auto r = run(argv);
+  EXPECT_EQ(r.exit.exit_code, 1) << r.stdout_text << r.stderr_text;
+  json out = json::parse(r.stdout_text, nullptr, false);
+  EXPECT_EQ(out["phase"], "stopped");
+  EXPECT_NE(out["stop_reason"].get<std::string>().find("budget"), std::string::npos);
+  EXPECT_EQ(out["incumbent"], "c000");
+  json solution = read_json(run_dir / "final/solution.json");
+  EXPECT_EQ(solution["name"], "host_gemm_f32_naive");
+  EXPECT_TRUE(stdfs::exists(run_dir / "final/traces.jsonl"));
+}
+
+}  // namespace
