@@ -83,7 +83,9 @@ Result<Response> Client::send(const Request& request, const AttemptCallback& on_
         decode_error = decoder->on_event(ev);
         if (!decode_error.ok()) return false;
       }
-      return true;
+      // Stop reading at the final event: a server that then holds the connection open would
+      // otherwise cost a stall timeout.
+      return !decoder->complete();
     });
     out.status = resp.status;
     if (auto it = resp.headers.find(format_->request_id_header()); it != resp.headers.end()) {

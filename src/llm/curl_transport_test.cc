@@ -207,6 +207,24 @@ TEST(CurlTransport, RateLimitThenCutStreamThenSuccess) {
   EXPECT_EQ(r->usage.requests, 3);
 }
 
+TEST(CurlTransport, StopsReadingAtTheFinalEvent) {
+  LoopbackServer server({[](int fd) {
+    write_all(fd, kSseHeaders);
+    write_all(fd, chunk(testing::anthropic_stream("quick", {})));
+    std::this_thread::sleep_for(3s);  // holds the connection open, no terminating chunk
+  }});
+  ClientOptions o = options_for(server);
+  o.timeouts.stall = 10s;
+  Client client(o, make_curl_transport());
+  auto start = std::chrono::steady_clock::now();
+  auto r = client.send(hello());
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->blocks[0].text, "quick");
+  EXPECT_EQ(r->usage.requests, 1);
+  EXPECT_LT(took, 2s);
+}
+
 TEST(CurlTransport, StalledStreamTimesOut) {
   LoopbackServer server({[](int fd) {
     write_all(fd, kSseHeaders);
