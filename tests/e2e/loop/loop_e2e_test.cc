@@ -4,7 +4,9 @@
 // verdict counts as CONTINUE with a complaint), then blocks four rows; the reviewer completes and
 // the completion check on all workloads passes. The same scenario killed with SIGKILL at three
 // seeded random points resumes to the same result. `kda audit verify` passes on the run and fails
-// on a tampered copy. Evaluations use small trial/iteration overrides to stay fast.
+// on a tampered copy. The native API agent (Anthropic Messages over libcurl) plays a shorter version
+// against the fake LLM server, through a 429 and a cut stream. Evaluations use small
+// trial/iteration overrides to stay fast.
 #include <signal.h>
 
 #include <gtest/gtest.h>
@@ -13,10 +15,12 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "fakellm/server.h"
 #include "proc/subprocess.h"
 #include "util/fs.h"
 
@@ -213,6 +217,74 @@ TEST_F(LoopE2E, EvaluatorBudgetStopsWithTheBaseline) {
   json solution = read_json(run_dir / "final/solution.json");
   EXPECT_EQ(solution["name"], "host_gemm_f32_naive");
   EXPECT_TRUE(stdfs::exists(run_dir / "final/traces.jsonl"));
+}
+
+// Native API writer and reviewer (anthropic backend, libcurl) against kda-fake-llm: the model
+// writes kernels with the workspace tools, calls evaluate and finish_round; a 429 with Retry-After
+// and a cut stream are survived. Round 1 improves, round 2's 1000x claim is rejected, round 3
+// improves again and the reviewer completes.
+TEST_F(LoopE2E, NativeApiAgentsAgainstFakeLlm) {
+  const std::string columns = *kda::fs::read_file(kHere / "kernel_columns.cc");
+  const std::string blocked = *kda::fs::read_file(kHere / "kernel_blocked.cc");
+  auto write = [](const std::string& content) { return json{{"tool", "write"}, {"input", {{"path", "kernel.cc"}, {"content", content}}}}; };
+  auto finish = [](const std::string& summary, json claims) {
+    return json{{"tool", "finish_round"}, {"input", {{"summary", summary}, {"claims", claims}}}};
+  };
+  json evaluate = {{"tool", "evaluate"}, {"input", json::object()}};
+  json w2 = write(blocked);
+  w2["faults"] = {{{"status", 429}, {"retry_after", 1}}};
+  json scenarios = json::array({
+      {{"name", "plan-review"}, {"match", "Plan review 1 of"}, {"steps", {{{"text", "Grounded in the baseline.\nPLAN: APPROVE"}}}}},
+      {{"name", "review-1"}, {"match", "Review of round 1."}, {"steps", {{{"text", "DECISION: CONTINUE\nPROGRESS: ADVANCED"}}}}},
+      {{"name", "review-2"}, {"match", "Review of round 2."}, {"steps", {{{"text", "It says 1000x.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"}}}}},
+      {{"name", "review-3"}, {"match", "Review of round 3."}, {"steps", {{{"text", "DECISION: COMPLETE\nPROGRESS: ADVANCED"}}}}},
+      {{"name", "plan"}, {"match", "Plan phase, draft 1"},
+       {"steps", {{{"text", "Access order first (four columns per pass), then four rows of C per pass over B."}}}}},
+      {{"name", "round-1"}, {"match", "# Round 1 contract"},
+       {"steps", {write(columns), evaluate, finish("four columns per pass", json::array()), {{"text", "done"}}}}},
+      {{"name", "round-2"}, {"match", "# Round 2 contract"},
+       {"steps", {w2, finish("blocked: 1000x!", {{{"metric", "geomean_speedup"}, {"value", 1000}}}), {{"text", "done"}}}}},
+      {{"name", "round-3"}, {"match", "# Round 3 contract"},
+       {"steps", {write(blocked), json{{"tool", "evaluate"}, {"input", json::object()}, {"faults", {{{"cut", "after_start"}}}}},
+                  finish("four rows of C per pass", json::array()), {{"text", "done"}}}}},
+  });
+  kda::fakellm::Options fo;
+  fo.scenarios = scenarios;
+  fo.log_path = tmp_ / "requests.jsonl";
+  auto server = kda::fakellm::Server::start(fo);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const std::string spec = "anthropic:fake-model?base_url=" + (*server)->base_url() + "&key_env=NONE";
+  const stdfs::path run_dir = tmp_ / "run";
+  auto argv = run_argv(run_dir);
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--writer" || argv[i] == "--reviewer") argv[i + 1] = spec;
+  }
+  auto r = run(argv);
+  ASSERT_EQ(r.exit.exit_code, 0) << r.stdout_text << "\n" << r.stderr_text;
+  json state = read_json(run_dir / "state.json");
+  EXPECT_EQ(state["phase"], "done");
+  EXPECT_EQ(state["incumbent"]["id"], "c003");
+  EXPECT_GT(state["usage"]["input_tokens"].get<int64_t>(), 0);
+  json v2 = read_json(run_dir / "rounds/002/verify.json");
+  EXPECT_FALSE(v2["verified"].get<bool>());
+  EXPECT_EQ(v2["claims"][0]["status"], "false");
+  json solution = read_json(run_dir / "final/solution.json");
+  EXPECT_EQ(solution["sources"][0]["content"], blocked);
+  json check = read_json(run_dir / "final/check.json");
+  EXPECT_TRUE(check["met"].get<bool>());
+  auto ok = run({KDA_BINARY, "audit", "verify", run_dir.string()});
+  EXPECT_EQ(ok.exit.exit_code, 0) << ok.stdout_text << ok.stderr_text;
+  // Both faults were served (and survived).
+  int faults = 0, scenarios_seen = 0;
+  std::set<std::string> names;
+  for (const auto& e : (*server)->log()) {
+    faults += !e["fault"].is_null();
+    if (e["scenario"].is_string()) names.insert(e["scenario"].get<std::string>());
+  }
+  scenarios_seen = static_cast<int>(names.size());
+  EXPECT_GE(faults, 2);
+  EXPECT_EQ(scenarios_seen, 8);
+  (*server)->stop();
 }
 
 }  // namespace
