@@ -213,6 +213,9 @@ Status Runner::create(const LoopOptions& options) {
   // The sealed copy of the pack: the run evaluates this copy, against its manifest.
   stdfs::copy(options.task, dir_ / "task", stdfs::copy_options::recursive, ec);
   if (ec) return Status::io("copying the task pack: " + ec.message());
+  // The hidden holdout workloads stay out of the run: the loop evaluates dev and all workloads
+  // only, and what is not in the run directory no agent can read through kda's tools.
+  stdfs::remove(dir_ / "task" / "holdout.jsonl", ec);
   KDA_ASSIGN_OR_RETURN(task::Manifest m, task::pack_manifest(dir_ / "task"));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "task.manifest.json", m.to_json().dump(2) + "\n"));
 

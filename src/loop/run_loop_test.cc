@@ -12,6 +12,8 @@ TEST_F(RunLoopTest, FullScenario) {
   ASSERT_TRUE(o.ok()) << o.status().message();
   expect_full_scenario_result(run_, *o);
   EXPECT_EQ(fake_.workload_sets.back(), "all");
+  EXPECT_TRUE(stdfs::exists(run_ / "task/definition.json"));
+  EXPECT_FALSE(stdfs::exists(run_ / "task/holdout.jsonl"));  // never in the run directory
   EXPECT_FALSE(status_lines_.empty());
   EXPECT_NE(status_lines_.back().find("incumbent c004"), std::string::npos) << status_lines_.back();
   // Resuming a finished run changes nothing.

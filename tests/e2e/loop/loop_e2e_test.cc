@@ -174,7 +174,7 @@ TEST_F(LoopE2E, KilledAtRandomPointsResumesToTheSameResult) {
     auto child = kda::proc::Child::spawn(co);
     ASSERT_TRUE(child.ok()) << child.status().message();
     if (kills < 3) {
-      std::uniform_real_distribution<double> delay(0.5, 5.0);
+      std::uniform_real_distribution<double> delay(0.2, 2.0);
       const double s = delay(rng);
       auto exit = child->wait(kda::proc::Deadline::after(std::chrono::duration<double>(s)));
       if (!exit) {
