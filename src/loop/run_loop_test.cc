@@ -110,6 +110,25 @@ TEST_F(RunLoopTest, FailedCompletionCheckReturnsToRounds) {
   EXPECT_NE(c2->find("completion check failed"), std::string::npos);
 }
 
+TEST_F(RunLoopTest, AlignmentReviewEveryKRounds) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing")}}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: ADVANCED"}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "alignment"}, {"final_text", "Off course.\nDECISION: STOP\nPROGRESS: STALLED"}});
+  auto opts = options();
+  opts.alignment_every = 2;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_EQ(o->stop_reason, "the reviewer decided STOP");
+  EXPECT_EQ(o->rounds, 2);
+  EXPECT_NE(std::find(session_log_.begin(), session_log_.end(), "reviewer:alignment:2"), session_log_.end());
+  EXPECT_EQ(std::find(session_log_.begin(), session_log_.end(), "reviewer:review:2"), session_log_.end());
+  EXPECT_TRUE(read_json(run_ / "rounds/002/verdict.json")["alignment"].get<bool>());
+  EXPECT_FALSE(read_json(run_ / "rounds/001/verdict.json")["alignment"].get<bool>());
+}
+
 TEST_F(RunLoopTest, BadInputsAreRefusedBeforeAnythingIsCreated) {
   auto o = options();
   o.target = "fast";
