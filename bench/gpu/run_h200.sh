@@ -56,7 +56,7 @@ for h in tests/fixtures/hacks/cuda/*/; do
   task=$(python3 -c "import json;print(json.load(open('$h/expected.json'))['task'])")
   record 60 "$h" --task "$task" --workloads dev --trials 1 --iterations 5
 done
-( cmake --build --preset gpu -j 16 --target generate_cuda_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
 fi
 if [ "$STAGE" = final ]; then
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all

@@ -360,6 +360,12 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
           int64_t span = extra.value("cupti_span_ns", int64_t{0});
           if (extra.value("cupti_activities", 0) == 0)
             return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i), {}};
+          // Copies alone are not a kernel: a candidate that moves the data to the host, computes
+          // there and copies the result back (S3) shows memcpy activity and no kernel.
+          if (extra.value("kernels", json::array()).empty())
+            return Failure{Verdict::kNoGpuActivity, "no_gpu_activity",
+                           fmt::format("timed iteration {} launched no kernel ({} copy/memset activities only)", i,
+                                       extra.value("cupti_activities", 0)), {}};
           for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
           if (cupti.size() < 4) cupti.push_back(extra);
           ms = static_cast<double>(span) / 1e6;  // CUPTI span over all streams is the latency
