@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "agent/cli_guard.h"
+#include "agent/workspace_tools.h"
 #include "cli/commands.h"
 #include "mcp/mcp_server.h"
 #include "mcp/tool_socket.h"
@@ -22,19 +23,37 @@ int run_mcp(const Args& args, Io& io) {
     return kExitBadInput;
   }
   auto socket = args.value("connect");
-  if (!socket) {
-    io.err << "kda mcp: --connect SOCKET is required (the tool socket of a kda run's agent session)\n";
+  auto workspace = args.value("workspace");
+  if (socket.has_value() == workspace.has_value()) {
+    io.err << "kda mcp: give exactly one of --connect SOCKET (a kda run's agent session) or --workspace DIR "
+              "(standalone workspace tools)\n";
     return kExitBadInput;
   }
-  auto host = mcp::SocketToolHost::connect(*socket);
-  if (!host.ok()) {
-    io.err << "kda mcp: " << host.status().message() << "\n";
-    return exit_code_for(host.status());
+  std::unique_ptr<agent::ToolHost> host;
+  if (socket) {
+    auto remote = mcp::SocketToolHost::connect(*socket);
+    if (!remote.ok()) {
+      io.err << "kda mcp: " << remote.status().message() << "\n";
+      return exit_code_for(remote.status());
+    }
+    host = std::move(*remote);
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(*workspace, ec)) {
+      io.err << "kda mcp: --workspace " << *workspace << " is not a directory\n";
+      return kExitBadInput;
+    }
+    agent::WorkspaceToolsOptions wo;
+    wo.workspace = std::filesystem::absolute(*workspace);
+    for (const auto& w : args.values("writable")) wo.writable.emplace_back(w);
+    for (const auto& r : args.values("readable")) wo.readable.emplace_back(r);
+    wo.read_only = role == "reviewer";
+    host = std::make_unique<agent::WorkspaceTools>(std::move(wo));
   }
   mcp::ServerOptions options;
   options.read_only_tools = role == "reviewer";
   options.instructions = "kda's tools for this " + role + " session (evaluation, ledger, finish_round, ...).";
-  mcp::McpServer server(host->get(), options);
+  mcp::McpServer server(host.get(), options);
   io.out.flush();
   Status s = server.serve(STDIN_FILENO, STDOUT_FILENO);
   if (!s.ok()) {
@@ -69,9 +88,16 @@ std::vector<CommandSpec> mcp_commands() {
           "ping, tools/list, tools/call. The tools live in the kda process that runs the session; this server "
           "connects to its tool socket (--connect) and proxies. kda's Claude Code and Codex backends start it "
           "automatically inside the agent's sandbox. With --role reviewer only read-only tools are listed and "
-          "callable (the socket enforces the same on kda's side).",
+          "callable (the socket enforces the same on kda's side). Standalone, --workspace DIR serves kda's "
+          "workspace tools (list_files, read_file, grep; for writers also write_file, edit_file and a sandboxed "
+          "run_command) on DIR, writing only the --writable paths, for use from your own Claude Code or Codex "
+          "setup.",
       .options = {{.name = "connect", .metavar = "SOCKET", .help = "unix socket of the session's tool server"},
-                  {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"}},
+                  {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"},
+                  {.name = "workspace", .metavar = "DIR", .help = "standalone: serve workspace tools on DIR"},
+                  {.name = "writable", .metavar = "PATH", .help = "standalone: a path the tools may write (relative to DIR)",
+                   .repeatable = true},
+                  {.name = "readable", .metavar = "PATH", .help = "standalone: an extra read-only root", .repeatable = true}},
       .run = run_mcp,
   });
   v.push_back({

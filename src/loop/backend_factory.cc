@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "agent/api_backend.h"
+#include "agent/cli_backend_spec.h"
 #include "agent/scripted_backend.h"
 #include "llm/provider_config.h"
 
@@ -39,6 +40,9 @@ const std::vector<Kind>& kinds() {
       {"openai", "openai:<model>[?...] (chat completions)", api_kind("openai")},
       {"openai-chat", "openai-chat:<model>[?...]", api_kind("openai-chat")},
       {"openai-responses", "openai-responses:<model>[?...]", api_kind("openai-responses")},
+      // The real CLIs under kda's sandbox (agent/cli_backend_spec.h lists the keys).
+      {"claude-code", "claude-code[:<model>][?base_url=..&key_env=..]", [](const std::string& a) { return agent::make_cli_backend("claude-code", a); }},
+      {"codex", "codex[:<model>][?base_url=..&key_env=..]", [](const std::string& a) { return agent::make_cli_backend("codex", a); }},
   };
   return k;
 }

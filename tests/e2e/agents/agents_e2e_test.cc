@@ -21,6 +21,7 @@
 #include "agent/cli_claude.h"
 #include "agent/cli_codex.h"
 #include "fakellm/server.h"
+#include "proc/subprocess.h"
 #include "sandbox/landlock.h"
 #include "util/fs.h"
 #include "util/sha256.h"
@@ -394,6 +395,155 @@ TEST_F(AgentsE2E, SessionTimeoutIsOwnedByKda) {
   EXPECT_TRUE(r->timed_out);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
+
+}  // namespace
+}  // namespace kda::agent
+
+namespace kda::agent {
+namespace {
+
+// `kda mcp` as an MCP client sees it, standalone on a workspace (no agent CLI needed).
+TEST(KdaMcp, StandaloneWorkspaceToolsOverStdio) {
+  const std::string kda = kda_binary();
+  if (!stdfs::exists(kda)) GTEST_SKIP() << "kda binary not built: " << kda;
+  auto d = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-mcp-stdio");
+  ASSERT_TRUE(d.ok());
+  stdfs::create_directories(*d / "ws" / "solution");
+  std::ofstream(*d / "ws" / "solution" / "k.cu") << "// kernel\n";
+  std::ofstream(*d / "requests.jsonl")
+      << R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      << "\n"
+      << R"({"jsonrpc":"2.0","method":"notifications/initialized"})" << "\n"
+      << R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})" << "\n"
+      << R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"solution/k.cu"}}})"
+      << "\n"
+      << R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"solution/k.cu","content":"x"}}})"
+      << "\n";
+  proc::RunOptions o;
+  o.argv = {"/bin/sh", "-c", "exec \"$0\" mcp --role reviewer --workspace \"$1\" < \"$2\"", kda, (*d / "ws").string(),
+            (*d / "requests.jsonl").string()};
+  o.timeout_seconds = 60;
+  auto r = proc::run(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->exit.success()) << r->stderr_text;
+  std::vector<json> replies;
+  size_t start = 0;
+  for (size_t nl; (nl = r->stdout_text.find('\n', start)) != std::string::npos; start = nl + 1)
+    replies.push_back(json::parse(r->stdout_text.substr(start, nl - start)));
+  ASSERT_EQ(replies.size(), 4u) << r->stdout_text;
+  EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
+  bool has_read = false, has_write = false;
+  for (const auto& t : replies[1]["result"]["tools"]) {
+    has_read = has_read || t["name"] == "read_file";
+    has_write = has_write || t["name"] == "write_file";
+  }
+  EXPECT_TRUE(has_read);
+  EXPECT_FALSE(has_write);  // reviewer: read-only tools only
+  EXPECT_EQ(replies[2]["result"]["isError"], false);
+  EXPECT_NE(replies[2]["result"]["content"][0]["text"].get<std::string>().find("// kernel"), std::string::npos);
+  EXPECT_EQ(replies[3]["error"]["code"], -32602);
+  EXPECT_EQ(*fs::read_file(*d / "ws" / "solution" / "k.cu"), "// kernel\n");
+  stdfs::remove_all(*d);
+}
+
+}  // namespace
+}  // namespace kda::agent
+
+namespace kda::agent {
+namespace {
+
+// `kda run` on the built-in host GEMM pack with Claude Code writing and Codex reviewing, and the
+// reverse, both scripted by one kda-fake-llm scenario set (the write/read/shell aliases resolve
+// to each CLI's own tools). The writer plans, then in round 1 reads kernel.cc, replaces it with a
+// blocked kernel, evaluates and calls finish_round over MCP; the reviewer approves the plan and
+// completes the run. The final solution must pass on all workloads and beat the target.
+class AgentsFullRun : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(AgentsFullRun, RealClisImproveTheHostGemmPack) {
+  const std::string kda = kda_binary();
+  if (!stdfs::exists(kda)) GTEST_SKIP() << "kda binary not built: " << kda;
+  if (sandbox::landlock_abi() < 4) GTEST_SKIP() << "the agent sandbox needs Landlock ABI >= 4";
+  if (!find_agent_cli("", "KDA_CLAUDE_BIN", "claude").ok() || !find_agent_cli("", "KDA_CODEX_BIN", "codex").ok())
+    GTEST_SKIP() << "agent CLIs not installed: run scripts/install-agent-clis.sh";
+  const stdfs::path source = KDA_SOURCE_DIR;
+  auto d = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-agents-run");
+  ASSERT_TRUE(d.ok());
+  const stdfs::path tmp = stdfs::canonical(*d);
+  auto blocked = fs::read_file(source / "tests/e2e/loop/kernel_blocked.cc");
+  ASSERT_TRUE(blocked.ok());
+  // Reviewer scenarios first: a review prompt quotes the plan and the round contract.
+  json scenarios = json::array();
+  scenarios.push_back({{"name", "plan-review"}, {"match", "Plan review 1 of"},
+                       {"steps", {{{"text", "Hypotheses are grounded in the baseline.\nPLAN: APPROVE"}}}}});
+  scenarios.push_back({{"name", "review-1"}, {"match", "Review of round 1."},
+                       {"steps", {{{"text", "kda verified the speedup.\nDECISION: COMPLETE\nPROGRESS: ADVANCED"}}}}});
+  scenarios.push_back({{"name", "plan"}, {"match", "Plan phase, draft 1."},
+                       {"steps", {{{"text", "# Plan\nBaseline: naive i-j-k loops.\nDirections: 1. block rows of C.\n"
+                                            "Risks: summation order.\nFirst steps: block four rows, evaluate.\n"}}}}});
+  scenarios.push_back({{"name", "round-1"}, {"match", "# Round 1 contract"},
+                       {"steps", {{{"tool", "read"}, {"input", {{"path", "kernel.cc"}}}},
+                                  {{"tool", "write"}, {"input", {{"path", "kernel.cc"}, {"content", *blocked}}}},
+                                  {{"tool", "evaluate"}, {"input", json::object()}},
+                                  {{"tool", "finish_round"},
+                                   {"input", {{"summary", "Blocked four rows of C per pass over B."}, {"claims", json::array()}}}},
+                                  {{"text", "Round 1 done."}}}}});
+  fakellm::Options o;
+  o.scenarios = scenarios;
+  o.log_path = tmp / "fake-requests.jsonl";
+  auto server = fakellm::Server::start(o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const std::string url = (*server)->base_url();
+  auto spec = [&](const std::string& kind) {
+    return kind == "claude-code" ? "claude-code:claude-sonnet-4-5?base_url=" + url + "&key_env=KDA_E2E_KEY&api_retries=0"
+                                 : "codex:gpt-5.5?base_url=" + url + "/v1&key_env=KDA_E2E_KEY&api_retries=0";
+  };
+  const stdfs::path run_dir = tmp / "run";
+  proc::RunOptions ro;
+  ro.argv = {kda, "run", (source / "tasks/host/gemm").string(), "--writer", spec(GetParam().first), "--reviewer",
+             spec(GetParam().second), "--target", "1.2x", "--run-dir", run_dir.string(), "--max-rounds", "3",
+             "--eval-trials", "1", "--eval-iterations", "5", "--eval-warmup", "1", "--final-trials", "2",
+             "--min-improvement", "0.1", "--json"};
+  ro.env = proc::current_environment();
+  ro.env->push_back("KDA_E2E_KEY=fake-key");
+  ro.env->push_back("KDA_CACHE_DIR=" + (tmp / "cache").string());
+  ro.timeout_seconds = 900;
+  auto r = proc::run(ro);
+  ASSERT_TRUE(r.ok());
+  (*server)->stop();
+  EXPECT_EQ(r->exit.exit_code, 0) << r->stdout_text << "\n" << r->stderr_text.substr(0, 4000);
+  auto read_json = [](const stdfs::path& p) {
+    auto t = fs::read_file(p);
+    return t.ok() ? json::parse(*t, nullptr, false) : json();
+  };
+  auto state = read_json(run_dir / "state.json");
+  ASSERT_TRUE(state.is_object());
+  EXPECT_EQ(state["phase"], "done") << state.dump(1);
+  auto check = read_json(run_dir / "final/check.json");
+  ASSERT_TRUE(check.is_object());
+  EXPECT_TRUE(check["met"].get<bool>()) << check.dump(1);
+  EXPECT_TRUE(check["eval"]["all_passed"].get<bool>());
+  EXPECT_GE(check["eval"]["geomean"].get<double>(), 1.2);
+  // The CLIs' actions are in the audit log: the writer's edit as a successful file_write, and
+  // kda's tools called over MCP.
+  auto audit = fs::read_file(run_dir / "audit.jsonl");
+  ASSERT_TRUE(audit.ok());
+  EXPECT_NE(audit->find("\"kind\":\"file_write\""), std::string::npos);
+  EXPECT_NE(audit->find("\"tool\":\"finish_round\""), std::string::npos);
+  proc::RunOptions v;
+  v.argv = {kda, "audit", "verify", run_dir.string()};
+  v.timeout_seconds = 60;
+  auto vr = proc::run(v);
+  ASSERT_TRUE(vr.ok());
+  EXPECT_TRUE(vr->exit.success()) << vr->stderr_text;
+  if (!HasFailure()) stdfs::remove_all(tmp);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pairs, AgentsFullRun,
+                         ::testing::Values(std::make_pair("claude-code", "codex"), std::make_pair("codex", "claude-code")),
+                         [](const auto& info) {
+                           return std::string(info.param.first[0] == 'c' && info.param.first[1] == 'l' ? "ClaudeWritesCodexReviews"
+                                                                                                      : "CodexWritesClaudeReviews");
+                         });
 
 }  // namespace
 }  // namespace kda::agent
