@@ -27,7 +27,9 @@ install_one() {
     echo "install-agent-clis: installing $spec into $prefix" >&2
     rm -rf "$prefix"
     mkdir -p "$prefix"
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "$spec" >&2
+    # --ignore-scripts: Claude's postinstall only links its native binary (found below without it)
+    # and wants a newer node than Debian 12 ships.
+    npm install --prefix "$prefix" --ignore-scripts --no-audit --no-fund --loglevel=error "$spec" >&2
     echo "$spec" > "$prefix/.kda-installed"
   fi
 }
