@@ -158,32 +158,16 @@ std::string guard_command(const stdfs::path& kda, const SessionRequest& request,
 
 Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& request) {
   KDA_ASSIGN_OR_RETURN(stdfs::path binary, find_agent_cli(config_.binary, "KDA_CLAUDE_BIN", "claude"));
-  stdfs::path kda = config_.kda_binary.empty() ? stdfs::read_symlink("/proc/self/exe") : config_.kda_binary;
+  const stdfs::path kda = kda_executable(config_);
   KDA_ASSIGN_OR_RETURN(SessionDirs dirs,
                        make_session_dirs(config_.sessions_dir, std::string("claude-") + role_name(request.role)));
-  struct Cleanup {
-    const SessionDirs& d;
-    bool keep;
-    ~Cleanup() {
-      if (!keep) remove_session_dirs(d);
-    }
-  } cleanup{dirs, config_.keep_session_dirs};
+  SessionDirsCleanup cleanup{dirs, config_.keep_session_dirs};
 
   SessionResult result;
   EventSink sink(&result, &request);
   const bool reviewer = request.role == Role::kReviewer;
-
   // kda's tools, served from this process.
-  std::unique_ptr<mcp::ToolSocketServer> socket;
-  if (request.tools != nullptr) {
-    mcp::ToolSocketOptions so;
-    so.read_only_tools = reviewer;
-    so.on_call = [&sink](const std::string& name, const json& args, const ToolOutcome& out) {
-      sink.emit({"tool_call", !out.is_error,
-                 {{"source", "kda"}, {"tool", name}, {"input", args}, {out.is_error ? "error" : "output", clip(out.text)}}});
-    };
-    KDA_ASSIGN_OR_RETURN(socket, mcp::ToolSocketServer::start(request.tools, dirs.socket, std::move(so)));
-  }
+  KDA_ASSIGN_OR_RETURN(std::unique_ptr<mcp::ToolSocketServer> socket, serve_session_tools(request, dirs, sink));
 
   std::vector<std::string> argv = {binary.string(), "-p", request.prompt, "--output-format", "stream-json", "--verbose",
                                    "--no-session-persistence"};
@@ -221,43 +205,14 @@ Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& reque
   const std::string key_var = config_.api_key_env.empty() ? "ANTHROPIC_API_KEY" : config_.api_key_env;
   if (const std::string key = getenv_or_empty(key_var); !key.empty()) env.push_back("ANTHROPIC_API_KEY=" + key);
 
-  std::optional<sandbox::PreparedLandlock> landlock;
-  if (config_.os_sandbox) {
-    std::optional<int> port = url_port(config_.base_url.empty() ? "https://api.anthropic.com" : config_.base_url);
-    auto prepared = sandbox::prepare_landlock(agent_landlock_policy(request, dirs, port));
-    if (prepared.ok()) {
-      landlock = std::move(*prepared);
-    } else if (config_.require_os_sandbox) {
-      return prepared.status().with_context("claude-code: the agent sandbox (Landlock) is required");
-    }
-  }
-
-  const int attempts = std::max(1, config_.max_start_attempts);
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    ClaudeStreamParser parser(&sink);
-    auto run = run_cli(argv, env, request.workspace, landlock ? &*landlock : nullptr, request.timeout,
-                       [&](std::string_view line) {
-                         parser.feed(line);
-                         return request.max_turns <= 0 || parser.turns() <= request.max_turns;
-                       });
-    if (!run.ok()) return run.status().with_context("claude-code");
-    parser.finish();
-    result.final_text = parser.final_text();
-    result.usage = parser.usage();
-    result.turns = parser.turns();
-    result.timed_out = run->exit.timed_out;
-    if (run->cut) sink.emit({"error", false, {{"source", "kda"}, {"error", "max_turns reached: session cut"}}});
-    if (result.timed_out) sink.emit({"error", false, {{"source", "kda"}, {"error", "session timed out"}}});
-    // A start failure: the CLI failed before the agent did anything (API down, bad configuration).
-    // Claude reports an API error as a synthetic assistant turn, so count actions, not turns.
-    const bool started = parser.actions() > 0 || (parser.saw_result() && !parser.is_error()) || result.timed_out || run->cut;
-    if (started || run->exit.success()) return result;
-    // The CLI ended before its first model turn: a start failure (API down, bad config).
-    std::string why = parser.error().empty() ? run->exit.describe() + ": " + clip(run->stderr_tail, 1000) : parser.error();
-    if (attempt == attempts) return Status::io("claude-code did not start (" + std::to_string(attempts) + " attempts): " + why);
-    sink.emit({"retry", false, {{"source", "kda"}, {"attempt", attempt}, {"error", why}}});
-  }
-  return result;
+  KDA_ASSIGN_OR_RETURN(std::optional<sandbox::PreparedLandlock> landlock,
+                       prepare_cli_landlock(config_, request, dirs,
+                                            config_.base_url.empty() ? "https://api.anthropic.com" : config_.base_url,
+                                            "claude-code"));
+  // Claude reports an API error as a synthetic assistant turn, so count actions, not turns.
+  return run_cli_attempts<ClaudeStreamParser>(
+      "claude-code", config_, request, argv, env, landlock ? &*landlock : nullptr, sink, result,
+      [](const ClaudeStreamParser& p) { return p.actions() > 0 || (p.saw_result() && !p.is_error()); });
 }
 
 }  // namespace

@@ -112,42 +112,19 @@ class CodexBackend final : public Backend {
 
 Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
   KDA_ASSIGN_OR_RETURN(stdfs::path binary, find_agent_cli(config_.binary, "KDA_CODEX_BIN", "codex"));
-  stdfs::path kda = config_.kda_binary.empty() ? stdfs::read_symlink("/proc/self/exe") : config_.kda_binary;
+  const stdfs::path kda = kda_executable(config_);
   KDA_ASSIGN_OR_RETURN(SessionDirs dirs,
                        make_session_dirs(config_.sessions_dir, std::string("codex-") + role_name(request.role)));
-  struct Cleanup {
-    const SessionDirs& d;
-    bool keep;
-    ~Cleanup() {
-      if (!keep) remove_session_dirs(d);
-    }
-  } cleanup{dirs, config_.keep_session_dirs};
+  SessionDirsCleanup cleanup{dirs, config_.keep_session_dirs};
 
   SessionResult result;
   EventSink sink(&result, &request);
   const bool reviewer = request.role == Role::kReviewer;
+  KDA_ASSIGN_OR_RETURN(std::unique_ptr<mcp::ToolSocketServer> socket, serve_session_tools(request, dirs, sink));
 
-  std::unique_ptr<mcp::ToolSocketServer> socket;
-  if (request.tools != nullptr) {
-    mcp::ToolSocketOptions so;
-    so.read_only_tools = reviewer;
-    so.on_call = [&sink](const std::string& name, const json& args, const ToolOutcome& out) {
-      sink.emit({"tool_call", !out.is_error,
-                 {{"source", "kda"}, {"tool", name}, {"input", args}, {out.is_error ? "error" : "output", clip(out.text)}}});
-    };
-    KDA_ASSIGN_OR_RETURN(socket, mcp::ToolSocketServer::start(request.tools, dirs.socket, std::move(so)));
-  }
-
-  std::optional<sandbox::PreparedLandlock> landlock;
   const std::string base_url = config_.base_url.empty() ? "https://api.openai.com/v1" : config_.base_url;
-  if (config_.os_sandbox) {
-    auto prepared = sandbox::prepare_landlock(agent_landlock_policy(request, dirs, url_port(base_url)));
-    if (prepared.ok()) {
-      landlock = std::move(*prepared);
-    } else if (config_.require_os_sandbox) {
-      return prepared.status().with_context("codex: the agent sandbox (Landlock) is required");
-    }
-  }
+  KDA_ASSIGN_OR_RETURN(std::optional<sandbox::PreparedLandlock> landlock,
+                       prepare_cli_landlock(config_, request, dirs, base_url, "codex"));
 
   const std::string key_var = config_.api_key_env.empty() ? "OPENAI_API_KEY" : config_.api_key_env;
   const std::string retries = std::to_string(config_.api_retries);
@@ -183,28 +160,8 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
   env.push_back("CODEX_HOME=" + dirs.codex_home.string());
   if (const std::string key = getenv_or_empty(key_var); !key.empty()) env.push_back(key_var + "=" + key);
 
-  const int attempts = std::max(1, config_.max_start_attempts);
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    CodexStreamParser parser(&sink);
-    auto run = run_cli(argv, env, request.workspace, landlock ? &*landlock : nullptr, request.timeout,
-                       [&](std::string_view line) {
-                         parser.feed(line);
-                         return request.max_turns <= 0 || parser.turns() <= request.max_turns;
-                       });
-    if (!run.ok()) return run.status().with_context("codex");
-    result.final_text = parser.final_text();
-    result.usage = parser.usage();
-    result.turns = parser.turns();
-    result.timed_out = run->exit.timed_out;
-    if (run->cut) sink.emit({"error", false, {{"source", "kda"}, {"error", "max_turns reached: session cut"}}});
-    if (result.timed_out) sink.emit({"error", false, {{"source", "kda"}, {"error", "session timed out"}}});
-    const bool started = parser.items() > 0 || result.timed_out || run->cut;
-    if (started || run->exit.success()) return result;
-    std::string why = parser.error().empty() ? run->exit.describe() + ": " + clip(run->stderr_tail, 1000) : parser.error();
-    if (attempt == attempts) return Status::io("codex did not start (" + std::to_string(attempts) + " attempts): " + why);
-    sink.emit({"retry", false, {{"source", "kda"}, {"attempt", attempt}, {"error", why}}});
-  }
-  return result;
+  return run_cli_attempts<CodexStreamParser>("codex", config_, request, argv, env, landlock ? &*landlock : nullptr, sink,
+                                              result, [](const CodexStreamParser& p) { return p.items() > 0; });
 }
 
 }  // namespace

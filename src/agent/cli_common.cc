@@ -232,4 +232,33 @@ Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<s
   return run;
 }
 
+stdfs::path kda_executable(const CliAgentConfig& config) {
+  return config.kda_binary.empty() ? stdfs::read_symlink("/proc/self/exe") : config.kda_binary;
+}
+
+Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request, const SessionDirs& dirs,
+                                                                   EventSink& sink) {
+  if (request.tools == nullptr) return std::unique_ptr<mcp::ToolSocketServer>{};
+  mcp::ToolSocketOptions so;
+  so.read_only_tools = request.role == Role::kReviewer;
+  so.on_call = [&sink](const std::string& name, const nlohmann::json& args, const ToolOutcome& out) {
+    sink.emit({"tool_call", !out.is_error,
+               {{"source", "kda"}, {"tool", name}, {"input", args}, {out.is_error ? "error" : "output", detail::clip(out.text)}}});
+  };
+  return mcp::ToolSocketServer::start(request.tools, dirs.socket, std::move(so));
+}
+
+Result<std::optional<sandbox::PreparedLandlock>> prepare_cli_landlock(const CliAgentConfig& config,
+                                                                     const SessionRequest& request,
+                                                                     const SessionDirs& dirs, std::string_view api_url,
+                                                                     std::string_view cli) {
+  std::optional<sandbox::PreparedLandlock> none;
+  if (!config.os_sandbox) return none;
+  auto prepared = sandbox::prepare_landlock(agent_landlock_policy(request, dirs, url_port(api_url)));
+  if (prepared.ok()) return std::optional<sandbox::PreparedLandlock>(std::move(*prepared));
+  if (config.require_os_sandbox)
+    return prepared.status().with_context(std::string(cli) + ": the agent sandbox (Landlock) is required");
+  return none;
+}
+
 }  // namespace kda::agent

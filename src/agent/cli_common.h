@@ -10,6 +10,7 @@
 // too, as defence in depth.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "agent/backend.h"
+#include "agent/cli_parse_util.h"
+#include "mcp/tool_socket.h"
 #include "proc/subprocess.h"
 #include "sandbox/landlock.h"
 #include "util/status.h"
@@ -105,5 +108,67 @@ class EventSink {
 
 // Shell-quotes one word for a hook command line (single quotes).
 std::string shell_quote(std::string_view word);
+
+// kda's own executable (the MCP proxy and the guard hook): config.kda_binary, else /proc/self/exe.
+std::filesystem::path kda_executable(const CliAgentConfig& config);
+
+// Removes a session's directories when the session ends, unless the config keeps them.
+struct SessionDirsCleanup {
+  const SessionDirs& dirs;
+  bool keep = false;
+  ~SessionDirsCleanup() {
+    if (!keep) remove_session_dirs(dirs);
+  }
+};
+
+// kda's tools for one session, served on dirs.socket (reviewers: read-only tools); every call is
+// reported to `sink`. Null when the request carries no tools.
+Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request, const SessionDirs& dirs,
+                                                                   EventSink& sink);
+
+// The prepared Landlock around the CLI (agent_landlock_policy, TCP to the port of `api_url`).
+// nullopt when config.os_sandbox is off, or Landlock is unavailable and not required; an error
+// naming `cli` when it is required and unavailable.
+Result<std::optional<sandbox::PreparedLandlock>> prepare_cli_landlock(const CliAgentConfig& config,
+                                                                     const SessionRequest& request,
+                                                                     const SessionDirs& dirs, std::string_view api_url,
+                                                                     std::string_view cli);
+
+// Runs the CLI and fills `result` from a fresh `Parser` per attempt. A CLI that ended before the
+// agent did anything (`acted(parser)` false, not timed out, not cut, non-zero exit) failed to start
+// (API down, bad configuration) and is started again, up to config.max_start_attempts; each retry
+// is an event. Parsers provide feed, final_text, usage, turns and error (and finish when they
+// buffer).
+template <typename Parser>
+Result<SessionResult> run_cli_attempts(std::string_view cli, const CliAgentConfig& config, const SessionRequest& request,
+                                       const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                       const sandbox::PreparedLandlock* landlock, EventSink& sink,
+                                       SessionResult& result, const std::function<bool(const Parser&)>& acted) {
+  using detail::clip;
+  const std::string name(cli);
+  const int attempts = std::max(1, config.max_start_attempts);
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    Parser parser(&sink);
+    auto run = run_cli(argv, env, request.workspace, landlock, request.timeout, [&](std::string_view line) {
+      parser.feed(line);
+      return request.max_turns <= 0 || parser.turns() <= request.max_turns;
+    });
+    if (!run.ok()) return run.status().with_context(name);
+    if constexpr (requires { parser.finish(); }) parser.finish();
+    result.final_text = parser.final_text();
+    result.usage = parser.usage();
+    result.turns = parser.turns();
+    result.timed_out = run->exit.timed_out;
+    if (run->cut) sink.emit({"error", false, {{"source", "kda"}, {"error", "max_turns reached: session cut"}}});
+    if (result.timed_out) sink.emit({"error", false, {{"source", "kda"}, {"error", "session timed out"}}});
+    const bool started = acted(parser) || result.timed_out || run->cut;
+    if (started || run->exit.success()) return result;
+    std::string why = parser.error().empty() ? run->exit.describe() + ": " + clip(run->stderr_tail, 1000) : parser.error();
+    if (attempt == attempts)
+      return Status::io(name + " did not start (" + std::to_string(attempts) + " attempts): " + why);
+    sink.emit({"retry", false, {{"source", "kda"}, {"attempt", attempt}, {"error", why}}});
+  }
+  return result;
+}
 
 }  // namespace kda::agent
