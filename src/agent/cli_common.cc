@@ -171,6 +171,13 @@ Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<s
   auto feed = [&](std::string_view line) {
     if (!cut && !on_line(line)) cut = true;
   };
+  // Feeds every complete line in the buffer and keeps the unfinished rest.
+  auto feed_complete_lines = [&] {
+    size_t start = 0;
+    for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1)
+      feed(std::string_view(buffer).substr(start, nl - start));
+    buffer.erase(0, start);
+  };
   std::optional<proc::ExitInfo> exited;
   while (!cut) {
     if (deadline.expired()) {
@@ -197,10 +204,7 @@ Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<s
           if (got <= 0) break;
           buffer.append(chunk, static_cast<size_t>(got));
         }
-        size_t start = 0;
-        for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1)
-          feed(std::string_view(buffer).substr(start, nl - start));
-        buffer.erase(0, start);
+        feed_complete_lines();
         break;
       }
       continue;
@@ -209,10 +213,7 @@ Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<s
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
     buffer.append(chunk, static_cast<size_t>(got));
-    size_t start = 0;
-    for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1)
-      feed(std::string_view(buffer).substr(start, nl - start));
-    buffer.erase(0, start);
+    feed_complete_lines();
   }
   if (!buffer.empty()) feed(buffer);
   CliRun run;

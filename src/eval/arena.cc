@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/float_convert.h"
-#include "util/sha256.h"
 
 namespace kda::eval {
 
@@ -245,12 +244,6 @@ void SharedArena::poison(const Slot& slot, uint64_t seed) {
 bool SharedArena::equals(const Slot& slot, const tensor::Tensor& t) const {
   if (static_cast<uint64_t>(t.nbytes()) != slot.nbytes) return false;
   return std::memcmp(base_ + slot.offset, t.data(), slot.nbytes) == 0;
-}
-
-std::string SharedArena::hash_slots(const std::vector<Slot>& slots) const {
-  Sha256 h;
-  for (const auto& s : slots) h.update(base_ + s.offset, s.nbytes);
-  return h.hex_digest();
 }
 
 }  // namespace kda::eval

@@ -71,10 +71,8 @@ class SharedArena {
   // Fills an output slot with a poison pattern: quiet NaNs with a payload for float types, random
   // canaries for integers; a result that leaves any element untouched is caught by the checker.
   void poison(const Slot& slot, uint64_t seed);
-  // sha256 over the bytes of the given slots (a checksum for logs and tests).
-  std::string hash_slots(const std::vector<Slot>& slots) const;
   // True when the slot's bytes equal `t`'s storage (the input-mutation check: a plain compare
-  // against the evaluator's own copy is an order of magnitude cheaper than hashing).
+  // against the evaluator's own copy, an order of magnitude cheaper than hashing both sides).
   bool equals(const Slot& slot, const tensor::Tensor& t) const;
 
  private:
