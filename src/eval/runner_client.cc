@@ -93,8 +93,13 @@ Result<RunnerClient> RunnerClient::start(const RunnerOptions& options) {
   c.arena_ = std::move(*arena);
 
   proc::ChildOptions co;
-  co.argv = {options.runner_binary.string(), "--backend", options.backend, "--role", role_name(options.role)};
-  co.env = runner_environment();
+  co.argv = options.wrapper;
+  for (std::string a : {options.runner_binary.string(), std::string("--backend"), options.backend, std::string("--role"),
+                        std::string(role_name(options.role))})
+    co.argv.push_back(std::move(a));
+  std::vector<std::string> env = runner_environment();
+  env.insert(env.end(), options.extra_env.begin(), options.extra_env.end());
+  co.env = std::move(env);
   co.stdout_mode = proc::Stdio::kCapture;
   co.stderr_mode = proc::Stdio::kCapture;
   co.output_cap = 64 << 10;

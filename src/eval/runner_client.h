@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,11 @@ struct RunnerOptions {
   RunnerRole role = RunnerRole::kCandidate;
   bool sandbox = true;                  // Landlock + seccomp before dlopen (candidate runners)
   double start_timeout_s = 30;
+  // Programs the runner is started under, argv prefix (e.g. {"ncu", ...} or {"compute-sanitizer",
+  // ...}; {"python3"} for a script runner). Empty: the runner binary is executed directly.
+  std::vector<std::string> wrapper;
+  // Extra NAME=value environment entries (a wrapping tool may need e.g. TMPDIR); never seeds.
+  std::vector<std::string> extra_env;
 };
 
 // What one request to a runner produced.

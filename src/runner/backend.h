@@ -23,6 +23,7 @@ struct CallRequest {
   uint64_t upload_from = 0;  // ...from this byte offset on (outputs only: skip unchanged inputs)
   bool download = true;   // cuda: copy the device mirror back to the arena after the call
   bool timed = false;     // record timing (events + CUPTI span on cuda, monotonic clock on host)
+  bool profile_range = false;  // cuda: bracket the call with cudaProfilerStart/Stop (ncu --profile-from-start off)
 };
 
 struct CallReply {

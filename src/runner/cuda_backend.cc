@@ -1,6 +1,7 @@
 // CUDA backend: a device mirror of the shared arena (same offsets, same guard bands), the
 // harness stream, a 2x-L2 flush buffer, and CUPTI activity records of every kernel, memcpy and
 // memset launched during a timed call (on any stream), so side-stream work is counted.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
 
@@ -145,10 +146,12 @@ class CudaBackend final : public Backend {
     }
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail(r, "before call: " + cuda_error(e));
     if (req.timed && cupti_ok_) drain_activities();  // discard harness activity (upload, flush)
+    if (req.profile_range) cudaProfilerStart();
     cudaEventRecord(start_, stream_);
     r.rc = entry_(inputs_.data(), static_cast<int64_t>(inputs_.size()), outputs_.data(),
                   static_cast<int64_t>(outputs_.size()), stream_);
     cudaError_t sync = cudaDeviceSynchronize();  // device-wide: work on side streams is waited for
+    if (req.profile_range) cudaProfilerStop();
     cudaEventRecord(stop_, stream_);
     cudaEventSynchronize(stop_);
     cudaError_t last = cudaGetLastError();

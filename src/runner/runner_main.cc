@@ -108,6 +108,7 @@ int serve(kda::runner::Backend& backend) {
         req.upload_from = msg.value("upload_from", uint64_t{0});
         req.download = msg.value("download", true);
         req.timed = msg.value("timed", false);
+        req.profile_range = msg.value("profile_range", false);
         auto r = backend.call(req);
         out = {{"ok", r.ok}, {"rc", r.rc}, {"elapsed_ns", r.elapsed_ns}, {"extra", r.extra}, {"seq", req.seq}};
         if (!r.error.empty()) out["error"] = r.error;
