@@ -17,3 +17,25 @@ function(kda_module name)
     endforeach()
   endif()
 endfunction()
+
+# kda_cuda_object(<out_var> <source.cu> [DEPENDS files...])
+# Compiles one .cu file with nvcc into a position-independent object for a host target (no CMake CUDA
+# language setup needed). Code for the first of CMAKE_CUDA_ARCHITECTURES (default 90a) plus compute_80
+# PTX, so a newer GPU can JIT it. Host compiler: the project's C++ compiler.
+function(kda_cuda_object out_var source)
+  cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
+  set(arch 90a)
+  if(CMAKE_CUDA_ARCHITECTURES AND NOT CMAKE_CUDA_ARCHITECTURES MATCHES "^(all|all-major|native)$")
+    list(GET CMAKE_CUDA_ARCHITECTURES 0 arch)
+  endif()
+  get_filename_component(base ${source} NAME_WE)
+  set(object ${CMAKE_CURRENT_BINARY_DIR}/${base}.cu.o)
+  add_custom_command(OUTPUT ${object}
+    COMMAND ${CMAKE_CUDA_COMPILER} -ccbin ${CMAKE_CXX_COMPILER} -std=c++20 -O3 -Xcompiler -fPIC
+            -gencode=arch=compute_${arch},code=sm_${arch} -gencode=arch=compute_80,code=compute_80
+            -I${PROJECT_SOURCE_DIR}/src -I${DLPACK_INCLUDE_DIR} -c ${CMAKE_CURRENT_SOURCE_DIR}/${source} -o ${object}
+    DEPENDS ${source} ${ARG_DEPENDS}
+    COMMENT "nvcc ${source} (sm_${arch})"
+    VERBATIM)
+  set(${out_var} ${object} PARENT_SCOPE)
+endfunction()

@@ -71,6 +71,7 @@ int run_eval(const Args& args, Io& io) {
   opts.workloads = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
   opts.with_baseline = !args.flag("no-baseline");
   opts.sandbox = !args.flag("no-sandbox");
+  opts.device_inputs = !args.flag("host-inputs");
   opts.cuda_arch = args.value_or("arch", "90a");
   for (const char* name : {"seed", "trials", "warmup", "iterations"}) {
     auto v = args.integer(name);
@@ -154,6 +155,9 @@ CommandSpec eval_command() {
                   {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
                   {.name = "no-baseline", .help = "do not time the baseline"},
                   {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
+                  {.name = "host-inputs",
+                   .help = "CUDA: generate random inputs on the host and upload them (default: on the device, checked by "
+                           "digests)"},
                   {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
                   {.name = "traces", .metavar = "FILE", .help = "write FlashInfer-Bench trace JSONL to FILE"},
                   {.name = "explain", .help = "print every integrity gate and its result"},

@@ -7,9 +7,12 @@
 #include "eval/attestation.h"
 #include "eval/compare.h"
 #include "eval/evaluator.h"
+#include "eval/input_digest.h"
+#include "eval/inputs.h"
 #include "eval/stats.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
+#include "tensor/random_values.h"
 #include "util/fs.h"
 
 namespace kda::eval {
@@ -155,6 +158,74 @@ EvalReport run(const std::string& pack_dir, const stdfs::path& solution, EvalOpt
 
 stdfs::path fixture(const std::string& pack, const std::string& name) {
   return source_dir() / "tests/fixtures/solutions" / pack / name;
+}
+
+TEST(InputDigest, EveryByteTheKeyAndTheLengthCount) {
+  std::vector<unsigned char> bytes(1003);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);
+  const Digest128 base = digest_bytes(bytes.data(), bytes.size(), 42);
+  EXPECT_EQ(base, digest_bytes(bytes.data(), bytes.size(), 42));
+  EXPECT_NE(base, digest_bytes(bytes.data(), bytes.size(), 43));
+  EXPECT_NE(base, digest_bytes(bytes.data(), bytes.size() - 1, 42));
+  // First word, a middle word, the zero-padded tail word; and a swap of two words (order counts).
+  for (size_t at : {size_t{0}, size_t{500}, size_t{1002}}) {
+    auto copy = bytes;
+    copy[at] ^= 0x10;
+    const Digest128 d = digest_bytes(copy.data(), copy.size(), 42);
+    EXPECT_NE(d.lo, base.lo) << at;
+    EXPECT_NE(d.hi, base.hi) << at;
+  }
+  auto swapped = bytes;
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+  EXPECT_NE(base, digest_bytes(swapped.data(), swapped.size(), 42));
+  // Appending a zero byte to a range that ends mid-word changes it too (the length is folded in).
+  auto longer = bytes;
+  longer.push_back(0);
+  EXPECT_NE(base, digest_bytes(longer.data(), longer.size(), 42));
+}
+
+// The definition the CUDA runner generates from (device_inputs.cu): RandomSpec's seed and stream, the
+// fingerprint positions from fingerprint_seed. Host materialisation plus copy_fingerprint must give
+// exactly those values, and without host values the random inputs stay unfilled.
+TEST(Inputs, RandomSpecDefinesTheValuesCopyFingerprintProduces) {
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  const task::Workload& w = pack->workloads.back();
+  auto rw = resolve_workload(*pack, w);
+  ASSERT_TRUE(rw.ok());
+  BlobCache blobs;
+  auto a = materialize_inputs(*pack, *rw, 11, blobs);
+  auto b = materialize_inputs(*pack, *rw, 22, blobs);
+  ASSERT_TRUE(a.ok() && b.ok());
+  copy_fingerprint(*a, *b);
+  size_t random_inputs = 0;
+  for (size_t i = 0; i < b->tensors.size(); ++i) {
+    if (!b->plain_random[i]) continue;
+    ++random_inputs;
+    const RandomSpec& spec = b->random[i];
+    EXPECT_EQ(spec.seed, 22u);
+    ASSERT_TRUE(spec.fingerprint_seed.has_value());
+    EXPECT_EQ(*spec.fingerprint_seed, 11u);
+    const Tensor& t = b->tensors[i];
+    const int64_t n = t.numel();
+    int64_t from_a = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const bool fp = k < 16 || k >= n - 16 || k % 64 == 0;
+      from_a += fp;
+      const uint64_t want = tensor::random_element_bits(t.dtype(), fp ? *spec.fingerprint_seed : spec.seed, spec.stream,
+                                                        static_cast<uint64_t>(k));
+      ASSERT_EQ(t.get_bits(k), want) << "input " << i << " element " << k;
+    }
+    EXPECT_GT(from_a, 32);
+  }
+  EXPECT_EQ(random_inputs, 2u);  // x and weight; eps is a scalar
+  auto lean = materialize_inputs(*pack, *rw, 11, blobs, /*host_values=*/false);
+  ASSERT_TRUE(lean.ok());
+  EXPECT_FALSE(lean->host_values);
+  for (size_t i = 0; i < lean->tensors.size(); ++i) {
+    if (lean->plain_random[i]) EXPECT_EQ(lean->tensors[i].nbytes(), 0) << i;
+    else EXPECT_EQ(lean->tensors[i].nbytes(), a->tensors[i].nbytes()) << i;
+  }
 }
 
 TEST(Evaluate, HostBaselinesPassEveryWorkload) {

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "eval/arena.h"
 #include "eval/attestation.h"
+#include "eval/input_digest.h"
 #include "eval/inputs.h"
 #include "eval/roofline.h"
 #include "eval/runner_client.h"
@@ -35,7 +37,22 @@ uint64_t fresh_secret_seed() {
 }
 
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
-enum Purpose : uint64_t { kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6 };
+enum Purpose : uint64_t {
+  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7
+};
+
+// Accumulates wall time into a phase of the report (where the evaluator's time goes).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double& sink) : sink_(sink), t0_(Clock::now()) {}
+  ~PhaseTimer() { sink_ += std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  double& sink_;
+  Clock::time_point t0_;
+};
 
 // Timed iterations whose outputs (and guards, inputs, poison) are checked: the last of each half
 // (where a pointer- or fingerprint-keyed cache goes stale) and kRandomRechecks more drawn from the
@@ -97,9 +114,21 @@ class Session {
   std::optional<Failure> timing_phase(WorkloadResult& wr);
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
 
-  void write_inputs(RunnerClient& r, const MaterializedInputs& in) {
-    for (size_t i = 0; i < layout_.inputs.size(); ++i) r.arena().write(layout_.inputs[i], in.tensors[i]);
+  // Inputs of one (workload, trial, purpose): host values only where something needs them.
+  Result<MaterializedInputs> materialize(uint64_t seed) {
+    PhaseTimer timer(phases_.materialize_s);
+    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values_);
+    if (in.ok()) in->id = ++next_set_id_;
+    return in;
   }
+  // Makes `in` the runner's current input set: on the host (and for runners without device-side
+  // inputs) by writing the arena, which the next call uploads whole (*full_upload); otherwise with
+  // kPrepare, the runner generating the random inputs on the device.
+  std::optional<Failure> load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload);
+  bool device_inputs(const RunnerClient& r) const {
+    return cuda() && options_.device_inputs && r.has_capability("device_inputs");
+  }
+  uint64_t guard_seed() const { return derive_seed(*options_.seed, current_uuid_, 0, kGuard); }
   std::vector<tensor::Tensor> read_outputs(RunnerClient& r) {
     std::vector<tensor::Tensor> out;
     for (const auto& s : layout_.outputs) out.push_back(r.arena().read(s));
@@ -133,6 +162,16 @@ class Session {
   std::vector<double> reference_samples_;
   std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
   Gate attestation_{"launch-attestation", true, "no timed calls"};
+  // Which input set each runner holds, and the digests of its device-side inputs.
+  struct Loaded {
+    uint64_t id = 0;
+    std::vector<Digest128> digests;
+  };
+  std::map<const RunnerClient*, Loaded> loaded_;
+  std::map<uint64_t, std::vector<Digest128>> set_digests_;  // per input set: what the first runner generated
+  uint64_t next_set_id_ = 0;
+  bool host_values_ = true;  // materialise plain random inputs on the host too
+  mutable EvalPhases phases_;
 
   std::optional<Failure> baseline_failure(const Failure& f) {
     harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", pack_.baseline_name,
@@ -216,10 +255,20 @@ std::optional<Failure> Session::classify(const CallOutcome& o) const {
 }
 
 Result<std::vector<tensor::Tensor>> Session::reference_outputs(const MaterializedInputs& inputs) {
-  write_inputs(ref_, inputs);
+  bool full_upload = false;
+  if (loaded_[&ref_].id != inputs.id) {
+    if (auto f = load_inputs(ref_, inputs, &full_upload)) {
+      if (!harness_error_)
+        harness_error_ = Status::internal(fmt::format("the reference runner could not take the inputs of workload {}: {}",
+                                                      current_uuid_, f->message));
+      return *harness_error_;
+    }
+  }
   for (const auto& s : layout_.outputs) ref_.arena().poison(s, ++seq_);
-  json call{{"seq", ++seq_}, {"flush", true}, {"upload", true}, {"download", true}, {"timed", true}};
+  json call{{"seq", ++seq_},       {"flush", true}, {"upload", true}, {"upload_from", full_upload ? 0 : outputs_begin()},
+            {"download", true}, {"timed", true}};
   auto o = ref_.call(call, std::max(call_timeout(), 600.0));
+  phases_.call_wall_s += o.wall_s;
   if (o.kind != CallOutcome::Kind::kOk) {
     harness_error_ = Status::internal(fmt::format("the reference failed on workload {}: {}{}", current_uuid_, o.message,
                                                   o.log.empty() ? "" : "\n" + o.log));
@@ -235,11 +284,14 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
                                              json* reply_extra) {
   // One secret guard pattern per workload: on CUDA, calls that upload only the outputs leave the
   // device copy of the input guards as they were, so the pattern must not change between calls.
-  const uint64_t guard_seed = derive_seed(*options_.seed, current_uuid_, 0, kGuard);
+  const uint64_t guard_seed = this->guard_seed();
   SharedArena& arena = runner.arena();
-  const bool fresh_inputs = call.value("upload_from", uint64_t{0}) == 0;
   const bool download = call.value("download", true);
-  if (fresh_inputs) write_inputs(runner, inputs);
+  bool fresh_inputs = false;
+  if (loaded_[&runner].id != inputs.id) {
+    if (auto f = load_inputs(runner, inputs, &fresh_inputs)) return f;
+  }
+  call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
   // On the host the candidate works in the shared arena itself, so guards are refilled only with
   // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
   if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
@@ -250,6 +302,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   const int threads_before = runner.thread_count();
   call["seq"] = ++seq_;
   auto o = runner.call(call, call_timeout());
+  phases_.call_wall_s += o.wall_s;
   if (auto f = classify(o)) return f;
   const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
   report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;
@@ -274,8 +327,24 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
   // them leave any mutation in place, so a checked call sees what every earlier call did.
   std::string mutated;
-  for (size_t i = 0; i < layout_.inputs.size(); ++i)
-    if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+  if (device_inputs(runner)) {
+    // Device-side inputs: the runner digests them after the call under the evaluation's secret key.
+    const auto& want = loaded_[&runner].digests;
+    const json got_digests = o.reply.value("extra", json::object()).value("input_digests", json::array());
+    for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+      if (layout_.inputs[i].scalar) {  // scalars are passed as host values: the arena holds them
+        if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+        continue;
+      }
+      const bool same = i < want.size() && i < got_digests.size() && got_digests[i].is_array() &&
+                        got_digests[i].size() == 2 && got_digests[i][0].get<uint64_t>() == want[i].lo &&
+                        got_digests[i][1].get<uint64_t>() == want[i].hi;
+      if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+    }
+  } else {
+    for (size_t i = 0; i < layout_.inputs.size(); ++i)
+      if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+  }
   if (!mutated.empty())
     return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
   std::vector<tensor::Tensor> got = read_outputs(runner);
@@ -292,6 +361,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
 
 std::optional<Failure> Session::compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
                                         const MaterializedInputs& inputs, std::optional<CheckResult>* check) const {
+  PhaseTimer timer(phases_.check_s);
   Tolerance tol{pack_.settings.atol, pack_.settings.rtol, pack_.settings.matched_ratio};
   CheckResult c = pack_.settings.checker == task::Checker::kTopkIndices
                       ? check_topk_indices(pack_.definition, inputs.tensors, cand, ref, tol)
@@ -309,26 +379,81 @@ std::optional<Failure> Session::compare(const std::vector<tensor::Tensor>& cand,
   return Failure{v, reason, msg, {}};
 }
 
+std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload) {
+  Loaded& loaded = loaded_[&r];
+  loaded = {};
+  SharedArena& arena = r.arena();
+  if (!device_inputs(r)) {
+    if (!in.host_values) return Failure{Verdict::kRuntimeError, "harness_error", "inputs have no host values", {}};
+    PhaseTimer timer(phases_.load_s);
+    for (size_t i = 0; i < layout_.inputs.size(); ++i) arena.write(layout_.inputs[i], in.tensors[i]);
+    loaded.id = in.id;
+    *full_upload = true;
+    return std::nullopt;
+  }
+  PhaseTimer timer(phases_.load_s);
+  json specs = json::array();
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    const bool random = in.plain_random[i];
+    if (!random) arena.write(layout_.inputs[i], in.tensors[i]);
+    json spec{{"random", random}};
+    if (random) {
+      spec["seed"] = in.random[i].seed;
+      spec["stream"] = in.random[i].stream;
+      if (in.random[i].fingerprint_seed) spec["fingerprint_seed"] = *in.random[i].fingerprint_seed;
+    }
+    specs.push_back(std::move(spec));
+  }
+  arena.fill_guards(layout_, guard_seed());
+  const uint64_t key = derive_seed(*options_.seed, current_uuid_, 0, kDigestKey);
+  auto o = r.prepare(json{{"inputs", specs}, {"digest_key", key}}, std::max(60.0, call_timeout()));
+  if (auto f = classify(o)) return f;
+  const json digests = o.reply.value("digests", json::array());
+  if (digests.size() != layout_.inputs.size())
+    return Failure{Verdict::kRuntimeError, "harness_error", "the runner returned no digest per input", {}};
+  for (const auto& d : digests) loaded.digests.push_back({d.at(0).get<uint64_t>(), d.at(1).get<uint64_t>()});
+  // Every runner must hold the same inputs: the first to generate a set fixes its digests, and where
+  // the evaluator has host values (the topk checker reads them) they must agree with the device's
+  // (checked on the first set of each workload: hashing on the host is not free).
+  auto [it, first] = set_digests_.try_emplace(in.id, loaded.digests);
+  const bool check_host = first && in.host_values && set_digests_.size() == 1;
+  std::string differs;
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    bool same = it->second[i] == loaded.digests[i];
+    if (same && check_host)
+      same = digest_bytes(in.tensors[i].data(), static_cast<uint64_t>(in.tensors[i].nbytes()), key) == loaded.digests[i];
+    if (!same) differs += (differs.empty() ? "" : ", ") + layout_.inputs[i].name;
+  }
+  if (!differs.empty()) {
+    harness_error_ = Status::internal(fmt::format(
+        "workload {}: the device-generated input(s) {} differ {} (a runner or GPU fault; re-run with --host-inputs)",
+        current_uuid_, differs, first ? "from the host generation" : "between runners"));
+    return Failure{Verdict::kRuntimeError, "harness_error", "device-side inputs disagree", {}};
+  }
+  loaded.id = in.id;
+  *full_upload = false;
+  return std::nullopt;
+}
+
 std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   const int n_iter = iterations();
   if (n_iter <= 0) return std::nullopt;
   std::vector<double> cand_medians, base_medians, cand_all, base_all;
   std::set<std::string> kernels_seen;
   json cupti = json::array();
-  const uint64_t outputs_only = outputs_begin();
   for (int t = 0; t < trials(); ++t) {
     // Two input sets at the same addresses: the first half of the iterations runs on A, the
     // second on B, which shares A's sparse fingerprint. Outputs are re-checked at the end of
     // each half, so pointer-, shape- or fingerprint-keyed caches produce stale outputs there.
-    auto a = materialize_inputs(pack_, resolved_, derive_seed(*options_.seed, current_uuid_, t, kInputsA), blobs_);
-    auto b = materialize_inputs(pack_, resolved_, derive_seed(*options_.seed, current_uuid_, t, kInputsB), blobs_);
+    auto a = materialize(derive_seed(*options_.seed, current_uuid_, t, kInputsA));
+    auto b = materialize(derive_seed(*options_.seed, current_uuid_, t, kInputsB));
     if (!a.ok() || !b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed", {}};
     copy_fingerprint(*a, *b);
     auto ref_a = reference_outputs(*a);
     auto ref_b = reference_outputs(*b);
     if (!ref_a.ok() || !ref_b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
     for (int w = 0; w < warmup(); ++w) {
-      json call{{"flush", true}, {"upload", true}, {"upload_from", w == 0 ? 0 : outputs_only}, {"download", false}, {"timed", false}};
+      json call{{"flush", true}, {"upload", true}, {"download", false}, {"timed", false}};
       if (auto f = checked_call(cand_, *a, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
       if (have_baseline_) {
         if (auto f = checked_call(base_, *a, 1000 + w, nullptr, call, nullptr, nullptr))
@@ -341,10 +466,8 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     for (int i = 0; i < n_iter; ++i) {
       const bool use_b = i >= half && half > 0;
       const MaterializedInputs& in = use_b ? *b : *a;
-      const bool switch_point = i == 0 || i == half;
       const bool recheck = checked[static_cast<size_t>(i)];
-      json call{{"flush", true}, {"upload", true}, {"upload_from", switch_point ? 0 : outputs_only},
-                {"download", recheck}, {"timed", true}};
+      json call{{"flush", true}, {"upload", true}, {"download", recheck}, {"timed", true}};
       double ms = 0;
       json extra;
       std::vector<tensor::Tensor> outs;
@@ -485,8 +608,12 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     if (!r.ok()) return fail({Verdict::kRuntimeError, "runtime_error", r.status().message(), {}});
     cand_ = std::move(*r);
   }
+  loaded_.clear();
+  set_digests_.clear();
+  host_values_ = !cuda() || pack_.settings.checker == task::Checker::kTopkIndices;  // the topk checker reads inputs
   for (RunnerClient* r : {&ref_, &base_, &cand_}) {
     if (!r->alive()) continue;
+    if (!device_inputs(*r)) host_values_ = true;
     auto o = r->set_layout(layout_, 120);
     if (auto f = classify(o)) {
       if (r == &ref_ || r == &base_) {
@@ -500,7 +627,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   // Correctness: fresh secret inputs per trial; on the first, the same call twice (determinism).
   std::vector<tensor::Tensor> first_outputs;
   for (int t = 0; t < std::max(1, trials()); ++t) {
-    auto inputs = materialize_inputs(pack_, *rw, derive_seed(*options_.seed, w.uuid, t, kInputsCheck), blobs_);
+    auto inputs = materialize(derive_seed(*options_.seed, w.uuid, t, kInputsCheck));
     if (!inputs.ok()) return fail({Verdict::kRuntimeError, "runtime_error", inputs.status().message(), {}});
     auto ref = reference_outputs(*inputs);
     if (!ref.ok()) return fail({Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}});
@@ -597,7 +724,10 @@ Result<EvalReport> Session::run() {
   Status sel;
   auto selected = select_workloads(pack_, options_.workloads, &sel);
   if (!sel.ok()) return sel;
-  KDA_RETURN_IF_ERROR(build_all());
+  {
+    PhaseTimer timer(phases_.build_s);
+    KDA_RETURN_IF_ERROR(build_all());
+  }
   std::vector<double> speedups;
   bool all_passed = true;
   for (size_t i = 0; i < selected.size(); ++i) {
@@ -619,6 +749,7 @@ Result<EvalReport> Session::run() {
   report_.score_mean = all_passed ? arithmetic_mean(speedups) : 0;
   report_.score_geomean = all_passed ? geometric_mean(speedups) : 0;
   report_.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  report_.phases = phases_;
   return report_;
 }
 

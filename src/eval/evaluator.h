@@ -31,6 +31,9 @@ struct EvalOptions {
   std::optional<task::Manifest> sealed;
   bool sandbox = true;                   // Landlock + seccomp in candidate and baseline runners
   std::string cuda_arch = "90a";
+  // CUDA: runners generate the plain random inputs on the device from their seeds (no host fill, no
+  // uploads of input bytes; inputs are checked by keyed digests). false: host values, uploaded.
+  bool device_inputs = true;
   // Called with one line per event worth showing on stderr (progress on long runs).
   std::function<void(const std::string&)> progress;
 };
@@ -61,6 +64,17 @@ struct WorkloadResult {
   nlohmann::json kda = nlohmann::json::object();  // kernels, cupti span, resources...
 };
 
+// Where the evaluator's wall time went (seconds; phases overlap nothing, the rest is runner start-up,
+// layouts, poisoning and bookkeeping).
+struct EvalPhases {
+  double build_s = 0;        // builds (warm cache: hashing only)
+  double materialize_s = 0;  // input generation on the host
+  double load_s = 0;         // writing inputs to arenas / device-side generation requests
+  double call_wall_s = 0;    // call requests, evaluator's clock (includes transfers, flush, the call itself)
+  double check_s = 0;        // output comparison
+  nlohmann::json to_json() const;
+};
+
 struct EvalReport {
   std::string definition;
   std::string solution;
@@ -72,6 +86,7 @@ struct EvalReport {
   double score_geomean = 0;
   double wall_s = 0;          // evaluator wall time
   double in_call_s = 0;       // time spent inside reference/baseline/candidate calls (runner-reported)
+  EvalPhases phases;
   nlohmann::json build = nlohmann::json::object();
   std::vector<Gate> static_gates;
 };

@@ -57,10 +57,11 @@ Status set_scalar(tensor::Tensor& t, const nlohmann::json& v, const std::string&
 }  // namespace
 
 Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
-                                              uint64_t trial_seed, BlobCache& blobs) {
+                                              uint64_t trial_seed, BlobCache& blobs, bool host_values) {
   const auto& def = pack.definition;
   const auto& w = *rw.workload;
   MaterializedInputs out;
+  out.host_values = host_values;
   std::map<std::string, tensor::Tensor> generated;
   if (!pack.settings.inputs_generator.empty()) {
     const contest::Generator* gen = contest::find_generator(pack.settings.inputs_generator);
@@ -76,7 +77,8 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
     const auto& shape = rw.input_shapes[i];
     auto it = w.inputs.find(spec.name);
     task::InputSpec::Kind kind = it == w.inputs.end() ? task::InputSpec::Kind::kRandom : it->second.kind;
-    tensor::Tensor t(spec.dtype, shape);
+    const bool plain_kind = kind == task::InputSpec::Kind::kRandom && !generated.contains(spec.name) && !shape.empty();
+    tensor::Tensor t = plain_kind && !host_values ? tensor::Tensor() : tensor::Tensor(spec.dtype, shape);
     bool plain = false;
     switch (kind) {
       case task::InputSpec::Kind::kScalar:
@@ -101,13 +103,14 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
                                                 tensor::dtype_name(spec.dtype), tensor::shape_string(shape)));
           t = std::move(g->second);
         } else {
-          tensor::fill_random(t, trial_seed, static_cast<uint64_t>(i));
+          if (host_values || shape.empty()) tensor::fill_random(t, trial_seed, static_cast<uint64_t>(i));
           plain = !shape.empty();
         }
         break;
     }
     out.tensors.push_back(std::move(t));
     out.plain_random.push_back(plain);
+    out.random.push_back(RandomSpec{trial_seed, static_cast<uint64_t>(i), std::nullopt});
   }
   return out;
 }
@@ -115,6 +118,8 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
 void copy_fingerprint(const MaterializedInputs& from, MaterializedInputs& to) {
   for (size_t i = 0; i < from.tensors.size() && i < to.tensors.size(); ++i) {
     if (!from.plain_random[i] || !to.plain_random[i]) continue;
+    to.random[i].fingerprint_seed = from.random[i].seed;
+    if (!from.host_values || !to.host_values) continue;
     const auto& a = from.tensors[i];
     auto& b = to.tensors[i];
     int64_t n = a.numel();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,13 +34,27 @@ class BlobCache {
   std::map<std::string, tensor::Tensor> cache_;
 };
 
+// How a plain random input's values are defined: tensor::fill_random(seed, stream), except that the
+// fingerprint positions of copy_fingerprint come from fingerprint_seed when it is set.
+struct RandomSpec {
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+  std::optional<uint64_t> fingerprint_seed;
+};
+
 struct MaterializedInputs {
   std::vector<tensor::Tensor> tensors;  // definition order; scalars are 0-d tensors
   std::vector<bool> plain_random;       // true where the values are generic seeded random
+  std::vector<RandomSpec> random;       // the definition of each plain random input (else unused)
+  // False when plain random inputs were not filled on the host (their tensors are empty): a runner
+  // with device-side inputs generates them from `random`.
+  bool host_values = true;
+  uint64_t id = 0;                      // set by the evaluator: which input set a runner holds
 };
 
+// host_values = false skips the host fill of plain random inputs (they are described by `random`).
 Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
-                                              uint64_t trial_seed, BlobCache& blobs);
+                                              uint64_t trial_seed, BlobCache& blobs, bool host_values = true);
 
 // Copies the "fingerprint" of `from` into `to` for plain random inputs: the first and last 16
 // elements and every 64th element. A cache keyed on a sparse sample of the inputs then sees the

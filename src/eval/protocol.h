@@ -1,10 +1,13 @@
 // The evaluator <-> runner protocol: frames (proc/frame.h) whose payload is one JSON object.
 //
-//   runner -> evaluator  kHello   {"pid", "backend", "device"}
+//   runner -> evaluator  kHello   {"pid", "backend", "device", "capabilities"}
 //   evaluator -> runner  kLoad    {"library", "symbol", "backend", "sandbox": {...}}   -> kReply
 //   evaluator -> runner  kLayout  ArenaLayout JSON (the arena memfd is the runner's fd 5) -> kReply
 //   evaluator -> runner  kCall    {"seq", "flush", "upload", "download", "poison_seed", "timed",
 //                                  "guard_seed", "profile_range"}                     -> kReply
+//   evaluator -> runner  kPrepare {"inputs": [{"random", "seed", "stream", "fingerprint_seed"}...],
+//                                  "digest_key"}  (runners with the "device_inputs" capability)
+//                                                                        -> kReply {"digests"}
 //   evaluator -> runner  kQuit    {}
 //   runner -> evaluator  kReply   {"ok", "error", "rc", "elapsed_ns", "cupti": {...}, ...}
 //
@@ -15,7 +18,7 @@
 
 namespace kda::eval {
 
-enum class MsgType : uint32_t { kHello = 1, kLoad = 2, kLayout = 3, kCall = 4, kQuit = 5, kReply = 6 };
+enum class MsgType : uint32_t { kHello = 1, kLoad = 2, kLayout = 3, kCall = 4, kQuit = 5, kReply = 6, kPrepare = 7 };
 
 // Child fd numbers the evaluator gives every runner.
 inline constexpr int kRunnerCommandFd = 3;  // evaluator -> runner

@@ -9,6 +9,11 @@
 
 namespace kda::eval {
 
+nlohmann::json EvalPhases::to_json() const {
+  return {{"build_s", build_s}, {"materialize_s", materialize_s}, {"load_s", load_s}, {"call_wall_s", call_wall_s},
+          {"check_s", check_s}};
+}
+
 namespace {
 
 nlohmann::json stats_json(const SampleStats& s) {
@@ -102,6 +107,7 @@ nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack)
           {"wall_s", report.wall_s},
           {"in_call_s", report.in_call_s},
           {"overhead", report.in_call_s > 0 ? report.wall_s / report.in_call_s : 0},
+          {"phases", report.phases.to_json()},
           {"build", report.build},
           {"static_gates", gates_json(report.static_gates)},
           {"traces", traces}};

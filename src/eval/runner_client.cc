@@ -47,6 +47,7 @@ RunnerClient& RunnerClient::operator=(RunnerClient&& o) noexcept {
     cmd_fd_ = std::exchange(o.cmd_fd_, -1);
     reply_fd_ = std::exchange(o.reply_fd_, -1);
     arena_ = std::move(o.arena_);
+    capabilities_ = std::move(o.capabilities_);
     dead_ = std::exchange(o.dead_, true);
   }
   return *this;
@@ -121,6 +122,10 @@ Result<RunnerClient> RunnerClient::start(const RunnerOptions& options) {
     auto info = c.child_->wait_or_kill(proc::Deadline::after_seconds(1));
     return Status::io(std::string("runner did not start (") + info.describe() + "): " + c.child_->take_stderr());
   }
+  auto hello_json = nlohmann::json::parse(hello.frame->payload, nullptr, false);
+  if (hello_json.is_object() && hello_json.contains("capabilities") && hello_json["capabilities"].is_array())
+    for (const auto& cap : hello_json["capabilities"])
+      if (cap.is_string()) c.capabilities_.push_back(cap.get<std::string>());
   return c;
 }
 
@@ -185,6 +190,16 @@ CallOutcome RunnerClient::set_layout(const ArenaLayout& layout, double timeout_s
 
 CallOutcome RunnerClient::call(const nlohmann::json& request_json, double timeout_s) {
   return request(static_cast<uint32_t>(MsgType::kCall), request_json.dump(), timeout_s);
+}
+
+CallOutcome RunnerClient::prepare(const nlohmann::json& request_json, double timeout_s) {
+  return request(static_cast<uint32_t>(MsgType::kPrepare), request_json.dump(), timeout_s);
+}
+
+bool RunnerClient::has_capability(const std::string& name) const {
+  for (const auto& c : capabilities_)
+    if (c == name) return true;
+  return false;
 }
 
 }  // namespace kda::eval

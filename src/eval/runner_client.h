@@ -58,6 +58,10 @@ class RunnerClient {
   // Sizes the arena, then tells the runner the layout.
   CallOutcome set_layout(const ArenaLayout& layout, double timeout_s);
   CallOutcome call(const nlohmann::json& request, double timeout_s);
+  // Device-side inputs (kPrepare; runners with the "device_inputs" capability).
+  CallOutcome prepare(const nlohmann::json& request, double timeout_s);
+  // Capabilities the runner announced in its hello ("device_inputs").
+  bool has_capability(const std::string& name) const;
 
   SharedArena& arena() { return arena_; }
   bool alive() const { return child_.has_value() && !dead_; }
@@ -75,6 +79,7 @@ class RunnerClient {
   int cmd_fd_ = -1;    // we write commands here
   int reply_fd_ = -1;  // we read replies here
   SharedArena arena_;
+  std::vector<std::string> capabilities_;
   bool dead_ = false;
 };
 

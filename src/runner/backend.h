@@ -2,7 +2,9 @@
 // It lives in the runner process; the evaluator drives it over the protocol in eval/protocol.h.
 #pragma once
 
+#include <array>
 #include <filesystem>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +36,29 @@ struct CallReply {
   nlohmann::json extra = nlohmann::json::object();  // cupti span, kernel names, flush info...
 };
 
+// Device-side inputs (a backend with the "device_inputs" capability): the evaluator writes only the
+// inputs it cannot describe by a seed (blobs, scalars, structured ones) and every guard band into the
+// arena; the backend copies those, generates the plain random inputs itself and answers with a keyed
+// digest of every input slot. Until the next layout, uploads never overwrite inputs, downloads bring
+// back only outputs and guard bands, and every download adds the inputs' digests to the reply.
+struct PrepareInput {
+  bool random = false;      // false: copy the slot (and its guards) from the arena
+  uint64_t seed = 0, stream = 0;
+  std::optional<uint64_t> fingerprint_seed;  // eval::copy_fingerprint's positions come from this seed
+};
+
+struct PrepareRequest {
+  std::vector<PrepareInput> inputs;  // one per input slot, in layout order
+  uint64_t digest_key = 0;
+};
+
+struct PrepareReply {
+  bool ok = false;
+  std::string error;
+  std::vector<std::array<uint64_t, 2>> digests;  // per input slot
+  int64_t elapsed_ns = 0;                        // copy + generation + digests
+};
+
 using EntryFn = int (*)(const void* inputs, int64_t num_inputs, void* outputs, int64_t num_outputs, void* stream);
 
 class Backend {
@@ -47,6 +72,9 @@ class Backend {
   Status load(const std::filesystem::path& library, const std::string& symbol);
   virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;
   virtual CallReply call(const CallRequest& request) = 0;
+  // What the backend offers beyond calls ("device_inputs"); told to the evaluator in kHello.
+  virtual std::vector<std::string> capabilities() const { return {}; }
+  virtual PrepareReply prepare(const PrepareRequest&) { return {.error = "this backend does not generate inputs"}; }
 
  protected:
   // Rebuilds the DLTensors passed to the entry point, in definition order; `place` gives each

@@ -15,6 +15,7 @@
 #include <dlpack/dlpack.h>
 
 #include "runner/backend.h"
+#include "runner/device_inputs.h"
 
 namespace kda::runner {
 
@@ -84,7 +85,10 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     if (mirror_ != nullptr) cudaFree(mirror_);
     if (flush_buf_ != nullptr) cudaFree(flush_buf_);
+    if (digest_scratch_ != nullptr) cudaFree(digest_scratch_);
   }
+
+  std::vector<std::string> capabilities() const override { return {"device_inputs"}; }
 
   Status init() override {
     if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) return Status::io("cudaSetDevice: " + cuda_error(e));
@@ -97,6 +101,8 @@ class CudaBackend final : public Backend {
     flush_bytes_ = 2 * static_cast<size_t>(std::max(l2, 1 << 20));
     if (cudaError_t e = cudaMalloc(&flush_buf_, flush_bytes_); e != cudaSuccess)
       return Status::io("cudaMalloc flush buffer: " + cuda_error(e));
+    if (cudaError_t e = cudaMalloc(&digest_scratch_, 2 * sizeof(uint64_t)); e != cudaSuccess)
+      return Status::io("cudaMalloc digest scratch: " + cuda_error(e));
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
     device_name_ = prop.name;
@@ -118,6 +124,9 @@ class CudaBackend final : public Backend {
 
   Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) override {
     arena_ = &arena;
+    layout_ = layout;
+    prepared_ = false;
+    outputs_begin_ = layout.outputs.empty() ? layout.size : layout.outputs.front().offset - eval::kGuardBytes;
     if (mirror_ != nullptr) cudaFree(mirror_);
     mirror_ = nullptr;
     mirror_bytes_ = layout.size;
@@ -135,6 +144,7 @@ class CudaBackend final : public Backend {
     CallReply r;
     if (req.upload) {
       uint64_t from = std::min(req.upload_from, mirror_bytes_);
+      if (prepared_) from = std::max(from, outputs_begin_);  // device-generated inputs are never overwritten
       if (cudaError_t e = cudaMemcpy(mirror_ + from, arena_->data() + from, mirror_bytes_ - from, cudaMemcpyHostToDevice);
           e != cudaSuccess)
         return fail(r, "upload: " + cuda_error(e));
@@ -178,16 +188,93 @@ class CudaBackend final : public Backend {
       r.extra["streams"] = streams.size();
     }
     r.extra["event_ns"] = r.elapsed_ns;
-    if (req.download) {
+    if (req.download && !prepared_) {
       if (cudaError_t e = cudaMemcpy(arena_->data(), mirror_, mirror_bytes_, cudaMemcpyDeviceToHost); e != cudaSuccess)
         return fail(r, "download: " + cuda_error(e));
+    } else if (req.download) {
+      // Outputs with their guards, the inputs' guard bands, and the inputs' digests (not their bytes).
+      if (cudaError_t e = copy_range(outputs_begin_, mirror_bytes_, cudaMemcpyDeviceToHost); e != cudaSuccess)
+        return fail(r, "download: " + cuda_error(e));
+      nlohmann::json digests = nlohmann::json::array();
+      for (const auto& s : layout_.inputs) {
+        if (cudaError_t e = copy_guards(s, cudaMemcpyDeviceToHost); e != cudaSuccess)
+          return fail(r, "download guards: " + cuda_error(e));
+        eval::Digest128 d;
+        if (cudaError_t e = digest_device(mirror_ + s.offset, s.nbytes, digest_key_, digest_scratch_, stream_, &d);
+            e != cudaSuccess)
+          return fail(r, "input digest: " + cuda_error(e));
+        digests.push_back({d.lo, d.hi});
+      }
+      r.extra["input_digests"] = std::move(digests);
     }
     r.ok = r.rc == 0;
     if (!r.ok) r.error = "entry point returned " + std::to_string(r.rc);
     return r;
   }
 
+  PrepareReply prepare(const PrepareRequest& req) override {
+    PrepareReply r;
+    if (req.inputs.size() != layout_.inputs.size()) {
+      r.error = "prepare: " + std::to_string(req.inputs.size()) + " input descriptions for " +
+                std::to_string(layout_.inputs.size()) + " input slots";
+      return r;
+    }
+    cudaEvent_t t0, t1;
+    cudaEventCreate(&t0);
+    cudaEventCreate(&t1);
+    cudaEventRecord(t0, stream_);
+    digest_key_ = req.digest_key;
+    auto done = [&](std::string error) {
+      cudaEventRecord(t1, stream_);
+      cudaEventSynchronize(t1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, t0, t1);
+      cudaEventDestroy(t0);
+      cudaEventDestroy(t1);
+      r.elapsed_ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+      r.ok = error.empty();
+      r.error = std::move(error);
+      if (r.ok) prepared_ = true;
+      return r;
+    };
+    for (size_t i = 0; i < req.inputs.size(); ++i) {
+      const eval::Slot& s = layout_.inputs[i];
+      const PrepareInput& in = req.inputs[i];
+      cudaError_t e = cudaSuccess;
+      if (!in.random || s.scalar) {
+        e = copy_range(s.offset - eval::kGuardBytes, s.offset + s.nbytes + eval::kGuardBytes, cudaMemcpyHostToDevice);
+      } else {
+        e = copy_guards(s, cudaMemcpyHostToDevice);
+        const int64_t numel = s.shape.empty() ? 1 : [&] {
+          int64_t n = 1;
+          for (int64_t d : s.shape) n *= d;
+          return n;
+        }();
+        if (e == cudaSuccess)
+          e = generate_random_device(mirror_ + s.offset, s.dtype, numel, in.seed, in.stream, in.fingerprint_seed, stream_);
+      }
+      if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+      if (e != cudaSuccess) return done("prepare input '" + s.name + "': " + cuda_error(e));
+      eval::Digest128 d;
+      if (e = digest_device(mirror_ + s.offset, s.nbytes, digest_key_, digest_scratch_, stream_, &d); e != cudaSuccess)
+        return done("digest of input '" + s.name + "': " + cuda_error(e));
+      r.digests.push_back({d.lo, d.hi});
+    }
+    return done("");
+  }
+
  private:
+  cudaError_t copy_range(uint64_t begin, uint64_t end, cudaMemcpyKind kind) {
+    end = std::min(end, mirror_bytes_);
+    if (begin >= end) return cudaSuccess;
+    return kind == cudaMemcpyHostToDevice ? cudaMemcpy(mirror_ + begin, arena_->data() + begin, end - begin, kind)
+                                          : cudaMemcpy(arena_->data() + begin, mirror_ + begin, end - begin, kind);
+  }
+  cudaError_t copy_guards(const eval::Slot& s, cudaMemcpyKind kind) {
+    if (cudaError_t e = copy_range(s.offset - eval::kGuardBytes, s.offset, kind); e != cudaSuccess) return e;
+    return copy_range(s.offset + s.nbytes, s.offset + s.nbytes + eval::kGuardBytes, kind);
+  }
+
   static CallReply& fail(CallReply& r, std::string msg) {
     r.ok = false;
     r.error = std::move(msg);
@@ -202,6 +289,11 @@ class CudaBackend final : public Backend {
   std::byte* mirror_ = nullptr;
   uint64_t mirror_bytes_ = 0;
   eval::SharedArena* arena_ = nullptr;
+  eval::ArenaLayout layout_;
+  bool prepared_ = false;       // inputs live on the device (prepare); the arena holds no input bytes
+  uint64_t outputs_begin_ = 0;  // first byte of the output region (the first output's leading guard)
+  uint64_t digest_key_ = 0;
+  uint64_t* digest_scratch_ = nullptr;
   std::string device_name_;
   bool cupti_ok_ = true;
 };

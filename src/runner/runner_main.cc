@@ -76,6 +76,7 @@ int serve(kda::runner::Backend& backend) {
       return 3;
     }
     json out{{"ok", true}};
+    try {
     switch (static_cast<MsgType>(frame.frame->type)) {
       case MsgType::kLoad: {
         Status st = handle_load(msg, backend, out);
@@ -114,10 +115,29 @@ int serve(kda::runner::Backend& backend) {
         if (!r.error.empty()) out["error"] = r.error;
         break;
       }
+      case MsgType::kPrepare: {
+        kda::runner::PrepareRequest req;
+        req.digest_key = msg.value("digest_key", uint64_t{0});
+        for (const auto& in : msg.value("inputs", json::array())) {
+          kda::runner::PrepareInput p;
+          p.random = in.value("random", false);
+          p.seed = in.value("seed", uint64_t{0});
+          p.stream = in.value("stream", uint64_t{0});
+          if (in.contains("fingerprint_seed")) p.fingerprint_seed = in.at("fingerprint_seed").get<uint64_t>();
+          req.inputs.push_back(p);
+        }
+        auto r = backend.prepare(req);
+        out = {{"ok", r.ok}, {"digests", r.digests}, {"elapsed_ns", r.elapsed_ns}};
+        if (!r.error.empty()) out["error"] = r.error;
+        break;
+      }
       case MsgType::kQuit:
         return 0;
       default:
         out = error_reply("unknown command type");
+    }
+    } catch (const json::exception& e) {  // a field of the wrong type: the command is malformed
+      out = error_reply(std::string("malformed command: ") + e.what());
     }
     if (!reply(out).ok()) return 3;
   }
@@ -137,7 +157,7 @@ int main(int argc, char** argv) {
     std::cerr << "kda-runner: backend '" << backend_name << "' is not available in this build\n";
     return 2;
   }
-  json hello{{"pid", ::getpid()}, {"backend", backend_name}};
+  json hello{{"pid", ::getpid()}, {"backend", backend_name}, {"capabilities", backend->capabilities()}};
   if (!kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kHello), hello.dump()).ok())
     return 3;
   return serve(*backend);

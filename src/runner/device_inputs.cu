@@ -1,0 +1,161 @@
+#include "runner/device_inputs.h"
+
+#include "tensor/random_values.h"
+
+namespace kda::runner {
+
+namespace {
+
+using tensor::DType;
+using tensor::Philox4x32;
+
+template <int kBytes>
+struct UIntOf;
+template <>
+struct UIntOf<1> { using type = uint8_t; };
+template <>
+struct UIntOf<2> { using type = uint16_t; };
+template <>
+struct UIntOf<4> { using type = uint32_t; };
+template <>
+struct UIntOf<8> { using type = uint64_t; };
+
+__host__ __device__ constexpr int bits_of(DType d) {
+  switch (d) {
+    case DType::kFloat32: case DType::kInt32: return 32;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 16;
+    case DType::kFloat4E2M1: return 4;
+    case DType::kInt64: return 64;
+    default: return 8;
+  }
+}
+
+__host__ __device__ constexpr bool is_normal(DType d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(DType::kFloat4E2M1); }
+
+__device__ __forceinline__ void block_values(DType d, uint64_t seed, uint64_t stream, uint64_t block, Philox4x32& w,
+                                             float z[4]) {
+  w = tensor::philox_block(seed, stream, block);
+  if (is_normal(d)) {
+    tensor::rmath::box_muller(w.v[0], w.v[1], z[0], z[1]);
+    tensor::rmath::box_muller(w.v[2], w.v[3], z[2], z[3]);
+  }
+}
+
+__device__ __forceinline__ bool is_fingerprint(int64_t k, int64_t numel) { return k < 16 || k >= numel - 16 || k % 64 == 0; }
+
+// One thread per Philox block (four elements), grid-stride; the same storage layout as generate.cc.
+template <DType D>
+__global__ void random_kernel(unsigned char* data, int64_t numel, uint64_t seed, uint64_t stream, bool has_fp,
+                              uint64_t fp_seed) {
+  constexpr int kBits = bits_of(D);
+  const int64_t blocks = (numel + 3) / 4;
+  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < blocks;
+       b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    Philox4x32 w;
+    float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    block_values(D, seed, stream, static_cast<uint64_t>(b), w, z);
+    const int64_t first = 4 * b;
+    const int lanes = numel - first < 4 ? static_cast<int>(numel - first) : 4;
+    uint64_t bits[4] = {0, 0, 0, 0};
+    for (int l = 0; l < lanes; ++l) bits[l] = tensor::random_bits_from(D, w, z, l);
+    if (has_fp && (first < 16 || first + 3 >= numel - 16 || b % 16 == 0)) {
+      Philox4x32 wf;
+      float zf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      block_values(D, fp_seed, stream, static_cast<uint64_t>(b), wf, zf);
+      for (int l = 0; l < lanes; ++l)
+        if (is_fingerprint(first + l, numel)) bits[l] = tensor::random_bits_from(D, wf, zf, l);
+    }
+    if constexpr (kBits == 4) {
+      data[2 * b] = static_cast<unsigned char>(bits[0] | (bits[1] << 4));
+      if (lanes > 2) data[2 * b + 1] = static_cast<unsigned char>(bits[2] | (bits[3] << 4));
+    } else {
+      using T = typename UIntOf<kBits / 8>::type;
+      T* out = reinterpret_cast<T*>(data) + first;
+      for (int l = 0; l < lanes; ++l) out[l] = static_cast<T>(bits[l]);
+    }
+  }
+}
+
+template <DType D>
+cudaError_t launch_random(void* data, int64_t numel, uint64_t seed, uint64_t stream, bool has_fp, uint64_t fp_seed,
+                          cudaStream_t s) {
+  const int64_t blocks = (numel + 3) / 4;
+  constexpr int kThreads = 256;
+  const int64_t grid = std::min<int64_t>((blocks + kThreads - 1) / kThreads, 132 * 32);
+  random_kernel<D><<<static_cast<unsigned>(std::max<int64_t>(grid, 1)), kThreads, 0, s>>>(
+      static_cast<unsigned char*>(data), numel, seed, stream, has_fp, fp_seed);
+  return cudaGetLastError();
+}
+
+__global__ void digest_kernel(const unsigned char* data, uint64_t nbytes, uint64_t key, unsigned long long* out) {
+  const uint64_t full = nbytes / 8;
+  const uint64_t words = (nbytes + 7) / 8;
+  uint64_t lo_sum = 0, hi_sum = 0;
+  const auto* w64 = reinterpret_cast<const uint64_t*>(data);
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    uint64_t w = 0;
+    if (i < full) {
+      w = w64[i];
+    } else {
+      for (uint64_t b = 0; 8 * i + b < nbytes; ++b) w |= static_cast<uint64_t>(data[8 * i + b]) << (8 * b);
+    }
+    uint64_t lo = 0, hi = 0;
+    eval::digest_word_terms(w, i, key, lo, hi);
+    lo_sum += lo;
+    hi_sum += hi;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    lo_sum += __shfl_down_sync(0xFFFFFFFFu, lo_sum, off);
+    hi_sum += __shfl_down_sync(0xFFFFFFFFu, hi_sum, off);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(out, static_cast<unsigned long long>(lo_sum));
+    atomicAdd(out + 1, static_cast<unsigned long long>(hi_sum));
+  }
+}
+
+}  // namespace
+
+cudaError_t generate_random_device(void* data, DType dtype, int64_t numel, uint64_t seed, uint64_t stream,
+                                   std::optional<uint64_t> fingerprint_seed, cudaStream_t s) {
+  if (numel <= 0) return cudaSuccess;
+  const bool has_fp = fingerprint_seed.has_value();
+  const uint64_t fp = fingerprint_seed.value_or(0);
+  switch (dtype) {
+#define KDA_RANDOM_CASE(D) \
+  case D: return launch_random<D>(data, numel, seed, stream, has_fp, fp, s);
+    KDA_RANDOM_CASE(DType::kFloat32)
+    KDA_RANDOM_CASE(DType::kFloat16)
+    KDA_RANDOM_CASE(DType::kBFloat16)
+    KDA_RANDOM_CASE(DType::kFloat8E4M3FN)
+    KDA_RANDOM_CASE(DType::kFloat8E5M2)
+    KDA_RANDOM_CASE(DType::kFloat4E2M1)
+    KDA_RANDOM_CASE(DType::kInt64)
+    KDA_RANDOM_CASE(DType::kInt32)
+    KDA_RANDOM_CASE(DType::kInt16)
+    KDA_RANDOM_CASE(DType::kInt8)
+    KDA_RANDOM_CASE(DType::kUInt8)
+    KDA_RANDOM_CASE(DType::kBool)
+#undef KDA_RANDOM_CASE
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t s,
+                          eval::Digest128* out) {
+  if (cudaError_t e = cudaMemsetAsync(scratch, 0, 2 * sizeof(uint64_t), s); e != cudaSuccess) return e;
+  const uint64_t words = (nbytes + 7) / 8;
+  constexpr int kThreads = 256;
+  const uint64_t grid = std::min<uint64_t>((words + kThreads - 1) / kThreads, 132 * 16);
+  digest_kernel<<<static_cast<unsigned>(std::max<uint64_t>(grid, 1)), kThreads, 0, s>>>(
+      static_cast<const unsigned char*>(data), nbytes, key, reinterpret_cast<unsigned long long*>(scratch));
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  uint64_t sums[2] = {0, 0};
+  if (cudaError_t e = cudaMemcpyAsync(sums, scratch, sizeof(sums), cudaMemcpyDeviceToHost, s); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return e;
+  *out = eval::digest_finish(sums[0], sums[1], nbytes, key);
+  return cudaSuccess;
+}
+
+}  // namespace kda::runner

@@ -1,0 +1,29 @@
+// Device-side input generation and input digests for the CUDA runner.
+//
+// The evaluator's plain random inputs are a pure function of (dtype, seed, stream, element index)
+// (tensor/random_values.h), so the runner can write them straight into its device mirror instead of
+// receiving gigabytes from the host. generate_random_device writes exactly the bits that
+// tensor::fill_random writes on the host; with a fingerprint seed, the elements at the fingerprint
+// positions of eval::copy_fingerprint (the first and last 16 and every 64th) come from that seed
+// instead, as copy_fingerprint would have copied them from the other input set.
+// digest_device computes eval::digest_bytes (eval/input_digest.h) of a device range.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "eval/input_digest.h"
+#include "tensor/dtype.h"
+
+namespace kda::runner {
+
+cudaError_t generate_random_device(void* data, tensor::DType dtype, int64_t numel, uint64_t seed, uint64_t stream,
+                                   std::optional<uint64_t> fingerprint_seed, cudaStream_t cuda_stream);
+
+// `scratch` is device memory for two uint64_t; the result is synchronously copied to the host.
+cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t cuda_stream,
+                          eval::Digest128* out);
+
+}  // namespace kda::runner
