@@ -11,6 +11,11 @@
 #                                   same kernels in the same run (CUDA packs, dev workloads)
 #   bench/gpu/run_h200.sh final     CUDA rmsnorm on all workloads (evaluator overhead), then contest
 #                                   (per-evaluation limit $LIMIT s, default 240)
+#   bench/gpu/run_h200.sh profile   kda ncu profile + analyze of the DSA indexer (first dev workload) and
+#                                   CUDA GEMM naive baselines; kda sanitize (memcheck) of the CUDA rmsnorm
+#                                   baseline (expect clean) and of the oob fixture (expect a failure)
+#   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
+#                                   each contest baseline on two dev workloads
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 set -u
 STAGE=${1:-all}
@@ -56,7 +61,19 @@ for h in tests/fixtures/hacks/cuda/*/; do
   task=$(python3 -c "import json;print(json.load(open('$h/expected.json'))['task'])")
   record 60 "$h" --task "$task" --workloads dev --trials 1 --iterations 5
 done
-( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+fi
+if [ "$STAGE" = quick ]; then
+  # GPU tests, then one evaluation of each kind: a CUDA pack on all workloads (overhead), the same
+  # with host-generated inputs (the old path, for comparison), and each contest baseline on its
+  # first two dev workloads.
+  ( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all --host-inputs
+  for d in tasks/contest/*/; do
+    two=$($B/kda task show "$d" --json | python3 -c "import json,sys; print(','.join(json.load(sys.stdin)['dev_workloads'][:2]))")
+    record "${LIMIT:-60}" "$d/baselines/naive" --task "$d" --workloads "$two" --trials 1 --warmup 2 --iterations 10
+  done
 fi
 if [ "$STAGE" = final ]; then
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
@@ -79,5 +96,42 @@ if [ "$STAGE" = fidelity ]; then
     python3 bench/gpu/ncu_fidelity.py "$OUT/kda_$p.json" "$OUT/ncu_$p.csv" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/kda_$p.err"
   done
   cat "$OUT/fidelity.jsonl"
+fi
+if [ "$STAGE" = profile ]; then
+  # Results: $OUT/profiles/<name>.ncu-rep (+ .log), $OUT/profiles/<name>/REPORT.md and analysis.json,
+  # $OUT/profile_<name>.json (kda ncu profile --json), $OUT/sanitize_<name>.json, one summary line
+  # per step in $OUT/profile.jsonl.
+  mkdir -p "$OUT/profiles"
+  step() {  # step <name> <expected rc> <timeout_s> <kda args...>: run, keep stdout as JSON, record rc
+    local name=$1 want=$2 limit=$3; shift 3
+    local start=$(date +%s)
+    timeout "$limit" $B/kda "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
+    local rc=$?
+    echo "{\"step\": \"$name\", \"rc\": $rc, \"expected_rc\": $want, \"seconds\": $(( $(date +%s) - start )), \"command\": \"kda $*\"}" >> "$OUT/profile.jsonl"
+    echo "rc=$rc (expected $want) kda $*"
+    [ "$rc" = "$want" ] || tail -20 "$OUT/$name.err"
+  }
+  first_dev() { $B/kda task show "$1" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['dev_workloads'][0])"; }
+  DSA=tasks/contest/dsa_topk_indexer_fp8_h64_d128_topk2048_ps64
+  step profile_dsa_indexer 0 420 ncu profile $DSA/baselines/naive --task $DSA --workload "$(first_dev $DSA)" \
+    --out "$OUT/profiles/dsa_indexer_naive.ncu-rep" --json
+  step profile_gemm 0 300 ncu profile tasks/cuda/gemm/baselines/naive --task tasks/cuda/gemm \
+    --workload "$(first_dev tasks/cuda/gemm)" --out "$OUT/profiles/gemm_naive.ncu-rep" --json
+  for n in dsa_indexer_naive gemm_naive; do
+    [ -f "$OUT/profiles/$n.ncu-rep" ] && $B/kda ncu analyze "$OUT/profiles/$n.ncu-rep" -o "$OUT/profiles/$n" > /dev/null
+  done
+  step sanitize_rmsnorm_naive 0 300 sanitize tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm \
+    --tool memcheck --log-dir "$OUT/sanitize_logs/naive" --json
+  # Expect 1: memcheck sees the write only if it leaves the runner's arena allocation; the guard
+  # bands (VIOLATION_OUT_OF_BOUNDS) catch it otherwise. The verdict says which.
+  step sanitize_rmsnorm_oob 1 300 sanitize tests/fixtures/solutions/cuda_rmsnorm/oob --task tasks/cuda/rmsnorm \
+    --tool memcheck --log-dir "$OUT/sanitize_logs/oob" --json
+  python3 -c "
+import json
+for n in ('sanitize_rmsnorm_naive', 'sanitize_rmsnorm_oob'):
+    try: j = json.load(open('$OUT/' + n + '.json'))
+    except Exception as e: print(n, 'no JSON:', e); continue
+    for w in j['workloads']: print(n, w['uuid'], w['verdict'], w['errors'], (w['evidence'] or [[w['message']]])[0][0])
+"
 fi
 echo "total: $(( $(date +%s) - t0 )) s"

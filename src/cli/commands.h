@@ -25,6 +25,7 @@ CommandSpec eval_command();  // eval
 CommandSpec run_command();  // run (the agent loop, src/loop)
 std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
+CommandSpec sanitize_command();  // sanitize (the compute-sanitizer gate)
 std::vector<CommandSpec> task_commands();  // task validate|list|show
 std::vector<CommandSpec> wiki_commands();  // only with KDA_HAVE_WIKI (SQLite found)
 

@@ -1,14 +1,19 @@
-// `kda ncu analyze|diff`: read Nsight Compute reports natively (or ncu's CSV pages) and turn them
-// into ranked, evidenced advice, or say what moved between two reports.
+// `kda ncu profile|analyze|diff`: profile one workload of a task under Nsight Compute, read reports
+// natively (or ncu's CSV pages) and turn them into ranked, evidenced advice, or say what moved
+// between two reports.
+#include <cctype>
 #include <filesystem>
 #include <ostream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "eval/tool_run.h"
 #include "ncu/analyze.h"
 #include "ncu/diff.h"
 #include "ncu/load.h"
+#include "task/task_pack.h"
 #include "util/fs.h"
 
 namespace kda::cli {
@@ -26,6 +31,154 @@ int fail(Io& io, const Status& st) {
 }
 
 std::vector<stdfs::path> as_paths(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+
+
+// ---- profile ----------------------------------------------------------------------------------------------
+// ncu's kernel filter for the candidate's own kernels: exact mangled names as ptxas reported them.
+// Mangled names are unique and free of spaces, commas and template brackets, unlike the function
+// names ncu matches by default.
+std::string kernel_filter(const std::vector<std::string>& mangled) {
+  std::string alt;
+  for (const auto& m : mangled) {
+    std::string e;
+    for (char c : m) {
+      if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_') e += '\\';
+      e += c;
+    }
+    alt += (alt.empty() ? "" : "|") + e;
+  }
+  return "regex:^(" + alt + ")$";
+}
+
+// The ncu command line the runner is started under.
+std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::string& set, const std::vector<std::string>& kernels,
+                                          const std::string& report, const std::string& log_file) {
+  std::vector<std::string> argv{ncu,
+                                // only the call the runner brackets with cudaProfilerStart/Stop:
+                                // warm-up launches and the harness's own work are never profiled
+                                "--profile-from-start", "off", "--target-processes", "all",
+                                // the full set carries SourceCounters (per-PC stalls) and PmSampling
+                                "--set", set, "--import-source", "yes",
+                                // clocks as kda times them (not locked); caches flushed between
+                                // passes, as kda flushes L2 before every call
+                                "--clock-control", "none", "--cache-control", "all"};
+  if (!kernels.empty()) {
+    for (const char* a : {"--kernel-name-base", "mangled", "--kernel-name"}) argv.emplace_back(a);
+    argv.push_back(kernel_filter(kernels));
+  }
+  for (const std::string& a : {std::string("--log-file"), log_file, std::string("-o"), report, std::string("-f")})
+    argv.push_back(a);
+  return argv;
+}
+
+// <run dir or cwd>/profiles/<solution>-<uuid8>.ncu-rep
+stdfs::path default_report_path(const std::string& run_dir, const std::string& solution, const std::string& uuid) {
+  stdfs::path base = run_dir.empty() ? stdfs::current_path() : stdfs::path(run_dir);
+  std::string name = solution;
+  for (char& c : name)
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '-' && c != '_' && c != '.') c = '_';
+  return base / "profiles" / (name + "-" + uuid.substr(0, 8) + ".ncu-rep");
+}
+
+int run_profile(const Args& args, Io& io) {
+  auto fail_json = [&](const Status& st, const json& extra) {
+    if (args.flag("json")) {
+      json j = extra;
+      j["ok"] = false;
+      j["error"] = st.message();
+      io.out << dump(j) << "\n";
+    }
+    return fail(io, st);
+  };
+  // Phase: inputs (task, solution, workload, the tool).
+  const std::string task_dir = args.value_or("task", "");
+  if (task_dir.empty()) return fail(io, Status::bad_input("--task: required (a task pack directory)"));
+  auto pack = task::load_task_pack(task_dir);
+  if (!pack.ok()) return fail(io, pack.status());
+  auto solution = task::load_solution(args.positional("solution"));
+  if (!solution.ok()) return fail(io, solution.status());
+  const std::string uuid = args.value_or("workload", "");
+  if (uuid.empty()) return fail(io, Status::bad_input("--workload: required (a uuid from " + (pack->root / "workloads.jsonl").string() + ")"));
+  auto ncu = eval::find_tool(args.value_or("ncu", ""), "ncu", "--ncu");
+  if (!ncu.ok()) return fail(io, ncu.status());
+  auto warmup = args.integer("warmup");
+  if (!warmup.ok()) return fail(io, warmup.status());
+  auto seed = args.integer("seed");
+  if (!seed.ok()) return fail(io, seed.status());
+  auto timeout = args.number("timeout");
+  if (!timeout.ok()) return fail(io, timeout.status());
+  if (warmup->value_or(0) < 0) return fail(io, Status::bad_input("--warmup: must be >= 0"));
+  if (timeout->value_or(1) <= 0) return fail(io, Status::bad_input("--timeout: must be > 0 seconds"));
+
+  stdfs::path report = args.value("out") ? stdfs::path(*args.value("out"))
+                                         : default_report_path(args.value_or("run-dir", ""), solution->name, uuid);
+  if (report.extension() != ".ncu-rep") report += ".ncu-rep";  // ncu appends it otherwise
+  std::error_code ec;
+  report = stdfs::absolute(report, ec);
+  if (Status st = fs::ensure_dir(report.parent_path()); !st.ok()) return fail(io, st.with_context("--out"));
+  stdfs::remove(report, ec);  // a report left from an earlier run must not pass for this one's
+  const stdfs::path log_file = stdfs::path(report).replace_extension(".log");
+
+  // Phase: one run of the workload under ncu (the kernel filter needs the build's kernel names).
+  const bool quiet = args.flag("quiet");
+  eval::ToolRunOptions o;
+  o.workload = uuid;
+  o.runner_binary = eval::default_runner_binary();
+  o.seed = static_cast<uint64_t>(seed->value_or(1));
+  o.warmup = static_cast<int>(warmup->value_or(2));
+  o.lineinfo = true;
+  o.cuda_arch = args.value_or("arch", "90a");
+  o.timeout_s = timeout->value_or(600);
+  o.tool_log = log_file;
+  const std::string set = args.value_or("set", "full");
+  o.wrapper_for = [&](const eval::BuiltLibrary& lib) -> Result<std::vector<std::string>> {
+    std::vector<std::string> kernels;
+    for (const auto& k : lib.info.value("resources", json::array())) kernels.push_back(k.value("mangled", std::string{}));
+    std::erase(kernels, std::string{});
+    return ncu_profile_argv(ncu->string(), set, kernels, report.string(), log_file.string());
+  };
+  o.progress = [&io, quiet](const std::string& line) {
+    if (!quiet) io.err << "kda ncu profile: " << line << "\n";
+  };
+  auto run = eval::run_under_tool(*pack, *solution, o);
+  if (!run.ok()) return fail(io, run.status());
+  json j{{"solution", solution->name}, {"task", pack->root.string()}, {"report", report.string()},
+         {"log", log_file.string()}, {"run", run->to_json()}};
+  if (run->stage == eval::ToolRunStage::kBuild && !run->ok)
+    return fail_json(Status::failed(fmt::format("solution '{}' does not build:\n{}", solution->name,
+                                                eval::tail_lines(run->compile_log, 30))), j);
+  const std::string tool_tail = eval::tail_lines(run->tool_log, 20);
+  // Before the first call the failure is the environment's (the tool, the runner, the driver); from
+  // then on it is the solution's.
+  const bool environment = run->stage == eval::ToolRunStage::kStart || run->stage == eval::ToolRunStage::kLoad ||
+                           run->stage == eval::ToolRunStage::kLayout;
+  if (!run->ok)
+    return fail_json(Status(environment ? ErrorKind::kIo : ErrorKind::kFailed, fmt::format("the run under ncu stopped at {}: {}{}{}", eval::tool_run_stage_name(run->stage),
+                                                run->message, run->runner_log.empty() ? "" : "\nrunner output:\n" + eval::tail_lines(run->runner_log, 20),
+                                                tool_tail.empty() ? "" : "\nncu log (" + log_file.string() + "):\n" + tool_tail)), j);
+
+  // Phase: the report, read natively, and its analysis.
+  if (!stdfs::is_regular_file(report, ec)) {
+    const bool none = run->tool_log.find("No kernels were profiled") != std::string::npos;
+    const std::string log_part = tool_tail.empty() ? "\n(ncu wrote no log at " + log_file.string() + ")"
+                                                   : "\nncu log (" + log_file.string() + "), tail:\n" + tool_tail;
+    Status st = none ? Status::failed("ncu profiled no kernel (is the kernel filter right? does the call launch one?)" + log_part)
+                     : Status::io("ncu wrote no report at " + report.string() + log_part);
+    return fail_json(st, j);
+  }
+  auto loaded = ncu::load_report(report);
+  if (!loaded.ok()) return fail_json(loaded.status(), j);
+  auto analysis = ncu::analyze(*loaded, {});
+  if (!analysis.ok()) return fail_json(analysis.status(), j);
+  j["ok"] = true;
+  j["analysis"] = ncu::to_json(*analysis);
+  if (args.flag("json")) {
+    io.out << dump(j) << "\n";
+  } else {
+    io.out << "report: " << report.string() << "\n\n" << ncu::to_markdown(*analysis);
+  }
+  return kExitOk;
+}
 
 // ---- analyze ----------------------------------------------------------------------------------------------
 int run_analyze(const Args& args, Io& io) {
@@ -75,6 +228,35 @@ int run_diff(const Args& args, Io& io) {
 
 std::vector<CommandSpec> ncu_commands() {
   std::vector<CommandSpec> v;
+  v.push_back({
+      .name = "ncu profile",
+      .summary = "Profile one workload of a task under Nsight Compute and analyze the report",
+      .description =
+          "Builds the solution with -lineinfo, starts the candidate runner under ncu (sandbox off: ncu injects a\n"
+          "library that talks to its host process), runs --warmup plain calls and then one call that the runner\n"
+          "brackets with cudaProfilerStart/Stop, so only that call's kernels are profiled (--profile-from-start off).\n"
+          "Collection: --set full (source counters, PM sampling, rules), --import-source yes, --clock-control none\n"
+          "(clocks as kda times them), --cache-control all, a kernel filter on the candidate's own kernels (their\n"
+          "mangled names from ptxas). The report goes to --out, default <run-dir>/profiles/<solution>-<uuid8>.ncu-rep\n"
+          "(ncu's log beside it, .log); then prints the path and the `kda ncu analyze` summary, or JSON with --json.\n"
+          "Host-backend tasks run too, but produce no report (there is no kernel).",
+      .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
+      .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
+                  {.name = "workload", .short_name = 'w', .metavar = "UUID", .help = "workload uuid from the pack's workloads.jsonl"},
+                  {.name = "out", .short_name = 'o', .metavar = "FILE", .help = "report path (.ncu-rep appended when missing)"},
+                  {.name = "run-dir", .metavar = "DIR", .help = "where profiles/ goes when --out is not given (default: the current directory)",
+                   .env = "KDA_RUN_DIR"},
+                  {.name = "ncu", .metavar = "PATH", .help = "the ncu binary (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
+                   .env = "KDA_NCU"},
+                  {.name = "set", .metavar = "NAME", .help = "ncu section set", .default_value = "full"},
+                  {.name = "warmup", .metavar = "N", .help = "unprofiled calls before the profiled one", .default_value = "2"},
+                  {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
+                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+                  {.name = "timeout", .metavar = "S", .help = "limit for the runner's start and for each call under ncu", .default_value = "600"},
+                  {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
+                  json_option()},
+      .run = run_profile,
+  });
   v.push_back({
       .name = "ncu analyze",
       .summary = "Read an Nsight Compute report natively and give at most five ranked, evidenced priorities per kernel",

@@ -1,0 +1,225 @@
+// `kda ncu profile` and `kda sanitize` without a GPU or the Nsight tools: fake tools (shell scripts)
+// record the argv kda built, write a log where --log-file says, and exec the real kda-runner.
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "eval/tool_run_fake.h"
+#include "proc/subprocess.h"
+#include "util/fs.h"
+
+namespace kda::cli {
+namespace {
+
+namespace stdfs = std::filesystem;
+using eval::testing::recorded_argv;
+using eval::testing::write_fake_tool;
+
+const std::string kSource = KDA_SOURCE_DIR;
+const char* kFirstHostRmsnorm = "991de80f-5989-5d9d-84fd-6000970aafaf";
+
+class ToolCommands : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("KDA_RUNNER", (stdfs::path(KDA_BINARY_DIR) / "kda-runner").c_str(), 1);
+    auto d = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-tool-cmd-test");
+    ASSERT_TRUE(d.ok());
+    dir_ = *d;
+  }
+  void TearDown() override {
+    ::unsetenv("KDA_RUNNER");
+    std::error_code ec;
+    stdfs::remove_all(dir_, ec);
+  }
+  // Runs `kda <v...>` for the two commands under test, as dispatch() does (the command's words,
+  // then its arguments), without linking the whole command table.
+  int run(std::vector<std::string> v) {
+    std::vector<CommandSpec> specs = ncu_commands();
+    specs.push_back(sanitize_command());
+    std::ostringstream o, e;
+    Io io{o, e};
+    int rc = kExitBadInput;
+    for (const auto& spec : specs) {
+      const size_t words = spec.name.find(' ') == std::string::npos ? 1 : 2;
+      if (v.size() < words || (words == 1 ? v[0] : v[0] + " " + v[1]) != spec.name) continue;
+      std::vector<std::string> rest(v.begin() + static_cast<std::ptrdiff_t>(words), v.end());
+      auto args = parse_args(spec, rest);
+      if (!args.ok()) {
+        e << args.status().message() << "\n";
+        break;
+      }
+      rc = spec.run(*args, io);
+      break;
+    }
+    out_ = o.str();
+    err_ = e.str();
+    return rc;
+  }
+  stdfs::path dir_;
+  std::string out_, err_;
+};
+
+size_t index_of(const std::vector<std::string>& v, const std::string& s) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] == s) return i;
+  return v.size();
+}
+
+// The option's value in a recorded argv ("" when absent).
+std::string value_after(const std::vector<std::string>& v, const std::string& opt) {
+  size_t i = index_of(v, opt);
+  return i + 1 < v.size() ? v[i + 1] : "";
+}
+
+TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {
+  // Host pack: the whole run completes under the fake (profile_range is ignored on the host), but
+  // the fake writes no report, so the command fails and shows ncu's log tail.
+  const stdfs::path record = dir_ / "argv.txt";
+  const stdfs::path ncu = write_fake_tool(dir_, "ncu", record, "==PROF== fake ncu log line\n");
+  const stdfs::path out = dir_ / "prof" / "x";
+  int rc = run({"ncu", "profile", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+                "--workload", kFirstHostRmsnorm, "--ncu", ncu.string(), "--out", out.string(), "--json", "-q"});
+  EXPECT_EQ(rc, kExitInternal) << err_;
+  EXPECT_NE(err_.find("ncu wrote no report at " + out.string() + ".ncu-rep"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("fake ncu log line"), std::string::npos) << err_;
+  auto j = nlohmann::json::parse(out_, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out_;
+  EXPECT_FALSE(j.value("ok", true));
+  EXPECT_EQ(j["run"].value("stage", ""), "done");
+  EXPECT_TRUE(j["run"]["build"].value("lineinfo", false));
+  auto argv = recorded_argv(record);
+  EXPECT_EQ(value_after(argv, "--profile-from-start"), "off");
+  EXPECT_EQ(value_after(argv, "--set"), "full");
+  EXPECT_EQ(value_after(argv, "--import-source"), "yes");
+  EXPECT_EQ(value_after(argv, "--clock-control"), "none");
+  EXPECT_EQ(value_after(argv, "--cache-control"), "all");
+  EXPECT_EQ(value_after(argv, "--target-processes"), "all");
+  EXPECT_EQ(value_after(argv, "-o"), out.string() + ".ncu-rep");
+  EXPECT_EQ(value_after(argv, "--log-file"), out.string() + ".log");
+  EXPECT_LT(index_of(argv, "-f"), argv.size());
+  EXPECT_EQ(index_of(argv, "--kernel-name"), argv.size());  // a host build has no kernels to filter on
+  // The tool's options come before the runner's argv.
+  EXPECT_LT(index_of(argv, "-f"), index_of(argv, (stdfs::path(KDA_BINARY_DIR) / "kda-runner").string()));
+}
+
+TEST_F(ToolCommands, NcuProfileOfACudaSolutionFiltersItsKernels) {
+  // A CUDA pack needs nvcc to build; without a GPU the runner then fails to load, which the command
+  // reports with the stage; with one, the fake writes no report. Either way the argv is checked.
+  bool have_nvcc = proc::find_program("nvcc").ok() || stdfs::exists("/usr/local/cuda/bin/nvcc");
+  if (!have_nvcc) GTEST_SKIP() << "nvcc not found";
+  const stdfs::path record = dir_ / "argv.txt";
+  const stdfs::path ncu = write_fake_tool(dir_, "ncu", record, "fake\n");
+  int rc = run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", kSource + "/tasks/cuda/rmsnorm",
+                "--workload", "", "--ncu", ncu.string(), "--run-dir", dir_.string(), "--json", "-q"});
+  EXPECT_EQ(rc, kExitBadInput);  // --workload "" is required
+  std::string uuid;
+  {
+    auto text = fs::read_file(kSource + "/tasks/cuda/rmsnorm/workloads.jsonl");
+    ASSERT_TRUE(text.ok());
+    auto first = nlohmann::json::parse(text->substr(0, text->find('\n')));
+    uuid = first["workload"]["uuid"];
+  }
+  rc = run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", kSource + "/tasks/cuda/rmsnorm",
+            "--workload", uuid, "--ncu", ncu.string(), "--run-dir", dir_.string(), "--json", "-q"});
+  EXPECT_NE(rc, kExitOk) << out_;
+  auto j = nlohmann::json::parse(out_, nullptr, false);
+  auto argv = recorded_argv(record);
+  ASSERT_FALSE(argv.empty()) << err_;
+  // The default report path: <run-dir>/profiles/<solution>-<uuid8>.ncu-rep
+  auto pos = value_after(argv, "-o").find("/profiles/");
+  EXPECT_NE(pos, std::string::npos);
+  EXPECT_NE(value_after(argv, "-o").find("-" + uuid.substr(0, 8) + ".ncu-rep"), std::string::npos);
+  EXPECT_EQ(value_after(argv, "--kernel-name-base"), "mangled");
+  const std::string filter = value_after(argv, "--kernel-name");
+  ASSERT_TRUE(j.is_object()) << out_ << err_;
+  ASSERT_FALSE(j["run"]["kernels"].empty());
+  EXPECT_EQ(filter.rfind("regex:^(", 0), 0u) << filter;
+  for (const auto& k : j["run"]["kernels"]) EXPECT_NE(filter.find(k.get<std::string>()), std::string::npos) << filter;
+  EXPECT_TRUE(j["run"]["build"].value("lineinfo", false));
+  if (!j["run"]["build"].value("cache_hit", true)) EXPECT_NE(j["run"].dump().find("lineinfo"), std::string::npos);
+  EXPECT_FALSE(err_.empty());
+}
+
+TEST_F(ToolCommands, NcuProfileErrorsNameTheFlagAndTheFile) {
+  const std::string sol = kSource + "/tasks/host/rmsnorm/baselines/naive";
+  const std::string task = kSource + "/tasks/host/rmsnorm";
+  EXPECT_EQ(run({"ncu", "profile", sol, "--task", task, "--workload", kFirstHostRmsnorm, "--ncu", "/nonexistent/ncu"}),
+            kExitBadInput);
+  EXPECT_NE(err_.find("--ncu /nonexistent/ncu"), std::string::npos) << err_;
+  const stdfs::path ncu = write_fake_tool(dir_, "ncu", dir_ / "argv.txt", "");
+  EXPECT_EQ(run({"ncu", "profile", sol, "--task", task, "--workload", "nope", "--ncu", ncu.string(), "-q"}), kExitBadInput);
+  EXPECT_NE(err_.find("workloads.jsonl"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("nope"), std::string::npos) << err_;
+  EXPECT_EQ(run({"ncu", "profile", sol, "--task", dir_.string(), "--workload", "x", "--ncu", ncu.string()}), kExitBadInput);
+  EXPECT_EQ(run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", task, "--workload",
+                 kFirstHostRmsnorm, "--ncu", ncu.string(), "-q"}),
+            kExitBadInput);
+  EXPECT_NE(err_.find("field definition"), std::string::npos) << err_;
+}
+
+const char* kDirtyLog =
+    "========= COMPUTE-SANITIZER\n"
+    "========= Invalid __global__ write of size 2 bytes\n"
+    "=========     at rmsnorm_block_per_row+0x4d0 in kernel.cu:58\n"
+    "=========     Address 0x7f0000001000 is out of bounds\n"
+    "=========\n"
+    "========= ERROR SUMMARY: 3 errors\n";
+
+TEST_F(ToolCommands, SanitizeFailsWithEvidenceWhenTheToolCountsErrors) {
+  const stdfs::path record = dir_ / "argv.txt";
+  const stdfs::path cs = write_fake_tool(dir_, "compute-sanitizer", record, kDirtyLog);
+  int rc = run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+                "--workloads", kFirstHostRmsnorm, "--sanitizer", cs.string(), "--json", "-q"});
+  EXPECT_EQ(rc, kExitFailed) << err_;
+  auto j = nlohmann::json::parse(out_, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out_;
+  EXPECT_FALSE(j.value("passed", true));
+  ASSERT_EQ(j["workloads"].size(), 1u);
+  EXPECT_EQ(j["workloads"][0].value("verdict", ""), "SANITIZER_ERROR");
+  EXPECT_EQ(j["workloads"][0].value("errors", 0), 3);
+  EXPECT_EQ(j["workloads"][0]["evidence"][0][0], "Invalid __global__ write of size 2 bytes");
+  auto argv = recorded_argv(record);
+  EXPECT_EQ(value_after(argv, "--tool"), "memcheck");
+  EXPECT_EQ(value_after(argv, "--error-exitcode"), "86");
+  EXPECT_EQ(value_after(argv, "--print-limit"), "20");
+  EXPECT_FALSE(value_after(argv, "--log-file").empty());
+  // Human output: the verdict and the evidence lines.
+  rc = run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+            "--workloads", kFirstHostRmsnorm, "--sanitizer", cs.string(), "--tool", "racecheck", "-q"});
+  EXPECT_EQ(rc, kExitFailed);
+  EXPECT_NE(out_.find("SANITIZER_ERROR"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("kernel.cu:58"), std::string::npos) << out_;
+  EXPECT_EQ(value_after(recorded_argv(record), "--tool"), "racecheck");
+}
+
+TEST_F(ToolCommands, SanitizeCleanPassesAndNoSummaryIsAnError) {
+  const stdfs::path record = dir_ / "argv.txt";
+  const stdfs::path clean =
+      write_fake_tool(dir_ / "clean", "compute-sanitizer", record, "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n");
+  const stdfs::path logs = dir_ / "logs";
+  int rc = run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+                "--workloads", kFirstHostRmsnorm, "--sanitizer", clean.string(), "--log-dir", logs.string(), "-q"});
+  EXPECT_EQ(rc, kExitOk) << out_ << err_;
+  EXPECT_NE(out_.find("PASSED"), std::string::npos);
+  EXPECT_TRUE(stdfs::exists(logs / (std::string("memcheck-") + kFirstHostRmsnorm + ".log")));
+  const stdfs::path mute = write_fake_tool(dir_ / "mute", "compute-sanitizer", record, "");
+  rc = run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+            "--workloads", kFirstHostRmsnorm, "--sanitizer", mute.string(), "-q"});
+  EXPECT_EQ(rc, kExitInternal);
+  EXPECT_NE(err_.find("no summary"), std::string::npos) << err_;
+  EXPECT_EQ(run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+                 "--tool", "leakcheck", "--sanitizer", clean.string()}),
+            kExitBadInput);
+  EXPECT_NE(err_.find("--tool leakcheck"), std::string::npos);
+  EXPECT_EQ(run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+                 "--sanitizer", "/nonexistent/cs"}),
+            kExitBadInput);
+  EXPECT_NE(err_.find("--sanitizer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kda::cli
