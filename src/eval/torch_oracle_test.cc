@@ -16,7 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/arena.h"
+#include "eval/compare.h"
+#include "eval/inputs.h"
+#include "eval/solution_build.h"
 #include "eval/runner_client.h"
+#include "task/task_pack.h"
 #include "tensor/tensor.h"
 #include "util/fs.h"
 
@@ -335,6 +339,73 @@ def run(a, b):
   ASSERT_EQ(lo.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(lo.message.find("not the definition's inputs"), std::string::npos) << lo.message;
   EXPECT_TRUE(r.alive());
+}
+
+// The built-in host packs' Python references (run by the oracle) against their C++ reference
+// solutions (run by kda-runner) on the first dev workload, at each pack's tolerance.
+TEST_F(TorchOracleTest, HostPacksPythonReferencesMatchTheirCppReferences) {
+  REQUIRE_TORCH();
+  auto packs = task::find_task_packs(stdfs::path(KDA_SOURCE_DIR) / "tasks" / "host");
+  ASSERT_GE(packs.size(), 3u);
+  for (const auto& dir : packs) {
+    SCOPED_TRACE(dir.string());
+    auto pack = task::load_task_pack(dir);
+    ASSERT_TRUE(pack.ok()) << pack.status().message();
+    if (pack->definition.inputs.empty()) continue;
+    auto lib = build_solution(pack->reference, {});
+    ASSERT_TRUE(lib.ok()) << lib.status().message();
+    ASSERT_TRUE(lib->ok) << lib->log;
+    const task::Workload* w = pack->workload(pack->dev_uuids.at(0));
+    ASSERT_NE(w, nullptr);
+    auto rw = resolve_workload(*pack, *w);
+    ASSERT_TRUE(rw.ok()) << rw.status().message();
+    BlobCache blobs;
+    auto inputs = materialize_inputs(*pack, *rw, 0x5eed, blobs);
+    ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+    std::vector<Slot> ins, outs;
+    for (size_t i = 0; i < pack->definition.inputs.size(); ++i) {
+      const auto& spec = pack->definition.inputs[i];
+      Slot s{spec.name, spec.dtype, rw->input_shapes[i], !spec.shape.has_value()};
+      s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, *tensor::checked_numel(s.shape)));
+      ins.push_back(s);
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < pack->definition.outputs.size(); ++i) {
+      const auto& spec = pack->definition.outputs[i];
+      Slot s{spec.name, spec.dtype, rw->output_shapes[i], false};
+      s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, *tensor::checked_numel(s.shape)));
+      outs.push_back(s);
+      names.push_back(spec.name);
+    }
+    ArenaLayout layout = plan_layout(ins, outs);
+
+    RunnerOptions cpp{.runner_binary = KDA_RUNNER, .backend = "host", .role = RunnerRole::kReference, .sandbox = false};
+    auto native = RunnerClient::start(cpp);
+    ASSERT_TRUE(native.ok()) << native.status().message();
+    ASSERT_EQ(native->load(lib->library, lib->symbol, kTimeoutS).kind, CallOutcome::Kind::kOk);
+    RunnerClient oracle = start(false);
+    auto load = load_torch_reference(oracle, dir / "definition.json", kTimeoutS);
+    ASSERT_EQ(load.kind, CallOutcome::Kind::kOk) << load.message;
+
+    std::vector<std::vector<tensor::Tensor>> results;
+    for (RunnerClient* r : {&*native, &oracle}) {
+      auto lo = r->set_layout(layout, kTimeoutS);
+      ASSERT_EQ(lo.kind, CallOutcome::Kind::kOk) << lo.message;
+      for (size_t i = 0; i < layout.inputs.size(); ++i) r->arena().write(layout.inputs[i], inputs->tensors[i]);
+      r->arena().fill_guards(layout, kGuardSeed);
+      for (const auto& s : layout.outputs) r->arena().poison(s, 11);
+      auto c = r->call({{"seq", 1}}, kTimeoutS);
+      ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
+      EXPECT_TRUE(r->arena().damaged_guards(layout, kGuardSeed).empty());
+      std::vector<tensor::Tensor> out;
+      for (const auto& s : layout.outputs) out.push_back(r->arena().read(s));
+      results.push_back(std::move(out));
+    }
+    Tolerance tol{pack->settings.atol, pack->settings.rtol, pack->settings.matched_ratio};
+    CheckResult check = check_default(names, results[0], results[1], tol, pack->settings.compare_outputs);
+    EXPECT_EQ(check.verdict, CheckVerdict::kPass) << check.message;
+    EXPECT_GT(check.outputs.size(), 0u);
+  }
 }
 
 }  // namespace
