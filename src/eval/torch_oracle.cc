@@ -133,4 +133,16 @@ CallOutcome load_torch_reference(RunnerClient& oracle, const stdfs::path& defini
   return oracle.load(definition, "run", timeout_s);
 }
 
+Result<RunnerClient> start_torch_reference(const stdfs::path& runner_binary, const std::string& backend,
+                                           const stdfs::path& definition, double timeout_s) {
+  KDA_ASSIGN_OR_RETURN(RunnerOptions options, torch_oracle_runner_options(runner_binary, backend));
+  auto runner = RunnerClient::start(options);
+  if (!runner.ok()) return runner.status().with_context("torch oracle");
+  CallOutcome o = load_torch_reference(*runner, definition, timeout_s);
+  if (o.kind != CallOutcome::Kind::kOk)
+    return Status::failed("torch oracle could not load " + definition.string() + ": " + o.message +
+                          (o.log.empty() ? "" : "\n" + o.log));
+  return std::move(*runner);
+}
+
 }  // namespace kda::eval

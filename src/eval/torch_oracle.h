@@ -47,4 +47,10 @@ Result<RunnerOptions> torch_oracle_runner_options(const std::filesystem::path& r
 // definition as the library (the oracle takes "definition" or "library"), symbol "run".
 CallOutcome load_torch_reference(RunnerClient& oracle, const std::filesystem::path& definition, double timeout_s);
 
+// torch_oracle_runner_options + RunnerClient::start + load_torch_reference in one: a running oracle
+// with `definition` loaded, or an error saying why not (kNotFound: no script or interpreter;
+// kFailed: the load failed, e.g. "torch is not importable: ...", with the oracle's stderr tail).
+Result<RunnerClient> start_torch_reference(const std::filesystem::path& runner_binary, const std::string& backend,
+                                           const std::filesystem::path& definition, double timeout_s);
+
 }  // namespace kda::eval

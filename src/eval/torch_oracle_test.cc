@@ -161,6 +161,24 @@ TEST_F(TorchOracleTest, WithoutTorchLoadFailsClearlyAndTheOracleLivesOn) {
   EXPECT_TRUE(r.alive());
 }
 
+TEST_F(TorchOracleTest, StartTorchReferenceLoadsOrSaysWhyNot) {
+  stdfs::path def = write_definition("scale", kTwoInputs, kTwoOutputs, kScaleReference);
+  auto r = start_torch_reference(kRunnerPath, "host", def, kTimeoutS);
+  if (torch_importable()) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(r->alive());
+  } else {
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("torch is not importable"), std::string::npos) << r.status().message();
+  }
+  auto missing = start_torch_reference(kRunnerPath, "host", dir_ / "no-such-definition.json", kTimeoutS);
+  if (torch_importable()) {
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.status().message().find("cannot read the definition"), std::string::npos)
+        << missing.status().message();
+  }
+}
+
 TEST_F(TorchOracleTest, RefusesASandboxedLoad) {
   auto o = torch_oracle_runner_options(kRunnerPath, "host");
   ASSERT_TRUE(o.ok());
