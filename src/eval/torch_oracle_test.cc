@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -19,6 +21,7 @@
 #include "eval/compare.h"
 #include "eval/inputs.h"
 #include "eval/solution_build.h"
+#include "eval/topk_checker.h"
 #include "eval/runner_client.h"
 #include "task/task_pack.h"
 #include "tensor/tensor.h"
@@ -359,27 +362,34 @@ def run(a, b):
   EXPECT_TRUE(r.alive());
 }
 
-// The built-in host packs' Python references (run by the oracle) against their C++ reference
-// solutions (run by kda-runner) on the first dev workload, at each pack's tolerance.
-TEST_F(TorchOracleTest, HostPacksPythonReferencesMatchTheirCppReferences) {
-  REQUIRE_TORCH();
-  auto packs = task::find_task_packs(stdfs::path(KDA_SOURCE_DIR) / "tasks" / "host");
-  ASSERT_GE(packs.size(), 3u);
-  for (const auto& dir : packs) {
-    SCOPED_TRACE(dir.string());
-    auto pack = task::load_task_pack(dir);
-    ASSERT_TRUE(pack.ok()) << pack.status().message();
-    if (pack->definition.inputs.empty()) continue;
-    auto lib = build_solution(pack->reference, {});
-    ASSERT_TRUE(lib.ok()) << lib.status().message();
-    ASSERT_TRUE(lib->ok) << lib->log;
-    const task::Workload* w = pack->workload(pack->dev_uuids.at(0));
+// Cross-check of one pack: its reference solution (kda-runner) as the candidate and its Python
+// reference (the torch oracle) as the expected values, on the first `count` dev workloads, with the
+// pack's checker and tolerances; one "oracle-xcheck" line per workload on stdout for the record.
+void cross_check_pack(const stdfs::path& dir, const std::string& backend, size_t count) {
+  auto pack = task::load_task_pack(dir);
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  auto lib = build_solution(pack->reference, {});
+  ASSERT_TRUE(lib.ok()) << lib.status().message();
+  ASSERT_TRUE(lib->ok) << lib->log;
+  RunnerOptions native_options{.runner_binary = KDA_RUNNER, .backend = backend, .role = RunnerRole::kReference,
+                               .sandbox = false};
+  auto native = RunnerClient::start(native_options);
+  ASSERT_TRUE(native.ok()) << native.status().message();
+  auto nl = native->load(lib->library, lib->symbol, kTimeoutS);
+  ASSERT_EQ(nl.kind, CallOutcome::Kind::kOk) << nl.message;
+  auto oracle = start_torch_reference(kRunnerPath, backend, dir / "definition.json", 600);
+  ASSERT_TRUE(oracle.ok()) << oracle.status().message();
+  BlobCache blobs;
+  for (size_t k = 0; k < std::min(count, pack->dev_uuids.size()); ++k) {
+    const std::string& uuid = pack->dev_uuids[k];
+    SCOPED_TRACE(uuid);
+    const task::Workload* w = pack->workload(uuid);
     ASSERT_NE(w, nullptr);
     auto rw = resolve_workload(*pack, *w);
     ASSERT_TRUE(rw.ok()) << rw.status().message();
-    BlobCache blobs;
-    auto inputs = materialize_inputs(*pack, *rw, 0x5eed, blobs);
+    auto inputs = materialize_inputs(*pack, *rw, 0x5eed + k, blobs);
     ASSERT_TRUE(inputs.ok()) << inputs.status().message();
+    // The evaluator's layout: every tensor in its own guarded slot, definition order.
     std::vector<Slot> ins, outs;
     for (size_t i = 0; i < pack->definition.inputs.size(); ++i) {
       const auto& spec = pack->definition.inputs[i];
@@ -397,34 +407,76 @@ TEST_F(TorchOracleTest, HostPacksPythonReferencesMatchTheirCppReferences) {
     }
     ArenaLayout layout = plan_layout(ins, outs);
 
-    RunnerOptions cpp{.runner_binary = KDA_RUNNER, .backend = "host", .role = RunnerRole::kReference, .sandbox = false};
-    auto native = RunnerClient::start(cpp);
-    ASSERT_TRUE(native.ok()) << native.status().message();
-    ASSERT_EQ(native->load(lib->library, lib->symbol, kTimeoutS).kind, CallOutcome::Kind::kOk);
-    RunnerClient oracle = start(false);
-    auto load = load_torch_reference(oracle, dir / "definition.json", kTimeoutS);
-    ASSERT_EQ(load.kind, CallOutcome::Kind::kOk) << load.message;
-
     std::vector<std::vector<tensor::Tensor>> results;
-    for (RunnerClient* r : {&*native, &oracle}) {
+    std::vector<double> ms;
+    for (RunnerClient* r : {&*native, &*oracle}) {
       auto lo = r->set_layout(layout, kTimeoutS);
       ASSERT_EQ(lo.kind, CallOutcome::Kind::kOk) << lo.message;
       for (size_t i = 0; i < layout.inputs.size(); ++i) r->arena().write(layout.inputs[i], inputs->tensors[i]);
-      r->arena().fill_guards(layout, kGuardSeed);
-      for (const auto& s : layout.outputs) r->arena().poison(s, 11);
-      auto c = r->call({{"seq", 1}}, kTimeoutS);
-      ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
-      EXPECT_TRUE(r->arena().damaged_guards(layout, kGuardSeed).empty());
+      r->arena().fill_guards(layout, kGuardSeed + k);
+      for (const auto& s : layout.outputs) r->arena().poison(s, 11 + k);
+      auto c = r->call({{"seq", k + 1}, {"timed", true}}, 600);
+      ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message << "\n" << c.log;
+      EXPECT_TRUE(r->arena().damaged_guards(layout, kGuardSeed + k).empty());
+      for (size_t i = 0; i < layout.inputs.size(); ++i)
+        EXPECT_TRUE(r->arena().equals(layout.inputs[i], inputs->tensors[i])) << layout.inputs[i].name;
       std::vector<tensor::Tensor> out;
       for (const auto& s : layout.outputs) out.push_back(r->arena().read(s));
       results.push_back(std::move(out));
+      ms.push_back(static_cast<double>(c.reply.value("elapsed_ns", int64_t{0})) / 1e6);
     }
     Tolerance tol{pack->settings.atol, pack->settings.rtol, pack->settings.matched_ratio};
-    CheckResult check = check_default(names, results[0], results[1], tol, pack->settings.compare_outputs);
+    CheckResult check = pack->settings.checker == task::Checker::kTopkIndices
+                            ? check_topk_indices(pack->definition, inputs->tensors, results[0], results[1], tol)
+                            : check_default(names, results[0], results[1], tol, pack->settings.compare_outputs);
     EXPECT_EQ(check.verdict, CheckVerdict::kPass) << check.message;
-    EXPECT_GT(check.outputs.size(), 0u);
+    std::printf("oracle-xcheck %s %s %s %s max_abs=%.3g max_rel=%.3g matched=%.6f native_ms=%.4f python_ms=%.4f\n",
+                pack->definition.name.c_str(), backend.c_str(), uuid.c_str(),
+                check.verdict == CheckVerdict::kPass ? "PASS" : "FAIL", check.max_abs, check.max_rel,
+                check.matched_ratio, ms[0], ms[1]);
+    std::fflush(stdout);
   }
 }
+
+// The built-in host packs' Python references (run by the oracle) against their C++ reference
+// solutions, on the first dev workload, at each pack's tolerance.
+TEST(TorchOracleHostPacks, PythonReferencesMatchTheCppReferences) {
+  REQUIRE_TORCH();
+  auto packs = task::find_task_packs(stdfs::path(KDA_SOURCE_DIR) / "tasks" / "host");
+  ASSERT_GE(packs.size(), 3u);
+  for (const auto& dir : packs) {
+    SCOPED_TRACE(dir.string());
+    cross_check_pack(dir, "host", 1);
+  }
+}
+
+// On a GPU with CUDA torch: every CUDA and contest pack's Python reference (the oracle on the
+// device) against its CUDA reference solution, on the first 2 dev workloads (one ctest per pack;
+// the record for bench/contest: `ctest -R TorchOracleGpu -V | grep oracle-xcheck`).
+class TorchOracleGpu : public ::testing::TestWithParam<std::string> {};
+
+std::vector<std::string> gpu_packs() {
+  std::vector<std::string> names;
+  for (const char* group : {"cuda", "contest"})
+    for (const auto& dir : task::find_task_packs(stdfs::path(KDA_SOURCE_DIR) / "tasks" / group))
+      names.push_back(std::string(group) + "/" + dir.filename().string());
+  return names;
+}
+
+TEST_P(TorchOracleGpu, PythonReferenceMatchesTheCudaReference) {
+  REQUIRE_TORCH();
+  if (torch_probe().detail.find("cuda available") == std::string::npos)
+    GTEST_SKIP() << "torch has no CUDA device: " << torch_probe().detail;
+  cross_check_pack(stdfs::path(KDA_SOURCE_DIR) / "tasks" / GetParam(), "cuda", 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Packs, TorchOracleGpu, ::testing::ValuesIn(gpu_packs()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace kda::eval
