@@ -9,6 +9,7 @@
 #include "agent/cli_guard.h"
 #include "agent/workspace_tools.h"
 #include "cli/commands.h"
+#include "loop/knowledge_tools.h"
 #include "mcp/mcp_server.h"
 #include "mcp/tool_socket.h"
 
@@ -30,6 +31,9 @@ int run_mcp(const Args& args, Io& io) {
     return kExitBadInput;
   }
   std::unique_ptr<agent::ToolHost> host;
+  // Standalone: the workspace file tools in front of the knowledge tools (KernelWiki, Nsight Compute).
+  std::unique_ptr<agent::ToolHost> files;
+  std::unique_ptr<loop::KnowledgeTools> knowledge;
   if (socket) {
     auto remote = mcp::SocketToolHost::connect(*socket);
     if (!remote.ok()) {
@@ -48,11 +52,21 @@ int run_mcp(const Args& args, Io& io) {
     for (const auto& w : args.values("writable")) wo.writable.emplace_back(w);
     for (const auto& r : args.values("readable")) wo.readable.emplace_back(r);
     wo.read_only = role == "reviewer";
-    host = std::make_unique<agent::WorkspaceTools>(std::move(wo));
+    loop::KnowledgeToolsOptions ko;
+    ko.wiki_db = args.value_or("wiki-db", "");
+    ko.roots.push_back(wo.workspace);
+    for (const auto& r : wo.readable) ko.roots.push_back(r.is_absolute() ? r : wo.workspace / r);
+    files = std::make_unique<agent::WorkspaceTools>(std::move(wo));
+    knowledge = std::make_unique<loop::KnowledgeTools>(std::move(ko));
+    auto composite = std::make_unique<agent::CompositeToolHost>();
+    composite->add(files.get());
+    composite->add(knowledge.get());
+    host = std::move(composite);
   }
   mcp::ServerOptions options;
   options.read_only_tools = role == "reviewer";
-  options.instructions = "kda's tools for this " + role + " session (evaluation, ledger, finish_round, ...).";
+  options.instructions = "kda's tools for this " + role +
+                         " session (evaluation, ledger, finish_round, files, KernelWiki search, Nsight Compute analysis, ...).";
   mcp::McpServer server(host.get(), options);
   io.out.flush();
   Status s = server.serve(STDIN_FILENO, STDOUT_FILENO);
@@ -90,14 +104,17 @@ std::vector<CommandSpec> mcp_commands() {
           "automatically inside the agent's sandbox. With --role reviewer only read-only tools are listed and "
           "callable (the socket enforces the same on kda's side). Standalone, --workspace DIR serves kda's "
           "workspace tools (list_files, read_file, grep; for writers also write_file, edit_file and a sandboxed "
-          "run_command) on DIR, writing only the --writable paths, for use from your own Claude Code or Codex "
-          "setup.",
+          "run_command) on DIR, writing only the --writable paths, and kda's knowledge tools (wiki_search, "
+          "wiki_show over the KernelWiki index; ncu_analyze, ncu_diff of Nsight Compute reports inside DIR or a "
+          "--readable root), for use from your own Claude Code or Codex setup.",
       .options = {{.name = "connect", .metavar = "SOCKET", .help = "unix socket of the session's tool server"},
                   {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"},
                   {.name = "workspace", .metavar = "DIR", .help = "standalone: serve workspace tools on DIR"},
                   {.name = "writable", .metavar = "PATH", .help = "standalone: a path the tools may write (relative to DIR)",
                    .repeatable = true},
-                  {.name = "readable", .metavar = "PATH", .help = "standalone: an extra read-only root", .repeatable = true}},
+                  {.name = "readable", .metavar = "PATH", .help = "standalone: an extra read-only root", .repeatable = true},
+                  {.name = "wiki-db", .metavar = "PATH",
+                   .help = "standalone: KernelWiki index (default: $KDA_WIKI_DIR/wiki.db, else $XDG_DATA_HOME/kda/wiki.db)"}},
       .run = run_mcp,
   });
   v.push_back({

@@ -16,6 +16,7 @@
 #include "loop/criteria.h"
 #include "loop/git_workspace.h"
 #include "loop/kda_tools.h"
+#include "loop/knowledge_tools.h"
 #include "loop/verdict.h"
 #include "task/manifest.h"
 #include "util/fs.h"
@@ -407,9 +408,11 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
                                                    dir_ / "ledger.json", dir_ / "task.manifest.json"},
                                .read_only = role != agent::Role::kWriter,
                                .on_event = req.on_event});
+  KnowledgeTools knowledge({.roots = {req.workspace, dir_}});  // wiki_search/show, ncu_analyze/diff (read-only)
   agent::CompositeToolHost all_tools;
   all_tools.add(&files);
   all_tools.add(tools_.get());
+  all_tools.add(&knowledge);
   req.tools = &all_tools;
   KDA_RETURN_IF_ERROR(log("session", "kda", {{"event", "start"}, {"role", actor}, {"phase", phase}, {"index", index},
                                              {"backend", (*backend)->name()}, {"prompt_sha256", sha256_hex(req.prompt)}}));
