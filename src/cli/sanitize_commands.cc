@@ -156,11 +156,12 @@ int run_sanitize(const Args& args, Io& io) {
     o.seed = static_cast<uint64_t>(seed->value_or(1));
     o.warmup = static_cast<int>(warmup->value_or(0));
     o.lineinfo = true;  // file:line in the reports
+    o.profile_range = false;
     o.cuda_arch = args.value_or("arch", "90a");
     o.timeout_s = timeout->value_or(600);
     o.tool_log = log;
     o.wrapper = {sanitizer->string(), "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
-                 "--show-backtrace", "device", "--log-file", log.string()};
+                 "--log-file", log.string()};
     o.progress = [&io, quiet](const std::string& line) {
       if (!quiet) io.err << "kda sanitize: " << line << "\n";
     };

@@ -221,7 +221,7 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
     for (size_t k = 0; k < layout.outputs.size(); ++k)
       runner.arena().poison(layout.outputs[k], derive_seed(options.seed, w->uuid, seq * 131 + k, kToolPoison));
     json call{{"seq", ++seq}, {"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
-    if (last) call["profile_range"] = true;
+    if (last && options.profile_range) call["profile_range"] = true;
     if (last) progress("profiled call");
     auto o = runner.call(call, options.timeout_s);
     if (last) {

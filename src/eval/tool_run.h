@@ -37,6 +37,8 @@ struct ToolRunOptions {
   std::filesystem::path runner_binary;        // kda-runner
   uint64_t seed = 1;                          // inputs derive from (seed, uuid)
   int warmup = 1;                             // plain calls before the profiled one
+  bool profile_range = true;                  // send "profile_range" with the last call (ncu); a sanitizer
+                                              // checks every call, so it needs no range
   bool lineinfo = false;                      // build with -lineinfo (ncu source view)
   std::string cuda_arch = "90a";
   double timeout_s = 600;                     // runner start, load, and each call
