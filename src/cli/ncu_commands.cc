@@ -163,7 +163,8 @@ int run_profile(const Args& args, Io& io) {
     const std::string log_part = tool_tail.empty() ? "\n(ncu wrote no log at " + log_file.string() + ")"
                                                    : "\nncu log (" + log_file.string() + "), tail:\n" + tool_tail;
     Status st = none ? Status::failed("ncu profiled no kernel (is the kernel filter right? does the call launch one?)" + log_part)
-                     : Status::io("ncu wrote no report at " + report.string() + log_part);
+                     : Status::io("ncu wrote no report at " + report.string() +
+                                  (run->backend == "host" ? " (a host-backend task launches no kernel)" : "") + log_part);
     return fail_json(st, j);
   }
   auto loaded = ncu::load_report(report);

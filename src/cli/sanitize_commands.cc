@@ -166,9 +166,13 @@ int run_sanitize(const Args& args, Io& io) {
       if (!quiet) io.err << "kda sanitize: " << line << "\n";
     };
     auto run = eval::run_under_tool(*pack, *solution, o);
-    if (!run.ok()) return fail(io, run.status());
-    auto judged = judge(*run, tool, log);
-    if (!judged.ok()) return fail(io, judged.status());
+    auto judged = run.ok() ? judge(*run, tool, log) : Result<WorkloadOutcome>(run.status());
+    if (!judged.ok()) {
+      if (args.flag("json"))  // scripts still get an object: which workload, and why no verdict
+        io.out << json{{"solution", solution->name}, {"task", pack->root.string()}, {"tool", tool}, {"passed", false},
+                       {"workload", uuid}, {"error", judged.status().message()}}.dump(2) << "\n";
+      return fail(io, judged.status());
+    }
     if (!quiet)
       io.err << fmt::format("kda sanitize: [{}/{}] {} {}\n", i + 1, uuids->size(), uuid, judged->verdict);
     outcomes.push_back(std::move(*judged));

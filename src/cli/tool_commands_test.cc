@@ -86,6 +86,7 @@ TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {
   EXPECT_EQ(rc, kExitInternal) << err_;
   EXPECT_NE(err_.find("ncu wrote no report at " + out.string() + ".ncu-rep"), std::string::npos) << err_;
   EXPECT_NE(err_.find("fake ncu log line"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("host-backend task launches no kernel"), std::string::npos) << err_;
   auto j = nlohmann::json::parse(out_, nullptr, false);
   ASSERT_TRUE(j.is_object()) << out_;
   EXPECT_FALSE(j.value("ok", true));
@@ -211,6 +212,14 @@ TEST_F(ToolCommands, SanitizeCleanPassesAndNoSummaryIsAnError) {
             "--workloads", kFirstHostRmsnorm, "--sanitizer", mute.string(), "-q"});
   EXPECT_EQ(rc, kExitInternal);
   EXPECT_NE(err_.find("no summary"), std::string::npos) << err_;
+  rc = run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+            "--workloads", kFirstHostRmsnorm, "--sanitizer", mute.string(), "-q", "--json"});
+  EXPECT_EQ(rc, kExitInternal);
+  auto j = nlohmann::json::parse(out_, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out_;
+  EXPECT_FALSE(j.value("passed", true));
+  EXPECT_EQ(j.value("workload", ""), kFirstHostRmsnorm);
+  EXPECT_NE(j.value("error", "").find("no summary"), std::string::npos);
   EXPECT_EQ(run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
                  "--tool", "leakcheck", "--sanitizer", clean.string()}),
             kExitBadInput);
