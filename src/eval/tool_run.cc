@@ -175,7 +175,15 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
                    .wrapper = r.wrapper,
                    .extra_env = options.extra_env};
   auto started = RunnerClient::start(ro);
-  if (!started.ok()) return started.status().with_context("runner under tool");
+  if (!started.ok()) {
+    // A tool that logs to a file says why there, not on the runner's stderr.
+    std::string why = started.status().message();
+    if (!options.tool_log.empty()) {
+      if (auto text = fs::read_file(options.tool_log); text.ok() && !text->empty())
+        why += "\n" + options.tool_log.string() + " (tail):\n" + tail_lines(*text, 20);
+    }
+    return Status(started.status().kind(), "runner under tool: " + why);
+  }
   RunnerClient runner = std::move(*started);
 
   // Ends the run: stops the runner (the tool then writes its report or summary) and reads the log.
@@ -222,7 +230,7 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
       runner.arena().poison(layout.outputs[k], derive_seed(options.seed, w->uuid, seq * 131 + k, kToolPoison));
     json call{{"seq", ++seq}, {"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
     if (last && options.profile_range) call["profile_range"] = true;
-    if (last) progress("profiled call");
+    if (last) progress(options.profile_range ? "profiled call" : "last call");
     auto o = runner.call(call, options.timeout_s);
     if (last) {
       r.call_wall_s = o.wall_s;

@@ -159,6 +159,22 @@ TEST(ToolRun, MissingToolIsAnErrorAndFindToolNamesTheFlag) {
   EXPECT_TRUE(sh->is_absolute());
 }
 
+TEST(ToolRun, AToolThatCannotStartTheRunnerShowsItsLog) {
+  Fixture f = host_rmsnorm();
+  stdfs::path dir = temp_dir();
+  const stdfs::path tool = dir / "brokentool";
+  ASSERT_TRUE(fs::write_file_atomic(tool, "#!/bin/sh\necho '==ERROR== the tool refused' > \"$2\"\nexit 1\n").ok());
+  stdfs::permissions(tool, stdfs::perms::owner_all);
+  ToolRunOptions o = options_for(kFirstHostRmsnorm);
+  o.wrapper = {tool.string(), "--log-file", (dir / "tool.log").string()};
+  o.tool_log = dir / "tool.log";
+  o.timeout_s = 10;
+  auto r = run_under_tool(f.pack, f.naive, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the tool refused"), std::string::npos) << r.status().message();
+  stdfs::remove_all(dir);
+}
+
 TEST(ToolRun, TailLines) {
   EXPECT_EQ(tail_lines("a\nb\nc\n", 2), "b\nc");
   EXPECT_EQ(tail_lines("a\nb\nc", 5), "a\nb\nc");
