@@ -230,5 +230,36 @@ TEST_F(ToolCommands, SanitizeCleanPassesAndNoSummaryIsAnError) {
   EXPECT_NE(err_.find("--sanitizer"), std::string::npos);
 }
 
+// A copy of the host rmsnorm baseline with `edit` applied to its kernel source.
+stdfs::path edited_baseline(const stdfs::path& dir, const std::string& from, const std::string& to) {
+  const std::string base = kSource + "/tasks/host/rmsnorm/baselines/naive/";
+  stdfs::create_directories(dir);
+  std::string src = *fs::read_file(base + "kernel.cc");
+  size_t at = src.rfind(from);
+  EXPECT_NE(at, std::string::npos);
+  if (at != std::string::npos) src.replace(at, from.size(), to);
+  EXPECT_TRUE(fs::write_file_atomic(dir / "kernel.cc", src).ok());
+  EXPECT_TRUE(fs::write_file_atomic(dir / "solution.json", *fs::read_file(base + "solution.json")).ok());
+  return dir;
+}
+
+TEST_F(ToolCommands, SanitizeVerdictsBesideTheSanitizersOwn) {
+  const stdfs::path clean = write_fake_tool(dir_ / "clean", "compute-sanitizer", dir_ / "argv.txt",
+                                            "========= ERROR SUMMARY: 0 errors\n");
+  const std::string task = kSource + "/tasks/host/rmsnorm";
+  auto verdict = [&](const stdfs::path& solution) {
+    run({"sanitize", solution.string(), "--task", task, "--workloads", kFirstHostRmsnorm, "--sanitizer", clean.string(),
+         "--json", "-q"});
+    auto j = nlohmann::json::parse(out_, nullptr, false);
+    return j.is_object() && !j["workloads"].empty() ? j["workloads"][0].value("verdict", "") : "no JSON: " + out_ + err_;
+  };
+  // One element written past the last output: inside the arena, so only the guard bands see it.
+  EXPECT_EQ(verdict(edited_baseline(dir_ / "oob", "  return 0;\n}", "  ip[batch] = 1.0f;\n  return 0;\n}")),
+            "VIOLATION_OUT_OF_BOUNDS");
+  EXPECT_NE(out_.find("inv_rms"), std::string::npos);
+  EXPECT_EQ(verdict(kSource + "/tests/fixtures/solutions/host_rmsnorm/crash"), "RUNTIME_ERROR");
+  EXPECT_EQ(verdict(edited_baseline(dir_ / "broken", "  return 0;\n}", "  return undeclared_name;\n}")), "COMPILE_ERROR");
+}
+
 }  // namespace
 }  // namespace kda::cli
