@@ -14,6 +14,9 @@
 #   bench/gpu/run_h200.sh profile   kda ncu profile + analyze of the DSA indexer (first dev workload) and
 #                                   CUDA GEMM naive baselines; kda sanitize (memcheck) of the CUDA rmsnorm
 #                                   baseline (expect clean) and of the oob fixture (expect a failure)
+#   bench/gpu/run_h200.sh hacks     the CUDA adversarial suite (tests/fixtures/hacks/cuda)
+#   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
+#                                   each contest baseline on two dev workloads
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 set -u
 STAGE=${1:-all}
@@ -59,14 +62,51 @@ for h in tests/fixtures/hacks/cuda/*/; do
   task=$(python3 -c "import json;print(json.load(open('$h/expected.json'))['task'])")
   record 60 "$h" --task "$task" --workloads dev --trials 1 --iterations 5
 done
-( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+fi
+if [ "$STAGE" = hacks ]; then
+  # The CUDA adversarial suite alone (every fixture under tests/fixtures/hacks/cuda; HACKS selects a
+  # subset by directory name). Fixtures whose expected.json says "workloads": "holdout" run there.
+  if [ -n "${HACKS:-}" ]; then dirs=$(for n in $HACKS; do echo "tests/fixtures/hacks/cuda/$n/"; done)
+  else dirs=$(ls -d tests/fixtures/hacks/cuda/*/); fi
+  for h in $dirs; do
+    task=$(python3 -c "import json;print(json.load(open('$h/expected.json'))['task'])")
+    wl=$(python3 -c "import json;print(json.load(open('$h/expected.json')).get('workloads','dev'))")
+    record 60 "$h" --task "$task" --workloads "$wl" --trials 1 --iterations 5 --call-timeout 5
+  done
+fi
+if [ "$STAGE" = quick ]; then
+  # GPU tests, then one evaluation of each kind: a CUDA pack on all workloads (overhead), the same
+  # with host-generated inputs (the old path, for comparison), and each contest baseline on its
+  # first two dev workloads.
+  ( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all --host-inputs
+  for d in tasks/contest/*/; do
+    two=$($B/kda task show "$d" --json | python3 -c "import json,sys; print(','.join(json.load(sys.stdin)['dev_workloads'][:2]))")
+    record "${LIMIT:-60}" "$d/baselines/naive" --task "$d" --workloads "$two" --trials 1 --warmup 2 --iterations 10
+  done
 fi
 if [ "$STAGE" = final ]; then
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
 fi
 if [ "$STAGE" = contest ] || [ "$STAGE" = all ] || [ "$STAGE" = final ]; then
-for d in tasks/contest/*/; do
-  record "${LIMIT:-240}" "$d/baselines/naive" --task "$d" --workloads all --trials 1 --warmup 2 --iterations 10
+# PACKS (space-separated pack directory names, default all five) and CHUNK (workloads per kda eval,
+# default all): chunks keep what finished when the device command's time runs out; SKIP_CHUNKS skips
+# the first N chunks of every pack (to resume).
+for name in ${PACKS:-$(ls tasks/contest)}; do
+  d=tasks/contest/$name
+  $B/kda task show "$d" --json | python3 -c "
+import json, sys
+uuids = [w['uuid'] for w in json.load(sys.stdin)['workloads']]
+n = int('${CHUNK:-0}') or len(uuids)
+for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunks.txt"
+  k=0
+  while read -r chunk; do
+    k=$((k + 1))
+    [ "$k" -le "${SKIP_CHUNKS:-0}" ] && continue
+    record "${LIMIT:-240}" "$d/baselines/naive" --task "$d" --workloads "$chunk" --trials 1 --warmup 2 --iterations 10
+  done < "$OUT/chunks.txt"
 done
 fi
 if [ "$STAGE" = fidelity ]; then

@@ -72,6 +72,7 @@ int run_eval(const Args& args, Io& io) {
   opts.with_baseline = !args.flag("no-baseline");
   opts.sandbox = !args.flag("no-sandbox");
   opts.device_inputs = !args.flag("host-inputs");
+  opts.reference = args.value_or("reference", "pack");
   opts.cuda_arch = args.value_or("arch", "90a");
   for (const char* name : {"seed", "trials", "warmup", "iterations"}) {
     auto v = args.integer(name);
@@ -155,6 +156,10 @@ CommandSpec eval_command() {
                   {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
                   {.name = "no-baseline", .help = "do not time the baseline"},
                   {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
+                  {.name = "reference", .metavar = "WHICH",
+                   .help = "pack: the pack's reference solution; torch: the definition's Python reference in the torch "
+                           "oracle (needs python3 with torch)",
+                   .default_value = "pack"},
                   {.name = "host-inputs",
                    .help = "CUDA: generate random inputs on the host and upload them (default: on the device, checked by "
                            "digests)"},

@@ -21,6 +21,7 @@
 #include "eval/solution_build.h"
 #include "eval/static_gate.h"
 #include "eval/topk_checker.h"
+#include "eval/torch_oracle.h"
 
 namespace kda::eval {
 
@@ -59,6 +60,12 @@ class PhaseTimer {
 // secret seed. A kernel that counts calls cannot tell which ones are checked, and one that cheats
 // on the majority of calls (the only way to move a median) is caught with near certainty.
 constexpr int kRandomRechecks = 4;
+
+// The host-CPU-time gate (CUDA): a candidate whose calls burn more than this much CPU time, and more
+// than kHostCpuRatio times the GPU time of its kernels, computes on the host (S3 behind a decoy
+// kernel). Launch overhead of an honest call is tens of microseconds.
+constexpr double kHostCpuFloorMs = 1.0;
+constexpr double kHostCpuRatio = 2.0;
 
 std::vector<bool> checked_iterations(int n, uint64_t seed) {
   std::vector<bool> out(static_cast<size_t>(std::max(n, 0)), false);
@@ -227,6 +234,12 @@ Result<RunnerClient> Session::start_runner(RunnerRole role, const BuiltLibrary& 
 }
 
 Status Session::ensure_runners() {
+  if (!ref_.alive() && options_.reference == "torch") {
+    auto r = start_torch_reference(options_.runner_binary, report_.backend, pack_.root / "definition.json",
+                                   std::max(120.0, call_timeout()));
+    if (!r.ok()) return Status::internal("torch reference: " + r.status().message());
+    ref_ = std::move(*r);
+  }
   if (!ref_.alive()) {
     auto r = start_runner(RunnerRole::kReference, ref_lib_);
     if (!r.ok()) return Status::internal(r.status().message());
@@ -460,7 +473,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
           return baseline_failure(*f);
       }
     }
-    std::vector<double> cs, bs;
+    std::vector<double> cs, bs, cpu_ms, kernel_ms;
     const int half = n_iter / 2;
     const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck));
     for (int i = 0; i < n_iter; ++i) {
@@ -490,6 +503,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
                            fmt::format("timed iteration {} launched no kernel ({} copy/memset activities only)", i,
                                        extra.value("cupti_activities", 0)), {}};
           for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
+          if (extra.contains("cpu_ns")) {
+            cpu_ms.push_back(static_cast<double>(extra.value("cpu_ns", int64_t{0})) / 1e6);
+            kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);
+          }
           if (cupti.size() < 4) cupti.push_back(extra);
           ms = static_cast<double>(span) / 1e6;  // CUPTI span over all streams is the latency
         }
@@ -513,6 +530,15 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       if (f1) return f1;
       auto f2 = (i % 2 == 0) ? run_baseline() : run_candidate();
       if (f2) return f2;
+    }
+    if (!cpu_ms.empty()) {
+      const double cpu = summarize(cpu_ms).median, gpu = summarize(kernel_ms).median;
+      wr.kda["host_cpu_ms_median"] = cpu;
+      wr.kda["kernel_ms_median"] = gpu;
+      if (cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu)
+        return Failure{Verdict::kNoGpuActivity, "host_cpu_time",
+                       fmt::format("timed calls of trial {} used {:.3f} ms of host CPU time (median) against {:.4f} ms "
+                                   "of kernel time on the GPU: the work is done on the host", t, cpu, gpu), {}};
     }
     cand_medians.push_back(summarize(cs).median);
     cand_all.insert(cand_all.end(), cs.begin(), cs.end());
@@ -602,7 +628,11 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   }
   layout_ = plan_layout(ins, outs);
 
-  if (Status st = ensure_runners(); !st.ok()) return fail({Verdict::kRuntimeError, "runtime_error", st.message(), {}});
+  // The reference or baseline runner not starting is the harness's failure, not the candidate's.
+  if (Status st = ensure_runners(); !st.ok()) {
+    harness_error_ = st;
+    return fail({Verdict::kRuntimeError, "harness_error", st.message(), {}});
+  }
   if (!cand_.alive()) {
     auto r = start_runner(RunnerRole::kCandidate, cand_lib_);
     if (!r.ok()) return fail({Verdict::kRuntimeError, "runtime_error", r.status().message(), {}});
@@ -758,6 +788,8 @@ Result<EvalReport> Session::run() {
 Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options) {
   EvalOptions opts = options;
   if (!opts.seed) opts.seed = fresh_secret_seed();
+  if (opts.reference != "pack" && opts.reference != "torch")
+    return Status::bad_input("--reference must be 'pack' or 'torch', not '" + opts.reference + "'");
   if (candidate.definition != pack.definition.name)
     return Status::bad_input(fmt::format("solution '{}' is for definition '{}', the task is '{}'", candidate.name,
                                          candidate.definition, pack.definition.name));

@@ -34,6 +34,9 @@ struct EvalOptions {
   // CUDA: runners generate the plain random inputs on the device from their seeds (no host fill, no
   // uploads of input bytes; inputs are checked by keyed digests). false: host values, uploaded.
   bool device_inputs = true;
+  // The reference runner: "pack" (the pack's reference solution) or "torch" (the definition's Python
+  // reference in the torch oracle, src/runner/torch_oracle.py; needs a python3 that imports torch).
+  std::string reference = "pack";
   // Called with one line per event worth showing on stderr (progress on long runs).
   std::function<void(const std::string&)> progress;
 };
