@@ -309,12 +309,16 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
   // On the host the candidate works in the shared arena itself, so guards are refilled only with
   // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
-  if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
-  for (size_t i = 0; i < layout_.outputs.size(); ++i)
-    arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
   std::vector<tensor::Tensor> poisoned;
-  if (download) poisoned = read_outputs(runner);
-  const int threads_before = runner.thread_count();
+  int threads_before = 0;
+  {
+    PhaseTimer timer(phases_.prepare_call_s);
+    if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
+    for (size_t i = 0; i < layout_.outputs.size(); ++i)
+      arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
+    if (download) poisoned = read_outputs(runner);
+    threads_before = runner.thread_count();
+  }
   call["seq"] = ++seq_;
   auto o = runner.call(call, call_timeout());
   phases_.call_wall_s += o.wall_s;
@@ -334,6 +338,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
                    fmt::format("runner had {} threads before the call and {} after: work may continue after return "
                                "(task policy: threads = false)", threads_before, threads_after), {}};
   if (!download) return std::nullopt;
+  PhaseTimer timer(phases_.verify_call_s);
   if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
     std::string names;
     for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;

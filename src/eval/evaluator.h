@@ -73,7 +73,9 @@ struct EvalPhases {
   double build_s = 0;        // builds (warm cache: hashing only)
   double materialize_s = 0;  // input generation on the host
   double load_s = 0;         // writing inputs to arenas / device-side generation requests
+  double prepare_call_s = 0; // before each call: guard refill, output poisoning, poisoned copy, thread count
   double call_wall_s = 0;    // call requests, evaluator's clock (includes transfers, flush, the call itself)
+  double verify_call_s = 0;  // after checked calls: guards, input compare / digests, unwritten outputs
   double check_s = 0;        // output comparison
   nlohmann::json to_json() const;
 };
