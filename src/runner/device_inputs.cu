@@ -9,33 +9,10 @@ namespace {
 using tensor::DType;
 using tensor::Philox4x32;
 
-template <int kBytes>
-struct UIntOf;
-template <>
-struct UIntOf<1> { using type = uint8_t; };
-template <>
-struct UIntOf<2> { using type = uint16_t; };
-template <>
-struct UIntOf<4> { using type = uint32_t; };
-template <>
-struct UIntOf<8> { using type = uint64_t; };
-
-__host__ __device__ constexpr int bits_of(DType d) {
-  switch (d) {
-    case DType::kFloat32: case DType::kInt32: return 32;
-    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 16;
-    case DType::kFloat4E2M1: return 4;
-    case DType::kInt64: return 64;
-    default: return 8;
-  }
-}
-
-__host__ __device__ constexpr bool is_normal(DType d) { return static_cast<uint8_t>(d) <= static_cast<uint8_t>(DType::kFloat4E2M1); }
-
 __device__ __forceinline__ void block_values(DType d, uint64_t seed, uint64_t stream, uint64_t block, Philox4x32& w,
                                              float z[4]) {
   w = tensor::philox_block(seed, stream, block);
-  if (is_normal(d)) {
+  if (tensor::dtype_is_normal(d)) {
     tensor::rmath::box_muller(w.v[0], w.v[1], z[0], z[1]);
     tensor::rmath::box_muller(w.v[2], w.v[3], z[2], z[3]);
   }
@@ -47,7 +24,7 @@ __device__ __forceinline__ bool is_fingerprint(int64_t k, int64_t numel) { retur
 template <DType D>
 __global__ void random_kernel(unsigned char* data, int64_t numel, uint64_t seed, uint64_t stream, bool has_fp,
                               uint64_t fp_seed) {
-  constexpr int kBits = bits_of(D);
+  constexpr int kBits = tensor::random_storage_bits(D);
   const int64_t blocks = (numel + 3) / 4;
   for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < blocks;
        b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -69,7 +46,7 @@ __global__ void random_kernel(unsigned char* data, int64_t numel, uint64_t seed,
       data[2 * b] = static_cast<unsigned char>(bits[0] | (bits[1] << 4));
       if (lanes > 2) data[2 * b + 1] = static_cast<unsigned char>(bits[2] | (bits[3] << 4));
     } else {
-      using T = typename UIntOf<kBits / 8>::type;
+      using T = typename tensor::StorageUInt<kBits / 8>::type;
       T* out = reinterpret_cast<T*>(data) + first;
       for (int l = 0; l < lanes; ++l) out[l] = static_cast<T>(bits[l]);
     }

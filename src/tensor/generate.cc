@@ -16,33 +16,12 @@ namespace {
 
 constexpr int64_t kMinElementsPerThread = 1 << 16;
 
-template <int kBytes>
-struct UInt;
-template <>
-struct UInt<1> { using type = uint8_t; };
-template <>
-struct UInt<2> { using type = uint16_t; };
-template <>
-struct UInt<4> { using type = uint32_t; };
-template <>
-struct UInt<8> { using type = uint64_t; };
-
-constexpr int storage_bits(DType d) {
-  switch (d) {
-    case DType::kFloat32: case DType::kInt32: return 32;
-    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 16;
-    case DType::kFloat4E2M1: return 4;
-    case DType::kInt64: return 64;
-    default: return 8;
-  }
-}
-
 // Writes elements [4*block_begin, min(4*block_end, numel)) of a tensor of dtype D. Inlined into both dispatch
 // targets below, with D a constant so that the per-element dtype switch folds away.
 template <DType D>
 __attribute__((always_inline)) inline void fill_blocks_typed(std::byte* data, int64_t numel, uint64_t seed,
                                                               uint64_t stream, int64_t block_begin, int64_t block_end) {
-  constexpr int kBits = storage_bits(D);
+  constexpr int kBits = random_storage_bits(D);
   for (int64_t b = block_begin; b < block_end; ++b) {
     const Philox4x32 w = philox_block(seed, stream, static_cast<uint64_t>(b));
     float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -59,7 +38,7 @@ __attribute__((always_inline)) inline void fill_blocks_typed(std::byte* data, in
       data[2 * b] = static_cast<std::byte>(nib[0] | (nib[1] << 4));
       if (lanes > 2) data[2 * b + 1] = static_cast<std::byte>(nib[2] | (nib[3] << 4));
     } else {
-      using T = typename UInt<kBits / 8>::type;
+      using T = typename StorageUInt<kBits / 8>::type;
       for (int l = 0; l < lanes; ++l) {
         const auto v = static_cast<T>(random_bits_from(D, w, z, l));
         std::memcpy(data + (first + l) * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));

@@ -168,6 +168,28 @@ KDA_HD_FORCEINLINE uint64_t random_bits_from(DType dtype, const Philox4x32& w, c
   return 0;
 }
 
+// Storage bits per element (fp4: 4, two per byte) as a constant expression, and the unsigned type of a
+// whole-byte element: what the host fill and the CUDA runner's device fill write.
+KDA_HD constexpr int random_storage_bits(DType d) {
+  switch (d) {
+    case DType::kFloat32: case DType::kInt32: return 32;
+    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 16;
+    case DType::kFloat4E2M1: return 4;
+    case DType::kInt64: return 64;
+    default: return 8;
+  }
+}
+template <int kBytes>
+struct StorageUInt;
+template <>
+struct StorageUInt<1> { using type = uint8_t; };
+template <>
+struct StorageUInt<2> { using type = uint16_t; };
+template <>
+struct StorageUInt<4> { using type = uint32_t; };
+template <>
+struct StorageUInt<8> { using type = uint64_t; };
+
 KDA_HD inline bool dtype_is_normal(DType dtype) { return static_cast<uint8_t>(dtype) <= static_cast<uint8_t>(DType::kFloat4E2M1); }
 
 // Storage bits of element i (zero-extended; a float4 element is one nibble): what fill_random stores there.
