@@ -24,6 +24,13 @@ OUT=${OUT:-/tmp/kda-out}
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
 exec > >(tee -a "$LOG") 2>&1
+# The device tool brings back only a handful of files: at exit everything except the log and the
+# results goes into one archive.
+pack_out() {
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl \
+     ! -name 'files-*.tgz' -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
+}
+trap pack_out EXIT
 export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 t0=$(date +%s)
@@ -110,16 +117,19 @@ for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunk
 done
 fi
 if [ "$STAGE" = fidelity ]; then
-  # ncu profiles every kernel of the evaluation (reference, baseline and candidate runners are all
-  # children of kda), with clocks and caches handled as kda does: clocks not locked, caches flushed.
-  # The runners' sandbox is off because ncu injects a library that talks to its host process.
+  # kda's latency against ncu's gpu__time_duration for the same kernel: per CUDA pack and dev workload,
+  # `kda ncu profile` (one call under ncu, cold caches, clocks not locked) and `kda eval` of the same
+  # workload (default timing), joined by bench/gpu/fidelity.py into $OUT/fidelity.jsonl. (Running ncu
+  # over a whole `kda eval` crashed the reference runner at load in run 7.)
+  mkdir -p "$OUT/fid"
   for p in rmsnorm softmax gemm; do
-    timeout 200 ncu --target-processes all --clock-control none --cache-control all \
-      --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu_$p.csv" \
-      $B/kda eval tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads dev --trials 1 --warmup 1 \
-      --iterations 10 --no-sandbox --json --quiet > "$OUT/kda_$p.json" 2> "$OUT/kda_$p.err"
-    echo "rc=$? ncu + kda eval $p"
-    python3 bench/gpu/ncu_fidelity.py "$OUT/kda_$p.json" "$OUT/ncu_$p.csv" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/kda_$p.err"
+    for u in $($B/kda task show tasks/cuda/$p --json | python3 -c "import json,sys; print(' '.join(json.load(sys.stdin)['dev_workloads']))"); do
+      timeout 120 $B/kda ncu profile tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workload "$u" \
+        --out "$OUT/fid/$p-${u:0:8}.ncu-rep" --json > "$OUT/fid_prof.json" 2> "$OUT/fid_prof.err" || { echo "profile $p $u failed"; tail -5 "$OUT/fid_prof.err"; continue; }
+      timeout 120 $B/kda eval tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads "$u" --no-baseline \
+        --json --quiet > "$OUT/fid_eval.json" 2> "$OUT/fid_eval.err" || true
+      python3 bench/gpu/fidelity.py "$OUT/fid_prof.json" "$OUT/fid_eval.json" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/fid_eval.err"
+    done
   done
   cat "$OUT/fidelity.jsonl"
 fi
