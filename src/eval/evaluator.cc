@@ -69,14 +69,14 @@ constexpr int kRandomRechecks = 4;
 constexpr double kHostCpuFloorMs = 5.0;
 constexpr double kHostCpuRatio = 2.0;
 
-std::vector<bool> checked_iterations(int n, uint64_t seed) {
+std::vector<bool> checked_iterations(int n, uint64_t seed, int random_rechecks) {
   std::vector<bool> out(static_cast<size_t>(std::max(n, 0)), false);
   if (n <= 0) return out;
   const int half = n / 2;
   if (half > 0) out[static_cast<size_t>(half - 1)] = true;
   out[static_cast<size_t>(n - 1)] = true;
   uint64_t s = seed;
-  for (int k = 0; k < kRandomRechecks; ++k) {
+  for (int k = 0; k < random_rechecks; ++k) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     out[static_cast<size_t>((s >> 33) % static_cast<uint64_t>(n))] = true;
   }
@@ -153,6 +153,8 @@ class Session {
   int warmup() const { return options_.warmup.value_or(pack_.settings.warmup); }
   int iterations() const { return options_.iterations.value_or(pack_.settings.iterations); }
   bool cuda() const { return report_.backend == "cuda"; }
+  // False only in knock-out tests (EvalOptions::disabled_gates).
+  bool gate_on(const char* name) const { return !options_.disabled_gates.contains(name); }
   uint64_t outputs_begin() const { return layout_.outputs.empty() ? 0 : layout_.outputs.front().offset - kGuardBytes; }
 
   const task::TaskPack& pack_;
@@ -214,7 +216,7 @@ Status Session::build_all() {
   }
   report_.static_gates = static_gates(cand_lib_, pack_.settings);
   for (const auto& g : report_.static_gates) {
-    if (!g.passed) {
+    if (!g.passed && gate_on("import-audit")) {
       candidate_blocked_ = Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}};
       break;
     }
@@ -328,18 +330,19 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   if (elapsed_ms) *elapsed_ms = static_cast<double>(elapsed_ns) / 1e6;
   if (reply_extra) *reply_extra = o.reply.value("extra", json::object());
   // The runner's clock is a claim: it cannot exceed the evaluator's own clock around the request.
-  if (static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3)
+  if (gate_on("timing-clock") && static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3)
     return Failure{Verdict::kTimingInconsistent, "timing_inconsistent",
                    fmt::format("runner reported {:.3f} ms but the request took {:.3f} ms", elapsed_ns / 1e6, o.wall_s * 1e3),
                    {}};
   const int threads_after = runner.thread_count();
-  if (!pack_.settings.threads && threads_before > 0 && threads_after > threads_before)
+  if (gate_on("threads") && !pack_.settings.threads && threads_before > 0 && threads_after > threads_before)
     return Failure{Verdict::kThreadLeak, "thread_count_changed",
                    fmt::format("runner had {} threads before the call and {} after: work may continue after return "
                                "(task policy: threads = false)", threads_before, threads_after), {}};
   if (!download) return std::nullopt;
   PhaseTimer timer(phases_.verify_call_s);
-  if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
+  if (auto bad = gate_on("guard-bands") ? arena.damaged_guards(layout_, guard_seed) : std::vector<std::string>{};
+      !bad.empty()) {
     std::string names;
     for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
     return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}};
@@ -365,11 +368,11 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
     for (size_t i = 0; i < layout_.inputs.size(); ++i)
       if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
   }
-  if (!mutated.empty())
+  if (!mutated.empty() && gate_on("input-check"))
     return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
   std::vector<tensor::Tensor> got = read_outputs(runner);
   for (size_t k = 0; k < got.size(); ++k) {
-    int64_t left = unwritten_elements(poisoned[k], got[k]);
+    int64_t left = gate_on("unwritten") ? unwritten_elements(poisoned[k], got[k]) : 0;
     if (left > 0)
       return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
                      fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
@@ -482,11 +485,12 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     }
     std::vector<double> cs, bs, cpu_ms, kernel_ms;
     const int half = n_iter / 2;
-    const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck));
+    const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
+                                                         gate_on("random-rechecks") ? kRandomRechecks : 0);
     for (int i = 0; i < n_iter; ++i) {
       const bool use_b = i >= half && half > 0;
       const MaterializedInputs& in = use_b ? *b : *a;
-      const bool recheck = checked[static_cast<size_t>(i)];
+      const bool recheck = checked[static_cast<size_t>(i)] && gate_on("recheck");
       json call{{"flush", true}, {"upload", true}, {"download", recheck}, {"timed", true}};
       double ms = 0;
       json extra;
@@ -542,7 +546,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       const double cpu = summarize(cpu_ms).median, gpu = summarize(kernel_ms).median;
       wr.kda["host_cpu_ms_median"] = cpu;
       wr.kda["kernel_ms_median"] = gpu;
-      if (cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu)
+      if (gate_on("host-cpu") && cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu)
         return Failure{Verdict::kNoGpuActivity, "host_cpu_time",
                        fmt::format("timed calls of trial {} used {:.3f} ms of host CPU time (median) against {:.4f} ms "
                                    "of kernel time on the GPU: the work is done on the host", t, cpu, gpu), {}};
@@ -568,7 +572,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   if (auto floor = roofline_floor_ms(pack_, resolved_.axes, report_.backend)) {
     wr.roofline_floor_ms = *floor;
     wr.kda["roofline_fraction"] = wr.latency_ms > 0 ? *floor / wr.latency_ms : 0;
-    if (wr.latency_ms < 0.9 * *floor)
+    if (gate_on("roofline") && wr.latency_ms < 0.9 * *floor)
       return Failure{Verdict::kBelowRoofline, "below_roofline",
                      fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor), {}};
   }
@@ -580,7 +584,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
 // from an embedded cubin, a statically linked library or any other module is foreign unless the
 // task's policy allows libraries.
 std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen) {
-  if (!pack_.settings.libraries.empty()) return std::nullopt;
+  if (!pack_.settings.libraries.empty() || !gate_on("launch-attestation")) return std::nullopt;
   std::set<std::string> own;
   for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
   own.erase("");
@@ -672,7 +676,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
     if (auto f = checked_call(cand_, *inputs, static_cast<uint64_t>(t), &got, call, nullptr, nullptr)) return fail(*f);
     if (auto f = compare(got, *ref, *inputs, &wr.check)) return fail(*f);
-    if (t == 0) {
+    if (t == 0 && gate_on("determinism")) {
       std::vector<tensor::Tensor> again;
       if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
       if (pack_.settings.determinism == task::Determinism::kBitwise && !outputs_bitwise_equal(got, again))

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct EvalOptions {
   // The reference runner: "pack" (the pack's reference solution) or "torch" (the definition's Python
   // reference in the torch oracle, src/runner/torch_oracle.py; needs a python3 that imports torch).
   std::string reference = "pack";
+  // Knock-out tests only (not reachable from the CLI): gates switched off to prove that each one is
+  // what rejects its hack. Names: import-audit, timing-clock, threads, guard-bands, input-check,
+  // unwritten, recheck, random-rechecks, determinism, host-cpu, roofline, launch-attestation.
+  std::set<std::string> disabled_gates;
   // Called with one line per event worth showing on stderr (progress on long runs).
   std::function<void(const std::string&)> progress;
 };

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -106,6 +107,57 @@ TEST(AdversarialSuite, HostHacksRejectedForTheRightReasonHonestPass) {
   }
   EXPECT_GE(hacks, 20);
   EXPECT_GE(honest, 3);
+}
+
+// Knock-out: each defence is what rejects its hack. With the gate switched off the same hack (same
+// seed) passes, or falls to the next line of defence named here; with it on the suite above rejects
+// it for that gate's reason. A test of a gate that nothing depends on could not fail.
+TEST(AdversarialSuite, EachGateIsWhatRejectsItsHack) {
+  struct Case {
+    const char* fixture;
+    std::set<std::string> off;
+    std::vector<std::string> reasons_when_off;  // empty: must pass
+    bool pack_timing = false;                   // the pack's own trials/warmup/iterations (T7 counts calls)
+  };
+  const Case cases[] = {
+      {"S12b_sampled_hash_cache", {"recheck"}, {}},
+      {"T7_predictable_recheck", {"random-rechecks"}, {}, true},
+      // Zeroed inputs also make the repeated correctness call differ, then the timed re-checks fail.
+      {"S8_zero_inputs", {"input-check"}, {"nondeterministic"}},
+      {"S8_zero_inputs", {"input-check", "determinism"}, {"recheck_mismatch"}},
+      {"X_dlopen", {"import-audit"}, {}},
+      // Unwritten outputs keep the NaN poison, which the checker rejects next.
+      {"S1_skip_second_output", {"unwritten"}, {"incorrect_numerical"}},
+      // Without the import audit the thread gate (or the poison) still rejects a detached thread.
+      {"T2_detached_thread", {"import-audit"}, {"thread_count_changed", "unwritten_output"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.fixture);
+    const stdfs::path dir = stdfs::path(KDA_SOURCE_DIR) / "tests/fixtures/hacks/host" / c.fixture;
+    auto text = fs::read_file(dir / "expected.json");
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    auto pack = task::load_task_pack(stdfs::path(KDA_SOURCE_DIR) / nlohmann::json::parse(*text).at("task").get<std::string>());
+    ASSERT_TRUE(pack.ok()) << pack.status().message();
+    pack->settings.call_timeout_s = 5;
+    auto sol = task::load_solution(dir);
+    ASSERT_TRUE(sol.ok()) << sol.status().message();
+    EvalOptions o = options("all");
+    o.disabled_gates = c.off;
+    if (c.pack_timing) o.trials = o.warmup = o.iterations = std::nullopt;
+    auto r = evaluate(*pack, *sol, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const WorkloadResult* rej = first_rejection(*r);
+    std::string off;
+    for (const auto& g : c.off) off += (off.empty() ? "" : "+") + g;
+    std::cout << c.fixture << " without " << off << ": "
+              << (rej ? std::string(verdict_name(rej->verdict)) + " (" + rej->reason + ")" : std::string("PASSED")) << "\n";
+    if (c.reasons_when_off.empty()) {
+      EXPECT_EQ(rej, nullptr) << "still rejected without the gate: " << rej->reason << " " << rej->message;
+    } else {
+      ASSERT_NE(rej, nullptr);
+      EXPECT_TRUE(std::count(c.reasons_when_off.begin(), c.reasons_when_off.end(), rej->reason)) << rej->reason;
+    }
+  }
 }
 
 }  // namespace
