@@ -2,6 +2,7 @@
 // natively (or ncu's CSV pages) and turn them into ranked, evidenced advice, or say what moved
 // between two reports.
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <ostream>
 
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "eval/ncu_profile.h"
 #include "eval/tool_run.h"
 #include "ncu/analyze.h"
 #include "ncu/diff.h"
@@ -34,43 +36,6 @@ std::vector<stdfs::path> as_paths(const std::vector<std::string>& v) { return {v
 
 
 // ---- profile ----------------------------------------------------------------------------------------------
-// ncu's kernel filter for the candidate's own kernels: exact mangled names as ptxas reported them.
-// Mangled names are unique and free of spaces, commas and template brackets, unlike the function
-// names ncu matches by default.
-std::string kernel_filter(const std::vector<std::string>& mangled) {
-  std::string alt;
-  for (const auto& m : mangled) {
-    std::string e;
-    for (char c : m) {
-      if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_') e += '\\';
-      e += c;
-    }
-    alt += (alt.empty() ? "" : "|") + e;
-  }
-  return "regex:^(" + alt + ")$";
-}
-
-// The ncu command line the runner is started under.
-std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::string& set, const std::vector<std::string>& kernels,
-                                          const std::string& report, const std::string& log_file) {
-  std::vector<std::string> argv{ncu,
-                                // only the call the runner brackets with cudaProfilerStart/Stop:
-                                // warm-up launches and the harness's own work are never profiled
-                                "--profile-from-start", "off", "--target-processes", "all",
-                                // the full set carries SourceCounters (per-PC stalls) and PmSampling
-                                "--set", set, "--import-source", "yes",
-                                // clocks as kda times them (not locked); caches flushed between
-                                // passes, as kda flushes L2 before every call
-                                "--clock-control", "none", "--cache-control", "all"};
-  if (!kernels.empty()) {
-    for (const char* a : {"--kernel-name-base", "mangled", "--kernel-name"}) argv.emplace_back(a);
-    argv.push_back(kernel_filter(kernels));
-  }
-  for (const std::string& a : {std::string("--log-file"), log_file, std::string("-o"), report, std::string("-f")})
-    argv.push_back(a);
-  return argv;
-}
-
 // <run dir or cwd>/profiles/<solution>-<uuid8>.ncu-rep
 stdfs::path default_report_path(const std::string& run_dir, const std::string& solution, const std::string& uuid) {
   stdfs::path base = run_dir.empty() ? stdfs::current_path() : stdfs::path(run_dir);
@@ -112,61 +77,30 @@ int run_profile(const Args& args, Io& io) {
 
   stdfs::path report = args.value("out") ? stdfs::path(*args.value("out"))
                                          : default_report_path(args.value_or("run-dir", ""), solution->name, uuid);
-  if (report.extension() != ".ncu-rep") report += ".ncu-rep";  // ncu appends it otherwise
-  std::error_code ec;
-  report = stdfs::absolute(report, ec);
-  if (Status st = fs::ensure_dir(report.parent_path()); !st.ok()) return fail(io, st.with_context("--out"));
-  stdfs::remove(report, ec);  // a report left from an earlier run must not pass for this one's
-  const stdfs::path log_file = stdfs::path(report).replace_extension(".log");
 
-  // Phase: one run of the workload under ncu (the kernel filter needs the build's kernel names).
+  // Phase: one run of the workload under ncu (eval::run_ncu_profile: the collection, the kernel filter).
   const bool quiet = args.flag("quiet");
-  eval::ToolRunOptions o;
+  eval::NcuProfileOptions o;
+  o.ncu = *ncu;
+  o.report = report;
   o.workload = uuid;
+  o.set = args.value_or("set", "full");
   o.runner_binary = eval::default_runner_binary();
   o.seed = static_cast<uint64_t>(seed->value_or(1));
   o.warmup = static_cast<int>(warmup->value_or(2));
-  o.lineinfo = true;
   o.cuda_arch = args.value_or("arch", "90a");
   o.timeout_s = timeout->value_or(600);
-  o.tool_log = log_file;
-  const std::string set = args.value_or("set", "full");
-  o.wrapper_for = [&](const eval::BuiltLibrary& lib) -> Result<std::vector<std::string>> {
-    std::vector<std::string> kernels;
-    for (const auto& k : lib.info.value("resources", json::array())) kernels.push_back(k.value("mangled", std::string{}));
-    std::erase(kernels, std::string{});
-    return ncu_profile_argv(ncu->string(), set, kernels, report.string(), log_file.string());
-  };
   o.progress = [&io, quiet](const std::string& line) {
     if (!quiet) io.err << "kda ncu profile: " << line << "\n";
   };
-  auto run = eval::run_under_tool(*pack, *solution, o);
-  if (!run.ok()) return fail(io, run.status());
+  auto prof = eval::run_ncu_profile(*pack, *solution, o);
+  if (!prof.ok()) return fail(io, prof.status());
+  report = prof->report;
   json j{{"solution", solution->name}, {"task", pack->root.string()}, {"report", report.string()},
-         {"log", log_file.string()}, {"run", run->to_json()}};
-  if (run->stage == eval::ToolRunStage::kBuild && !run->ok)
-    return fail_json(Status::failed(fmt::format("solution '{}' does not build:\n{}", solution->name,
-                                                eval::tail_lines(run->compile_log, 30))), j);
-  const std::string tool_tail = eval::tail_lines(run->tool_log, 20);
-  // Before the first call the failure is the environment's (the tool, the runner, the driver); from
-  // then on it is the solution's.
-  const bool environment = run->stage == eval::ToolRunStage::kStart || run->stage == eval::ToolRunStage::kLoad ||
-                           run->stage == eval::ToolRunStage::kLayout;
-  if (!run->ok)
-    return fail_json(Status(environment ? ErrorKind::kIo : ErrorKind::kFailed, fmt::format("the run under ncu stopped at {}: {}{}{}", eval::tool_run_stage_name(run->stage),
-                                                run->message, run->runner_log.empty() ? "" : "\nrunner output:\n" + eval::tail_lines(run->runner_log, 20),
-                                                tool_tail.empty() ? "" : "\nncu log (" + log_file.string() + "):\n" + tool_tail)), j);
+         {"log", prof->log.string()}, {"run", prof->run.to_json()}};
+  if (!prof->status.ok()) return fail_json(prof->status, j);
 
   // Phase: the report, read natively, and its analysis.
-  if (!stdfs::is_regular_file(report, ec)) {
-    const bool none = run->tool_log.find("No kernels were profiled") != std::string::npos;
-    const std::string log_part = tool_tail.empty() ? "\n(ncu wrote no log at " + log_file.string() + ")"
-                                                   : "\nncu log (" + log_file.string() + "), tail:\n" + tool_tail;
-    Status st = none ? Status::failed("ncu profiled no kernel (is the kernel filter right? does the call launch one?)" + log_part)
-                     : Status::io("ncu wrote no report at " + report.string() +
-                                  (run->backend == "host" ? " (a host-backend task launches no kernel)" : "") + log_part);
-    return fail_json(st, j);
-  }
   auto loaded = ncu::load_report(report);
   if (!loaded.ok()) return fail_json(loaded.status(), j);
   auto analysis = ncu::analyze(*loaded, {});

@@ -1,6 +1,31 @@
 #include "loop/kda_tools.h"
 
+#include <fmt/format.h>
+
+#include "eval/tool_run.h"
+#include "ncu/analyze.h"
+#include "ncu/load.h"
+
 namespace kda::loop {
+
+namespace {
+
+// `s` as valid UTF-8 (invalid bytes become U+FFFD), at most `n` bytes cut at a character boundary,
+// with a note when something was left out.
+std::string bounded_text(const std::string& s, size_t n) {
+  nlohmann::json j = s;
+  std::string v = nlohmann::json::parse(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)).get<std::string>();
+  if (v.size() <= n) return v;
+  const size_t total = v.size();
+  size_t cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xC0) == 0x80) --cut;
+  v.resize(cut);
+  return v + fmt::format("\n[truncated: {} of {} characters shown; call ncu_analyze on the report with kernel (a "
+                         "regex) or max_priorities for a smaller view]",
+                         cut, total);
+}
+
+}  // namespace
 
 nlohmann::json FinishRound::to_json() const {
   nlohmann::json cs = nlohmann::json::array();
@@ -36,6 +61,7 @@ std::optional<FinishRound> FinishRound::from_json(const nlohmann::json& j) {
 void KdaToolHost::begin_round(int max_evals) {
   in_round_ = true;
   evals_left_ = max_evals;
+  profiles_taken_ = 0;
   finished_.reset();
 }
 
@@ -49,6 +75,21 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
                  "on the dev workloads, with fresh secret seeds: correctness verdict, latency and speedup vs the "
                  "baseline per workload, and the geomean speedup. Limited number of calls per round.",
                  {{"type", "object"}, {"properties", nlohmann::json::object()}, {"additionalProperties", false}},
+                 false});
+  }
+  if (hooks_.profile && in_round_) {
+    t.push_back({"profile",
+                 fmt::format(
+                     "Profile the workspace's solution (as it is now) on one workload under Nsight Compute (full "
+                     "section set, source counters, PM sampling, only the solution's own kernels, one call after "
+                     "warm-up). Returns the ranked priorities of the analysis (evidence, expected gain, effort) and "
+                     "the report's path, which ncu_analyze and ncu_diff accept. workload: a uuid from the task's "
+                     "workloads (default: the first dev workload). At most {} profiles per round; each takes GPU "
+                     "time, so profile to decide what to change, not to measure (evaluate measures).",
+                     hooks_.max_profiles_per_round),
+                 {{"type", "object"},
+                  {"properties", {{"workload", {{"type", "string"}, {"description", "workload uuid (default: the first dev workload)"}}}}},
+                  {"additionalProperties", false}},
                  false});
   }
   if (hooks_.ledger) {
@@ -91,6 +132,7 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
     if (!r.ok()) return {"evaluate: " + r.status().message(), true, {{"error", r.status().message()}}};
     return *r;
   }
+  if (name == "profile" && hooks_.profile && in_round_) return profile(arguments);
   if (name == "ledger" && hooks_.ledger) {
     nlohmann::json l = hooks_.ledger();
     std::string text = l.dump(1);
@@ -110,6 +152,65 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
             false, f->to_json()};
   }
   return {"unknown tool: " + name, true, {{"error", "unknown_tool"}}};
+}
+
+agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
+  auto error = [](const std::string& message, const std::string& code, nlohmann::json data = nlohmann::json::object()) {
+    data["error"] = code;
+    return agent::ToolOutcome{"profile: " + message, true, std::move(data)};
+  };
+  // Phase: arguments, the budget, the tool. Nothing here uses up the budget.
+  ProfileRequest req;
+  if (!arguments.is_null() && !arguments.is_object()) return error("expected {workload?: uuid}", "bad_arguments");
+  if (arguments.is_object()) {
+    for (const auto& [k, v] : arguments.items()) {
+      if (k != "workload") return error("unknown argument '" + k + "' (expected {workload?: uuid})", "bad_arguments");
+      if (!v.is_string()) return error("workload: expected a uuid string", "bad_arguments");
+      req.workload = v.get<std::string>();
+    }
+  }
+  const int limit = hooks_.max_profiles_per_round;
+  if (profiles_taken_ >= limit)
+    return error(fmt::format("no profiles left this round ({} per round); reuse the reports you have with "
+                             "ncu_analyze / ncu_diff",
+                             limit),
+                 "profile_limit");
+  auto ncu = eval::find_tool(hooks_.ncu, "ncu", "--ncu");
+  if (!ncu.ok())
+    return error("ncu not found: install Nsight Compute or pass --ncu (" + ncu.status().message() + ")", "ncu_not_found");
+  req.ncu = *ncu;
+  req.index = profiles_taken_ + 1;
+
+  // Phase: the run (the hook keeps the report in the round's directory and logs it).
+  ++profiles_taken_;
+  auto taken = hooks_.profile(req);
+  if (!taken.ok()) {
+    const bool input = taken.status().kind() == ErrorKind::kBadInput || taken.status().kind() == ErrorKind::kNotFound;
+    if (input) --profiles_taken_;
+    return error(bounded_text(taken.status().message(), hooks_.max_profile_chars), input ? "bad_arguments" : "profile_failed",
+                 {{"workload", req.workload}});
+  }
+  const std::string shown = taken->shown_path.empty() ? taken->report.string() : taken->shown_path;
+  nlohmann::json data = {{"workload", taken->workload}, {"report", shown}, {"profiles_left", limit - profiles_taken_}};
+
+  // Phase: the report, read natively, and its ranked priorities (bounded).
+  auto loaded = ncu::load_report(taken->report);
+  if (!loaded.ok())
+    return error("the report " + shown + " does not read: " + loaded.status().message(), "bad_report", data);
+  auto analysis = ncu::analyze(*loaded, {});
+  if (!analysis.ok()) return error("analysis of " + shown + " failed: " + analysis.status().message(), "analyze_failed", data);
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : analysis->kernels) {
+    nlohmann::json ps = nlohmann::json::array();
+    for (const auto& p : k.priorities) ps.push_back({{"id", p.id}, {"expected_gain_pct", p.expected_gain_pct}});
+    kernels.push_back({{"id", k.id}, {"name", bounded_text(k.name, 300)}, {"priorities", ps}});
+  }
+  data["kernels"] = kernels;
+  std::string text = fmt::format(
+      "Profiled workload {} (profile {} of {} this round).\nreport: {}\nncu_analyze (kernel, max_priorities) and "
+      "ncu_diff (before, after) accept this path.\n\n{}",
+      taken->workload, profiles_taken_, limit, shown, ncu::to_markdown(*analysis));
+  return {bounded_text(text, hooks_.max_profile_chars), false, std::move(data)};
 }
 
 }  // namespace kda::loop

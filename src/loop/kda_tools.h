@@ -1,10 +1,13 @@
 // kda's own tools for agents in a run: `evaluate` (the official evaluator on the dev workloads,
-// fresh seeds, on the workspace as it is now), `ledger` (candidates and the incumbent) and
-// `finish_round` (ends a writer's round with a summary and claims kda will check). A plain
+// fresh seeds, on the workspace as it is now), `profile` (the workspace's solution on one workload
+// under Nsight Compute, the report kept in the round's directory and analysed), `ledger`
+// (candidates and the incumbent) and `finish_round` (ends a writer's round with a summary and
+// claims kda will check). A plain
 // agent::ToolHost, so the native API agent calls it in-process and `kda mcp` can serve it to CLI
 // agents; compose it with the workspace file tools through agent::CompositeToolHost.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -32,6 +35,20 @@ struct FinishRound {
   static std::optional<FinishRound> from_json(const nlohmann::json& j);
 };
 
+// What the `profile` tool asks its hook for.
+struct ProfileRequest {
+  std::string workload;       // uuid; "" = the first dev workload
+  std::filesystem::path ncu;  // the ncu binary, found and absolute
+  int index = 1;              // 1-based number of this profile in the round
+};
+
+// What the hook made: the report (an existing .ncu-rep) and how the model should name it.
+struct ProfileTaken {
+  std::string workload;        // the uuid profiled
+  std::filesystem::path report;
+  std::string shown_path;      // e.g. the run-relative path; "" = report
+};
+
 class KdaToolHost final : public agent::ToolHost {
  public:
   struct Hooks {
@@ -39,10 +56,19 @@ class KdaToolHost final : public agent::ToolHost {
     // structured report. Empty: the tool is not offered.
     std::function<Result<agent::ToolOutcome>()> evaluate;
     std::function<nlohmann::json()> ledger;  // ledger summary; empty: not offered
+    // Runs the workspace's solution on req.workload under req.ncu and keeps the report (see
+    // ProfileRequest); returns the report's path. An error is shown to the model as an is_error
+    // outcome; kBadInput / kNotFound (e.g. an unknown workload) do not use up the round's budget.
+    // Empty: the tool is not offered.
+    std::function<Result<ProfileTaken>(const ProfileRequest&)> profile;
+    std::string ncu;                   // the ncu binary (--ncu); "": ncu on PATH, else /usr/local/cuda/bin/ncu
+    int max_profiles_per_round = 2;    // `profile` calls per writer round
+    size_t max_profile_chars = 16000;  // the analysis text shown to the model
   };
   explicit KdaToolHost(Hooks hooks) : hooks_(std::move(hooks)) {}
 
-  // Opens a writer round: finish_round is offered and `evaluate` may be called max_evals times.
+  // Opens a writer round: finish_round and profile are offered, `evaluate` may be called max_evals
+  // times and `profile` Hooks::max_profiles_per_round times.
   void begin_round(int max_evals);
   // Closes it (reviewer sessions get only read-only tools).
   void end_round();
@@ -52,9 +78,12 @@ class KdaToolHost final : public agent::ToolHost {
   agent::ToolOutcome call(const std::string& name, const nlohmann::json& arguments) override;
 
  private:
+  agent::ToolOutcome profile(const nlohmann::json& arguments);
+
   Hooks hooks_;
   bool in_round_ = false;
   int evals_left_ = 0;
+  int profiles_taken_ = 0;
   std::optional<FinishRound> finished_;
 };
 

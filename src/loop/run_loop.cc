@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "agent/workspace_tools.h"
 #include "audit/audit_log.h"
+#include "eval/ncu_profile.h"
 #include "loop/backend_factory.h"
 #include "loop/criteria.h"
 #include "loop/git_workspace.h"
@@ -146,6 +148,8 @@ class Runner {
   Result<eval::EvalReport> run_eval(const task::Solution& s, const std::string& workloads, std::optional<int> trials,
                                     const std::string& why);
   Result<agent::ToolOutcome> tool_evaluate();
+  Result<ProfileTaken> tool_profile(const ProfileRequest& req);
+  json round_profiles() const;
   Result<std::vector<std::string>> protected_problems();
   Status protect(const std::string& rel);
   Status export_final(const std::optional<eval::EvalReport>& final_report);
@@ -292,6 +296,12 @@ Status Runner::load_runtime() {
   tools_ = std::make_unique<KdaToolHost>(KdaToolHost::Hooks{
       .evaluate = [this] { return tool_evaluate(); },
       .ledger = [this] { return ledger_.to_json(); },
+      .profile = state_.options.max_profiles_per_round > 0
+                     ? std::function<Result<ProfileTaken>(const ProfileRequest&)>(
+                           [this](const ProfileRequest& req) { return tool_profile(req); })
+                     : nullptr,
+      .ncu = env_.ncu,
+      .max_profiles_per_round = state_.options.max_profiles_per_round,
   });
   return {};
 }
@@ -467,6 +477,59 @@ Result<agent::ToolOutcome> Runner::tool_evaluate() {
   KDA_ASSIGN_OR_RETURN(eval::EvalReport r, run_eval(*s, "dev", std::nullopt, "writer evaluate tool"));
   json summary = eval_summary(r);
   return agent::ToolOutcome{eval_table(summary), false, summary};
+}
+
+// The writer's `profile` tool: the workspace's solution on one workload under ncu, the report in
+// rounds/NNN/profiles/<uuid8>[-<k>].ncu-rep with a record beside it (.json), one audit record.
+// Counts as evaluator time for --gpu-minutes.
+Result<ProfileTaken> Runner::tool_profile(const ProfileRequest& req) {
+  auto s = task::load_solution(dir_ / "workspace");
+  if (!s.ok()) return Status::bad_input("the workspace solution does not load: " + s.status().message());
+  const std::string uuid = !req.workload.empty() ? req.workload : pack_->dev_uuids.empty() ? "" : pack_->dev_uuids.front();
+  if (std::none_of(pack_->workloads.begin(), pack_->workloads.end(), [&](const task::Workload& w) { return w.uuid == uuid; }))
+    return Status::not_found("workload '" + uuid + "' is not in the task's workloads.jsonl");
+  const std::string rel_dir = round_dir_rel() + "/profiles";
+  std::string stem = uuid.substr(0, 8);
+  std::error_code ec;
+  if (stdfs::exists(dir_ / rel_dir / (stem + ".ncu-rep"), ec) || stdfs::exists(dir_ / rel_dir / (stem + ".json"), ec))
+    stem += "-" + std::to_string(req.index);  // the same workload again: keep both, for ncu_diff
+  const std::string rel = rel_dir + "/" + stem + ".ncu-rep";
+
+  eval::NcuProfileOptions o;
+  o.ncu = req.ncu;
+  o.report = dir_ / rel;
+  o.workload = uuid;
+  o.runner_binary = env_.runner_binary;
+  o.seed = static_cast<uint64_t>(state_.round) * 100 + static_cast<uint64_t>(req.index);
+  o.cuda_arch = state_.options.cuda_arch;
+  status_line("profiling (writer profile tool, " + stem + ")");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = eval::run_ncu_profile(*pack_, *s, o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state_.eval_s += wall;
+  const Status st = r.ok() ? r->status : r.status();
+  json record = {{"round", state_.round}, {"index", req.index}, {"workload", uuid},
+                 {"solution_hash", task::solution_hash(*s)}, {"report", st.ok() ? json(rel) : json(nullptr)},
+                 {"ok", st.ok()}, {"wall_s", wall}};
+  if (!st.ok()) record["error"] = st.message();
+  KDA_RETURN_IF_ERROR(log("profile", "verifier", record));
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(dir_ / rel_dir));
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / rel_dir / (stem + ".json"), record.dump(2)));
+  if (!st.ok()) return st;
+  return ProfileTaken{uuid, r->report, r->report.string()};
+}
+
+// The round's profile records (profiles/*.json), in the order they were taken.
+json Runner::round_profiles() const {
+  std::vector<json> v;
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(round_dir() / "profiles", ec)) {
+    if (e.path().extension() != ".json") continue;
+    json j = json::parse(read_or_empty(e.path()), nullptr, false);
+    if (j.is_object()) v.push_back(j);
+  }
+  std::sort(v.begin(), v.end(), [](const json& a, const json& b) { return a.value("index", 0) < b.value("index", 0); });
+  return json(v);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -748,7 +811,8 @@ Status Runner::round_verify() {
                  {"incumbent_speedup", state_.incumbent_speedup},
                  {"geomean", report ? report->score_geomean : 0.0},
                  {"eval", summary},
-                 {"rejections", rejections}};
+                 {"rejections", rejections},
+                 {"profiles", round_profiles()}};
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
   KDA_RETURN_IF_ERROR(log("verdict", "verifier", {{"round", state_.round}, {"verified", verified},

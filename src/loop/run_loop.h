@@ -34,6 +34,7 @@ struct LoopEnv {
   EvaluateFn evaluate;                             // empty: eval::evaluate
   BackendFactory make_backend;                     // empty: loop::make_backend
   std::function<void(const std::string&)> status;  // one live status line per event (stderr); may be empty
+  std::string ncu;                                 // the writer's `profile` tool: ncu binary ("": PATH, CUDA)
 };
 
 struct RunOutcome {
