@@ -205,16 +205,14 @@ std::vector<std::string> SharedArena::damaged_guards(const ArenaLayout& layout, 
   return bad;
 }
 
-void SharedArena::poison(const Slot& slot, uint64_t seed) {
-  // One block of kPoisonBlockBytes is drawn from the seed and tiled over the slot: the values are
-  // as unpredictable to the candidate as a per-element stream, and poisoning a 64 MB output costs
-  // a memcpy instead of 32 million generator steps (it runs before every call).
-  constexpr size_t kPoisonBlockBytes = 4096;  // a multiple of every element size
-  alignas(8) std::byte block[kPoisonBlockBytes];
+void poison_block(tensor::DType dtype, uint64_t seed, std::byte (&block)[kPoisonBlockBytes]) {
+  // One block is drawn from the seed and tiled over the slot: the values are as unpredictable to the
+  // candidate as a per-element stream, and poisoning a 64 MB output costs a memcpy instead of 32
+  // million generator steps (it happens before every call).
   std::byte* p = block;
   uint64_t s = seed;
   using tensor::DType;
-  switch (slot.dtype) {
+  switch (dtype) {
     case DType::kFloat32:
       for (size_t i = 0; i < kPoisonBlockBytes; i += 4) {
         uint32_t v = 0x7FC00000u | static_cast<uint32_t>(splitmix(s) & 0x3FFFFFu) | 1u;
@@ -245,9 +243,29 @@ void SharedArena::poison(const Slot& slot, uint64_t seed) {
       fill_pattern(p, kPoisonBlockBytes, seed ^ 0xA5A5A5A5u);
       break;
   }
-  std::byte* out = base_ + slot.offset;
-  for (uint64_t at = 0; at < slot.nbytes; at += kPoisonBlockBytes)
-    std::memcpy(out + at, block, std::min<uint64_t>(kPoisonBlockBytes, slot.nbytes - at));
+}
+
+namespace {
+
+void tile(std::byte* out, uint64_t nbytes, const std::byte (&block)[kPoisonBlockBytes]) {
+  for (uint64_t at = 0; at < nbytes; at += kPoisonBlockBytes)
+    std::memcpy(out + at, block, std::min<uint64_t>(kPoisonBlockBytes, nbytes - at));
+}
+
+}  // namespace
+
+tensor::Tensor poison_tensor(const Slot& slot, uint64_t seed) {
+  tensor::Tensor t(slot.dtype, slot.shape);
+  alignas(8) std::byte block[kPoisonBlockBytes];
+  poison_block(slot.dtype, seed, block);
+  tile(static_cast<std::byte*>(t.data()), std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(t.nbytes())), block);
+  return t;
+}
+
+void SharedArena::poison(const Slot& slot, uint64_t seed) {
+  alignas(8) std::byte block[kPoisonBlockBytes];
+  poison_block(slot.dtype, seed, block);
+  tile(base_ + slot.offset, slot.nbytes, block);
 }
 
 bool SharedArena::equals(const Slot& slot, const tensor::Tensor& t) const {

@@ -20,6 +20,8 @@
 namespace kda::eval {
 
 inline constexpr size_t kGuardBytes = 4096;  // guard band before and after every slot
+inline constexpr size_t kPoisonBlockBytes = 4096;  // poison: one seeded block, tiled (a multiple of every element size)
+
 
 struct Slot {
   std::string name;
@@ -40,6 +42,13 @@ struct ArenaLayout {
 
 // Lays out slots (64-byte aligned, guard bands between) for the given inputs and outputs.
 ArenaLayout plan_layout(const std::vector<Slot>& inputs, const std::vector<Slot>& outputs);
+
+// The poison block of `seed` for `dtype`: quiet NaNs with random payloads for float types (0x7F for
+// fp8, which has no payload bits), random canaries for integers and fp4. A slot is poisoned by tiling
+// it, on the host (SharedArena::poison) or on the device (the CUDA runner, from the same block).
+void poison_block(tensor::DType dtype, uint64_t seed, std::byte (&block)[kPoisonBlockBytes]);
+// What a slot holds after poison(slot, seed): for the unwritten-output check without a host copy.
+tensor::Tensor poison_tensor(const Slot& slot, uint64_t seed);
 
 class SharedArena {
  public:

@@ -281,9 +281,17 @@ Result<std::vector<tensor::Tensor>> Session::reference_outputs(const Materialize
       return *harness_error_;
     }
   }
-  for (const auto& s : layout_.outputs) ref_.arena().poison(s, ++seq_);
-  json call{{"seq", ++seq_},       {"flush", true}, {"upload", true}, {"upload_from", full_upload ? 0 : outputs_begin()},
-            {"download", true}, {"timed", true}};
+  json call{{"flush", true}, {"upload", true}, {"upload_from", full_upload ? 0 : outputs_begin()}, {"download", true},
+            {"timed", true}};
+  if (device_inputs(ref_)) {  // poisoned on the device: nothing to upload
+    json poison = json::array();
+    for (size_t k = 0; k < layout_.outputs.size(); ++k) poison.push_back({k, ++seq_});
+    call["poison"] = std::move(poison);
+    call["upload"] = false;
+  } else {
+    for (const auto& s : layout_.outputs) ref_.arena().poison(s, ++seq_);
+  }
+  call["seq"] = ++seq_;
   auto o = ref_.call(call, std::max(call_timeout(), 600.0));
   phases_.call_wall_s += o.wall_s;
   if (o.kind != CallOutcome::Kind::kOk) {
@@ -315,10 +323,23 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   int threads_before = 0;
   {
     PhaseTimer timer(phases_.prepare_call_s);
-    if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
-    for (size_t i = 0; i < layout_.outputs.size(); ++i)
-      arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
-    if (download) poisoned = read_outputs(runner);
+    if (device_inputs(runner)) {
+      // Outputs are poisoned on the device from the same seeded blocks, and nothing is uploaded: the
+      // guard bands have lived there since kPrepare. Only a checked call needs the poison on the host.
+      json poison = json::array();
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) {
+        const uint64_t seed = derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison);
+        poison.push_back({i, seed});
+        if (download) poisoned.push_back(poison_tensor(layout_.outputs[i], seed));
+      }
+      call["poison"] = std::move(poison);
+      call["upload"] = false;
+    } else {
+      if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
+      for (size_t i = 0; i < layout_.outputs.size(); ++i)
+        arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
+      if (download) poisoned = read_outputs(runner);
+    }
     threads_before = runner.thread_count();
   }
   call["seq"] = ++seq_;

@@ -5,6 +5,7 @@
 #include <array>
 #include <filesystem>
 #include <optional>
+#include <utility>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +27,9 @@ struct CallRequest {
   bool download = true;   // cuda: copy the device mirror back to the arena after the call
   bool timed = false;     // record timing (events + CUPTI span on cuda, monotonic clock on host)
   bool profile_range = false;  // cuda: bracket the call with cudaProfilerStart/Stop (ncu --profile-from-start off)
+  // Device-side inputs only: (output index, seed) pairs to poison on the device before the call
+  // (eval::poison_block tiled over the slot), instead of uploading host-poisoned outputs.
+  std::vector<std::pair<uint32_t, uint64_t>> poison;
 };
 
 struct CallReply {

@@ -163,6 +163,14 @@ class CudaBackend final : public Backend {
           e != cudaSuccess)
         return fail(r, "upload: " + cuda_error(e));
     }
+    if (!req.poison.empty()) {
+      if (!prepared_) return fail(r, "poison on the device needs device-side inputs (prepare first)");
+      for (const auto& [index, seed] : req.poison) {
+        if (index >= layout_.outputs.size()) return fail(r, "poison: no output " + std::to_string(index));
+        if (cudaError_t e = poison_on_device(layout_.outputs[index], seed); e != cudaSuccess)
+          return fail(r, "poison: " + cuda_error(e));
+      }
+    }
     if (req.flush) {
       // Cold L2: drop persisting lines, then overwrite 2x the L2 size.
       cudaCtxResetPersistingL2Cache();
@@ -281,6 +289,9 @@ class CudaBackend final : public Backend {
         return done("digest of input '" + s.name + "': " + cuda_error(e));
       r.digests.push_back({d.lo, d.hi});
     }
+    // The output region once, with its guard bands (later calls poison outputs on the device).
+    if (cudaError_t e = copy_range(outputs_begin_, mirror_bytes_, cudaMemcpyHostToDevice); e != cudaSuccess)
+      return done("upload of the output region: " + cuda_error(e));
     return done("");
   }
 
@@ -290,6 +301,12 @@ class CudaBackend final : public Backend {
     if (begin >= end) return cudaSuccess;
     return kind == cudaMemcpyHostToDevice ? cudaMemcpy(mirror_ + begin, arena_->data() + begin, end - begin, kind)
                                           : cudaMemcpy(arena_->data() + begin, mirror_ + begin, end - begin, kind);
+  }
+  // eval::poison_block tiled over an output slot on the device (what SharedArena::poison does on the host).
+  cudaError_t poison_on_device(const eval::Slot& s, uint64_t seed) {
+    alignas(8) std::byte block[eval::kPoisonBlockBytes];
+    eval::poison_block(s.dtype, seed, block);
+    return tile_on_device(mirror_ + s.offset, s.nbytes, block, sizeof(block), stream_);
   }
   cudaError_t copy_guards(const eval::Slot& s, cudaMemcpyKind kind) {
     if (cudaError_t e = copy_range(s.offset - eval::kGuardBytes, s.offset, kind); e != cudaSuccess) return e;

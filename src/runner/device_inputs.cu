@@ -119,6 +119,19 @@ cudaError_t generate_random_device(void* data, DType dtype, int64_t numel, uint6
   return cudaErrorInvalidValue;
 }
 
+cudaError_t tile_on_device(void* dst, uint64_t nbytes, const void* block, uint64_t block_bytes, cudaStream_t s) {
+  auto* out = static_cast<unsigned char*>(dst);
+  uint64_t done = std::min(nbytes, block_bytes);
+  if (done == 0) return cudaSuccess;
+  if (cudaError_t e = cudaMemcpyAsync(out, block, done, cudaMemcpyHostToDevice, s); e != cudaSuccess) return e;
+  while (done < nbytes) {
+    const uint64_t n = std::min(done, nbytes - done);
+    if (cudaError_t e = cudaMemcpyAsync(out + done, out, n, cudaMemcpyDeviceToDevice, s); e != cudaSuccess) return e;
+    done += n;
+  }
+  return cudaStreamSynchronize(s);  // the host block must outlive the first copy
+}
+
 cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t s,
                           eval::Digest128* out) {
   if (cudaError_t e = cudaMemsetAsync(scratch, 0, 2 * sizeof(uint64_t), s); e != cudaSuccess) return e;

@@ -22,6 +22,10 @@ namespace kda::runner {
 cudaError_t generate_random_device(void* data, tensor::DType dtype, int64_t numel, uint64_t seed, uint64_t stream,
                                    std::optional<uint64_t> fingerprint_seed, cudaStream_t cuda_stream);
 
+// Tiles `block` (block_bytes, host memory) over [dst, dst + nbytes) on the device: the block goes up
+// once, then each device-to-device copy doubles the filled prefix. Synchronous on `cuda_stream`.
+cudaError_t tile_on_device(void* dst, uint64_t nbytes, const void* block, uint64_t block_bytes, cudaStream_t cuda_stream);
+
 // `scratch` is device memory for two uint64_t; the result is synchronously copied to the host.
 cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t cuda_stream,
                           eval::Digest128* out);

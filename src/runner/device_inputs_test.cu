@@ -5,9 +5,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <vector>
 
+#include "eval/arena.h"
 #include "eval/input_digest.h"
 #include "runner/device_inputs.h"
 #include "tensor/generate.h"
@@ -54,6 +56,28 @@ int check(DType dtype, int64_t n, std::optional<uint64_t> fp) {
   return failures;
 }
 
+// tile_on_device of a poison block equals the host's poisoned slot (SharedArena::poison / poison_tensor).
+int check_poison(DType dtype, int64_t n) {
+  kda::eval::Slot slot{"y", dtype, {n}, false};
+  slot.nbytes = static_cast<uint64_t>(kda::tensor::dtype_storage_bytes(dtype, n));
+  const kda::tensor::Tensor want = kda::eval::poison_tensor(slot, 1234);
+  alignas(8) std::byte block[kda::eval::kPoisonBlockBytes];
+  kda::eval::poison_block(dtype, 1234, block);
+  unsigned char* d = nullptr;
+  if (cudaMalloc(&d, slot.nbytes + 1) != cudaSuccess) return 1;
+  int failures = 0;
+  if (kda::runner::tile_on_device(d, slot.nbytes, block, sizeof(block), nullptr) != cudaSuccess) ++failures;
+  std::vector<unsigned char> got(slot.nbytes);
+  cudaMemcpy(got.data(), d, slot.nbytes, cudaMemcpyDeviceToHost);
+  if (std::memcmp(got.data(), want.data(), slot.nbytes) != 0) {
+    std::fprintf(stderr, "dtype %d n %lld: device poison differs from the host's\n", static_cast<int>(dtype),
+                 static_cast<long long>(n));
+    ++failures;
+  }
+  cudaFree(d);
+  return failures;
+}
+
 }  // namespace
 
 int main() {
@@ -67,6 +91,8 @@ int main() {
     for (int64_t n : {int64_t{1}, int64_t{33}, int64_t{1000003}})
       for (std::optional<uint64_t> fp : {std::optional<uint64_t>(), std::optional<uint64_t>(777)})
         failures += check(d, n, fp);
+  for (DType d : kda::tensor::kAllDTypes)
+    for (int64_t n : {int64_t{1}, int64_t{2049}, int64_t{33554432}}) failures += check_poison(d, n);
   std::printf("%s\n", failures == 0 ? "device inputs and digests match the host" : "MISMATCH");
   return failures == 0 ? 0 : 1;
 }

@@ -110,6 +110,8 @@ int serve(kda::runner::Backend& backend) {
         req.download = msg.value("download", true);
         req.timed = msg.value("timed", false);
         req.profile_range = msg.value("profile_range", false);
+        for (const auto& p : msg.value("poison", json::array()))
+          req.poison.emplace_back(p.at(0).get<uint32_t>(), p.at(1).get<uint64_t>());
         auto r = backend.call(req);
         out = {{"ok", r.ok}, {"rc", r.rc}, {"elapsed_ns", r.elapsed_ns}, {"extra", r.extra}, {"seq", req.seq}};
         if (!r.error.empty()) out["error"] = r.error;
