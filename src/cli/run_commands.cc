@@ -55,6 +55,7 @@ Status read_numbers(const Args& args, loop::LoopOptions& o) {
       {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
       {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
       {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
+      {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
   };
   for (const auto& i : ints) {
     auto v = args.integer(i.name);
@@ -93,6 +94,7 @@ void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
 int run_run(const Args& args, Io& io) {
   loop::LoopEnv env;
   env.runner_binary = run_runner_path();
+  env.ncu = args.value_or("ncu", "");
   const bool quiet = args.flag("quiet");
   env.status = [&io, quiet](const std::string& line) {
     if (!quiet) io.err << line << "\n" << std::flush;
@@ -186,6 +188,12 @@ CommandSpec run_command() {
                    .default_value = "0.02"},
                   {.name = "evals-per-round", .metavar = "N", .help = "writer evaluate-tool calls per round",
                    .default_value = "8"},
+                  {.name = "max-profiles", .metavar = "N",
+                   .help = "writer profile-tool (Nsight Compute) calls per round; 0: no profile tool",
+                   .default_value = "2"},
+                  {.name = "ncu", .metavar = "PATH",
+                   .help = "ncu for the profile tool (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
+                   .env = "KDA_NCU"},
                   {.name = "no-sandbox", .help = "evaluate without Landlock/seccomp (debugging only)"},
                   {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
                   {.name = "quiet", .short_name = 'q', .help = "no live status on stderr"},
