@@ -189,8 +189,9 @@ CommandSpec run_command() {
                   {.name = "evals-per-round", .metavar = "N", .help = "writer evaluate-tool calls per round",
                    .default_value = "8"},
                   {.name = "max-profiles", .metavar = "N",
-                   .help = "writer profile-tool (Nsight Compute) calls per round; 0: no profile tool",
-                   .default_value = "2"},
+                   .help = "writer profile-tool (Nsight Compute) calls per round; 0: no profile tool (profiled code "
+                           "runs unsandboxed)",
+                   .default_value = "0"},
                   {.name = "ncu", .metavar = "PATH",
                    .help = "ncu for the profile tool (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
                    .env = "KDA_NCU"},

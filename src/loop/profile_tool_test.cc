@@ -186,6 +186,7 @@ TEST_F(RunLoopTest, WriterProfilesIntoTheRoundDirectory) {
   sessions_.push_back(reviewer_session("review", 1, "DECISION: COMPLETE\nPROGRESS: ADVANCED"));
   LoopOptions opts = options();
   opts.task = kRmsnorm;
+  opts.max_profiles_per_round = 2;  // opt in (the default is 0: profiled code runs unsandboxed)
   LoopEnv e = env();
   e.runner_binary = stdfs::path(KDA_BINARY_DIR) / "kda-runner";
   e.ncu = ncu.string();

@@ -78,7 +78,7 @@ Result<LoopOptions> LoopOptions::from_json(const nlohmann::json& j) {
     o.claim_tolerance = j.value("claim_tolerance", 0.25);
     o.min_improvement = j.value("min_improvement", 0.02);
     o.max_evals_per_round = j.value("max_evals_per_round", 8);
-    o.max_profiles_per_round = j.value("max_profiles_per_round", 2);
+    o.max_profiles_per_round = j.value("max_profiles_per_round", 0);
     o.sandbox = j.value("sandbox", true);
     o.cuda_arch = j.value("cuda_arch", "90a");
   } catch (const nlohmann::json::exception& e) {

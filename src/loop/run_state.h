@@ -35,7 +35,9 @@ struct LoopOptions {
   double claim_tolerance = 0.25;           // relative: |claimed - measured| <= tol * measured
   double min_improvement = 0.02;           // relative geomean gain over the incumbent that counts
   int max_evals_per_round = 8;             // writer's `evaluate` tool calls per round
-  int max_profiles_per_round = 2;          // writer's `profile` tool calls per round (0: not offered)
+  // Writer's `profile` tool calls per round; 0 (the default): not offered, because the runner under
+  // ncu cannot be sandboxed, so profiled code runs with the user's rights (opt in with --max-profiles).
+  int max_profiles_per_round = 0;
   bool sandbox = true;                     // evaluator sandbox (Landlock + seccomp)
   std::string cuda_arch = "90a";
   nlohmann::json to_json() const;
