@@ -38,28 +38,11 @@ constexpr size_t kGrepMaxLineChars = 300;
 constexpr int kListMaxEntries = 2000;
 constexpr int kReadDefaultLines = 2000;
 
-// Lexically normal, without a trailing separator.
-stdfs::path clean(const stdfs::path& p) {
-  stdfs::path n = p.lexically_normal();
-  if (!n.has_filename() && n.has_relative_path()) n = n.parent_path();
-  return n;
-}
-
-// Both absolute and clean: is `p` equal to `root` or beneath it?
-bool within(const stdfs::path& p, const stdfs::path& root) {
-  auto pi = p.begin();
-  for (auto ri = root.begin(); ri != root.end(); ++ri, ++pi) {
-    if (ri->empty()) continue;
-    if (pi == p.end() || *pi != *ri) return false;
-  }
-  return true;
-}
-
 stdfs::path canonical_root(const stdfs::path& base, const stdfs::path& p) {
   std::error_code ec;
   stdfs::path full = p.is_absolute() ? p : base / p;
   stdfs::path c = stdfs::weakly_canonical(full, ec);
-  return clean(ec ? full : c);
+  return fs::lexically_clean(ec ? full : c);
 }
 
 // The JSON-schema helpers for tool specs.
@@ -299,7 +282,7 @@ WorkspaceTools::~WorkspaceTools() {
 }
 
 std::string WorkspaceTools::display_path(const stdfs::path& resolved) const {
-  if (within(resolved, root_)) {
+  if (fs::is_within(resolved, root_)) {
     auto rel = resolved.lexically_relative(root_);
     return rel.empty() || rel == "." ? "." : rel.string();
   }
@@ -316,7 +299,7 @@ Result<stdfs::path> resolve_path(const stdfs::path& root, const std::string& tex
   std::error_code ec;
   stdfs::path canon = stdfs::weakly_canonical(full, ec);
   if (ec) return Status::bad_input(fmt::format("cannot resolve {}: {}", text, ec.message()));
-  canon = clean(canon);
+  canon = fs::lexically_clean(canon);
   // weakly_canonical resolved every symlink of the existing prefix; check each existing component
   // again so that a symlink swapped in meanwhile is caught rather than followed.
   stdfs::path prefix;
@@ -333,11 +316,11 @@ Result<stdfs::path> resolve_path(const stdfs::path& root, const std::string& tex
 
 Result<stdfs::path> WorkspaceTools::resolve_for_read(const std::string& path) const {
   KDA_ASSIGN_OR_RETURN(stdfs::path p, resolve_path(root_, path));
-  if (within(p, root_)) return p;
+  if (fs::is_within(p, root_)) return p;
   for (const auto& r : readable_)
-    if (within(p, r)) return p;
+    if (fs::is_within(p, r)) return p;
   for (const auto& w : writable_)
-    if (within(p, w)) return p;
+    if (fs::is_within(p, w)) return p;
   return Status::bad_input(fmt::format("{} is outside the workspace and the readable paths (resolves to {})", path,
                                        p.string()));
 }
@@ -350,9 +333,9 @@ Result<stdfs::path> WorkspaceTools::resolve_for_write(const std::string& path) c
   for (const auto& part : p)
     if (part == ".git") return Status::bad_input(fmt::format("{} is inside a .git directory: it may not be written", path));
   for (const auto& prot : protected_)
-    if (within(p, prot)) return Status::bad_input(fmt::format("{} is protected: it may not be written", path));
+    if (fs::is_within(p, prot)) return Status::bad_input(fmt::format("{} is protected: it may not be written", path));
   for (const auto& w : writable_)
-    if (within(p, w)) return p;
+    if (fs::is_within(p, w)) return p;
   std::string allowed;
   for (const auto& w : writable_) allowed += (allowed.empty() ? "" : ", ") + display_path(w);
   return Status::bad_input(fmt::format("{} is not writable (resolves to {}); writable: {}", path, display_path(p),
@@ -703,7 +686,7 @@ ToolOutcome WorkspaceTools::run_command(const json& args) {
   std::vector<stdfs::path> watched;
   for (const auto& prot : protected_)
     for (const auto& w : writable_)
-      if (within(prot, w)) {
+      if (fs::is_within(prot, w)) {
         watched.push_back(prot);
         break;
       }

@@ -18,6 +18,7 @@
 #include "ncu/csv_pages.h"
 #include "ncu/diff.h"
 #include "ncu/report_reader.h"
+#include "util/fs.h"
 
 #ifdef KDA_HAVE_WIKI
 #include "wiki/wiki.h"
@@ -179,24 +180,6 @@ class ArgReader {
   std::optional<std::string> error_;
 };
 
-// ---- paths --------------------------------------------------------------------------------------
-
-stdfs::path clean(const stdfs::path& p) {
-  stdfs::path n = p.lexically_normal();
-  if (!n.has_filename() && n.has_relative_path()) n = n.parent_path();
-  return n;
-}
-
-// Both absolute and clean: is `p` equal to `root` or beneath it?
-bool within(const stdfs::path& p, const stdfs::path& root) {
-  auto pi = p.begin();
-  for (auto ri = root.begin(); ri != root.end(); ++ri, ++pi) {
-    if (ri->empty()) continue;
-    if (pi == p.end() || *pi != *ri) return false;
-  }
-  return true;
-}
-
 // ---- rendering ----------------------------------------------------------------------------------
 
 #ifdef KDA_HAVE_WIKI
@@ -231,7 +214,7 @@ KnowledgeTools::KnowledgeTools(KnowledgeToolsOptions options) : options_(std::mo
     if (r.empty()) continue;
     stdfs::path full = r.is_absolute() ? r : cwd / r;
     stdfs::path c = stdfs::weakly_canonical(full, ec);
-    roots_.push_back(clean(ec ? full : c));
+    roots_.push_back(fs::lexically_clean(ec ? full : c));
   }
   options_.max_hits = std::max<size_t>(1, options_.max_hits);
 }
@@ -465,8 +448,8 @@ Result<stdfs::path> KnowledgeTools::resolve_report(const std::string& path) cons
   // file really is, before anything about it is said.
   stdfs::path canon = stdfs::weakly_canonical(full, ec);
   if (ec) return Status::bad_input(fmt::format("{}: cannot resolve the path ({})", path, ec.message()));
-  canon = clean(canon);
-  bool inside = std::any_of(roots_.begin(), roots_.end(), [&](const stdfs::path& r) { return within(canon, r); });
+  canon = fs::lexically_clean(canon);
+  bool inside = std::any_of(roots_.begin(), roots_.end(), [&](const stdfs::path& r) { return fs::is_within(canon, r); });
   if (!inside) {
     std::vector<std::string> rs;
     for (const auto& r : roots_) rs.push_back(r.string());
@@ -479,7 +462,7 @@ Result<stdfs::path> KnowledgeTools::resolve_report(const std::string& path) cons
 }
 
 std::string KnowledgeTools::display_path(const stdfs::path& resolved) const {
-  if (!roots_.empty() && within(resolved, roots_.front())) {
+  if (!roots_.empty() && fs::is_within(resolved, roots_.front())) {
     auto rel = resolved.lexically_relative(roots_.front());
     if (!rel.empty() && rel != ".") return rel.string();
   }

@@ -89,4 +89,19 @@ stdfs::path user_data_dir(const char* override_env) {
 
 stdfs::path user_cache_dir(const char* override_env) { return xdg_dir(override_env, "XDG_CACHE_HOME", ".cache"); }
 
+stdfs::path lexically_clean(const stdfs::path& p) {
+  stdfs::path n = p.lexically_normal();
+  if (!n.has_filename() && n.has_relative_path()) n = n.parent_path();
+  return n;
+}
+
+bool is_within(const stdfs::path& p, const stdfs::path& root) {
+  auto pi = p.begin();
+  for (auto ri = root.begin(); ri != root.end(); ++ri, ++pi) {
+    if (ri->empty()) continue;
+    if (pi == p.end() || *pi != *ri) return false;
+  }
+  return true;
+}
+
 }  // namespace kda::fs

@@ -27,6 +27,11 @@ Result<stdfs::path> make_temp_dir(const stdfs::path& parent, std::string_view pr
 // $XDG_DATA_HOME/kda or ~/.local/share/kda; `override_env` (if set in the environment) wins.
 stdfs::path user_data_dir(const char* override_env = nullptr);
 
+// Lexically normal, without a trailing separator ("a/b/../c/" -> "a/c").
+stdfs::path lexically_clean(const stdfs::path& p);
+// For absolute, clean paths: is `p` equal to `root` or beneath it (component-wise, no I/O)?
+bool is_within(const stdfs::path& p, const stdfs::path& root);
+
 // $XDG_CACHE_HOME/kda or ~/.cache/kda; `override_env` (if set in the environment) wins.
 stdfs::path user_cache_dir(const char* override_env = nullptr);
 

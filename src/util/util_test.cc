@@ -35,6 +35,16 @@ TEST(Sha256, KnownVectors) {
             Sha256().update_field("a").update_field("bc").hex_digest());
 }
 
+TEST(Fs, LexicallyCleanAndIsWithin) {
+  EXPECT_EQ(fs::lexically_clean("/a/b/../c/"), std::filesystem::path("/a/c"));
+  EXPECT_EQ(fs::lexically_clean("a/./b"), std::filesystem::path("a/b"));
+  EXPECT_TRUE(fs::is_within("/w/src/k.cu", "/w"));
+  EXPECT_TRUE(fs::is_within("/w", "/w"));
+  EXPECT_FALSE(fs::is_within("/work", "/w"));   // a prefix of the name is not a parent
+  EXPECT_FALSE(fs::is_within("/", "/w"));
+  EXPECT_FALSE(fs::is_within("/x/w", "/w"));
+}
+
 TEST(Fs, AtomicWriteAndRead) {
   auto dir = fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-util-test");
   ASSERT_TRUE(dir.ok());
