@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/tool_run_args.h"
 #include "eval/ncu_profile.h"
 #include "eval/tool_run.h"
 #include "ncu/analyze.h"
@@ -66,14 +67,8 @@ int run_profile(const Args& args, Io& io) {
   if (uuid.empty()) return fail(io, Status::bad_input("--workload: required (a uuid from " + (pack->root / "workloads.jsonl").string() + ")"));
   auto ncu = eval::find_tool(args.value_or("ncu", ""), "ncu", "--ncu");
   if (!ncu.ok()) return fail(io, ncu.status());
-  auto warmup = args.integer("warmup");
-  if (!warmup.ok()) return fail(io, warmup.status());
-  auto seed = args.integer("seed");
-  if (!seed.ok()) return fail(io, seed.status());
-  auto timeout = args.number("timeout");
-  if (!timeout.ok()) return fail(io, timeout.status());
-  if (warmup->value_or(0) < 0) return fail(io, Status::bad_input("--warmup: must be >= 0"));
-  if (timeout->value_or(1) <= 0) return fail(io, Status::bad_input("--timeout: must be > 0 seconds"));
+  auto run_args = parse_tool_run_args(args);
+  if (!run_args.ok()) return fail(io, run_args.status());
 
   stdfs::path report = args.value("out") ? stdfs::path(*args.value("out"))
                                          : default_report_path(args.value_or("run-dir", ""), solution->name, uuid);
@@ -86,10 +81,10 @@ int run_profile(const Args& args, Io& io) {
   o.workload = uuid;
   o.set = args.value_or("set", "full");
   o.runner_binary = eval::default_runner_binary();
-  o.seed = static_cast<uint64_t>(seed->value_or(1));
-  o.warmup = static_cast<int>(warmup->value_or(2));
+  o.seed = static_cast<uint64_t>(run_args->seed.value_or(1));
+  o.warmup = static_cast<int>(run_args->warmup.value_or(2));
   o.cuda_arch = args.value_or("arch", "90a");
-  o.timeout_s = timeout->value_or(600);
+  o.timeout_s = run_args->timeout_s.value_or(600);
   o.progress = [&io, quiet](const std::string& line) {
     if (!quiet) io.err << "kda ncu profile: " << line << "\n";
   };

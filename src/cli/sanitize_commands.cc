@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/tool_run_args.h"
 #include "eval/tool_run.h"
 #include "eval/tool_run_sanitizer.h"
 #include "task/task_pack.h"
@@ -115,14 +116,8 @@ int run_sanitize(const Args& args, Io& io) {
   if (!uuids.ok()) return fail(io, uuids.status());
   auto sanitizer = eval::find_tool(args.value_or("sanitizer", ""), "compute-sanitizer", "--sanitizer");
   if (!sanitizer.ok()) return fail(io, sanitizer.status());
-  auto warmup = args.integer("warmup");
-  if (!warmup.ok()) return fail(io, warmup.status());
-  auto seed = args.integer("seed");
-  if (!seed.ok()) return fail(io, seed.status());
-  auto timeout = args.number("timeout");
-  if (!timeout.ok()) return fail(io, timeout.status());
-  if (warmup->value_or(0) < 0) return fail(io, Status::bad_input("--warmup: must be >= 0"));
-  if (timeout->value_or(1) <= 0) return fail(io, Status::bad_input("--timeout: must be > 0 seconds"));
+  auto run_args = parse_tool_run_args(args);
+  if (!run_args.ok()) return fail(io, run_args.status());
 
   // The tool's logs: kept in --log-dir when given, else in a private temporary directory.
   stdfs::path log_dir;
@@ -153,12 +148,12 @@ int run_sanitize(const Args& args, Io& io) {
     eval::ToolRunOptions o;
     o.workload = uuid;
     o.runner_binary = eval::default_runner_binary();
-    o.seed = static_cast<uint64_t>(seed->value_or(1));
-    o.warmup = static_cast<int>(warmup->value_or(0));
+    o.seed = static_cast<uint64_t>(run_args->seed.value_or(1));
+    o.warmup = static_cast<int>(run_args->warmup.value_or(0));
     o.lineinfo = true;  // file:line in the reports
     o.profile_range = false;
     o.cuda_arch = args.value_or("arch", "90a");
-    o.timeout_s = timeout->value_or(600);
+    o.timeout_s = run_args->timeout_s.value_or(600);
     o.tool_log = log;
     o.wrapper = {sanitizer->string(), "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
                  "--log-file", log.string()};
