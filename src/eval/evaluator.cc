@@ -130,9 +130,9 @@ class Session {
     if (in.ok()) in->id = ++next_set_id_;
     return in;
   }
-  // Makes `in` the runner's current input set: on the host (and for runners without device-side
-  // inputs) by writing the arena, which the next call uploads whole (*full_upload); otherwise with
-  // kPrepare, the runner generating the random inputs on the device.
+  // Makes `in` the runner's current input set unless it already is: on the host (and for runners
+  // without device-side inputs) by writing the arena, which the next call uploads whole
+  // (*full_upload); otherwise with kPrepare, the runner generating the random inputs on the device.
   std::optional<Failure> load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload);
   bool device_inputs(const RunnerClient& r) const {
     return cuda() && options_.device_inputs && r.has_capability("device_inputs");
@@ -273,13 +273,11 @@ std::optional<Failure> Session::classify(const CallOutcome& o) const {
 
 Result<std::vector<tensor::Tensor>> Session::reference_outputs(const MaterializedInputs& inputs) {
   bool full_upload = false;
-  if (loaded_[&ref_].id != inputs.id) {
-    if (auto f = load_inputs(ref_, inputs, &full_upload)) {
-      if (!harness_error_)
-        harness_error_ = Status::internal(fmt::format("the reference runner could not take the inputs of workload {}: {}",
-                                                      current_uuid_, f->message));
-      return *harness_error_;
-    }
+  if (auto f = load_inputs(ref_, inputs, &full_upload)) {
+    if (!harness_error_)
+      harness_error_ = Status::internal(fmt::format("the reference runner could not take the inputs of workload {}: {}",
+                                                    current_uuid_, f->message));
+    return *harness_error_;
   }
   json call{{"flush", true}, {"upload", true}, {"upload_from", full_upload ? 0 : outputs_begin()}, {"download", true},
             {"timed", true}};
@@ -313,9 +311,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   SharedArena& arena = runner.arena();
   const bool download = call.value("download", true);
   bool fresh_inputs = false;
-  if (loaded_[&runner].id != inputs.id) {
-    if (auto f = load_inputs(runner, inputs, &fresh_inputs)) return f;
-  }
+  if (auto f = load_inputs(runner, inputs, &fresh_inputs)) return f;
   call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
   // On the host the candidate works in the shared arena itself, so guards are refilled only with
   // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
@@ -323,21 +319,20 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   int threads_before = 0;
   {
     PhaseTimer timer(phases_.prepare_call_s);
+    auto poison_seed = [&](size_t i) { return derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison); };
     if (device_inputs(runner)) {
       // Outputs are poisoned on the device from the same seeded blocks, and nothing is uploaded: the
       // guard bands have lived there since kPrepare. Only a checked call needs the poison on the host.
       json poison = json::array();
       for (size_t i = 0; i < layout_.outputs.size(); ++i) {
-        const uint64_t seed = derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison);
-        poison.push_back({i, seed});
-        if (download) poisoned.push_back(poison_tensor(layout_.outputs[i], seed));
+        poison.push_back({i, poison_seed(i)});
+        if (download) poisoned.push_back(poison_tensor(layout_.outputs[i], poison_seed(i)));
       }
       call["poison"] = std::move(poison);
       call["upload"] = false;
     } else {
       if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
-      for (size_t i = 0; i < layout_.outputs.size(); ++i)
-        arena.poison(layout_.outputs[i], derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison));
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) arena.poison(layout_.outputs[i], poison_seed(i));
       if (download) poisoned = read_outputs(runner);
     }
     threads_before = runner.thread_count();
@@ -370,24 +365,20 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   }
   // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
   // them leave any mutation in place, so a checked call sees what every earlier call did.
+  // Device-side inputs are digested by the runner after the call under the evaluation's secret key;
+  // scalars (passed as host values) and host-side inputs are compared in the arena.
+  const bool by_digest = device_inputs(runner);
+  const auto& want = loaded_[&runner].digests;
+  const json got_digests = o.reply.value("extra", json::object()).value("input_digests", json::array());
   std::string mutated;
-  if (device_inputs(runner)) {
-    // Device-side inputs: the runner digests them after the call under the evaluation's secret key.
-    const auto& want = loaded_[&runner].digests;
-    const json got_digests = o.reply.value("extra", json::object()).value("input_digests", json::array());
-    for (size_t i = 0; i < layout_.inputs.size(); ++i) {
-      if (layout_.inputs[i].scalar) {  // scalars are passed as host values: the arena holds them
-        if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
-        continue;
-      }
-      const bool same = i < want.size() && i < got_digests.size() && got_digests[i].is_array() &&
-                        got_digests[i].size() == 2 && got_digests[i][0].get<uint64_t>() == want[i].lo &&
-                        got_digests[i][1].get<uint64_t>() == want[i].hi;
-      if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
-    }
-  } else {
-    for (size_t i = 0; i < layout_.inputs.size(); ++i)
-      if (!arena.equals(layout_.inputs[i], inputs.tensors[i])) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    bool same;
+    if (by_digest && !layout_.inputs[i].scalar)
+      same = i < want.size() && i < got_digests.size() && got_digests[i].is_array() && got_digests[i].size() == 2 &&
+             got_digests[i][0].get<uint64_t>() == want[i].lo && got_digests[i][1].get<uint64_t>() == want[i].hi;
+    else
+      same = arena.equals(layout_.inputs[i], inputs.tensors[i]);
+    if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
   }
   if (!mutated.empty() && gate_on("input-check"))
     return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
@@ -425,6 +416,8 @@ std::optional<Failure> Session::compare(const std::vector<tensor::Tensor>& cand,
 
 std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload) {
   Loaded& loaded = loaded_[&r];
+  *full_upload = false;
+  if (loaded.id == in.id) return std::nullopt;
   loaded = {};
   SharedArena& arena = r.arena();
   if (!device_inputs(r)) {
@@ -475,7 +468,6 @@ std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedI
     return Failure{Verdict::kRuntimeError, "harness_error", "device-side inputs disagree", {}};
   }
   loaded.id = in.id;
-  *full_upload = false;
   return std::nullopt;
 }
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "contest/generators.h"
+#include "eval/fingerprint.h"
 #include "tensor/generate.h"
 #include "tensor/safetensors.h"
 #include "util/sha256.h"
@@ -124,7 +125,7 @@ void copy_fingerprint(const MaterializedInputs& from, MaterializedInputs& to) {
     auto& b = to.tensors[i];
     int64_t n = a.numel();
     for (int64_t k = 0; k < n; ++k) {
-      if (k < 16 || k >= n - 16 || k % 64 == 0) b.set_bits(k, a.get_bits(k));
+      if (is_fingerprint_position(k, n)) b.set_bits(k, a.get_bits(k));
     }
   }
 }

@@ -57,7 +57,7 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
                                               uint64_t trial_seed, BlobCache& blobs, bool host_values = true);
 
 // Copies the "fingerprint" of `from` into `to` for plain random inputs: the first and last 16
-// elements and every 64th element. A cache keyed on a sparse sample of the inputs then sees the
+// elements and every 64th element (eval/fingerprint.h). A cache keyed on a sparse sample of the inputs then sees the
 // same key for different inputs (threat S12); the re-check of timed outputs catches it.
 void copy_fingerprint(const MaterializedInputs& from, MaterializedInputs& to);
 

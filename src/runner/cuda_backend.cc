@@ -18,6 +18,7 @@
 
 #include "runner/backend.h"
 #include "runner/device_inputs.h"
+#include "tensor/tensor.h"
 
 namespace kda::runner {
 
@@ -229,9 +230,7 @@ class CudaBackend final : public Backend {
         if (cudaError_t e = copy_guards(s, cudaMemcpyDeviceToHost); e != cudaSuccess)
           return fail(r, "download guards: " + cuda_error(e));
         eval::Digest128 d;
-        if (cudaError_t e = digest_device(mirror_ + s.offset, s.nbytes, digest_key_, digest_scratch_, stream_, &d);
-            e != cudaSuccess)
-          return fail(r, "input digest: " + cuda_error(e));
+        if (cudaError_t e = digest_slot(s, &d); e != cudaSuccess) return fail(r, "input digest: " + cuda_error(e));
         digests.push_back({d.lo, d.hi});
       }
       r.extra["input_digests"] = std::move(digests);
@@ -274,19 +273,14 @@ class CudaBackend final : public Backend {
         e = copy_range(s.offset - eval::kGuardBytes, s.offset + s.nbytes + eval::kGuardBytes, cudaMemcpyHostToDevice);
       } else {
         e = copy_guards(s, cudaMemcpyHostToDevice);
-        const int64_t numel = s.shape.empty() ? 1 : [&] {
-          int64_t n = 1;
-          for (int64_t d : s.shape) n *= d;
-          return n;
-        }();
         if (e == cudaSuccess)
-          e = generate_random_device(mirror_ + s.offset, s.dtype, numel, in.seed, in.stream, in.fingerprint_seed, stream_);
+          e = generate_random_device(mirror_ + s.offset, s.dtype, tensor::checked_numel(s.shape).value_or(0), in.seed,
+                                     in.stream, in.fingerprint_seed, stream_);
       }
       if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
       if (e != cudaSuccess) return done("prepare input '" + s.name + "': " + cuda_error(e));
       eval::Digest128 d;
-      if (e = digest_device(mirror_ + s.offset, s.nbytes, digest_key_, digest_scratch_, stream_, &d); e != cudaSuccess)
-        return done("digest of input '" + s.name + "': " + cuda_error(e));
+      if (e = digest_slot(s, &d); e != cudaSuccess) return done("digest of input '" + s.name + "': " + cuda_error(e));
       r.digests.push_back({d.lo, d.hi});
     }
     // The output region once, with its guard bands (later calls poison outputs on the device).
@@ -307,6 +301,10 @@ class CudaBackend final : public Backend {
     alignas(8) std::byte block[eval::kPoisonBlockBytes];
     eval::poison_block(s.dtype, seed, block);
     return tile_on_device(mirror_ + s.offset, s.nbytes, block, sizeof(block), stream_);
+  }
+  // The evaluation's keyed digest of a slot of the device mirror.
+  cudaError_t digest_slot(const eval::Slot& s, eval::Digest128* out) {
+    return digest_device(mirror_ + s.offset, s.nbytes, digest_key_, digest_scratch_, stream_, out);
   }
   cudaError_t copy_guards(const eval::Slot& s, cudaMemcpyKind kind) {
     if (cudaError_t e = copy_range(s.offset - eval::kGuardBytes, s.offset, kind); e != cudaSuccess) return e;

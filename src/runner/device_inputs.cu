@@ -1,5 +1,6 @@
 #include "runner/device_inputs.h"
 
+#include "eval/fingerprint.h"
 #include "tensor/random_values.h"
 
 namespace kda::runner {
@@ -18,8 +19,6 @@ __device__ __forceinline__ void block_values(DType d, uint64_t seed, uint64_t st
   }
 }
 
-__device__ __forceinline__ bool is_fingerprint(int64_t k, int64_t numel) { return k < 16 || k >= numel - 16 || k % 64 == 0; }
-
 // One thread per Philox block (four elements), grid-stride; the same storage layout as generate.cc.
 template <DType D>
 __global__ void random_kernel(unsigned char* data, int64_t numel, uint64_t seed, uint64_t stream, bool has_fp,
@@ -35,12 +34,14 @@ __global__ void random_kernel(unsigned char* data, int64_t numel, uint64_t seed,
     const int lanes = numel - first < 4 ? static_cast<int>(numel - first) : 4;
     uint64_t bits[4] = {0, 0, 0, 0};
     for (int l = 0; l < lanes; ++l) bits[l] = tensor::random_bits_from(D, w, z, l);
-    if (has_fp && (first < 16 || first + 3 >= numel - 16 || b % 16 == 0)) {
+    bool any_fp = false;
+    for (int l = 0; l < lanes && has_fp; ++l) any_fp = any_fp || eval::is_fingerprint_position(first + l, numel);
+    if (any_fp) {
       Philox4x32 wf;
       float zf[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       block_values(D, fp_seed, stream, static_cast<uint64_t>(b), wf, zf);
       for (int l = 0; l < lanes; ++l)
-        if (is_fingerprint(first + l, numel)) bits[l] = tensor::random_bits_from(D, wf, zf, l);
+        if (eval::is_fingerprint_position(first + l, numel)) bits[l] = tensor::random_bits_from(D, wf, zf, l);
     }
     if constexpr (kBits == 4) {
       data[2 * b] = static_cast<unsigned char>(bits[0] | (bits[1] << 4));
