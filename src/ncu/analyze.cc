@@ -199,7 +199,9 @@ std::vector<Hotspot> compute_hotspots(const KernelResult& k, uint64_t* pc_base) 
     if (auto it = rows.find(pc); it != rows.end()) {
       h.sass = it->second->sass;
       h.line = it->second->line;
-      if (auto l = lines.find(h.line); l != lines.end()) h.source = l->second->cuda;
+      h.file = it->second->file;
+      h.source = it->second->cuda;
+      if (auto l = lines.find(h.line); h.source.empty() && l != lines.end()) h.source = l->second->cuda;
     }
     if (auto it = notes.find(pc); it != notes.end()) h.note = it->second;
     out.push_back(h);
@@ -675,6 +677,7 @@ KernelAnalysis analyze_kernel(const Report& report, const KernelResult& k, const
   a.occupancy = compute_occupancy(k);
   a.stalls = compute_stalls(k);
   std::vector<Hotspot> all_pcs = compute_hotspots(k, &a.pc_base);
+  a.source_note = k.source_note;
   a.hotspots.assign(all_pcs.begin(), all_pcs.begin() + static_cast<long>(std::min(all_pcs.size(), options.max_hotspots)));
   a.memory = compute_memory(k);
   a.tensor_pipe_pct = metric_value(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");

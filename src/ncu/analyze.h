@@ -70,6 +70,7 @@ struct Hotspot {
   std::string top_stall;
   double top_stall_samples = 0;
   int line = 0;        // CUDA source line when known
+  std::string file;    // its source file when known (native join)
   std::string sass;    // instruction text when known
   std::string source;  // CUDA source line text when known
   std::string note;    // a rule's source-marker tooltip for this PC, if any
@@ -114,6 +115,7 @@ struct KernelAnalysis {
   std::vector<StallShare> stalls;  // descending
   std::vector<Hotspot> hotspots;   // descending by samples (at most AnalyzeOptions::max_hotspots)
   uint64_t pc_base = 0;            // lowest PC seen for the kernel (its entry); offsets are relative to it
+  std::string source_note;         // why hotspots lack lines or SASS (e.g. "build with -lineinfo"), "" if not
   MemoryStats memory;
   std::optional<double> tensor_pipe_pct;
   Timeline timeline;

@@ -13,6 +13,27 @@ namespace {
 
 using nlohmann::json;
 
+// "kernel.cu:104" (the file's base name), "104" without a file, "" without a line.
+std::string line_cell(const Hotspot& h) {
+  if (h.line <= 0) return "";
+  const size_t slash = h.file.rfind('/');
+  const std::string base = slash == std::string::npos ? h.file : h.file.substr(slash + 1);
+  return base.empty() ? std::to_string(h.line) : base + ":" + std::to_string(h.line);
+}
+
+// One source line for a table cell: trimmed, pipes escaped, at most 80 characters.
+std::string source_cell(std::string text) {
+  const size_t first = text.find_first_not_of(" \t");
+  text = first == std::string::npos ? std::string() : text.substr(first);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c == '`' ? '\'' : c;
+  }
+  return out.empty() ? "" : "`" + out + "`";
+}
+
 json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 json opt(const std::optional<double>& v) { return v ? num(*v) : json(nullptr); }
 json dim(const Dim3& d) { return json::array({d.x, d.y, d.z}); }
@@ -64,7 +85,7 @@ nlohmann::json to_json(const Analysis& analysis) {
     for (const auto& h : k.hotspots)
       hotspots.push_back({{"pc", fmt::format("0x{:x}", h.pc)}, {"offset", fmt::format("0x{:x}", h.offset)}, {"samples", num(h.samples)},
                           {"share_pct", num(h.share_pct)}, {"top_stall", h.top_stall}, {"top_stall_samples", num(h.top_stall_samples)},
-                          {"line", h.line}, {"sass", h.sass}, {"source", h.source}, {"note", h.note}});
+                          {"line", h.line}, {"file", h.file}, {"sass", h.sass}, {"source", h.source}, {"note", h.note}});
     json rules = json::array();
     for (const auto& r : k.rules)
       rules.push_back({{"group", r.group}, {"rule", r.rule_id}, {"title", r.title}, {"type", r.type}, {"speedup_pct", num(r.speedup_pct)},
@@ -89,6 +110,7 @@ nlohmann::json to_json(const Analysis& analysis) {
         {"stalls", stalls},
         {"hotspots", hotspots},
         {"pc_base", fmt::format("0x{:x}", k.pc_base)},
+        {"source_note", k.source_note},
         {"memory", {{"sectors_per_request_global_ld", opt(m.sectors_per_request_ld)}, {"sectors_per_request_global_st", opt(m.sectors_per_request_st)},
                     {"bytes_per_sector_global_ld", opt(m.bytes_per_sector_ld)}, {"bytes_per_sector_global_st", opt(m.bytes_per_sector_st)},
                     {"l1_hit_pct", opt(m.l1_hit_pct)}, {"l2_hit_pct", opt(m.l2_hit_pct)},
@@ -153,12 +175,13 @@ std::string to_markdown(const Analysis& analysis) {
       s << "\n";
     }
     if (!k.hotspots.empty()) {
-      s << "Hot PCs (sampled):\n\n| pc offset | line | instruction | samples | top stall |\n|---|---|---|---|---|\n";
+      s << "Hot PCs (sampled):\n\n| pc offset | line | instruction | samples | top stall | source |\n|---|---|---|---|---|---|\n";
       for (const auto& h : k.hotspots)
-        s << fmt::format("| +0x{:x} | {} | `{}` | {:.0f} ({:.1f}%) | {} |\n", h.offset, h.line > 0 ? std::to_string(h.line) : "", h.sass.empty() ? "?" : h.sass,
-                         h.samples, h.share_pct, h.top_stall);
+        s << fmt::format("| +0x{:x} | {} | `{}` | {:.0f} ({:.1f}%) | {} | {} |\n", h.offset, line_cell(h), h.sass.empty() ? "?" : h.sass,
+                         h.samples, h.share_pct, h.top_stall, source_cell(h.source));
       s << "\n";
     }
+    if (!k.source_note.empty()) s << "Source view: " << k.source_note << ".\n\n";
     const auto& m = k.memory;
     s << "### Memory\n\n";
     auto o2 = [](const std::optional<double>& v, const char* fmtstr) { return v ? fmt::format(fmt::runtime(fmtstr), *v) : std::string("n/a"); };

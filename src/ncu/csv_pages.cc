@@ -302,12 +302,19 @@ Result<Report> parse_csv_page(std::string_view text) {
   return Status::bad_input("not a recognised ncu CSV page (expected --page raw, details or source output)");
 }
 
+namespace {
+// Rows the native reader derived (no counters): ncu's own source page replaces them.
+bool native_rows(const KernelResult& k) {
+  return std::all_of(k.source.begin(), k.source.end(), [](const SourceRow& r) { return r.counters.empty(); });
+}
+}  // namespace
+
 void merge_report(Report& base, Report extra) {
   for (auto& e : extra.kernels) {
     KernelResult* target = nullptr;
     if (extra.origin == "csv:source") {
       for (auto& k : base.kernels)
-        if (k.name == e.name && k.source.empty()) { target = &k; break; }
+        if (k.name == e.name && native_rows(k)) { target = &k; break; }
     } else {
       for (auto& k : base.kernels)
         if (k.id == e.id) { target = &k; break; }
@@ -320,7 +327,10 @@ void merge_report(Report& base, Report extra) {
     for (auto& m : e.metrics)
       if (target->find(m.name) == nullptr) target->metrics.push_back(std::move(m));
     if (target->rules.empty()) target->rules = std::move(e.rules);
-    if (target->source.empty()) target->source = std::move(e.source);
+    if (!e.source.empty() && native_rows(*target)) {
+      target->source = std::move(e.source);
+      target->source_note.clear();
+    }
     target->reindex();
   }
   for (auto& f : extra.source_files) base.source_files.push_back(std::move(f));

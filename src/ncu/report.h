@@ -91,6 +91,7 @@ struct SourceRow {
   int line = 0;          // 0 when unknown
   std::string sass;      // instruction text ("" when unknown)
   std::string cuda;      // source text of the line ("" when unknown)
+  std::string file;      // source file of the line (native join only; "" when unknown)
   std::unordered_map<std::string, double> counters;  // column label -> value
 };
 
@@ -105,7 +106,11 @@ struct KernelResult {
   std::optional<bool> clock_locked;  // ClockStatus.ExecutedLocked when stored
   std::vector<Metric> metrics;
   std::vector<RuleResult> rules;
-  std::vector<SourceRow> source;  // CSV source page rows, when loaded
+  // Source view rows: from a CSV source page, or natively one row per SASS instruction of the
+  // kernel (address, file and line from the cubin's .debug_line, SASS text from nvdisasm).
+  std::vector<SourceRow> source;
+  uint64_t source_reference = 0;  // native: ProfileResult.Source's Reference (which SourceData)
+  std::string source_note;        // native: why rows lack lines or SASS ("" when complete)
 
   const Metric* find(std::string_view metric_name) const;
   std::optional<double> number(std::string_view metric_name) const;
@@ -121,6 +126,19 @@ struct SourceFile {
   std::string content;
 };
 
+// A SourceData of an .ncu-rep that carries a cubin (Binary).
+struct EmbeddedCubin {
+  uint64_t reference = 0;
+  std::string image;
+};
+
+// Where the driver loaded a kernel's code (SourceData.RelocationData): absolute PC of offset 0.
+struct FunctionLoad {
+  uint64_t reference = 0;
+  std::string function;  // mangled
+  uint64_t address = 0;
+};
+
 struct Report {
   std::string origin;  // "ncu-rep" or "csv:<page>"
   int version = 0;     // FileHeader.Version for .ncu-rep
@@ -129,6 +147,8 @@ struct Report {
   std::vector<KernelResult> kernels;
   std::vector<SourceFile> source_files;
   size_t cubin_bytes = 0;
+  std::vector<EmbeddedCubin> cubins;         // native only
+  std::vector<FunctionLoad> function_loads;  // native only
   std::vector<std::string> string_table;  // native only
 };
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ncu/metric_units.h"
+#include "ncu/native_source.h"
 #include "ncu/wire.h"
 #include "util/fs.h"
 
@@ -17,7 +18,7 @@ constexpr uint32_t kNumSources = 1, kNumResults = 2, kSessionDetails = 3, kStrin
 }
 namespace result_field {
 constexpr uint32_t kMangledName = 5, kFunctionName = 6, kDemangledName = 7, kGridSize = 10, kBlockSize = 11,
-                   kMetricResults = 13, kRuleResults = 19, kContextId = 22, kStreamId = 23, kClockStatus = 25;
+                   kMetricResults = 13, kSource = 15, kRuleResults = 19, kContextId = 22, kStreamId = 23, kClockStatus = 25;
 }
 
 // Iterates a message, calling fn(field) for each; propagates decoder errors and fn's errors.
@@ -201,6 +202,11 @@ Result<KernelResult> decode_result(std::string_view message, const std::vector<s
         k.rules.push_back(std::move(r).value());
         break;
       }
+      case kSource:
+        return for_each_field(f.bytes, [&](const WireField& g) -> Status {
+          if (g.number == 1 && g.type == WireType::kVarint) k.source_reference = g.scalar;
+          return Status::ok_status();
+        });
       case kClockStatus:
         return for_each_field(f.bytes, [&](const WireField& g) -> Status {
           if (g.number == 2 && g.type == WireType::kVarint) k.clock_locked = g.scalar != 0;
@@ -216,9 +222,30 @@ Result<KernelResult> decode_result(std::string_view message, const std::vector<s
 }
 
 Status decode_source(std::string_view message, Report* report) {
-  return for_each_field(message, [&](const WireField& f) -> Status {
+  uint64_t reference = 0;
+  std::string_view binary;
+  std::vector<FunctionLoad> loads;
+  KDA_RETURN_IF_ERROR(for_each_field(message, [&](const WireField& f) -> Status {
+    if (f.number == 1 && f.type == WireType::kVarint) reference = f.scalar;
     if (f.type != WireType::kLengthDelimited) return Status::ok_status();
-    if (f.number == 4) report->cubin_bytes += f.bytes.size();
+    if (f.number == 4) {
+      report->cubin_bytes += f.bytes.size();
+      binary = f.bytes;
+    }
+    if (f.number == 9) {  // RelocationData: repeated {function name = 1, load address = 2}
+      return for_each_field(f.bytes, [&](const WireField& entry) -> Status {
+        if (entry.number != 1 || entry.type != WireType::kLengthDelimited) return Status::ok_status();
+        FunctionLoad load;
+        bool has_address = false;
+        KDA_RETURN_IF_ERROR(for_each_field(entry.bytes, [&](const WireField& g) -> Status {
+          if (g.number == 1 && g.type == WireType::kLengthDelimited) load.function = std::string(g.bytes);
+          if (g.number == 2 && g.type == WireType::kVarint) { load.address = g.scalar; has_address = true; }
+          return Status::ok_status();
+        }));
+        if (has_address && !load.function.empty()) loads.push_back(std::move(load));
+        return Status::ok_status();
+      });
+    }
     if (f.number != 8) return Status::ok_status();
     return for_each_field(f.bytes, [&](const WireField& files) -> Status {
       if (files.number != 1 || files.type != WireType::kLengthDelimited) return Status::ok_status();
@@ -232,7 +259,14 @@ Status decode_source(std::string_view message, Report* report) {
       report->source_files.push_back(std::move(file));
       return Status::ok_status();
     });
-  });
+  }));
+  // A SourceData holding only a Reference and RelocationData adds load addresses to an earlier cubin.
+  if (!binary.empty()) report->cubins.push_back({reference, std::string(binary)});
+  for (auto& l : loads) {
+    l.reference = reference;
+    report->function_loads.push_back(std::move(l));
+  }
+  return Status::ok_status();
 }
 
 Status decode_session(std::string_view message, Report* report) {
@@ -336,6 +370,7 @@ Result<Report> parse_ncu_rep(std::string_view bytes) {
       report.kernels.push_back(std::move(k).value());
     }
   }
+  attach_native_lines(report);
   return report;
 }
 
