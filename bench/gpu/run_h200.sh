@@ -17,9 +17,21 @@
 #   bench/gpu/run_h200.sh hacks     the CUDA adversarial suite (tests/fixtures/hacks/cuda)
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
+#   bench/gpu/run_h200.sh overhead  what each per-call primitive of the CUDA runner costs (call_overhead_bench),
+#                                   then CUDA rmsnorm on all workloads (phases: runner_pre_s, runner_post_s)
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
+# Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
+# script's order (quick, overhead, core, hacks, final, contest, fidelity, profile), sharing one
+# build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
+# evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
+# is always written before the device command's 600 s limit.
 set -u
-STAGE=${1:-all}
+STAGES=" ${*:-all} "
+STAGE=$(echo ${*:-all} | tr ' ' '_')
+BUDGET=${BUDGET:-570}
+has() { case "$STAGES" in *" $1 "*) return 0;; esac; return 1; }
+left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
+cap() { local r; r=$(left); [ "$r" -lt 20 ] && return 1; [ "$1" -lt "$r" ] && r=$1; echo "$r"; }  # cap <s>
 OUT=${OUT:-/tmp/kda-out}
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
@@ -27,7 +39,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl \
      ! -name 'files-*.tgz' -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -39,8 +51,9 @@ cmake --build --preset gpu -j 16 --target kda kda-runner > "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 B=build-gpu
 SANDBOX=""
-record() {  # record <timeout_s> <kda eval args...>
-  local limit=$1; shift
+record() {  # record <timeout_s> <kda eval args...>: the timeout is cut to the budget left
+  local limit; limit=$(cap "$1") || { shift; echo "skipped (budget): kda eval $*"; return 124; }
+  shift
   local start=$(date +%s.%N)
   timeout "$limit" $B/kda eval "$@" $SANDBOX --json --quiet > "$OUT/last.json" 2> "$OUT/last_err.txt"
   local rc=$?
@@ -58,7 +71,28 @@ if [ $? -ge 2 ]; then
   if [ $? -ge 2 ]; then echo "STILL FAILING; continuing with --no-sandbox"; SANDBOX="--no-sandbox"; fi
 fi
 
-if [ "$STAGE" = core ] || [ "$STAGE" = all ]; then
+if has quick; then
+  # GPU tests, then one evaluation of each kind: a CUDA pack on all workloads (overhead), the same
+  # with host-generated inputs (the old path, for comparison), and each contest baseline on its
+  # first two dev workloads.
+  ( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
+  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all --host-inputs
+  for d in tasks/contest/*/; do
+    two=$($B/kda task show "$d" --json | python3 -c "import json,sys; print(','.join(json.load(sys.stdin)['dev_workloads'][:2]))")
+    record "${LIMIT:-60}" "$d/baselines/naive" --task "$d" --workloads "$two" --trials 1 --warmup 2 --iterations 10
+  done
+fi
+if has overhead; then
+  # The per-call primitives of the CUDA runner on their own (bench/gpu/call_overhead.cu), with the
+  # CUDA default sync and with blocking sync (what the runner uses), into $OUT/overhead.jsonl.
+  cmake --build --preset gpu -j 16 --target call_overhead_bench > "$OUT/overhead_build.log" 2>&1 || tail -5 "$OUT/overhead_build.log"
+  $B/src/runner/call_overhead_bench --reps 300 >> "$OUT/overhead.jsonl"
+  $B/src/runner/call_overhead_bench --reps 300 --blocking >> "$OUT/overhead.jsonl"
+  cat "$OUT/overhead.jsonl"
+  record 120 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
+fi
+if has core || has all; then
 for p in rmsnorm softmax gemm; do
   record 120 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads all
 done
@@ -71,7 +105,7 @@ for h in tests/fixtures/hacks/cuda/*/; do
 done
 ( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
 fi
-if [ "$STAGE" = hacks ]; then
+if has hacks; then
   # The CUDA adversarial suite alone (every fixture under tests/fixtures/hacks/cuda; HACKS selects a
   # subset by directory name). Fixtures whose expected.json says "workloads": "holdout" run there.
   if [ -n "${HACKS:-}" ]; then dirs=$(for n in $HACKS; do echo "tests/fixtures/hacks/cuda/$n/"; done)
@@ -82,22 +116,10 @@ if [ "$STAGE" = hacks ]; then
     record 60 "$h" --task "$task" --workloads "$wl" --trials 1 --iterations 5 --call-timeout 5
   done
 fi
-if [ "$STAGE" = quick ]; then
-  # GPU tests, then one evaluation of each kind: a CUDA pack on all workloads (overhead), the same
-  # with host-generated inputs (the old path, for comparison), and each contest baseline on its
-  # first two dev workloads.
-  ( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
-  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
-  record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all --host-inputs
-  for d in tasks/contest/*/; do
-    two=$($B/kda task show "$d" --json | python3 -c "import json,sys; print(','.join(json.load(sys.stdin)['dev_workloads'][:2]))")
-    record "${LIMIT:-60}" "$d/baselines/naive" --task "$d" --workloads "$two" --trials 1 --warmup 2 --iterations 10
-  done
-fi
-if [ "$STAGE" = final ]; then
+if has final; then
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
 fi
-if [ "$STAGE" = contest ] || [ "$STAGE" = all ] || [ "$STAGE" = final ]; then
+if has contest || has all || has final; then
 # PACKS (space-separated pack directory names, default all five) and CHUNK (workloads per kda eval,
 # default all): chunks keep what finished when the device command's time runs out; SKIP_CHUNKS skips
 # the first N chunks of every pack (to resume).
@@ -116,7 +138,7 @@ for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunk
   done < "$OUT/chunks.txt"
 done
 fi
-if [ "$STAGE" = fidelity ]; then
+if has fidelity; then
   # kda's latency against ncu's gpu__time_duration for the same kernel: per CUDA pack and dev workload,
   # `kda ncu profile` (one call under ncu, cold caches, clocks not locked) and `kda eval` of the same
   # workload (default timing), joined by bench/gpu/fidelity.py into $OUT/fidelity.jsonl. (Running ncu
@@ -124,22 +146,25 @@ if [ "$STAGE" = fidelity ]; then
   mkdir -p "$OUT/fid"
   for p in rmsnorm softmax gemm; do
     for u in $($B/kda task show tasks/cuda/$p --json | python3 -c "import json,sys; print(' '.join(json.load(sys.stdin)['dev_workloads']))"); do
-      timeout 120 $B/kda ncu profile tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workload "$u" \
+      lim=$(cap 120) || break
+      timeout "$lim" $B/kda ncu profile tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workload "$u" \
         --out "$OUT/fid/$p-${u:0:8}.ncu-rep" --json > "$OUT/fid_prof.json" 2> "$OUT/fid_prof.err" || { echo "profile $p $u failed"; tail -5 "$OUT/fid_prof.err"; continue; }
-      timeout 120 $B/kda eval tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads "$u" --no-baseline \
+      lim=$(cap 120) || break
+      timeout "$lim" $B/kda eval tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads "$u" --no-baseline \
         --json --quiet > "$OUT/fid_eval.json" 2> "$OUT/fid_eval.err" || true
       python3 bench/gpu/fidelity.py "$OUT/fid_prof.json" "$OUT/fid_eval.json" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/fid_eval.err"
     done
   done
   cat "$OUT/fidelity.jsonl"
 fi
-if [ "$STAGE" = profile ]; then
+if has profile; then
   # Results: $OUT/profiles/<name>.ncu-rep (+ .log), $OUT/profiles/<name>/REPORT.md and analysis.json,
   # $OUT/profile_<name>.json (kda ncu profile --json), $OUT/sanitize_<name>.json, one summary line
   # per step in $OUT/profile.jsonl.
   mkdir -p "$OUT/profiles"
   step() {  # step <name> <expected rc> <timeout_s> <kda args...>: run, keep stdout as JSON, record rc
-    local name=$1 want=$2 limit=$3; shift 3
+    local name=$1 want=$2 limit; limit=$(cap "$3") || { echo "skipped (budget): $name"; return; }
+    shift 3
     local start=$(date +%s)
     timeout "$limit" $B/kda "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
     local rc=$?

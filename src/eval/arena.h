@@ -47,7 +47,7 @@ ArenaLayout plan_layout(const std::vector<Slot>& inputs, const std::vector<Slot>
 // fp8, which has no payload bits), random canaries for integers and fp4. A slot is poisoned by tiling
 // it, on the host (SharedArena::poison) or on the device (the CUDA runner, from the same block).
 void poison_block(tensor::DType dtype, uint64_t seed, std::byte (&block)[kPoisonBlockBytes]);
-// What a slot holds after poison(slot, seed): for the unwritten-output check without a host copy.
+// What a slot holds after poison(slot, seed) (device_inputs_test compares the device's poison with it).
 tensor::Tensor poison_tensor(const Slot& slot, uint64_t seed);
 
 class SharedArena {

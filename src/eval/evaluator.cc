@@ -92,7 +92,7 @@ struct Failure {
   std::string log;
 };
 
-int64_t unwritten_elements(const tensor::Tensor& poison, const tensor::Tensor& now);
+int64_t unwritten_elements(const Slot& slot, uint64_t seed, const tensor::Tensor& now);
 
 // One evaluation: owns the builds and the three runners.
 class Session {
@@ -118,6 +118,15 @@ class Session {
                                       std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
                                       json* reply_extra);
   std::optional<Failure> classify(const CallOutcome& o) const;
+  // Adds one call request's wall time, and the runner's own accounting of it, to the phases.
+  void account_call(const CallOutcome& o) {
+    phases_.call_wall_s += o.wall_s;
+    ++phases_.calls;
+    if (!o.reply.is_object()) return;
+    const json extra = o.reply.value("extra", json::object());
+    phases_.runner_pre_s += static_cast<double>(extra.value("pre_ns", int64_t{0})) / 1e9;
+    phases_.runner_post_s += static_cast<double>(extra.value("post_ns", int64_t{0})) / 1e9;
+  }
   std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
                                  const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
   std::optional<Failure> timing_phase(WorkloadResult& wr);
@@ -291,7 +300,7 @@ Result<std::vector<tensor::Tensor>> Session::reference_outputs(const Materialize
   }
   call["seq"] = ++seq_;
   auto o = ref_.call(call, std::max(call_timeout(), 600.0));
-  phases_.call_wall_s += o.wall_s;
+  account_call(o);
   if (o.kind != CallOutcome::Kind::kOk) {
     harness_error_ = Status::internal(fmt::format("the reference failed on workload {}: {}{}", current_uuid_, o.message,
                                                   o.log.empty() ? "" : "\n" + o.log));
@@ -315,7 +324,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
   // On the host the candidate works in the shared arena itself, so guards are refilled only with
   // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
-  std::vector<tensor::Tensor> poisoned;
+  std::vector<uint64_t> poison_seeds;  // of a checked call's outputs, for the unwritten-output check
   int threads_before = 0;
   {
     PhaseTimer timer(phases_.prepare_call_s);
@@ -326,20 +335,22 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
       json poison = json::array();
       for (size_t i = 0; i < layout_.outputs.size(); ++i) {
         poison.push_back({i, poison_seed(i)});
-        if (download) poisoned.push_back(poison_tensor(layout_.outputs[i], poison_seed(i)));
+        if (download) poison_seeds.push_back(poison_seed(i));
       }
       call["poison"] = std::move(poison);
       call["upload"] = false;
     } else {
       if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
-      for (size_t i = 0; i < layout_.outputs.size(); ++i) arena.poison(layout_.outputs[i], poison_seed(i));
-      if (download) poisoned = read_outputs(runner);
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) {
+        arena.poison(layout_.outputs[i], poison_seed(i));
+        if (download) poison_seeds.push_back(poison_seed(i));
+      }
     }
     threads_before = runner.thread_count();
   }
   call["seq"] = ++seq_;
   auto o = runner.call(call, call_timeout());
-  phases_.call_wall_s += o.wall_s;
+  account_call(o);
   if (auto f = classify(o)) return f;
   const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
   report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;
@@ -384,7 +395,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
     return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
   std::vector<tensor::Tensor> got = read_outputs(runner);
   for (size_t k = 0; k < got.size(); ++k) {
-    int64_t left = gate_on("unwritten") ? unwritten_elements(poisoned[k], got[k]) : 0;
+    int64_t left = gate_on("unwritten") ? unwritten_elements(layout_.outputs[k], poison_seeds[k], got[k]) : 0;
     if (left > 0)
       return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
                      fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
@@ -724,16 +735,28 @@ int64_t count_equal_words(const std::byte* a, const std::byte* b, int64_t n) {
   return same;
 }
 
-int64_t unwritten_elements(const tensor::Tensor& poison, const tensor::Tensor& now) {
+// Compared block by block with the seeded poison block the slot was tiled with (poison_block), so no
+// poisoned copy of the output is ever materialised.
+int64_t unwritten_elements(const Slot& slot, uint64_t seed, const tensor::Tensor& now) {
   using tensor::DType;
-  const auto* a = static_cast<const std::byte*>(poison.data());
+  alignas(8) std::byte block[kPoisonBlockBytes];
+  poison_block(slot.dtype, seed, block);
   const auto* b = static_cast<const std::byte*>(now.data());
-  const int64_t n = now.numel();
+  const uint64_t nbytes = std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(now.nbytes()));
+  auto count = [&](auto word) {
+    using Word = decltype(word);
+    int64_t same = 0;
+    for (uint64_t at = 0; at < nbytes; at += kPoisonBlockBytes) {
+      const uint64_t chunk = std::min<uint64_t>(kPoisonBlockBytes, nbytes - at);
+      same += count_equal_words<Word>(block, b + at, static_cast<int64_t>(chunk / sizeof(Word)));
+    }
+    return same;
+  };
   switch (now.dtype()) {
-    case DType::kFloat32: case DType::kInt32: return count_equal_words<uint32_t>(a, b, n);
-    case DType::kFloat16: case DType::kBFloat16: return count_equal_words<uint16_t>(a, b, n);
-    case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return count_equal_words<uint8_t>(a, b, n);
-    case DType::kInt64: return count_equal_words<uint64_t>(a, b, n);
+    case DType::kFloat32: case DType::kInt32: return count(uint32_t{});
+    case DType::kFloat16: case DType::kBFloat16: return count(uint16_t{});
+    case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return count(uint8_t{});
+    case DType::kInt64: return count(uint64_t{});
     default: return 0;
   }
 }

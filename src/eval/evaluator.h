@@ -82,6 +82,11 @@ struct EvalPhases {
   double call_wall_s = 0;    // call requests, evaluator's clock (includes transfers, flush, the call itself)
   double verify_call_s = 0;  // after checked calls: guards, input compare / digests, unwritten outputs
   double check_s = 0;        // output comparison
+  // Inside call_wall_s, as the CUDA runner accounts it: before the call (upload, poison, L2 flush,
+  // sync) and after it (CUPTI records, download, input digests). Zero on the host backend.
+  double runner_pre_s = 0;
+  double runner_post_s = 0;
+  int64_t calls = 0;         // call requests to all runners
   nlohmann::json to_json() const;
 };
 

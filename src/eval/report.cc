@@ -12,7 +12,7 @@ namespace kda::eval {
 nlohmann::json EvalPhases::to_json() const {
   return {{"build_s", build_s}, {"materialize_s", materialize_s}, {"load_s", load_s}, {"prepare_call_s", prepare_call_s},
           {"call_wall_s", call_wall_s}, {"verify_call_s", verify_call_s},
-          {"check_s", check_s}};
+          {"check_s", check_s}, {"runner_pre_s", runner_pre_s}, {"runner_post_s", runner_post_s}, {"calls", calls}};
 }
 
 namespace {
