@@ -8,6 +8,10 @@
 
 #include "ncu/analyze.h"
 #include "ncu/csv_pages.h"
+#include "ncu/cubin.h"
+#include "ncu/dwarf_line.h"
+#include "ncu/native_source.h"
+#include "ncu/sass_listing.h"
 #include "ncu/report_reader.h"
 #include "ncu/test_fixtures.h"
 #include "ncu/wire.h"
@@ -114,6 +118,62 @@ TEST(Fuzz, NativeReaderSurvivesMutations) {
   }
   EXPECT_GT(ok + errors, 0u);
   EXPECT_GT(errors, 0u);  // truncations must be detected
+}
+
+// The cubin reader and the DWARF line decoder behind the native source view: mutations of the ELF
+// header, the section table and .debug_line itself give errors or notes, never a crash or a hang.
+TEST(Fuzz, CubinAndLineProgramSurviveMutations) {
+  auto rep = parse_ncu_rep(read("multi.ncu-rep"));
+  ASSERT_TRUE(rep.ok());
+  ASSERT_EQ(rep->cubins.size(), 1u);
+  const std::string image = rep->cubins[0].image;
+  auto cubin = Cubin::parse(image);
+  ASSERT_TRUE(cubin.ok());
+  const size_t line_idx = *cubin->find_section(".debug_line");
+  const ElfSection& line_sec = cubin->sections()[line_idx];
+  const uint64_t shoff = load_le32(image, 40);  // the table sits well below 4 GiB in a fixture
+  struct Region { size_t begin, size; };
+  const Region regions[] = {{0, 64}, {static_cast<size_t>(shoff), image.size() - static_cast<size_t>(shoff)},
+                            {static_cast<size_t>(line_sec.offset), static_cast<size_t>(line_sec.size)}};
+  std::mt19937_64 rng(90);
+  size_t parsed = 0, rejected = 0;
+  for (int i = 0; i < 300; ++i) {
+    const Region& r = regions[i % 3];
+    std::string window = mutate(image.substr(r.begin, r.size), rng, static_cast<Mutation>(i % 5));
+    std::string s = image.substr(0, r.begin) + window + image.substr(std::min(image.size(), r.begin + r.size));
+    auto c = Cubin::parse(s);
+    if (!c.ok()) {
+      EXPECT_EQ(c.status().kind(), ErrorKind::kBadInput);
+      ++rejected;
+      continue;
+    }
+    ++parsed;
+    Report copy = *rep;  // the whole join on the mutated image: notes, never a crash
+    copy.cubins[0].image = s;
+    for (auto& k : copy.kernels) k.source.clear();
+    attach_native_lines(copy);
+    for (const auto& k : copy.kernels)
+      if (!k.source.empty()) (void)analyze(copy);
+  }
+  EXPECT_GT(parsed, 0u);
+  EXPECT_GT(rejected, 0u);
+
+  const std::string line_bytes(cubin->section_data(line_idx));
+  size_t decoded = 0;
+  for (int i = 0; i < 500; ++i) {
+    auto t = decode_debug_line(mutate(line_bytes, rng, static_cast<Mutation>(i % 5)));
+    if (!t.ok()) {
+      EXPECT_EQ(t.status().kind(), ErrorKind::kBadInput);
+      continue;
+    }
+    ++decoded;
+    for (uint64_t pc = 0; pc < 0x400; pc += 16) (void)t->lookup(-1, pc);
+  }
+  EXPECT_GT(decoded, 0u);
+
+  const std::string listing = "\t.section\t.text._Z4smemPf,\"ax\",@progbits\n        /*0000*/                   LDC R1, c[0x0][0x28] ;\n"
+                              "        /*0010*/              @!PT SHFL.IDX PT, RZ, RZ, RZ, RZ ;\n";
+  for (int i = 0; i < 200; ++i) (void)parse_nvdisasm_listing(mutate(listing, rng, static_cast<Mutation>(i % 5)));
 }
 
 TEST(Fuzz, CsvReadersSurviveMutations) {
