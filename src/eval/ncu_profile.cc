@@ -29,7 +29,7 @@ std::string ncu_kernel_filter(const std::vector<std::string>& mangled) {
 
 std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::string& set,
                                           const std::vector<std::string>& kernels, const std::string& report,
-                                          const std::string& log_file) {
+                                          const std::string& log_file, const std::vector<std::string>& source_folders) {
   std::vector<std::string> argv{ncu,
                                 // only the call the runner brackets with cudaProfilerStart/Stop:
                                 // warm-up launches and the harness's own work are never profiled
@@ -42,6 +42,13 @@ std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::str
   if (!kernels.empty()) {
     for (const char* a : {"--kernel-name-base", "mangled", "--kernel-name"}) argv.emplace_back(a);
     argv.push_back(ncu_kernel_filter(kernels));
+  }
+  std::string folders;
+  for (const auto& f : source_folders)
+    if (!f.empty() && f.find(',') == std::string::npos) folders += (folders.empty() ? "" : ",") + f;
+  if (!folders.empty()) {
+    argv.emplace_back("--source-folders");
+    argv.push_back(folders);
   }
   for (const std::string& a : {std::string("--log-file"), log_file, std::string("-o"), report, std::string("-f")})
     argv.push_back(a);
@@ -78,7 +85,13 @@ Result<NcuProfileRun> run_ncu_profile(const task::TaskPack& pack, const task::So
     for (const auto& k : lib.info.value("resources", nlohmann::json::array()))
       kernels.push_back(k.value("mangled", std::string{}));
     std::erase(kernels, std::string{});
-    return ncu_profile_argv(ncu, set, kernels, report, log_file);
+    // The build compiled in a temporary directory that was then renamed to the cache entry, so the
+    // paths -lineinfo recorded are gone: ncu finds the sources again under the entry's src/.
+    std::vector<std::string> folders;
+    std::error_code ec;
+    if (!lib.library.empty() && stdfs::is_directory(lib.library.parent_path() / "src", ec))
+      folders.push_back((lib.library.parent_path() / "src").string());
+    return ncu_profile_argv(ncu, set, kernels, report, log_file, folders);
   };
   KDA_ASSIGN_OR_RETURN(out.run, run_under_tool(pack, solution, o));
   const ToolRunResult& run = out.run;

@@ -26,10 +26,12 @@ namespace kda::eval {
 std::string ncu_kernel_filter(const std::vector<std::string>& mangled);
 
 // The argv prefix the runner is started under: `ncu` (absolute), the collection above, the kernel
-// filter when `kernels` is not empty, --log-file `log_file`, -o `report`, -f.
+// filter when `kernels` is not empty, --source-folders with `source_folders` (comma-joined; ncu
+// searches them recursively for sources the -lineinfo paths no longer reach), --log-file
+// `log_file`, -o `report`, -f.
 std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::string& set,
                                           const std::vector<std::string>& kernels, const std::string& report,
-                                          const std::string& log_file);
+                                          const std::string& log_file, const std::vector<std::string>& source_folders = {});
 
 struct NcuProfileOptions {
   std::filesystem::path ncu;            // the ncu binary (find_tool(..., "ncu", "--ncu"))

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "eval/ncu_profile.h"
 #include "eval/tool_run_fake.h"
 #include "eval/tool_run_sanitizer.h"
 #include "util/fs.h"
@@ -157,6 +158,41 @@ TEST(ToolRun, MissingToolIsAnErrorAndFindToolNamesTheFlag) {
   auto sh = find_tool("", "sh", "--sh");
   ASSERT_TRUE(sh.ok());
   EXPECT_TRUE(sh->is_absolute());
+}
+
+TEST(NcuProfile, SourceFoldersPointNcuAtTheBuildsSources) {
+  // -lineinfo paths name the build's temporary directory, renamed after the build: ncu gets the
+  // cache entry's src/ to search instead (issue 9: "Failed to import the following source files").
+  Fixture f = host_rmsnorm();
+  stdfs::path dir = temp_dir();
+  stdfs::path record = dir / "argv.txt";
+  NcuProfileOptions o;
+  o.ncu = testing::write_fake_tool(dir, "ncu", record, "==PROF== fake\n");
+  o.report = dir / "prof";
+  o.workload = kFirstHostRmsnorm;
+  o.runner_binary = KDA_RUNNER;
+  o.warmup = 0;
+  o.timeout_s = 60;
+  auto r = run_ncu_profile(f.pack, f.naive, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->status.ok());  // the fake writes no report
+  auto argv = testing::recorded_argv(record);
+  auto it = std::find(argv.begin(), argv.end(), "--source-folders");
+  ASSERT_NE(it, argv.end());
+  ASSERT_NE(std::next(it), argv.end());
+  const stdfs::path folder = *std::next(it);
+  EXPECT_EQ(folder.filename(), "src");
+  ASSERT_FALSE(f.naive.sources.empty());
+  EXPECT_TRUE(stdfs::is_regular_file(folder / f.naive.sources[0].path)) << folder;
+  EXPECT_TRUE(contains(argv, "--import-source"));
+
+  const auto plain = ncu_profile_argv("/x/ncu", "full", {}, "r.ncu-rep", "r.log");
+  EXPECT_FALSE(contains(plain, "--source-folders"));
+  const auto two = ncu_profile_argv("/x/ncu", "full", {}, "r.ncu-rep", "r.log", {"/a/src", "/b,c", "/d"});
+  auto at = std::find(two.begin(), two.end(), "--source-folders");
+  ASSERT_NE(at, two.end());
+  EXPECT_EQ(*std::next(at), "/a/src,/d");  // a folder with a comma cannot be passed: left out
+  stdfs::remove_all(dir);
 }
 
 TEST(ToolRun, AToolThatCannotStartTheRunnerShowsItsLog) {
