@@ -276,6 +276,10 @@ Result<uint64_t> decode_unit(std::string_view data, uint64_t start, const std::u
         if (auto it = relocs.find(operand); it != relocs.end()) {
           seq.section = it->second.section;
           address = it->second.value;
+          if (it->second.add_stored && (size == 4 || size == 8)) {
+            KDA_ASSIGN_OR_RETURN(uint64_t stored, p.fixed(size));
+            address += stored;
+          }
         } else if (size == 4 || size == 8) {
           KDA_ASSIGN_OR_RETURN(address, p.fixed(size));
         } else {

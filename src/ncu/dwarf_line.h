@@ -54,6 +54,7 @@ struct DwarfStrings {
 struct AddressRelocation {
   int section = -1;
   uint64_t value = 0;
+  bool add_stored = false;  // SHT_REL: the operand's stored bytes are the addend
 };
 
 // Decodes every unit of a .debug_line section.

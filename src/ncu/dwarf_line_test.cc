@@ -121,6 +121,18 @@ TEST(DwarfLine, DecodesSequencesAndResolvesRelocatedAddresses) {
   EXPECT_FALSE(t->lookup(21, 0).has_value());  // no sequence for that section
 }
 
+TEST(DwarfLine, RelRelocationsAddTheStoredAddress) {
+  size_t op1 = 0, op2 = 0;
+  std::string section = two_sequences(&op1, &op2);
+  section[op2] = 0x40;  // stored operand 0x40 (the implicit addend of an SHT_REL entry)
+  auto t = decode_debug_line(section, {{op1, {19, 0, true}}, {op2, {20, 0x1000, true}}});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->sequences[1].begin, 0x1040u);
+  auto loc = t->lookup(20, 0x1040);
+  ASSERT_TRUE(loc.has_value());
+  EXPECT_EQ(loc->line, 93);
+}
+
 TEST(DwarfLine, WithoutRelocationsTheStoredAddressIsUsed) {
   size_t op1 = 0, op2 = 0;
   auto t = decode_debug_line(two_sequences(&op1, &op2));

@@ -43,7 +43,7 @@ DecodedCubin decode(const EmbeddedCubin& embedded) {
   }
   for (const auto& rel : *r) {
     const ElfSymbol& sym = d.cubin->symbols()[rel.symbol];
-    relocs[rel.offset] = {sym.section, sym.value + static_cast<uint64_t>(rel.addend)};
+    relocs[rel.offset] = {sym.section, sym.value + static_cast<uint64_t>(rel.addend), !rel.has_addend};
   }
   DwarfStrings strings;
   if (auto s = d.cubin->find_section(".debug_str")) strings.debug_str = d.cubin->section_data(*s);
