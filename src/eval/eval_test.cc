@@ -9,6 +9,7 @@
 #include "eval/evaluator.h"
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
+#include "eval/probes.h"
 #include "eval/stats.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
@@ -26,6 +27,54 @@ Tensor vec(std::vector<float> v) {
   Tensor t(DType::kFloat32, {static_cast<int64_t>(v.size())});
   for (size_t i = 0; i < v.size(); ++i) t.set_from_double(static_cast<int64_t>(i), v[i]);
   return t;
+}
+
+// Probes transform with secret but reproducible parameters: offset by one constant of magnitude 2-4,
+// scale by an exact power of two, outliers ~1/512 of the elements at 8-16x the RMS; fp8 stays finite.
+TEST(Probes, TransformsAreExactReproducibleAndBounded) {
+  tensor::Tensor base(tensor::DType::kFloat32, {4096});
+  for (int64_t i = 0; i < base.numel(); ++i) base.set_from_double(i, std::sin(0.37 * static_cast<double>(i)));
+  auto probed = [&](task::Probe p, uint64_t seed) {
+    tensor::Tensor t = base;
+    apply_probe(p, seed, "x", t);
+    return t;
+  };
+  tensor::Tensor off = probed(task::Probe::kOffset, 1);
+  const double c = off.get_as_double(0) - base.get_as_double(0);
+  EXPECT_GE(std::fabs(c), 2.0 - 1e-6);
+  EXPECT_LE(std::fabs(c), 4.0 + 1e-6);
+  for (int64_t i = 0; i < base.numel(); ++i) EXPECT_NEAR(off.get_as_double(i) - base.get_as_double(i), c, 1e-5);
+  tensor::Tensor sc = probed(task::Probe::kScale, 2);
+  const double ratio = sc.get_as_double(1) / base.get_as_double(1);
+  int k = 0;
+  EXPECT_EQ(std::frexp(ratio, &k), 0.5) << ratio;  // a power of two
+  EXPECT_NE(ratio, 1.0);
+  for (int64_t i = 0; i < base.numel(); ++i) EXPECT_EQ(sc.get_as_double(i), base.get_as_double(i) * ratio);
+  tensor::Tensor out = probed(task::Probe::kOutliers, 3);
+  int changed = 0;
+  for (int64_t i = 0; i < base.numel(); ++i)
+    if (out.get_as_double(i) != base.get_as_double(i)) {
+      ++changed;
+      EXPECT_GE(std::fabs(out.get_as_double(i)), 8.0 - 1e-6);  // RMS < 1 counts as 1
+      EXPECT_LE(std::fabs(out.get_as_double(i)), 16.0 + 1e-6);
+    }
+  EXPECT_GE(changed, 1);
+  EXPECT_LE(changed, 8);  // 4096 / 512, fewer where positions repeat
+  // Same seed, same transform; another seed, another.
+  EXPECT_EQ(probed(task::Probe::kOffset, 1).get_as_double(7), off.get_as_double(7));
+  EXPECT_NE(probed(task::Probe::kOffset, 99).get_as_double(7), off.get_as_double(7));
+  // fp8 e4m3fn has no infinity: probes saturate at its largest finite value instead of writing NaN.
+  tensor::Tensor f8(tensor::DType::kFloat8E4M3FN, {64});
+  for (int64_t i = 0; i < f8.numel(); ++i) f8.set_from_double(i, 300.0);
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    tensor::Tensor t = f8;
+    apply_probe(task::Probe::kScale, seed, "x", t);
+    for (int64_t i = 0; i < t.numel(); ++i) EXPECT_TRUE(std::isfinite(t.get_as_double(i)));
+  }
+  // Integers are left alone.
+  tensor::Tensor ints(tensor::DType::kInt32, {8});
+  EXPECT_NE(apply_probe(task::Probe::kOffset, 1, "idx", ints).description.find("not floating-point"), std::string::npos);
+  EXPECT_EQ(ints.get_as_double(3), 0.0);
 }
 
 TEST(Compare, ElementFailsOnlyBeyondBothTolerances) {

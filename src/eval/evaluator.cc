@@ -16,6 +16,7 @@
 #include "eval/attestation.h"
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
+#include "eval/probes.h"
 #include "eval/roofline.h"
 #include "eval/runner_client.h"
 #include "eval/solution_build.h"
@@ -39,7 +40,7 @@ uint64_t fresh_secret_seed() {
 
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
 enum Purpose : uint64_t {
-  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7
+  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -130,6 +131,9 @@ class Session {
   std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
                                  const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
   std::optional<Failure> timing_phase(WorkloadResult& wr);
+  // One correctness trial per probe kind of task.toml [probes], on transformed inputs.
+  // *detail: what the probes did (empty when the pack has none that apply to this workload).
+  std::optional<Failure> probe_trials(std::string* detail);
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them.
@@ -710,15 +714,58 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
         return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message, {}});
     }
   }
+  std::string probed;
+  if (auto f = probe_trials(&probed)) return fail(*f);
   wr.gates.push_back({"correctness", true, fmt::format("{} trial(s) on fresh secret seeds", std::max(1, trials()))});
   wr.gates.push_back({"guard-bands", true, "no writes outside any input or output"});
   wr.gates.push_back({"input-checksum", true, "inputs unchanged by every call"});
   wr.gates.push_back({"determinism", true, "same inputs, same outputs"});
+  if (!probed.empty()) wr.gates.push_back({"probes", true, "correct on off-distribution inputs: " + probed});
   if (auto f = timing_phase(wr)) return fail(*f);
   wr.gates.push_back({"timed-output-recheck", true, "outputs of timed calls re-checked after in-place input refills"});
   if (cuda()) wr.gates.push_back(attestation_);
   wr.reference_ms = summarize(reference_samples_).median;
   return wr;
+}
+
+std::optional<Failure> Session::probe_trials(std::string* detail) {
+  const auto& probes = pack_.settings.probes;
+  if (probes.empty() || !gate_on("probes")) return std::nullopt;
+  std::vector<task::Probe> kinds;  // distinct, in task.toml order
+  for (const auto& [input, list] : probes)
+    for (task::Probe p : list)
+      if (std::find(kinds.begin(), kinds.end(), p) == kinds.end()) kinds.push_back(p);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kProbe);
+    Result<MaterializedInputs> in = Status::internal("unset");
+    {
+      PhaseTimer timer(phases_.materialize_s);
+      in = materialize_inputs(pack_, resolved_, seed, blobs_, /*host_values=*/true);
+    }
+    if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
+    in->id = ++next_set_id_;
+    std::string what;
+    for (const auto& [input, list] : probes) {
+      if (std::find(list.begin(), list.end(), kinds[k]) == list.end()) continue;
+      for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
+        if (pack_.definition.inputs[i].name != input || !in->plain_random[i]) continue;
+        ProbeApplied a = apply_probe(kinds[k], derive_seed(seed, input, i, kProbe), input, in->tensors[i]);
+        in->plain_random[i] = false;  // uploaded as transformed, never generated on the device
+        what += (what.empty() ? "" : ", ") + a.description;
+      }
+    }
+    if (what.empty()) continue;  // this workload gives the probed inputs no plain random values
+    auto ref = reference_outputs(*in);
+    if (!ref.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}};
+    std::vector<tensor::Tensor> got;
+    json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
+    if (auto f = checked_call(cand_, *in, 700 + k, &got, call, nullptr, nullptr)) return f;
+    if (auto f = compare(got, *ref, *in, nullptr))
+      return Failure{Verdict::kIncorrectNumerical, "probe_mismatch",
+                     fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message), {}};
+    *detail += fmt::format("{}{} ({})", detail->empty() ? "" : "; ", task::probe_name(kinds[k]), what);
+  }
+  return std::nullopt;
 }
 
 // Elements whose bits still equal the poison written before the call. Only for types whose poison

@@ -121,11 +121,15 @@ TEST(AdversarialSuite, EachGateIsWhatRejectsItsHack) {
   };
   const Case cases[] = {
       {"S12b_sampled_hash_cache", {"recheck"}, {}},
-      {"T7_predictable_recheck", {"random-rechecks"}, {}, true},
+      // T7 computes only on the calls of the schedule it assumes; the probe trials add calls to that
+      // schedule, so they are switched off too to give it the schedule it was written for.
+      {"T7_predictable_recheck", {"random-rechecks", "probes"}, {}, true},
       // Zeroed inputs also make the repeated correctness call differ, then the timed re-checks fail.
       {"S8_zero_inputs", {"input-check"}, {"nondeterministic"}},
       {"S8_zero_inputs", {"input-check", "determinism"}, {"recheck_mismatch"}},
       {"X_dlopen", {"import-audit"}, {}},
+      // A softmax denominator fitted to standard normal inputs passes FlashInfer-Bench's check.
+      {"S7_softmax_fitted_denominator", {"probes"}, {}},
       // Unwritten outputs keep the NaN poison, which the checker rejects next.
       {"S1_skip_second_output", {"unwritten"}, {"incorrect_numerical"}},
       // Without the import audit the thread gate (or the poison) still rejects a detached thread.

@@ -139,6 +139,14 @@ std::string_view backend_name(Backend b) { return b == Backend::kHost ? "host" :
 std::string_view checker_name(Checker c) { return c == Checker::kDefault ? "default" : "topk_indices"; }
 std::string_view persistent_state_name(PersistentState p) { return p == PersistentState::kNone ? "none" : "scratch"; }
 std::string_view determinism_name(Determinism d) { return d == Determinism::kBitwise ? "bitwise" : "tolerance"; }
+std::string_view probe_name(Probe p) {
+  switch (p) {
+    case Probe::kOffset: return "offset";
+    case Probe::kScale: return "scale";
+    case Probe::kOutliers: return "outliers";
+  }
+  return "?";
+}
 
 nlohmann::json TaskSettings::to_json() const {
   nlohmann::json j;
@@ -166,6 +174,12 @@ nlohmann::json TaskSettings::to_json() const {
   j["reference"] = {{"solution", reference_dir},
                     {"cpu_solution", cpu_reference_dir ? nlohmann::json(*cpu_reference_dir) : nlohmann::json(nullptr)}};
   j["inputs"] = {{"generator", inputs_generator}};
+  nlohmann::json probe_json = nlohmann::json::object();
+  for (const auto& [input, list] : probes) {
+    auto& arr = probe_json[input] = nlohmann::json::array();
+    for (Probe p : list) arr.push_back(probe_name(p));
+  }
+  j["probes"] = std::move(probe_json);
   return j;
 }
 
@@ -179,8 +193,8 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
   }
   size_t before = diags.size();
   TaskSettings s;
-  static const std::vector<std::string> kTables{"evaluation", "timing", "policy", "roofline",
-                                                "baseline",   "reference", "inputs"};
+  static const std::vector<std::string> kTables{"evaluation", "timing",    "policy", "roofline",
+                                                "baseline",   "reference", "inputs", "probes"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (std::find(kTables.begin(), kTables.end(), key) == kTables.end())
@@ -236,6 +250,25 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
   TableReader in(root, "inputs", file, diags);
   if (auto g = in.string("generator")) s.inputs_generator = *g;
   in.reject_unknown();
+
+  // [probes]: every key is an input name (checked against the definition when the pack loads).
+  TableReader pr(root, "probes", file, diags);
+  if (const toml::node* n = root.get("probes"); n != nullptr && n->as_table() != nullptr) {
+    for (const auto& [k, v] : *n->as_table()) {
+      const std::string input(k.str());
+      std::vector<std::string> names;
+      pr.string_list(input, names);
+      std::vector<Probe> probes;
+      for (const auto& name : names) {
+        if (name == "offset") probes.push_back(Probe::kOffset);
+        else if (name == "scale") probes.push_back(Probe::kScale);
+        else if (name == "outliers") probes.push_back(Probe::kOutliers);
+        else pr.error(v, input, "unknown probe \"" + name + "\" (one of \"offset\", \"scale\", \"outliers\")");
+      }
+      if (!probes.empty()) s.probes.emplace_back(input, std::move(probes));
+    }
+  }
+  pr.reject_unknown();
 
   if (diags.size() > before) return std::nullopt;
   return s;

@@ -1,4 +1,5 @@
-// task.toml: kda's per-pack settings (evaluation, timing, policy, roofline, baseline, reference, inputs),
+// task.toml: kda's per-pack settings (evaluation, timing, policy, roofline, baseline, reference, inputs,
+// probes),
 // every key optional, types and ranges checked with the file and key named.
 #pragma once
 
@@ -20,11 +21,17 @@ enum class Backend { kHost, kCuda };
 enum class Checker { kDefault, kTopkIndices };
 enum class PersistentState { kNone, kScratch };
 enum class Determinism { kBitwise, kTolerance };
+// Off-distribution correctness probes (threat S7: numerics fitted to the test distribution). Each is
+// one extra correctness trial in which the named inputs' random values are transformed with secret
+// parameters: kOffset adds a constant, kScale multiplies by a power of two, kOutliers replaces a
+// sparse random subset with large values of random sign.
+enum class Probe { kOffset, kScale, kOutliers };
 
 std::string_view backend_name(Backend b);  // "host" | "cuda"
 std::string_view checker_name(Checker c);  // "default" | "topk_indices"
 std::string_view persistent_state_name(PersistentState p);
 std::string_view determinism_name(Determinism d);
+std::string_view probe_name(Probe p);  // "offset" | "scale" | "outliers"
 
 struct TaskSettings {
   // [evaluation]
@@ -58,6 +65,8 @@ struct TaskSettings {
   std::optional<std::string> cpu_reference_dir;
   // [inputs]
   std::string inputs_generator;  // empty: plain FlashInfer-Bench inputs
+  // [probes]: input name -> the probes that transform it (floating-point, plain random inputs only)
+  std::vector<std::pair<std::string, std::vector<Probe>>> probes;
 
   nlohmann::json to_json() const;
 };

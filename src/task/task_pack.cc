@@ -152,6 +152,16 @@ std::optional<TaskPack> load_task_pack(const stdfs::path& dir, Diagnostics& diag
               "cannot imply the backend from reference language '" + pack.reference.spec.language +
                   "'; set evaluation.backend");
   }
+  for (const auto& [input, list] : st.probes) {
+    const TensorSpec* spec = nullptr;
+    for (const auto& in : pack.definition.inputs)
+      if (in.name == input) spec = &in;
+    if (spec == nullptr)
+      diags.add(toml_file, 0, "/probes/" + input, "'" + input + "' is not an input of '" + pack.definition.name + "'");
+    else if (spec->is_scalar() || !tensor::is_float(spec->dtype))
+      diags.add(toml_file, 0, "/probes/" + input, "probes apply to floating-point tensor inputs; '" + input + "' is " +
+                                                       (spec->is_scalar() ? "a scalar" : "not floating-point"));
+  }
   for (const auto& o : st.compare_outputs)
     if (pack.definition.output(o) == nullptr)
       diags.add(toml_file, 0, "/evaluation/compare_outputs", "'" + o + "' is not an output of '" + pack.definition.name + "'");

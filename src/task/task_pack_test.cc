@@ -93,6 +93,20 @@ TEST(TaskPack, DevWorkloadsMustExist) {
   EXPECT_TRUE(names(p.problems(), "task.toml", "/evaluation/dev_workloads"));
 }
 
+TEST(TaskPack, ProbesMustNameFloatTensorInputs) {
+  PackCopy p;
+  p.append("task.toml", "\n[probes]\nnot_an_input = [\"offset\"]\n");
+  EXPECT_TRUE(names(p.problems(), "task.toml", "/probes/not_an_input"));
+  PackCopy ok;
+  ok.append("task.toml", "\n[probes]\na = [\"offset\", \"outliers\"]\n");
+  auto pack = load_task_pack(ok.dir());
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  ASSERT_EQ(pack->settings.probes.size(), 1u);
+  EXPECT_EQ(pack->settings.probes[0].first, "a");
+  EXPECT_EQ(pack->settings.probes[0].second, (std::vector<Probe>{Probe::kOffset, Probe::kOutliers}));
+  EXPECT_EQ(pack->settings.to_json()["probes"]["a"], (nlohmann::json{"offset", "outliers"}));
+}
+
 TEST(TaskPack, CompareOutputsMustBeOutputs) {
   PackCopy p;
   p.replace("task.toml", "compare_outputs = [\"out\"]", "compare_outputs = [\"a\"]");
@@ -303,6 +317,8 @@ TEST(Settings, TypesRangesAndKeysNamed) {
   EXPECT_TRUE(names(toml_problems("[policy]\ncuda_graphs = \"no\"\n"), "task.toml", "/policy/cuda_graphs"));
   EXPECT_TRUE(names(toml_problems("[policy]\npersistent_state = \"all\"\n"), "task.toml", "/policy/persistent_state"));
   EXPECT_TRUE(names(toml_problems("[policy]\ndeterminism = \"maybe\"\n"), "task.toml", "/policy/determinism"));
+  EXPECT_TRUE(names(toml_problems("[probes]\nx = [\"drift\"]\n"), "task.toml", "/probes/x"));
+  EXPECT_TRUE(names(toml_problems("[probes]\nx = \"offset\"\n"), "task.toml", "/probes/x"));
   EXPECT_TRUE(names(toml_problems("[roofline]\nbytes = \"n * pow(2)\"\n"), "task.toml", "/roofline/bytes"));
   EXPECT_TRUE(names(toml_problems("[baseline]\nname = 3\n"), "task.toml", "/baseline/name"));
   EXPECT_TRUE(names(toml_problems("[reference]\ncpu_solution = \"\"\n"), "task.toml", "/reference/cpu_solution"));
