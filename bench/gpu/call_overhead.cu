@@ -12,6 +12,8 @@
 //   event_bracket           event, empty kernel, device sync, event, event sync (the runner's pattern),
 //                           plus "event_us": what the events measure around it
 //   l2_flush                cudaMemsetAsync over 2x the L2 size, then device sync
+//   l2_flush_read           reading 2x the L2 size through it (runner/device_inputs.h flush_l2_by_reading,
+//                           what the runner does), then device sync
 //   reset_persisting_l2     cudaCtxResetPersistingL2Cache
 //   ... then the same launches with CUPTI activity (concurrent kernel, memcpy, memset) enabled:
 //   cupti_launch_device_sync, cupti_event_bracket
@@ -30,6 +32,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "runner/device_inputs.h"
 
 namespace {
 
@@ -134,6 +138,10 @@ int main(int argc, char** argv) {
   b.step("launch_stream_sync", [&] { launch(); cudaStreamSynchronize(s); });
   b.step("event_bracket", event_bracket, event_us);
   b.step("l2_flush", [&] { cudaMemsetAsync(flush, 1, flush_bytes, s); cudaDeviceSynchronize(); });
+  b.step("l2_flush_read", [&] {
+    kda::runner::flush_l2_by_reading(flush, flush_bytes, reinterpret_cast<unsigned int*>(flag), s);
+    cudaDeviceSynchronize();
+  });
   b.step("reset_persisting_l2", [&] { cudaCtxResetPersistingL2Cache(); });
 
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||

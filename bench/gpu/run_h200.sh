@@ -8,17 +8,18 @@
 #   bench/gpu/run_h200.sh core      build, CUDA packs on all workloads, fixtures, hacks, gpu ctest
 #   bench/gpu/run_h200.sh contest   the five contest baselines on all their workloads
 #   bench/gpu/run_h200.sh fidelity  kda's latency against Nsight Compute's gpu__time_duration for the
-#                                   same kernels in the same run (CUDA packs, dev workloads)
+#                                   same kernels in the same run (CUDA packs, dev workloads; FID_PACKS)
 #   bench/gpu/run_h200.sh final     CUDA rmsnorm on all workloads (evaluator overhead), then contest
 #                                   (per-evaluation limit $LIMIT s, default 240)
-#   bench/gpu/run_h200.sh profile   kda ncu profile + analyze of the DSA indexer (first dev workload) and
-#                                   CUDA GEMM naive baselines; kda sanitize (memcheck) of the CUDA rmsnorm
-#                                   baseline (expect clean) and of the oob fixture (expect a failure)
+#   bench/gpu/run_h200.sh profile   kda ncu profile + analyze of the DSA indexer (largest dev workload) and
+#                                   CUDA GEMM naive baselines, the native source view's tests; kda sanitize
+#                                   (memcheck) of the CUDA rmsnorm baseline (expect clean) and of the oob
+#                                   fixture (expect a failure), unless SKIP_SANITIZE is set
 #   bench/gpu/run_h200.sh hacks     the CUDA adversarial suite (tests/fixtures/hacks/cuda)
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
 #   bench/gpu/run_h200.sh overhead  what each per-call primitive of the CUDA runner costs (call_overhead_bench),
-#                                   then CUDA rmsnorm on all workloads (phases: runner_pre_s, runner_post_s)
+#                                   then CUDA rmsnorm and softmax on all workloads (phases: runner_pre_s, ...)
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
 # script's order (quick, overhead, core, hacks, final, contest, fidelity, profile), sharing one
@@ -91,6 +92,7 @@ if has overhead; then
   $B/src/runner/call_overhead_bench --reps 300 --blocking >> "$OUT/overhead.jsonl"
   cat "$OUT/overhead.jsonl"
   record 120 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
+  record 120 tasks/cuda/softmax/baselines/naive --task tasks/cuda/softmax --workloads all
 fi
 if has core || has all; then
 for p in rmsnorm softmax gemm; do
@@ -144,7 +146,7 @@ if has fidelity; then
   # workload (default timing), joined by bench/gpu/fidelity.py into $OUT/fidelity.jsonl. (Running ncu
   # over a whole `kda eval` crashed the reference runner at load in run 7.)
   mkdir -p "$OUT/fid"
-  for p in rmsnorm softmax gemm; do
+  for p in ${FID_PACKS:-rmsnorm softmax gemm}; do
     for u in $($B/kda task show tasks/cuda/$p --json | python3 -c "import json,sys; print(' '.join(json.load(sys.stdin)['dev_workloads']))"); do
       lim=$(cap 120) || break
       timeout "$lim" $B/kda ncu profile tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workload "$u" \
@@ -172,15 +174,28 @@ if has profile; then
     echo "rc=$rc (expected $want) kda $*"
     [ "$rc" = "$want" ] || tail -20 "$OUT/$name.err"
   }
-  first_dev() { $B/kda task show "$1" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['dev_workloads'][0])"; }
+  # The dev workload with the largest product of axis values: the one a kernel engineer would profile.
+  largest_dev() { $B/kda task show "$1" --json | python3 -c "
+import json, math, sys
+t = json.load(sys.stdin)
+axes = {w['uuid']: w.get('axes', {}) for w in t['workloads']}
+print(max(t['dev_workloads'], key=lambda u: math.prod(v for v in axes.get(u, {}).values() if isinstance(v, (int, float)))))"; }
   DSA=tasks/contest/dsa_topk_indexer_fp8_h64_d128_topk2048_ps64
-  step profile_dsa_indexer 0 420 ncu profile $DSA/baselines/naive --task $DSA --workload "$(first_dev $DSA)" \
+  step profile_dsa_indexer 0 420 ncu profile $DSA/baselines/naive --task $DSA --workload "$(largest_dev $DSA)" \
     --out "$OUT/profiles/dsa_indexer_naive.ncu-rep" --json
   step profile_gemm 0 300 ncu profile tasks/cuda/gemm/baselines/naive --task tasks/cuda/gemm \
-    --workload "$(first_dev tasks/cuda/gemm)" --out "$OUT/profiles/gemm_naive.ncu-rep" --json
+    --workload "$(largest_dev tasks/cuda/gemm)" --out "$OUT/profiles/gemm_naive.ncu-rep" --json
   for n in dsa_indexer_naive gemm_naive; do
     [ -f "$OUT/profiles/$n.ncu-rep" ] && $B/kda ncu analyze "$OUT/profiles/$n.ncu-rep" -o "$OUT/profiles/$n" > /dev/null
   done
+  # The native source view against the real nvdisasm (the opcode check skips where it is missing).
+  if cmake --build --preset gpu -j 16 --target native_source_test > "$OUT/native_source_build.log" 2>&1; then
+    $B/src/ncu/native_source_test --gtest_filter='NativeSource.*' 2>&1 | tail -15
+  else tail -5 "$OUT/native_source_build.log"; fi
+  for n in dsa_indexer_naive gemm_naive; do
+    [ -f "$OUT/profiles/$n.log" ] && grep -H "Failed to import" "$OUT/profiles/$n.log"
+  done
+  [ -n "${SKIP_SANITIZE:-}" ] && { echo "sanitize steps skipped (SKIP_SANITIZE)"; } || {
   step sanitize_rmsnorm_naive 0 300 sanitize tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm \
     --tool memcheck --log-dir "$OUT/sanitize_logs/naive" --json
   # Expect 1: memcheck sees the write only if it leaves the runner's arena allocation; the guard
@@ -194,5 +209,6 @@ for n in ('sanitize_rmsnorm_naive', 'sanitize_rmsnorm_oob'):
     except Exception as e: print(n, 'no JSON:', e); continue
     for w in j['workloads']: print(n, w['uuid'], w['verdict'], w['errors'], (w['evidence'] or [[w['message']]])[0][0])
 "
+  }
 fi
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -115,6 +115,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     if (mirror_ != nullptr) cudaFree(mirror_);
     if (flush_buf_ != nullptr) cudaFree(flush_buf_);
+    if (flush_sink_ != nullptr) cudaFree(flush_sink_);
     if (digest_scratch_ != nullptr) cudaFree(digest_scratch_);
   }
 
@@ -134,6 +135,9 @@ class CudaBackend final : public Backend {
     flush_bytes_ = 2 * static_cast<size_t>(std::max(l2, 1 << 20));
     if (cudaError_t e = cudaMalloc(&flush_buf_, flush_bytes_); e != cudaSuccess)
       return Status::io("cudaMalloc flush buffer: " + cuda_error(e));
+    if (cudaError_t e = cudaMalloc(&flush_sink_, sizeof(unsigned int)); e != cudaSuccess)
+      return Status::io("cudaMalloc flush sink: " + cuda_error(e));
+    cudaMemset(flush_buf_, 0x5A, flush_bytes_);
     if (cudaError_t e = cudaMalloc(&digest_scratch_, 2 * sizeof(uint64_t)); e != cudaSuccess)
       return Status::io("cudaMalloc digest scratch: " + cuda_error(e));
     cudaDeviceProp prop{};
@@ -192,9 +196,10 @@ class CudaBackend final : public Backend {
       }
     }
     if (req.flush) {
-      // Cold L2: drop persisting lines, then overwrite 2x the L2 size.
+      // Cold L2: drop persisting lines, then read 2x the L2 size through it (clean lines, unlike a memset).
       cudaCtxResetPersistingL2Cache();
-      cudaMemsetAsync(flush_buf_, static_cast<int>(++flush_epoch_ & 0xFF), flush_bytes_, stream_);
+      if (cudaError_t e = flush_l2_by_reading(flush_buf_, flush_bytes_, flush_sink_, stream_); e != cudaSuccess)
+        return fail(r, "L2 flush: " + cuda_error(e));
     }
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return fail(r, "before call: " + cuda_error(e));
     // Harness activity (upload, poison, flush) has ended by now: records that end before this
@@ -350,7 +355,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   void* flush_buf_ = nullptr;
   size_t flush_bytes_ = 0;
-  unsigned flush_epoch_ = 0;
+  unsigned int* flush_sink_ = nullptr;
   std::byte* mirror_ = nullptr;
   uint64_t mirror_bytes_ = 0;
   eval::SharedArena* arena_ = nullptr;

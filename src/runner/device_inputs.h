@@ -6,7 +6,8 @@
 // tensor::fill_random writes on the host; with a fingerprint seed, the elements at the fingerprint
 // positions of eval::copy_fingerprint (the first and last 16 and every 64th) come from that seed
 // instead, as copy_fingerprint would have copied them from the other input set.
-// digest_device computes eval::digest_bytes (eval/input_digest.h) of a device range.
+// digest_device computes eval::digest_bytes (eval/input_digest.h) of a device range. flush_l2_by_reading is
+// the harness's cold-L2 step before every call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +26,13 @@ cudaError_t generate_random_device(void* data, tensor::DType dtype, int64_t nume
 // Tiles `block` (block_bytes, host memory) over [dst, dst + nbytes) on the device: the block goes up
 // once, then each device-to-device copy doubles the filled prefix. Synchronous on `cuda_stream`.
 cudaError_t tile_on_device(void* dst, uint64_t nbytes, const void* block, uint64_t block_bytes, cudaStream_t cuda_stream);
+
+// Evicts the L2 by reading [buf, buf + nbytes) (2x the L2 size, 16-byte aligned) through it. The lines
+// left behind are clean, so the next kernel's misses cost no write-backs: after a memset flush the L2
+// holds 2x its size of dirty lines, and bandwidth-bound kernels timed after one ran 4-8% slower than
+// Nsight Compute's own measurement on the H200 (bench/results/h200, run 10). `sink` is device memory
+// for one unsigned int. Asynchronous on `cuda_stream`.
+cudaError_t flush_l2_by_reading(const void* buf, uint64_t nbytes, unsigned int* sink, cudaStream_t cuda_stream);
 
 // `scratch` is device memory for two uint64_t; the result is synchronously copied to the host.
 cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t cuda_stream,
