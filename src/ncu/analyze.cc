@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <unordered_map>
@@ -388,7 +390,10 @@ std::string basis_of(const RuleFinding& r) {
 
 std::string hotspot_text(const Hotspot& h) {
   std::string s = fmt::format("pc+0x{:x}", h.offset);
-  if (h.line > 0) s += fmt::format(" line {}", h.line);
+  if (h.line > 0) {
+    const std::string file = std::filesystem::path(h.file).filename().string();
+    s += file.empty() ? fmt::format(" line {}", h.line) : fmt::format(" {}:{}", file, h.line);
+  }
   if (!h.sass.empty()) {
     std::string sass = h.sass;
     sass.erase(0, sass.find_first_not_of(' '));
@@ -437,10 +442,66 @@ std::string stall_advice(const std::string& reason) {
 }
 
 // Describes a PC for evidence: the sampled hotspot when there is one, else its offset.
-std::string describe_pc(uint64_t pc, const std::vector<Hotspot>& all, uint64_t base) {
-  for (const auto& h : all)
-    if (h.pc == pc) return hotspot_text(h);
-  return fmt::format("pc+0x{:x}", base != 0 && pc >= base ? pc - base : pc);
+// A per-PC metric (e.g. excessive sectors) as source evidence: instances grouped by CUDA source line
+// (PCs without a line stay on their own), the three largest groups, each with its instruction
+// count, one of its instructions, its share of the stall samples and the metric's total there.
+// One line per group instead of one per instruction: a 30-instruction unrolled loop is one finding.
+std::vector<std::string> by_source_line(const KernelResult& k, const Metric& m, const std::vector<Hotspot>& all, uint64_t base,
+                                        std::string_view what) {
+  struct Group {
+    double value = 0, top = -1, share = 0;
+    int count = 0, line = 0;
+    uint64_t pc = 0;
+    std::string file, sass, text;
+  };
+  std::unordered_map<uint64_t, const SourceRow*> rows;
+  std::unordered_map<int, std::string> line_text;
+  for (const auto& r : k.source) {
+    if (r.address != 0) rows[r.address] = &r;
+    else if (r.line > 0 && !r.cuda.empty()) line_text.emplace(r.line, r.cuda);
+  }
+  std::unordered_map<uint64_t, const Hotspot*> sampled;
+  for (const auto& h : all) sampled[h.pc] = &h;
+  std::map<std::pair<int, uint64_t>, Group> groups;  // (line, pc when the line is unknown)
+  for (const auto& inst : m.instances) {
+    const double v = inst.value.as_number().value_or(0);
+    if (v <= 0) continue;
+    const uint64_t pc = pc_of(inst);
+    const SourceRow* row = rows.count(pc) ? rows[pc] : nullptr;
+    const int line = row ? row->line : 0;
+    Group& g = groups[{line, line > 0 ? 0 : pc}];
+    g.value += v;
+    ++g.count;
+    g.line = line;
+    if (auto it = sampled.find(pc); it != sampled.end()) g.share += it->second->share_pct;
+    if (v > g.top) {
+      g.top = v;
+      g.pc = pc;
+      g.sass = row ? row->sass : "";
+      g.file = row ? row->file : "";
+    }
+    if (line > 0 && g.text.empty()) g.text = row && !row->cuda.empty() ? row->cuda : line_text.count(line) ? line_text[line] : "";
+  }
+  std::vector<Group> sorted;
+  for (auto& [key, g] : groups) sorted.push_back(std::move(g));
+  std::sort(sorted.begin(), sorted.end(), [](const Group& x, const Group& y) { return x.value > y.value; });
+  std::vector<std::string> out;
+  for (size_t i = 0; i < sorted.size() && i < 3; ++i) {
+    const Group& g = sorted[i];
+    // The file's name only: a solution's sources are compiled in a build directory whose path says nothing.
+    const std::string file = std::filesystem::path(g.file).filename().string();
+    std::string where = g.line > 0 ? fmt::format("{}line {}", file.empty() ? "" : file + ":", g.line)
+                                   : fmt::format("pc+0x{:x}", base != 0 && g.pc >= base ? g.pc - base : g.pc);
+    std::string text = g.text;
+    text.erase(0, text.find_first_not_of(" \t"));
+    if (!text.empty()) where += fmt::format(" `{}`", text.size() > 80 ? text.substr(0, 80) + "..." : text);
+    std::string sass = g.sass;
+    sass.erase(0, sass.find_first_not_of(' '));
+    out.push_back(fmt::format("{}: {} instruction{}{}, {:.1f}% of stall samples, {:.0f} {}", where, g.count, g.count == 1 ? "" : "s",
+                              sass.empty() ? "" : " (e.g. " + sass + ")", g.share, g.value, what));
+  }
+  if (sorted.size() > 3) out.push_back(fmt::format("... and {} more source line(s) or PCs", sorted.size() - 3));
+  return out;
 }
 
 std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnalysis& a, const std::vector<Hotspot>& all_pcs) {
@@ -477,9 +538,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                   ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%")};
     if (const Metric* ex = k.find("derived__memory_l2_theoretical_sectors_global_excessive")) {
       p.evidence.push_back({ex->name, ex->value.number, "sector"});
-      for (const auto& inst : ex->instances)
-        if (inst.value.as_number().value_or(0) > 0)
-          p.source_evidence.push_back(describe_pc(pc_of(inst), all_pcs, a.pc_base) + fmt::format(", {:.0f} excessive sectors", inst.value.number));
+      p.source_evidence = by_source_line(k, *ex, all_pcs, a.pc_base, "excessive sectors");
     }
     out.push_back(std::move(p));
   }
@@ -499,9 +558,36 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
     p.evidence = {ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
                   ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"), ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")};
     if (const Metric* ex = k.find("derived__memory_l1_wavefronts_shared_excessive"))
-      for (const auto& inst : ex->instances)
-        if (inst.value.as_number().value_or(0) > 0)
-          p.source_evidence.push_back(describe_pc(pc_of(inst), all_pcs, a.pc_base) + fmt::format(", {:.0f} excessive shared wavefronts", inst.value.number));
+      p.source_evidence = by_source_line(k, *ex, all_pcs, a.pc_base, "excessive shared wavefronts");
+    out.push_back(std::move(p));
+  }
+
+  // 2b. L1/shared-memory throughput bound: the memory roof that binds is the SM's own (shared-memory
+  // instructions, MIO queue), far from DRAM, while the math pipes have headroom. Typical of a dot
+  // product or matrix product done with scalar FMAs fed from shared memory.
+  const double l1_pct = get(k, "l1tex__throughput.avg.pct_of_peak_sustained_active");
+  const double shared_share = wavefronts > 0 && k.find("l1tex__data_pipe_lsu_wavefronts.sum") != nullptr
+                                  ? wavefronts / std::max(1.0, get(k, "l1tex__data_pipe_lsu_wavefronts.sum"))
+                                  : (wavefronts > 0 ? 1.0 : 0.0);
+  const bool mio_top = !a.stalls.empty() && (a.stalls.front().reason == "mio_throttle" || a.stalls.front().reason == "short_scoreboard");
+  if (l1_pct >= 70 && dram_pct < 30 && wavefronts > 0 && shared_share >= 0.5 && mio_top && a.tensor_pipe_pct.value_or(0) < 10) {
+    const double roof = a.roofline.fraction_of_roof;
+    Priority p{.id = "shared-memory-throughput",
+               .title = fmt::format("Shared-memory bound: L1/shared throughput {:.0f}% of peak, DRAM {:.0f}%, {} {:.0f}% of stalls, "
+                                    "{:.0f}% of the roofline's attainable rate",
+                                    l1_pct, dram_pct, a.stalls.front().reason, a.stalls.front().share_pct, 100 * roof),
+               .action = "The loop is limited by shared-memory instructions, not by the math or DRAM: load more per instruction "
+                         "(LDS.64/128, ldmatrix), register-tile so every loaded value feeds several FMAs, and if the math is a dot or "
+                         "matrix product (FP8/BF16 operands) run it on the tensor cores (mma.sync / wgmma), which read each operand "
+                         "tile from shared memory once.",
+               .expected_gain_pct = std::clamp(100 * (1 - roof), 0.0, 80.0),
+               .gain_basis = "model: headroom to the roofline's attainable rate while the shared-memory pipe, not a roof, binds (capped at 80%)",
+               .effort = "high",
+               .evidence = {ev(k, "l1tex__throughput.avg.pct_of_peak_sustained_active", "%"), ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+                            ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", a.stalls.front().reason), "cycle"),
+                            ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"), ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%")},
+               .wiki = {"diagnosis/bank-conflicts", "hopper/wgmma", "technique/software-pipelining"}};
+    for (const auto& h : a.hotspots) p.source_evidence.push_back(hotspot_text(h));
     out.push_back(std::move(p));
   }
 
@@ -582,6 +668,7 @@ std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnal
                  .evidence = {ev(k, "launch__waves_per_multiprocessor"), ev(k, "launch__grid_size"), ev(k, "launch__sm_count")},
                  .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
       from_rule(p, "tail-effect", 100 * (w < 1 ? 1 - w : idle), "model: idle share of the last wave");
+      if (w < 1) used_groups.insert("small-grid");  // ncu's "Small Grid" finding says the same thing
       out.push_back(std::move(p));
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "ncu/analyze.h"
@@ -90,13 +91,17 @@ TEST(Analyze, SmemTopPriorityIsBankConflictsWithSourceLines) {
   EXPECT_NEAR(top.expected_gain_pct, 92.58, 0.01);  // max of the overlapping estimates, not their sum
   ASSERT_NE(find_evidence(top, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), nullptr);
   EXPECT_EQ(find_evidence(top, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum")->value, 988890);
-  // Per-PC excessive wavefronts joined to SASS and the CUDA line from the source page.
-  bool lds = false, sts = false;
-  for (const auto& s : top.source_evidence) {
-    lds |= s.find("line 2: LDS") != std::string::npos;
-    sts |= s.find("line 2: STS") != std::string::npos;
-  }
-  EXPECT_TRUE(lds && sts) << ::testing::PrintToString(top.source_evidence);
+  // Per-PC excessive wavefronts joined to the CUDA line (and its text) from the source page and grouped
+  // by line: the LDS and the STS of line 2 are one finding, with the metric's whole total.
+  ASSERT_EQ(top.source_evidence.size(), 1u) << ::testing::PrintToString(top.source_evidence);
+  const std::string& line2 = top.source_evidence[0];
+  EXPECT_NE(line2.find("line 2 `__global__ void smem"), std::string::npos) << line2;
+  EXPECT_NE(line2.find("2 instructions (e.g. STS"), std::string::npos) << line2;
+  const Metric* excessive = nullptr;
+  for (const auto& kr : r->kernels)
+    if (kr.name.starts_with("smem")) excessive = kr.find("derived__memory_l1_wavefronts_shared_excessive");
+  ASSERT_NE(excessive, nullptr);
+  EXPECT_NE(line2.find(fmt::format("{:.0f} excessive shared wavefronts", excessive->value.number)), std::string::npos) << line2;
   ASSERT_FALSE(k.hotspots.empty());
   EXPECT_EQ(k.hotspots[0].line, 2);
   EXPECT_FALSE(k.hotspots[0].sass.empty());
