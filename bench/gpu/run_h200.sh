@@ -188,6 +188,14 @@ print(max(t['dev_workloads'], key=lambda u: math.prod(v for v in axes.get(u, {})
   for n in dsa_indexer_naive gemm_naive; do
     [ -f "$OUT/profiles/$n.ncu-rep" ] && $B/kda ncu analyze "$OUT/profiles/$n.ncu-rep" -o "$OUT/profiles/$n" > /dev/null
   done
+  # Reading a report: kda's native reader + analysis against ncu's own CSV export of the same report.
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | tail -1)
+  for n in dsa_indexer_naive gemm_naive; do
+    r="$OUT/profiles/$n.ncu-rep"; [ -f "$r" ] || continue
+    t0n=$(date +%s.%N); $B/kda ncu analyze "$r" --json > /dev/null; t1n=$(date +%s.%N)
+    [ -n "$NCU" ] && "$NCU" --import "$r" --csv --page raw > "$OUT/profiles/$n.raw.csv" 2> /dev/null; t2n=$(date +%s.%N)
+    python3 -c "print('read $n ($(stat -c %s "$r") B): kda ncu analyze %.3f s, ncu --import --csv --page raw %.3f s' % ($t1n - $t0n, $t2n - $t1n))"
+  done
   # The native source view against the real nvdisasm (the opcode check skips where it is missing).
   if cmake --build --preset gpu -j 16 --target native_source_test > "$OUT/native_source_build.log" 2>&1; then
     $B/src/ncu/native_source_test --gtest_filter='NativeSource.*' 2>&1 | tail -15
