@@ -210,24 +210,21 @@ Result<uint64_t> decode_unit(std::string_view data, uint64_t start, const std::u
       add_file(name, dir);
     }
   } else {
-    KDA_ASSIGN_OR_RETURN(auto dir_formats, read_formats(c));
-    KDA_ASSIGN_OR_RETURN(uint64_t dir_count, c.uleb());
-    for (uint64_t i = 0; i < dir_count; ++i) {
-      if (c.done()) return bad("directory table past the end of the header", c.pos());
-      std::string_view path;
-      uint64_t unused = 0;
-      KDA_RETURN_IF_ERROR(read_entry(c, dir_formats, offset_size, strings, &path, &unused));
-      dirs.emplace_back(path);
-    }
-    KDA_ASSIGN_OR_RETURN(auto file_formats, read_formats(c));
-    KDA_ASSIGN_OR_RETURN(uint64_t file_count, c.uleb());
-    for (uint64_t i = 0; i < file_count; ++i) {
-      if (c.done()) return bad("file table past the end of the header", c.pos());
-      std::string_view path;
-      uint64_t dir = 0;
-      KDA_RETURN_IF_ERROR(read_entry(c, file_formats, offset_size, strings, &path, &dir));
-      add_file(path, dir);
-    }
+    // DWARF 5: a directory table, then a file table, each an entry format list and a counted list.
+    auto read_table = [&](const std::string& what, const auto& take) -> Status {
+      KDA_ASSIGN_OR_RETURN(auto formats, read_formats(c));
+      KDA_ASSIGN_OR_RETURN(uint64_t count, c.uleb());
+      for (uint64_t i = 0; i < count; ++i) {
+        if (c.done()) return bad(what + " table past the end of the header", c.pos());
+        std::string_view path;
+        uint64_t dir = 0;
+        KDA_RETURN_IF_ERROR(read_entry(c, formats, offset_size, strings, &path, &dir));
+        take(path, dir);
+      }
+      return {};
+    };
+    KDA_RETURN_IF_ERROR(read_table("directory", [&](std::string_view path, uint64_t) { dirs.emplace_back(path); }));
+    KDA_RETURN_IF_ERROR(read_table("file", add_file));
   }
 
   // The line program (DWARF 5 section 6.2.5).
