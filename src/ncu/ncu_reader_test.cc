@@ -190,8 +190,7 @@ TEST(ValueForValue, MultiRawBaseMatchesNativeExactly) {
 // Auto-units exports (the only form of the saxpy fixture): the CSV reader converts the printed value
 // back to base units; it must equal the native value to the precision ncu printed (half a unit in
 // the last printed decimal, times the unit's scale).
-void expect_auto_units_match(const Report& native, const std::string& csv_name, size_t expected_cells) {
-  std::string text = read(csv_name);
+void expect_auto_units_match(const Report& native, const std::string& text, size_t expected_cells) {
   auto rows = parse_csv(text);
   ASSERT_TRUE(rows.ok());
   auto parsed = parse_raw_page(text);
@@ -240,8 +239,20 @@ void expect_auto_units_match(const Report& native, const std::string& csv_name, 
   EXPECT_EQ(compared, expected_cells);
 }
 
-TEST(ValueForValue, MultiRawAutoUnitsMatchNative) { expect_auto_units_match(multi(), "multi_raw_autounits.csv", 3u * 2227u); }
-TEST(ValueForValue, SaxpyRawAutoUnitsMatchNative) { expect_auto_units_match(saxpy(), "saxpy_raw.csv", 2227u); }
+TEST(ValueForValue, MultiRawAutoUnitsMatchNative) { expect_auto_units_match(multi(), read("multi_raw_autounits.csv"), 3u * 2227u); }
+TEST(ValueForValue, SaxpyRawAutoUnitsMatchNative) { expect_auto_units_match(saxpy(), read("saxpy_raw.csv"), 2227u); }
+
+// A report made on the H200 by `kda ncu profile` (the DSA indexer baseline, two kernels, PM sampling and
+// imported source) against `ncu --import <rep> --csv --page raw` run on the same machine (run 14).
+TEST(ValueForValue, H200IndexerReportMatchesNcusRawExport) {
+  const std::string dir = std::string(KDA_SOURCE_DIR) + "/bench/results/h200/profiles_2026-11-30_run14/";
+  auto rep = read_ncu_rep(dir + "dsa_indexer_naive.ncu-rep");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->kernels.size(), 2u);
+  auto csv = fs::read_file(dir + "dsa_indexer_naive.raw.csv");
+  ASSERT_TRUE(csv.ok()) << csv.status().message();
+  expect_auto_units_match(*rep, *csv, 2u * 2227u);
+}
 
 TEST(Units, InferenceAgreesWithBaseExportMostly) {
   auto rows = parse_csv(read("multi_raw_base.csv"));
