@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -175,8 +176,10 @@ void SharedArena::write(const Slot& slot, const tensor::Tensor& t) {
 }
 
 tensor::Tensor SharedArena::read(const Slot& slot) const {
-  tensor::Tensor t(slot.dtype, slot.shape);
-  std::memcpy(t.data(), base_ + slot.offset, std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(t.nbytes())));
+  tensor::Tensor t(slot.dtype, slot.shape, tensor::kUninitialized);
+  const uint64_t n = std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(t.nbytes()));
+  std::memcpy(t.data(), base_ + slot.offset, n);
+  if (n < static_cast<uint64_t>(t.nbytes())) std::memset(t.data() + n, 0, static_cast<size_t>(t.nbytes()) - n);
   return t;
 }
 
@@ -253,6 +256,61 @@ void tile(std::byte* out, uint64_t nbytes, const std::byte (&block)[kPoisonBlock
 }
 
 }  // namespace
+
+namespace {
+
+// Elements of `b` equal to those of `a`, Word by Word. Below 8 bytes a word, 8 bytes at a time:
+// v = x ^ y has an all-zero lane exactly where the element is equal, and ~(((v & low) + low) | v | low)
+// (low: every lane's bits but its top one) sets a lane's top bit exactly when the lane is zero,
+// with no carry between lanes, so a popcount counts the equal elements.
+template <typename Word>
+int64_t count_equal_words(const std::byte* a, const std::byte* b, int64_t n) {
+  int64_t same = 0, i = 0;
+  if constexpr (sizeof(Word) < 8) {
+    constexpr uint64_t kLow = sizeof(Word) == 1 ? 0x7F7F7F7F7F7F7F7FULL
+                              : sizeof(Word) == 2 ? 0x7FFF7FFF7FFF7FFFULL
+                                                  : 0x7FFFFFFF7FFFFFFFULL;
+    constexpr int64_t kLanes = 8 / sizeof(Word);
+    for (; i + kLanes <= n; i += kLanes) {
+      uint64_t x, y;
+      std::memcpy(&x, a + i * sizeof(Word), 8);
+      std::memcpy(&y, b + i * sizeof(Word), 8);
+      const uint64_t v = x ^ y;
+      same += std::popcount(~(((v & kLow) + kLow) | v | kLow));
+    }
+  }
+  for (; i < n; ++i) {
+    Word x, y;
+    std::memcpy(&x, a + i * sizeof(Word), sizeof(Word));
+    std::memcpy(&y, b + i * sizeof(Word), sizeof(Word));
+    same += x == y;
+  }
+  return same;
+}
+
+}  // namespace
+
+int64_t count_poisoned(tensor::DType dtype, uint64_t seed, const std::byte* data, uint64_t nbytes) {
+  using tensor::DType;
+  alignas(8) std::byte block[kPoisonBlockBytes];
+  poison_block(dtype, seed, block);
+  auto count = [&](auto word) {
+    using Word = decltype(word);
+    int64_t same = 0;
+    for (uint64_t at = 0; at < nbytes; at += kPoisonBlockBytes) {
+      const uint64_t chunk = std::min<uint64_t>(kPoisonBlockBytes, nbytes - at);
+      same += count_equal_words<Word>(block, data + at, static_cast<int64_t>(chunk / sizeof(Word)));
+    }
+    return same;
+  };
+  switch (dtype) {
+    case DType::kFloat32: case DType::kInt32: return count(uint32_t{});
+    case DType::kFloat16: case DType::kBFloat16: return count(uint16_t{});
+    case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return count(uint8_t{});
+    case DType::kInt64: return count(uint64_t{});
+    default: return 0;
+  }
+}
 
 tensor::Tensor poison_tensor(const Slot& slot, uint64_t seed) {
   tensor::Tensor t(slot.dtype, slot.shape);

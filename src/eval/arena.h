@@ -47,6 +47,11 @@ ArenaLayout plan_layout(const std::vector<Slot>& inputs, const std::vector<Slot>
 // fp8, which has no payload bits), random canaries for integers and fp4. A slot is poisoned by tiling
 // it, on the host (SharedArena::poison) or on the device (the CUDA runner, from the same block).
 void poison_block(tensor::DType dtype, uint64_t seed, std::byte (&block)[kPoisonBlockBytes]);
+// How many elements of `data` (nbytes of a `dtype` slot) still hold the poison of `seed`: compared
+// with the seeded block directly, 8 bytes at a time, no poisoned copy made. Counted for float32/16,
+// bfloat16, fp8 and 32/64-bit integers, whose poison an honest kernel does not produce by chance
+// (NaN payloads, random canaries); 0 for other dtypes.
+int64_t count_poisoned(tensor::DType dtype, uint64_t seed, const std::byte* data, uint64_t nbytes);
 // What a slot holds after poison(slot, seed) (device_inputs_test compares the device's poison with it).
 tensor::Tensor poison_tensor(const Slot& slot, uint64_t seed);
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "eval/arena.h"
@@ -154,6 +155,43 @@ TEST(Stats, QuantilesAndMeans) {
   EXPECT_NEAR(s.cv, std::sqrt(2.5) / 3, 1e-12);
   EXPECT_DOUBLE_EQ(geometric_mean({1, 4}), 2);
   EXPECT_DOUBLE_EQ(geometric_mean({1, 0}), 0);
+}
+
+// count_poisoned compares 8 bytes at a time; it must count exactly what an element-by-element compare
+// with the poisoned copy counts, for every lane width, at odd lengths and across 4 KiB blocks.
+TEST(Arena, CountPoisonedEqualsElementwiseCount) {
+  using tensor::DType;
+  for (DType d : {DType::kFloat32, DType::kInt32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3FN, DType::kInt64}) {
+    for (int64_t n : {1, 7, 9, 1000, 4097, 70001}) {
+      SCOPED_TRACE(std::string(tensor::dtype_name(d)) + " x " + std::to_string(n));
+      Slot s{"y", d, {n}, false};
+      s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(d, n));
+      const tensor::Tensor poison = poison_tensor(s, 42);
+      tensor::Tensor out = poison;
+      const int64_t width = tensor::dtype_bits(d) / 8;
+      // Overwrite every element except a pseudo-random ~1/7 of them, with bytes that differ from the poison
+      // in one byte only (the hardest case for a lane test: a near-equal neighbour).
+      int64_t kept = 0;
+      uint64_t state = 99;
+      for (int64_t i = 0; i < n; ++i) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        if ((state >> 33) % 7 == 0) {
+          ++kept;
+          continue;
+        }
+        out.data()[i * width + static_cast<int64_t>((state >> 40) % static_cast<uint64_t>(width))] ^= std::byte{0x01};
+      }
+      EXPECT_EQ(count_poisoned(d, 42, out.data(), s.nbytes), kept);
+      EXPECT_EQ(count_poisoned(d, 42, poison.data(), s.nbytes), n);
+      // Another seed's block: as many matches as an element-by-element compare finds (narrow float
+      // types have few NaN payload bits, fp8 none, so two seeds' poisons share values).
+      const tensor::Tensor other = poison_tensor(s, 43);
+      int64_t equal = 0;
+      for (int64_t i = 0; i < n; ++i) equal += std::memcmp(other.data() + i * width, poison.data() + i * width, width) == 0;
+      EXPECT_EQ(count_poisoned(d, 43, poison.data(), s.nbytes), equal);
+      if (width >= 4) EXPECT_EQ(equal, 0);
+    }
+  }
 }
 
 TEST(Arena, GuardsPoisonAndInputCompare) {

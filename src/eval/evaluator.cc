@@ -768,44 +768,10 @@ std::optional<Failure> Session::probe_trials(std::string* detail) {
   return std::nullopt;
 }
 
-// Elements whose bits still equal the poison written before the call. Only for types whose poison
-// an honest kernel cannot produce by chance: float NaN payloads and 32/64-bit integer canaries.
-template <typename Word>
-int64_t count_equal_words(const std::byte* a, const std::byte* b, int64_t n) {
-  int64_t same = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    Word x, y;
-    std::memcpy(&x, a + i * sizeof(Word), sizeof(Word));
-    std::memcpy(&y, b + i * sizeof(Word), sizeof(Word));
-    same += x == y;
-  }
-  return same;
-}
-
-// Compared block by block with the seeded poison block the slot was tiled with (poison_block), so no
-// poisoned copy of the output is ever materialised.
+// Elements whose bits still equal the poison written before the call (eval/arena.h count_poisoned).
 int64_t unwritten_elements(const Slot& slot, uint64_t seed, const tensor::Tensor& now) {
-  using tensor::DType;
-  alignas(8) std::byte block[kPoisonBlockBytes];
-  poison_block(slot.dtype, seed, block);
-  const auto* b = static_cast<const std::byte*>(now.data());
   const uint64_t nbytes = std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(now.nbytes()));
-  auto count = [&](auto word) {
-    using Word = decltype(word);
-    int64_t same = 0;
-    for (uint64_t at = 0; at < nbytes; at += kPoisonBlockBytes) {
-      const uint64_t chunk = std::min<uint64_t>(kPoisonBlockBytes, nbytes - at);
-      same += count_equal_words<Word>(block, b + at, static_cast<int64_t>(chunk / sizeof(Word)));
-    }
-    return same;
-  };
-  switch (now.dtype()) {
-    case DType::kFloat32: case DType::kInt32: return count(uint32_t{});
-    case DType::kFloat16: case DType::kBFloat16: return count(uint16_t{});
-    case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return count(uint8_t{});
-    case DType::kInt64: return count(uint64_t{});
-    default: return 0;
-  }
+  return count_poisoned(slot.dtype, seed, static_cast<const std::byte*>(now.data()), nbytes);
 }
 
 std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, const std::string& which,

@@ -12,13 +12,16 @@ namespace kda::tensor {
 
 namespace {
 
-std::byte* allocate_aligned(int64_t nbytes) {
+// With zero_elements false only the padding after the first nbytes is zeroed (the caller writes the rest).
+std::byte* allocate_aligned(int64_t nbytes, bool zero_elements = true) {
   // aligned_alloc needs a size that is a multiple of the alignment; always allocate at least one block so that
   // data() is never null (DLPack consumers may dereference it for empty tensors).
   const size_t size = (static_cast<size_t>(nbytes) + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-  void* p = std::aligned_alloc(kTensorAlignment, size == 0 ? kTensorAlignment : size);
+  const size_t alloc = size == 0 ? kTensorAlignment : size;
+  void* p = std::aligned_alloc(kTensorAlignment, alloc);
   if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, size == 0 ? kTensorAlignment : size);
+  const size_t keep = zero_elements ? 0 : static_cast<size_t>(nbytes);
+  std::memset(static_cast<std::byte*>(p) + keep, 0, alloc - keep);
   return static_cast<std::byte*>(p);
 }
 
@@ -77,9 +80,17 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   data_.reset(allocate_aligned(nbytes_));
 }
 
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)) {
+  const auto n = checked_numel(shape_);
+  assert(n.has_value() && "Tensor: negative or overflowing shape");
+  numel_ = n.value_or(0);
+  nbytes_ = dtype_storage_bytes(dtype_, numel_);
+  data_.reset(allocate_aligned(nbytes_, /*zero_elements=*/false));
+}
+
 Tensor::Tensor(const Tensor& other)
     : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_), nbytes_(other.nbytes_) {
-  data_.reset(allocate_aligned(nbytes_));
+  data_.reset(allocate_aligned(nbytes_, /*zero_elements=*/false));
   if (nbytes_ > 0) std::memcpy(data_.get(), other.data_.get(), static_cast<size_t>(nbytes_));
 }
 

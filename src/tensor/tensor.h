@@ -24,12 +24,18 @@ std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape);
 // "[2, 3, 4]"; "[]" for a scalar.
 std::string shape_string(const std::vector<int64_t>& shape);
 
+// Tag for a tensor whose bytes the caller overwrites at once (a copy of an output): no zero fill.
+struct Uninitialized {};
+inline constexpr Uninitialized kUninitialized{};
+
 class Tensor {
  public:
   // An empty float32 tensor of shape [0].
   Tensor();
   // Zero-filled. `shape` must be valid (see checked_numel); a 0-d shape is a scalar with one element.
   Tensor(DType dtype, std::vector<int64_t> shape);
+  // The same without the zero fill of the element bytes: every byte must be written before it is read.
+  Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized);
 
   Tensor(const Tensor& other);  // deep copy
   Tensor& operator=(const Tensor& other);
