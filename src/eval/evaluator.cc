@@ -93,8 +93,6 @@ struct Failure {
   std::string log;
 };
 
-int64_t unwritten_elements(const Slot& slot, uint64_t seed, const tensor::Tensor& now);
-
 // One evaluation: owns the builds and the three runners.
 class Session {
  public:
@@ -136,10 +134,12 @@ class Session {
   std::optional<Failure> probe_trials(std::string* detail);
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
 
-  // Inputs of one (workload, trial, purpose): host values only where something needs them.
-  Result<MaterializedInputs> materialize(uint64_t seed) {
+  // Inputs of one (workload, trial, purpose): host values only where something needs them (always
+  // with host_values, for inputs the evaluator transforms before they are uploaded).
+  Result<MaterializedInputs> materialize(uint64_t seed) { return materialize(seed, host_values_); }
+  Result<MaterializedInputs> materialize(uint64_t seed, bool host_values) {
     PhaseTimer timer(phases_.materialize_s);
-    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values_);
+    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values);
     if (in.ok()) in->id = ++next_set_id_;
     return in;
   }
@@ -326,29 +326,23 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   bool fresh_inputs = false;
   if (auto f = load_inputs(runner, inputs, &fresh_inputs)) return f;
   call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
+  // Output i's poison for this call: written before it, looked for after it (unwritten elements).
+  auto poison_seed = [&](size_t i) { return derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison); };
   // On the host the candidate works in the shared arena itself, so guards are refilled only with
   // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
-  std::vector<uint64_t> poison_seeds;  // of a checked call's outputs, for the unwritten-output check
   int threads_before = 0;
   {
     PhaseTimer timer(phases_.prepare_call_s);
-    auto poison_seed = [&](size_t i) { return derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison); };
     if (device_inputs(runner)) {
       // Outputs are poisoned on the device from the same seeded blocks, and nothing is uploaded: the
-      // guard bands have lived there since kPrepare. Only a checked call needs the poison on the host.
+      // guard bands have lived there since kPrepare.
       json poison = json::array();
-      for (size_t i = 0; i < layout_.outputs.size(); ++i) {
-        poison.push_back({i, poison_seed(i)});
-        if (download) poison_seeds.push_back(poison_seed(i));
-      }
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) poison.push_back({i, poison_seed(i)});
       call["poison"] = std::move(poison);
       call["upload"] = false;
     } else {
       if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
-      for (size_t i = 0; i < layout_.outputs.size(); ++i) {
-        arena.poison(layout_.outputs[i], poison_seed(i));
-        if (download) poison_seeds.push_back(poison_seed(i));
-      }
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) arena.poison(layout_.outputs[i], poison_seed(i));
     }
     threads_before = runner.thread_count();
   }
@@ -399,7 +393,10 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
     return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
   std::vector<tensor::Tensor> got = read_outputs(runner);
   for (size_t k = 0; k < got.size(); ++k) {
-    int64_t left = gate_on("unwritten") ? unwritten_elements(layout_.outputs[k], poison_seeds[k], got[k]) : 0;
+    // Elements whose bits still equal the poison written before the call.
+    int64_t left = gate_on("unwritten") ? count_poisoned(layout_.outputs[k].dtype, poison_seed(k), got[k].data(),
+                                                         static_cast<uint64_t>(got[k].nbytes()))
+                                        : 0;
     if (left > 0)
       return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
                      fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
@@ -737,13 +734,8 @@ std::optional<Failure> Session::probe_trials(std::string* detail) {
       if (std::find(kinds.begin(), kinds.end(), p) == kinds.end()) kinds.push_back(p);
   for (size_t k = 0; k < kinds.size(); ++k) {
     const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kProbe);
-    Result<MaterializedInputs> in = Status::internal("unset");
-    {
-      PhaseTimer timer(phases_.materialize_s);
-      in = materialize_inputs(pack_, resolved_, seed, blobs_, /*host_values=*/true);
-    }
+    auto in = materialize(seed, /*host_values=*/true);
     if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
-    in->id = ++next_set_id_;
     std::string what;
     for (const auto& [input, list] : probes) {
       if (std::find(list.begin(), list.end(), kinds[k]) == list.end()) continue;
@@ -766,12 +758,6 @@ std::optional<Failure> Session::probe_trials(std::string* detail) {
     *detail += fmt::format("{}{} ({})", detail->empty() ? "" : "; ", task::probe_name(kinds[k]), what);
   }
   return std::nullopt;
-}
-
-// Elements whose bits still equal the poison written before the call (eval/arena.h count_poisoned).
-int64_t unwritten_elements(const Slot& slot, uint64_t seed, const tensor::Tensor& now) {
-  const uint64_t nbytes = std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(now.nbytes()));
-  return count_poisoned(slot.dtype, seed, static_cast<const std::byte*>(now.data()), nbytes);
 }
 
 std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, const std::string& which,

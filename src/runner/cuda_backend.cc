@@ -93,18 +93,12 @@ std::vector<Activity> drain_activities() {
   return out;
 }
 
-// CPU time of the calling thread, in ns: the candidate's host work in the call. (The process's CPU
-// time also counts CUPTI's and the driver's own threads: 0.6-1.4 ms per call on the H200 for a 7 us
-// kernel, too noisy to judge a candidate by.)
-int64_t thread_cpu_ns() {
+// A clock in ns. CLOCK_THREAD_CPUTIME_ID is the CPU time of the calling thread: the candidate's host
+// work in the call. (The process's CPU time also counts CUPTI's and the driver's own threads:
+// 0.6-1.4 ms per call on the H200 for a 7 us kernel, too noisy to judge a candidate by.)
+int64_t clock_ns(clockid_t clock) {
   timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  ::clock_gettime(clock, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
@@ -179,7 +173,7 @@ class CudaBackend final : public Backend {
 
   CallReply call(const CallRequest& req) override {
     CallReply r;
-    const int64_t t_enter = monotonic_ns();
+    const int64_t t_enter = clock_ns(CLOCK_MONOTONIC);
     if (req.upload) {
       uint64_t from = std::min(req.upload_from, mirror_bytes_);
       if (prepared_) from = std::max(from, outputs_begin_);  // device-generated inputs are never overwritten
@@ -207,14 +201,14 @@ class CudaBackend final : public Backend {
     // forced flush on each side of it.
     uint64_t call_begin = 0;
     if (req.timed && cupti_ok_) cuptiGetTimestamp(&call_begin);
-    const int64_t pre_ns = monotonic_ns() - t_enter;
+    const int64_t pre_ns = clock_ns(CLOCK_MONOTONIC) - t_enter;
     if (req.profile_range) cudaProfilerStart();
-    const int64_t cpu0 = thread_cpu_ns();
+    const int64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     cudaEventRecord(start_, stream_);
     r.rc = entry_(inputs_.data(), static_cast<int64_t>(inputs_.size()), outputs_.data(),
                   static_cast<int64_t>(outputs_.size()), stream_);
     cudaError_t sync = cudaDeviceSynchronize();  // device-wide: work on side streams is waited for
-    const int64_t cpu1 = thread_cpu_ns();
+    const int64_t cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (req.profile_range) cudaProfilerStop();
     cudaEventRecord(stop_, stream_);
     cudaEventSynchronize(stop_);
@@ -224,7 +218,7 @@ class CudaBackend final : public Backend {
     float ms = 0;
     cudaEventElapsedTime(&ms, start_, stop_);
     r.elapsed_ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
-    const int64_t t_after = monotonic_ns();
+    const int64_t t_after = clock_ns(CLOCK_MONOTONIC);
     if (req.timed && cupti_ok_) {
       auto acts = drain_activities();
       std::erase_if(acts, [&](const Activity& a) { return a.end <= call_begin; });
@@ -268,7 +262,7 @@ class CudaBackend final : public Backend {
     // Where the runner's own time went: before the call (upload, poison, flush, sync) and after it
     // (CUPTI records, download, digests). The evaluator adds them up in its report's phases.
     r.extra["pre_ns"] = pre_ns;
-    r.extra["post_ns"] = monotonic_ns() - t_after;
+    r.extra["post_ns"] = clock_ns(CLOCK_MONOTONIC) - t_after;
     r.ok = r.rc == 0;
     if (!r.ok) r.error = "entry point returned " + std::to_string(r.rc);
     return r;
