@@ -15,6 +15,8 @@
 //   l2_flush_read           reading 2x the L2 size through it (runner/device_inputs.h flush_l2_by_reading,
 //                           what the runner does), then device sync
 //   reset_persisting_l2     cudaCtxResetPersistingL2Cache
+//   l2_flush_read_polled    the read flush, then an event polled to completion (the runner's wait)
+//   poison_tile_64mib_polled  runner/device_inputs.h tile_on_device over 64 MiB, polled
 //   ... then the same launches with CUPTI activity (concurrent kernel, memcpy, memset) enabled:
 //   cupti_launch_device_sync, cupti_event_bracket
 //   cupti_flush_forced      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) after one launch
@@ -143,6 +145,28 @@ int main(int argc, char** argv) {
     cudaDeviceSynchronize();
   });
   b.step("reset_persisting_l2", [&] { cudaCtxResetPersistingL2Cache(); });
+  // The runner since run 15: the flush, then an event on the harness stream polled to completion
+  // instead of a (blocking) device synchronisation.
+  cudaEvent_t done;
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  b.step("l2_flush_read_polled", [&] {
+    kda::runner::flush_l2_by_reading(flush, flush_bytes, reinterpret_cast<unsigned int*>(flag), s);
+    cudaEventRecord(done, s);
+    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    }
+  });
+  // Poisoning a 64 MiB output: one tile kernel from a device-resident 4 KiB block, polled.
+  constexpr size_t kPoisonBytes = size_t{64} << 20;
+  void* poison_dst = nullptr;
+  void* poison_block = nullptr;
+  if (cudaMalloc(&poison_dst, kPoisonBytes) != cudaSuccess || cudaMalloc(&poison_block, 4096) != cudaSuccess) return 3;
+  cudaMemset(poison_block, 0x7f, 4096);
+  b.step("poison_tile_64mib_polled", [&] {
+    kda::runner::tile_on_device(poison_dst, kPoisonBytes, poison_block, 4096, s);
+    cudaEventRecord(done, s);
+    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    }
+  });
 
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||

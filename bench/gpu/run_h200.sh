@@ -19,10 +19,13 @@
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
 #   bench/gpu/run_h200.sh overhead  what each per-call primitive of the CUDA runner costs (call_overhead_bench),
-#                                   then CUDA rmsnorm and softmax on all workloads (phases: runner_pre_s, ...)
+#                                   then each CUDA pack on its dev workloads and rmsnorm on all (phases:
+#                                   runner_pre_s, ..., other_s)
+#   bench/gpu/run_h200.sh spread    run-to-run spread: each CUDA pack's dev workloads SPREAD_RUNS times
+#                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (quick, overhead, core, hacks, final, contest, fidelity, profile), sharing one
+# script's order (quick, overhead, spread, core, hacks, final, contest, fidelity, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -40,7 +43,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl \
      ! -name 'files-*.tgz' -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -91,8 +94,22 @@ if has overhead; then
   $B/src/runner/call_overhead_bench --reps 300 >> "$OUT/overhead.jsonl"
   $B/src/runner/call_overhead_bench --reps 300 --blocking >> "$OUT/overhead.jsonl"
   cat "$OUT/overhead.jsonl"
+  # The measure: each CUDA pack's dev workloads; then rmsnorm on all (comparable with runs 5-14).
+  for p in rmsnorm softmax gemm; do
+    record 120 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads dev
+  done
   record 120 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
-  record 120 tasks/cuda/softmax/baselines/naive --task tasks/cuda/softmax --workloads all
+fi
+if has spread; then
+  # Run-to-run spread: each CUDA pack's baseline on its dev workloads SPREAD_RUNS times (default 5),
+  # every run on a fresh secret seed, no baseline timing; bench/gpu/spread.py -> $OUT/spread.jsonl.
+  for p in ${SPREAD_PACKS:-rmsnorm softmax gemm}; do
+    for r in $(seq "${SPREAD_RUNS:-5}"); do
+      record 60 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads dev --no-baseline
+    done
+  done
+  python3 bench/gpu/spread.py "$OUT/results.jsonl" > "$OUT/spread.jsonl"
+  cat "$OUT/spread.jsonl"
 fi
 if has core || has all; then
 for p in rmsnorm softmax gemm; do

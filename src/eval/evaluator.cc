@@ -238,6 +238,7 @@ Status Session::build_all() {
 }
 
 Result<RunnerClient> Session::start_runner(RunnerRole role, const BuiltLibrary& lib) {
+  PhaseTimer timer(phases_.runners_s);
   RunnerOptions ro{.runner_binary = options_.runner_binary,
                    .backend = report_.backend,
                    .role = role,
@@ -252,6 +253,7 @@ Result<RunnerClient> Session::start_runner(RunnerRole role, const BuiltLibrary& 
 
 Status Session::ensure_runners() {
   if (!ref_.alive() && options_.reference == "torch") {
+    PhaseTimer timer(phases_.runners_s);
     auto r = start_torch_reference(options_.runner_binary, report_.backend, pack_.root / "definition.json",
                                    std::max(120.0, call_timeout()));
     if (!r.ok()) return Status::internal("torch reference: " + r.status().message());
@@ -680,7 +682,11 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   for (RunnerClient* r : {&ref_, &base_, &cand_}) {
     if (!r->alive()) continue;
     if (!device_inputs(*r)) host_values_ = true;
-    auto o = r->set_layout(layout_, 120);
+    CallOutcome o;
+    {
+      PhaseTimer timer(phases_.layout_s);
+      o = r->set_layout(layout_, 120);
+    }
     if (auto f = classify(o)) {
       if (r == &ref_ || r == &base_) {
         harness_error_ = Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));

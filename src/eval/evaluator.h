@@ -86,8 +86,11 @@ struct EvalPhases {
   // sync) and after it (CUPTI records, download, input digests). Zero on the host backend.
   double runner_pre_s = 0;
   double runner_post_s = 0;
+  double runners_s = 0;      // starting runner processes and loading their libraries (device context, CUPTI)
+  double layout_s = 0;       // per-workload arena layouts (maps, device mirrors)
   int64_t calls = 0;         // call requests to all runners
-  nlohmann::json to_json() const;
+  // `wall_s`: the report's wall time; the JSON adds other_s, the part no phase accounts for.
+  nlohmann::json to_json(double wall_s) const;
 };
 
 struct EvalReport {

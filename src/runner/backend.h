@@ -75,6 +75,8 @@ class Backend {
   // dlopen (RTLD_NOW | RTLD_LOCAL) + dlsym of the entry point.
   Status load(const std::filesystem::path& library, const std::string& symbol);
   virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;
+  // Called before the arena of the current layout is unmapped (a new layout, or the end).
+  virtual void release_layout() {}
   virtual CallReply call(const CallRequest& request) = 0;
   // What the backend offers beyond calls ("device_inputs"); told to the evaluator in kHello.
   virtual std::vector<std::string> capabilities() const { return {}; }

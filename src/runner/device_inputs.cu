@@ -134,6 +134,23 @@ __global__ void read_through_l2_kernel(const uint4* words, uint64_t n, unsigned 
   if (acc == 0x9E3779B9u) atomicAdd(sink, 1u);
 }
 
+// dst[i] = block[i % block_bytes], 16 bytes per store where dst is 16-byte aligned; the tail of a
+// slot whose size is no multiple of 16 bytes is written byte by byte.
+__global__ void tile_kernel(unsigned char* dst, uint64_t nbytes, const uint4* block, uint64_t block_words) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const uint64_t full = nbytes / sizeof(uint4);
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % sizeof(uint4) == 0;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(block);
+  const uint64_t block_bytes = block_words * sizeof(uint4);
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i * sizeof(uint4) < nbytes; i += stride) {
+    if (aligned && i < full) {
+      reinterpret_cast<uint4*>(dst)[i] = block[i % block_words];
+    } else {
+      for (uint64_t b = i * sizeof(uint4); b < nbytes && b < (i + 1) * sizeof(uint4); ++b) dst[b] = bytes[b % block_bytes];
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t flush_l2_by_reading(const void* buf, uint64_t nbytes, unsigned int* sink, cudaStream_t s) {
@@ -146,27 +163,29 @@ cudaError_t flush_l2_by_reading(const void* buf, uint64_t nbytes, unsigned int* 
 }
 
 cudaError_t tile_on_device(void* dst, uint64_t nbytes, const void* block, uint64_t block_bytes, cudaStream_t s) {
-  auto* out = static_cast<unsigned char*>(dst);
-  uint64_t done = std::min(nbytes, block_bytes);
-  if (done == 0) return cudaSuccess;
-  if (cudaError_t e = cudaMemcpyAsync(out, block, done, cudaMemcpyHostToDevice, s); e != cudaSuccess) return e;
-  while (done < nbytes) {
-    const uint64_t n = std::min(done, nbytes - done);
-    if (cudaError_t e = cudaMemcpyAsync(out + done, out, n, cudaMemcpyDeviceToDevice, s); e != cudaSuccess) return e;
-    done += n;
-  }
-  return cudaStreamSynchronize(s);  // the host block must outlive the first copy
+  if (nbytes == 0) return cudaSuccess;
+  if (block_bytes == 0 || block_bytes % sizeof(uint4) != 0) return cudaErrorInvalidValue;
+  constexpr int kThreads = 256;
+  const uint64_t words = (nbytes + sizeof(uint4) - 1) / sizeof(uint4);
+  const uint64_t grid = std::min<uint64_t>((words + kThreads - 1) / kThreads, 132 * 8);
+  tile_kernel<<<static_cast<unsigned>(std::max<uint64_t>(grid, 1)), kThreads, 0, s>>>(
+      static_cast<unsigned char*>(dst), nbytes, static_cast<const uint4*>(block), block_bytes / sizeof(uint4));
+  return cudaGetLastError();
 }
 
-cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t s,
-                          eval::Digest128* out) {
-  if (cudaError_t e = cudaMemsetAsync(scratch, 0, 2 * sizeof(uint64_t), s); e != cudaSuccess) return e;
+cudaError_t digest_device_async(const void* data, uint64_t nbytes, uint64_t key, uint64_t* sums, cudaStream_t s) {
+  if (cudaError_t e = cudaMemsetAsync(sums, 0, 2 * sizeof(uint64_t), s); e != cudaSuccess) return e;
   const uint64_t words = (nbytes + 7) / 8;
   constexpr int kThreads = 256;
   const uint64_t grid = std::min<uint64_t>((words + kThreads - 1) / kThreads, 132 * 16);
   digest_kernel<<<static_cast<unsigned>(std::max<uint64_t>(grid, 1)), kThreads, 0, s>>>(
-      static_cast<const unsigned char*>(data), nbytes, key, reinterpret_cast<unsigned long long*>(scratch));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+      static_cast<const unsigned char*>(data), nbytes, key, reinterpret_cast<unsigned long long*>(sums));
+  return cudaGetLastError();
+}
+
+cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t s,
+                          eval::Digest128* out) {
+  if (cudaError_t e = digest_device_async(data, nbytes, key, scratch, s); e != cudaSuccess) return e;
   uint64_t sums[2] = {0, 0};
   if (cudaError_t e = cudaMemcpyAsync(sums, scratch, sizeof(sums), cudaMemcpyDeviceToHost, s); e != cudaSuccess) return e;
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return e;

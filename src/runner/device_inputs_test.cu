@@ -66,7 +66,12 @@ int check_poison(DType dtype, int64_t n) {
   unsigned char* d = nullptr;
   if (cudaMalloc(&d, slot.nbytes + 1) != cudaSuccess) return 1;
   int failures = 0;
-  if (kda::runner::tile_on_device(d, slot.nbytes, block, sizeof(block), nullptr) != cudaSuccess) ++failures;
+  void* dblock = nullptr;
+  if (cudaMalloc(&dblock, sizeof(block)) != cudaSuccess) return 1;
+  cudaMemcpy(dblock, block, sizeof(block), cudaMemcpyHostToDevice);
+  // Misaligned by one byte as well as aligned: the kernel's byte path must give the same bytes.
+  if (kda::runner::tile_on_device(d, slot.nbytes, dblock, sizeof(block), nullptr) != cudaSuccess) ++failures;
+  cudaDeviceSynchronize();
   std::vector<unsigned char> got(slot.nbytes);
   cudaMemcpy(got.data(), d, slot.nbytes, cudaMemcpyDeviceToHost);
   if (std::memcmp(got.data(), want.data(), slot.nbytes) != 0) {
@@ -74,6 +79,14 @@ int check_poison(DType dtype, int64_t n) {
                  static_cast<long long>(n));
     ++failures;
   }
+  if (kda::runner::tile_on_device(d + 1, slot.nbytes, dblock, sizeof(block), nullptr) != cudaSuccess) ++failures;
+  cudaMemcpy(got.data(), d + 1, slot.nbytes, cudaMemcpyDeviceToHost);
+  if (std::memcmp(got.data(), want.data(), slot.nbytes) != 0) {
+    std::fprintf(stderr, "dtype %d n %lld: device poison at a misaligned address differs from the host's\n",
+                 static_cast<int>(dtype), static_cast<long long>(n));
+    ++failures;
+  }
+  cudaFree(dblock);
   cudaFree(d);
   return failures;
 }

@@ -90,6 +90,7 @@ int serve(kda::runner::Backend& backend) {
           break;
         }
         layout = std::move(*l);
+        backend.release_layout();
         arena = kda::eval::SharedArena();  // unmap the previous size first
         auto a = kda::eval::SharedArena::map_fd(kda::eval::kRunnerArenaFd, layout.size);
         if (!a.ok()) {
