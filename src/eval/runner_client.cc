@@ -98,6 +98,9 @@ Result<RunnerClient> RunnerClient::start(const RunnerOptions& options) {
   for (std::string a : {options.runner_binary.string(), std::string("--backend"), options.backend, std::string("--role"),
                         std::string(role_name(options.role))})
     co.argv.push_back(std::move(a));
+  // Under a tool (ncu, compute-sanitizer) the runner exits through its destructors and atexit
+  // handlers, where the tool's injected library finishes its report.
+  if (!options.wrapper.empty()) co.argv.push_back("--clean-exit");
   std::vector<std::string> env = runner_environment();
   env.insert(env.end(), options.extra_env.begin(), options.extra_env.end());
   co.env = std::move(env);

@@ -152,8 +152,11 @@ int main(int argc, char** argv) {
   // A runner never outlives its evaluator (a killed evaluator must not leave GPU work running).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   std::string backend_name = "host";
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--backend") == 0) backend_name = argv[i + 1];
+  bool clean_exit = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc) backend_name = argv[i + 1];
+    if (std::strcmp(argv[i], "--clean-exit") == 0) clean_exit = true;
+  }
   std::unique_ptr<kda::runner::Backend> backend =
       backend_name == "cuda" ? kda::runner::make_cuda_backend() : kda::runner::make_host_backend();
   if (!backend) {
@@ -163,5 +166,12 @@ int main(int argc, char** argv) {
   json hello{{"pid", ::getpid()}, {"backend", backend_name}, {"capabilities", backend->capabilities()}};
   if (!kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kHello), hello.dump()).ok())
     return 3;
-  return serve(*backend);
+  const int rc = serve(*backend);
+  if (clean_exit) return rc;
+  // No destructors and no atexit handlers: tearing down a CUDA context (and CUPTI) took longer than
+  // everything else a short evaluation does after its last call, and the kernel driver reclaims the
+  // device memory and context of an exiting process anyway. Nothing is buffered: replies are
+  // written with write(2). (--clean-exit: a tool wrapping the runner finishes its work at exit.)
+  std::cerr.flush();
+  ::_exit(rc);
 }

@@ -6,19 +6,26 @@
 #include <limits>
 #include <new>
 
+#include "tensor/block_cache.h"
 #include "tensor/float_convert.h"
 
 namespace kda::tensor {
 
 namespace {
 
-// With zero_elements false only the padding after the first nbytes is zeroed (the caller writes the rest).
-std::byte* allocate_aligned(int64_t nbytes, bool zero_elements = true) {
-  // aligned_alloc needs a size that is a multiple of the alignment; always allocate at least one block so that
-  // data() is never null (DLPack consumers may dereference it for empty tensors).
+// The bytes allocated for a tensor of nbytes: a multiple of the alignment, at least one block, so
+// that data() is never null (DLPack consumers may dereference it for empty tensors).
+size_t block_bytes(int64_t nbytes) {
   const size_t size = (static_cast<size_t>(nbytes) + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-  const size_t alloc = size == 0 ? kTensorAlignment : size;
-  void* p = std::aligned_alloc(kTensorAlignment, alloc);
+  return size == 0 ? kTensorAlignment : size;
+}
+
+// With zero_elements false only the padding after the first nbytes is zeroed (the caller writes the rest).
+// Large blocks come from the block cache where it holds one of the same size.
+std::byte* allocate_aligned(int64_t nbytes, bool zero_elements = true) {
+  const size_t alloc = block_bytes(nbytes);
+  void* p = take_cached_block(alloc);
+  if (p == nullptr) p = std::aligned_alloc(kTensorAlignment, alloc);
   if (p == nullptr) throw std::bad_alloc();
   const size_t keep = zero_elements ? 0 : static_cast<size_t>(nbytes);
   std::memset(static_cast<std::byte*>(p) + keep, 0, alloc - keep);
@@ -68,7 +75,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-void Tensor::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+void Tensor::FreeDeleter::operator()(std::byte* p) const { release_block(p, bytes); }
 
 Tensor::Tensor() : Tensor(DType::kFloat32, {0}) {}
 
@@ -77,7 +84,7 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   assert(n.has_value() && "Tensor: negative or overflowing shape");
   numel_ = n.value_or(0);
   nbytes_ = dtype_storage_bytes(dtype_, numel_);
-  data_.reset(allocate_aligned(nbytes_));
+  data_ = {allocate_aligned(nbytes_), FreeDeleter{block_bytes(nbytes_)}};
 }
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(dtype), shape_(std::move(shape)) {
@@ -85,12 +92,12 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape, Uninitialized) : dtype_(
   assert(n.has_value() && "Tensor: negative or overflowing shape");
   numel_ = n.value_or(0);
   nbytes_ = dtype_storage_bytes(dtype_, numel_);
-  data_.reset(allocate_aligned(nbytes_, /*zero_elements=*/false));
+  data_ = {allocate_aligned(nbytes_, /*zero_elements=*/false), FreeDeleter{block_bytes(nbytes_)}};
 }
 
 Tensor::Tensor(const Tensor& other)
     : dtype_(other.dtype_), shape_(other.shape_), numel_(other.numel_), nbytes_(other.nbytes_) {
-  data_.reset(allocate_aligned(nbytes_, /*zero_elements=*/false));
+  data_ = {allocate_aligned(nbytes_, /*zero_elements=*/false), FreeDeleter{block_bytes(nbytes_)}};
   if (nbytes_ > 0) std::memcpy(data_.get(), other.data_.get(), static_cast<size_t>(nbytes_));
 }
 

@@ -96,6 +96,8 @@ class Tensor {
 
  private:
   struct FreeDeleter {
+    size_t bytes;  // the allocation's size: large blocks go back to tensor/block_cache.h (no initialiser:
+                   // inside the incomplete Tensor one makes the deleter not default-constructible)
     void operator()(std::byte* p) const;
   };
   DType dtype_ = DType::kFloat32;

@@ -1,5 +1,9 @@
 #include "tensor/tensor.h"
 
+#include <cstring>
+
+#include "tensor/block_cache.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,6 +12,36 @@
 
 namespace kda::tensor {
 namespace {
+
+// A freed large buffer is handed to the next tensor of the same size, and a zero-initialising tensor
+// that receives a dirty one still starts at zero; other sizes and small tensors do not take it.
+TEST(Tensor, LargeBuffersAreReusedAndStillZeroed) {
+  const int64_t n = 3 << 20;  // 12 MiB of float32
+  const std::byte* first = nullptr;
+  {
+    Tensor dirty(DType::kFloat32, {n}, kUninitialized);
+    std::memset(dirty.data(), 0x5A, static_cast<size_t>(dirty.nbytes()));
+    first = dirty.data();
+  }
+  EXPECT_GE(cached_bytes(), static_cast<size_t>(n) * 4);
+  Tensor other_size(DType::kFloat32, {n + 1024});
+  EXPECT_NE(other_size.data(), first);
+  Tensor zeroed(DType::kFloat32, {n});
+  EXPECT_EQ(zeroed.data(), first);
+  const float* f = zeroed.data_as<float>();
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(f[i], 0.0f) << i;
+  EXPECT_EQ(f[n - 1], 0.0f);
+  Tensor small(DType::kFloat32, {16});
+  EXPECT_NE(small.data(), first);
+}
+
+TEST(Tensor, BlockCacheStaysWithinItsLimit) {
+  std::vector<Tensor> many;
+  const int64_t elems = static_cast<int64_t>(kCacheLimitBytes / 4 / 3 + 4096);  // 3 of them exceed the limit
+  for (int i = 0; i < 4; ++i) many.emplace_back(DType::kFloat32, std::vector<int64_t>{elems}, kUninitialized);
+  many.clear();
+  EXPECT_LE(cached_bytes(), kCacheLimitBytes);
+}
 
 TEST(Tensor, ShapeNumelBytesAndAlignment) {
   Tensor t(DType::kBFloat16, {2, 3, 5});
