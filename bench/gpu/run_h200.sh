@@ -90,10 +90,13 @@ fi
 if has overhead; then
   # The per-call primitives of the CUDA runner on their own (bench/gpu/call_overhead.cu), with the
   # CUDA default sync and with blocking sync (what the runner uses), into $OUT/overhead.jsonl.
-  cmake --build --preset gpu -j 16 --target call_overhead_bench > "$OUT/overhead_build.log" 2>&1 || tail -5 "$OUT/overhead_build.log"
-  $B/src/runner/call_overhead_bench --reps 300 >> "$OUT/overhead.jsonl"
-  $B/src/runner/call_overhead_bench --reps 300 --blocking >> "$OUT/overhead.jsonl"
-  cat "$OUT/overhead.jsonl"
+  # OVERHEAD_BENCH=0 skips the primitives (evaluations only).
+  if [ "${OVERHEAD_BENCH:-1}" != 0 ]; then
+    cmake --build --preset gpu -j 16 --target call_overhead_bench > "$OUT/overhead_build.log" 2>&1 || tail -5 "$OUT/overhead_build.log"
+    $B/src/runner/call_overhead_bench --reps 300 >> "$OUT/overhead.jsonl"
+    $B/src/runner/call_overhead_bench --reps 300 --blocking >> "$OUT/overhead.jsonl"
+    cat "$OUT/overhead.jsonl"
+  fi
   # The measure: each CUDA pack's dev workloads; then rmsnorm on all (comparable with runs 5-14).
   for p in rmsnorm softmax gemm; do
     record 120 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads dev
