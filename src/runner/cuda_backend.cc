@@ -223,6 +223,7 @@ class CudaBackend final : public Backend {
       if (!prepared_) return fail(r, "poison on the device needs device-side inputs (prepare first)");
       if (cudaError_t e = poison_on_device(req.poison); e != cudaSuccess) return fail(r, "poison: " + cuda_error(e));
     }
+    const int64_t t_poisoned = clock_ns(CLOCK_MONOTONIC);
     if (req.flush) {
       // Cold L2: drop persisting lines, then read 2x the L2 size through it (clean lines, unlike a memset).
       cudaCtxResetPersistingL2Cache();
@@ -232,6 +233,7 @@ class CudaBackend final : public Backend {
     // All harness work is on the harness stream and the previous call ended with a device-wide
     // synchronisation, so waiting for the stream is waiting for the device. Polled, not slept on:
     // a blocking synchronisation's wake-up cost 20-50 us per call on the H200 (call_overhead_bench).
+    const int64_t t_flushed = clock_ns(CLOCK_MONOTONIC);
     cudaError_t ready = cudaEventRecord(harness_done_, stream_);
     if (ready == cudaSuccess) ready = spin_wait(harness_done_);
     if (ready != cudaSuccess) return fail(r, "before call: " + cuda_error(ready));
@@ -258,6 +260,7 @@ class CudaBackend final : public Backend {
     cudaEventElapsedTime(&ms, start_, stop_);
     r.elapsed_ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
     const int64_t t_after = clock_ns(CLOCK_MONOTONIC);
+    int64_t t_records = t_after;
     if (req.timed && cupti_ok_) {
       auto acts = drain_activities();
       std::erase_if(acts, [&](const Activity& a) { return a.end <= call_begin; });
@@ -278,6 +281,7 @@ class CudaBackend final : public Backend {
       r.extra["cupti_span_ns"] = acts.empty() ? 0 : static_cast<int64_t>(hi - lo);
       r.extra["kernels"] = std::vector<std::string>(names.begin(), names.end());
       r.extra["streams"] = streams.size();
+      t_records = clock_ns(CLOCK_MONOTONIC);
     }
     r.extra["event_ns"] = r.elapsed_ns;
     if (blocking_sync_) r.extra["cpu_ns"] = cpu1 - cpu0;
@@ -291,8 +295,14 @@ class CudaBackend final : public Backend {
     }
     // Where the runner's own time went: before the call (upload, poison, flush, sync) and after it
     // (CUPTI records, download, digests). The evaluator adds them up in its report's phases.
+    const int64_t t_done = clock_ns(CLOCK_MONOTONIC);
     r.extra["pre_ns"] = pre_ns;
-    r.extra["post_ns"] = clock_ns(CLOCK_MONOTONIC) - t_after;
+    r.extra["post_ns"] = t_done - t_after;
+    // The same, step by step: upload + poison, flush launch, waiting for both; CUPTI records
+    // (flush and filtering), download with digests.
+    r.extra["harness_ns"] = {{"poison", t_poisoned - t_enter}, {"flush", t_flushed - t_poisoned},
+                             {"wait", t_enter + pre_ns - t_flushed}, {"records", t_records - t_after},
+                             {"download", t_done - t_records}};
     r.ok = r.rc == 0;
     if (!r.ok) r.error = "entry point returned " + std::to_string(r.rc);
     return r;
