@@ -11,6 +11,7 @@
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
 #include "eval/probes.h"
+#include "eval/runner_client.h"
 #include "eval/stats.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
@@ -245,6 +246,21 @@ EvalReport run(const std::string& pack_dir, const stdfs::path& solution, EvalOpt
 
 stdfs::path fixture(const std::string& pack, const std::string& name) {
   return source_dir() / "tests/fixtures/solutions" / pack / name;
+}
+
+// kCollect on a runner that defers nothing (the host backend) answers ok with no calls, and the
+// runner keeps serving calls afterwards.
+TEST(RunnerProtocol, CollectWithNothingDeferredIsEmpty) {
+  auto r = RunnerClient::start({.runner_binary = KDA_RUNNER, .backend = "host", .role = RunnerRole::kReference});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->has_capability("deferred_records"));
+  auto o = r->collect(10);
+  ASSERT_EQ(o.kind, CallOutcome::Kind::kOk) << o.message;
+  EXPECT_TRUE(o.reply.value("ok", false));
+  ASSERT_TRUE(o.reply.contains("calls"));
+  EXPECT_TRUE(o.reply["calls"].is_array());
+  EXPECT_TRUE(o.reply["calls"].empty());
+  EXPECT_EQ(r->collect(10).kind, CallOutcome::Kind::kOk);
 }
 
 TEST(InputDigest, EveryByteTheKeyAndTheLengthCount) {

@@ -133,6 +133,8 @@ class Session {
   // *detail: what the probes did (empty when the pack has none that apply to this workload).
   std::optional<Failure> probe_trials(std::string* detail);
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
+  // kCollect: the runner's CUPTI summaries of the trial's deferred timed calls, by call seq.
+  std::optional<Failure> collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq);
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).
@@ -511,6 +513,29 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       }
     }
     std::vector<double> cs, bs, cpu_ms, kernel_ms;
+    // CUDA: what CUPTI saw in each timed call, summarised by the runner at the end of the trial
+    // (deferred: one CUPTI flush per trial instead of one per call) or with each reply.
+    const bool defer = cuda() && cand_.has_capability("deferred_records") &&
+                       (!have_baseline_ || base_.has_capability("deferred_records"));
+    std::vector<json> cand_extra, base_extra;
+    auto gpu_checks = [&](const json& extra, int i) -> std::optional<Failure> {
+      if (extra.value("cupti_activities", 0) == 0)
+        return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i), {}};
+      // Copies alone are not a kernel: a candidate that moves the data to the host, computes
+      // there and copies the result back (S3) shows memcpy activity and no kernel.
+      if (extra.value("kernels", json::array()).empty())
+        return Failure{Verdict::kNoGpuActivity, "no_gpu_activity",
+                       fmt::format("timed iteration {} launched no kernel ({} copy/memset activities only)", i,
+                                   extra.value("cupti_activities", 0)), {}};
+      for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
+      if (extra.contains("cpu_ns")) {
+        cpu_ms.push_back(static_cast<double>(extra.value("cpu_ns", int64_t{0})) / 1e6);
+        kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);
+      }
+      if (cupti.size() < 4) cupti.push_back(extra);
+      cs.push_back(static_cast<double>(extra.value("cupti_span_ns", int64_t{0})) / 1e6);  // the latency: span over all streams
+      return std::nullopt;
+    };
     const int half = n_iter / 2;
     const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
                                                          gate_on("random-rechecks") ? kRandomRechecks : 0);
@@ -519,6 +544,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       const MaterializedInputs& in = use_b ? *b : *a;
       const bool recheck = checked[static_cast<size_t>(i)] && gate_on("recheck");
       json call{{"flush", true}, {"upload", true}, {"download", recheck}, {"timed", true}};
+      if (defer) call["defer_records"] = true;
       double ms = 0;
       json extra;
       std::vector<tensor::Tensor> outs;
@@ -530,24 +556,11 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
                            fmt::format("timed iteration {} of trial {} (inputs refilled in place) produced a wrong "
                                        "output: {}", i, t, f->message), {}};
         }
-        if (cuda()) {
-          int64_t span = extra.value("cupti_span_ns", int64_t{0});
-          if (extra.value("cupti_activities", 0) == 0)
-            return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i), {}};
-          // Copies alone are not a kernel: a candidate that moves the data to the host, computes
-          // there and copies the result back (S3) shows memcpy activity and no kernel.
-          if (extra.value("kernels", json::array()).empty())
-            return Failure{Verdict::kNoGpuActivity, "no_gpu_activity",
-                           fmt::format("timed iteration {} launched no kernel ({} copy/memset activities only)", i,
-                                       extra.value("cupti_activities", 0)), {}};
-          for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
-          if (extra.contains("cpu_ns")) {
-            cpu_ms.push_back(static_cast<double>(extra.value("cpu_ns", int64_t{0})) / 1e6);
-            kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);
-          }
-          if (cupti.size() < 4) cupti.push_back(extra);
-          ms = static_cast<double>(span) / 1e6;  // CUPTI span over all streams is the latency
+        if (defer) {
+          cand_extra.push_back(std::move(extra));
+          return std::nullopt;
         }
+        if (cuda()) return gpu_checks(extra, i);
         cs.push_back(ms);
         return std::nullopt;
       };
@@ -559,6 +572,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         bcall["download"] = false;
         if (auto f = checked_call(base_, in, 3000 + t * 100000 + i, nullptr, bcall, &bms, &bextra))
           return baseline_failure(*f);
+        if (defer) {
+          base_extra.push_back(std::move(bextra));
+          return std::nullopt;
+        }
         if (cuda()) bms = static_cast<double>(bextra.value("cupti_span_ns", int64_t{0})) / 1e6;
         bs.push_back(bms);
         return std::nullopt;
@@ -568,6 +585,24 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       if (f1) return f1;
       auto f2 = (i % 2 == 0) ? run_baseline() : run_candidate();
       if (f2) return f2;
+    }
+    if (defer) {
+      std::map<uint64_t, json> got_cand, got_base;
+      if (auto f = collect_records(cand_, &got_cand)) return f;
+      if (have_baseline_)
+        if (auto f = collect_records(base_, &got_base)) return baseline_failure(*f);
+      // A call the runner has no summary for keeps its reply alone: no CUPTI records, no_gpu_activity.
+      auto merge = [](json& e, const std::map<uint64_t, json>& got) {
+        if (auto it = got.find(e.value("seq", uint64_t{0})); it != got.end() && it->second.is_object()) e.update(it->second);
+      };
+      for (size_t i = 0; i < cand_extra.size(); ++i) {
+        merge(cand_extra[i], got_cand);
+        if (auto f = gpu_checks(cand_extra[i], static_cast<int>(i))) return f;
+      }
+      for (json& e : base_extra) {
+        merge(e, got_base);
+        bs.push_back(static_cast<double>(e.value("cupti_span_ns", int64_t{0})) / 1e6);
+      }
     }
     if (!cpu_ms.empty()) {
       const double cpu = summarize(cpu_ms).median, gpu = summarize(kernel_ms).median;
@@ -603,6 +638,14 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       return Failure{Verdict::kBelowRoofline, "below_roofline",
                      fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor), {}};
   }
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq) {
+  auto o = runner.collect(std::max(30.0, call_timeout()));
+  account_call(o);
+  if (auto f = classify(o)) return f;
+  for (const auto& c : o.reply.value("calls", json::array())) (*by_seq)[c.value("seq", uint64_t{0})] = c;
   return std::nullopt;
 }
 

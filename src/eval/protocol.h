@@ -8,6 +8,9 @@
 //   evaluator -> runner  kPrepare {"inputs": [{"random", "seed", "stream", "fingerprint_seed"}...],
 //                                  "digest_key"}  (runners with the "device_inputs" capability)
 //                                                                        -> kReply {"digests"}
+//   evaluator -> runner  kCollect {}  (runners with the "deferred_records" capability: the CUPTI
+//                                  summaries of the timed calls made with "defer_records")
+//                                                     -> kReply {"calls": [{"seq", "cupti_span_ns", ...}]}
 //   evaluator -> runner  kQuit    {}
 //   runner -> evaluator  kReply   {"ok", "error", "rc", "elapsed_ns", "cupti": {...}, ...}
 //
@@ -18,7 +21,8 @@
 
 namespace kda::eval {
 
-enum class MsgType : uint32_t { kHello = 1, kLoad = 2, kLayout = 3, kCall = 4, kQuit = 5, kReply = 6, kPrepare = 7 };
+enum class MsgType : uint32_t { kHello = 1, kLoad = 2, kLayout = 3, kCall = 4, kQuit = 5, kReply = 6, kPrepare = 7,
+                              kCollect = 8 };
 
 // Child fd numbers the evaluator gives every runner.
 inline constexpr int kRunnerCommandFd = 3;  // evaluator -> runner

@@ -199,6 +199,10 @@ CallOutcome RunnerClient::prepare(const nlohmann::json& request_json, double tim
   return request(static_cast<uint32_t>(MsgType::kPrepare), request_json.dump(), timeout_s);
 }
 
+CallOutcome RunnerClient::collect(double timeout_s) {
+  return request(static_cast<uint32_t>(MsgType::kCollect), "{}", timeout_s);
+}
+
 bool RunnerClient::has_capability(const std::string& name) const {
   for (const auto& c : capabilities_)
     if (c == name) return true;

@@ -60,6 +60,9 @@ class RunnerClient {
   CallOutcome call(const nlohmann::json& request, double timeout_s);
   // Device-side inputs (kPrepare; runners with the "device_inputs" capability).
   CallOutcome prepare(const nlohmann::json& request, double timeout_s);
+  // The CUPTI summaries of the timed calls made since the last collect with "defer_records"
+  // (kCollect; runners with the "deferred_records" capability).
+  CallOutcome collect(double timeout_s);
   // Capabilities the runner announced in its hello ("device_inputs").
   bool has_capability(const std::string& name) const;
 

@@ -27,6 +27,10 @@ struct CallRequest {
   bool download = true;   // cuda: copy the device mirror back to the arena after the call
   bool timed = false;     // record timing (events + CUPTI span on cuda, monotonic clock on host)
   bool profile_range = false;  // cuda: bracket the call with cudaProfilerStart/Stop (ncu --profile-from-start off)
+  // cuda, timed: keep the call's window and summarise its CUPTI records at the next collect_records()
+  // instead of flushing CUPTI now (a forced flush per call cost 0.1-0.4 ms, and the next activity
+  // after it another 0.1-0.7 ms while CUPTI set up a new buffer: bench/results/h200, run 17).
+  bool defer_records = false;
   // Device-side inputs only: (output index, seed) pairs to poison on the device before the call
   // (eval::poison_block tiled over the slot), instead of uploading host-poisoned outputs.
   std::vector<std::pair<uint32_t, uint64_t>> poison;
@@ -81,6 +85,9 @@ class Backend {
   // What the backend offers beyond calls ("device_inputs"); told to the evaluator in kHello.
   virtual std::vector<std::string> capabilities() const { return {}; }
   virtual PrepareReply prepare(const PrepareRequest&) { return {.error = "this backend does not generate inputs"}; }
+  // The CUPTI summaries of the deferred timed calls since the last collect, in call order (each with
+  // its "seq"); an empty array where nothing is deferred.
+  virtual nlohmann::json collect_records() { return nlohmann::json::array(); }
 
  protected:
   // Rebuilds the DLTensors passed to the entry point, in definition order; `place` gives each

@@ -123,7 +123,10 @@ class CudaBackend final : public Backend {
     release_layout();
   }
 
-  std::vector<std::string> capabilities() const override { return {"device_inputs"}; }
+  std::vector<std::string> capabilities() const override {
+    if (cupti_ok_) return {"device_inputs", "deferred_records"};
+    return {"device_inputs"};
+  }
 
   Status init() override {
     if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) return Status::io("cudaSetDevice: " + cuda_error(e));
@@ -261,26 +264,19 @@ class CudaBackend final : public Backend {
     r.elapsed_ns = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
     const int64_t t_after = clock_ns(CLOCK_MONOTONIC);
     int64_t t_records = t_after;
-    if (req.timed && cupti_ok_) {
+    if (req.timed && cupti_ok_ && req.defer_records) {
+      // The window closes after the device-wide synchronisation: every record of the call ends in it,
+      // and the next call's harness work starts after it.
+      uint64_t call_end = 0;
+      cuptiGetTimestamp(&call_end);
+      pending_.push_back({req.seq, call_begin, call_end});
+      r.extra["deferred"] = true;
+      r.extra["seq"] = req.seq;
+    } else if (req.timed && cupti_ok_) {
       auto acts = drain_activities();
+      attribute_pending(acts);  // records of earlier deferred calls, kept for the next collect
       std::erase_if(acts, [&](const Activity& a) { return a.end <= call_begin; });
-      uint64_t lo = UINT64_MAX, hi = 0, kernel_ns = 0;
-      std::set<std::string> names;
-      std::set<uint32_t> streams;
-      for (const auto& a : acts) {
-        lo = std::min(lo, a.start);
-        hi = std::max(hi, a.end);
-        streams.insert(a.stream);
-        if (a.kind == "kernel") {
-          names.insert(a.name);
-          kernel_ns += a.end - a.start;
-        }
-      }
-      r.extra["kernel_ns"] = static_cast<int64_t>(kernel_ns);
-      r.extra["cupti_activities"] = acts.size();
-      r.extra["cupti_span_ns"] = acts.empty() ? 0 : static_cast<int64_t>(hi - lo);
-      r.extra["kernels"] = std::vector<std::string>(names.begin(), names.end());
-      r.extra["streams"] = streams.size();
+      summarize(acts, r.extra);
       t_records = clock_ns(CLOCK_MONOTONIC);
     }
     r.extra["event_ns"] = r.elapsed_ns;
@@ -306,6 +302,13 @@ class CudaBackend final : public Backend {
     r.ok = r.rc == 0;
     if (!r.ok) r.error = "entry point returned " + std::to_string(r.rc);
     return r;
+  }
+
+  nlohmann::json collect_records() override {
+    if (!pending_.empty()) attribute_pending(drain_activities());
+    nlohmann::json out = std::move(ready_);
+    ready_ = nlohmann::json::array();
+    return out;
   }
 
   PrepareReply prepare(const PrepareRequest& req) override {
@@ -364,6 +367,42 @@ class CudaBackend final : public Backend {
     return kind == cudaMemcpyHostToDevice ? cudaMemcpy(mirror_ + begin, arena_->data() + begin, end - begin, kind)
                                           : cudaMemcpy(arena_->data() + begin, mirror_ + begin, end - begin, kind);
   }
+  // The CUPTI summary of one call's records: span (first start to last end, any stream), kernel time
+  // and names, record and stream counts.
+  static void summarize(const std::vector<Activity>& acts, nlohmann::json& extra) {
+    uint64_t lo = UINT64_MAX, hi = 0, kernel_ns = 0;
+    std::set<std::string> names;
+    std::set<uint32_t> streams;
+    for (const auto& a : acts) {
+      lo = std::min(lo, a.start);
+      hi = std::max(hi, a.end);
+      streams.insert(a.stream);
+      if (a.kind == "kernel") {
+        names.insert(a.name);
+        kernel_ns += a.end - a.start;
+      }
+    }
+    extra["kernel_ns"] = static_cast<int64_t>(kernel_ns);
+    extra["cupti_activities"] = acts.size();
+    extra["cupti_span_ns"] = acts.empty() ? 0 : static_cast<int64_t>(hi - lo);
+    extra["kernels"] = std::vector<std::string>(names.begin(), names.end());
+    extra["streams"] = streams.size();
+  }
+
+  // Summarises each pending window's records (those that overlap it; records outside every window
+  // are the harness's) into ready_, in call order.
+  void attribute_pending(const std::vector<Activity>& acts) {
+    for (const Window& w : pending_) {
+      std::vector<Activity> mine;
+      for (const auto& a : acts)
+        if (a.end > w.begin && a.start < w.end) mine.push_back(a);
+      nlohmann::json entry{{"seq", w.seq}};
+      summarize(mine, entry);
+      ready_.push_back(std::move(entry));
+    }
+    pending_.clear();
+  }
+
   // Where each piece of the staging buffers lies: per output a poison block (host and device); per
   // input two guard bands (host) and two digest sums (host and device).
   struct Staging {
@@ -465,6 +504,11 @@ class CudaBackend final : public Backend {
   std::byte* mirror_ = nullptr;
   void* pinned_ = nullptr;  // the page-locked part of the arena (cudaHostRegister), or null
   Staging staging_;
+  struct Window {
+    uint64_t seq = 0, begin = 0, end = 0;  // CUPTI timestamps around a deferred timed call
+  };
+  std::vector<Window> pending_;                          // deferred calls not yet summarised
+  nlohmann::json ready_ = nlohmann::json::array();       // summaries not yet collected
   uint64_t mirror_bytes_ = 0;
   eval::SharedArena* arena_ = nullptr;
   eval::ArenaLayout layout_;

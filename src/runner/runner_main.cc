@@ -111,6 +111,7 @@ int serve(kda::runner::Backend& backend) {
         req.download = msg.value("download", true);
         req.timed = msg.value("timed", false);
         req.profile_range = msg.value("profile_range", false);
+        req.defer_records = msg.value("defer_records", false);
         for (const auto& p : msg.value("poison", json::array()))
           req.poison.emplace_back(p.at(0).get<uint32_t>(), p.at(1).get<uint64_t>());
         auto r = backend.call(req);
@@ -134,6 +135,9 @@ int serve(kda::runner::Backend& backend) {
         if (!r.error.empty()) out["error"] = r.error;
         break;
       }
+      case MsgType::kCollect:
+        out = {{"ok", true}, {"calls", backend.collect_records()}};
+        break;
       case MsgType::kQuit:
         return 0;
       default:
