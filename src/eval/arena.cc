@@ -11,12 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/float_convert.h"
+#include "util/parallel.h"
 
 namespace kda::eval {
 
 namespace {
 
 constexpr uint64_t kAlign = 64;
+// Reading back and scanning outputs: at least this much per thread (smaller outputs stay on one).
+constexpr uint64_t kParallelBytes = uint64_t{4} << 20;
 uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 // splitmix64: a tiny, well-distributed generator for guard and poison patterns (not for inputs).
@@ -178,7 +181,9 @@ void SharedArena::write(const Slot& slot, const tensor::Tensor& t) {
 tensor::Tensor SharedArena::read(const Slot& slot) const {
   tensor::Tensor t(slot.dtype, slot.shape, tensor::kUninitialized);
   const uint64_t n = std::min<uint64_t>(slot.nbytes, static_cast<uint64_t>(t.nbytes()));
-  std::memcpy(t.data(), base_ + slot.offset, n);
+  util::run_ranges(util::split_ranges(n, kParallelBytes, 4096), [&](size_t, uint64_t begin, uint64_t end) {
+    std::memcpy(t.data() + begin, base_ + slot.offset + begin, end - begin);
+  });
   if (n < static_cast<uint64_t>(t.nbytes())) std::memset(t.data() + n, 0, static_cast<size_t>(t.nbytes()) - n);
   return t;
 }
@@ -294,14 +299,20 @@ int64_t count_poisoned(tensor::DType dtype, uint64_t seed, const std::byte* data
   using tensor::DType;
   alignas(8) std::byte block[kPoisonBlockBytes];
   poison_block(dtype, seed, block);
+  // Over the host's cores for large outputs, in whole poison blocks.
   auto count = [&](auto word) {
     using Word = decltype(word);
-    int64_t same = 0;
-    for (uint64_t at = 0; at < nbytes; at += kPoisonBlockBytes) {
-      const uint64_t chunk = std::min<uint64_t>(kPoisonBlockBytes, nbytes - at);
-      same += count_equal_words<Word>(block, data + at, static_cast<int64_t>(chunk / sizeof(Word)));
-    }
-    return same;
+    const auto ranges = util::split_ranges(nbytes, kParallelBytes, kPoisonBlockBytes);
+    std::vector<int64_t> same(ranges.size(), 0);
+    util::run_ranges(ranges, [&](size_t k, uint64_t begin, uint64_t end) {
+      for (uint64_t at = begin; at < end; at += kPoisonBlockBytes) {
+        const uint64_t chunk = std::min<uint64_t>(kPoisonBlockBytes, end - at);
+        same[k] += count_equal_words<Word>(block, data + at, static_cast<int64_t>(chunk / sizeof(Word)));
+      }
+    });
+    int64_t total = 0;
+    for (int64_t s : same) total += s;
+    return total;
   };
   switch (dtype) {
     case DType::kFloat32: case DType::kInt32: return count(uint32_t{});

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "util/parallel.h"
 
 namespace kda::eval {
 
@@ -107,16 +108,11 @@ OutputCheck compare_one(const std::string& name, const tensor::Tensor& x, const 
   c.numel = x.numel();
   // Large outputs are split over threads (the H200 host has 16 cores; a 32M-element output is
   // re-checked several times per workload).
-  constexpr int64_t kPerThread = int64_t{1} << 20;
-  const int64_t threads =
-      std::clamp<int64_t>(c.numel / kPerThread, 1, std::max<int64_t>(1, std::thread::hardware_concurrency()));
-  std::vector<RangeStats> parts(static_cast<size_t>(threads));
-  const int64_t per = (c.numel + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (int64_t k = 1; k < threads; ++k)
-    pool.emplace_back([&, k] { parts[k] = compare_range(x, y, k * per, std::min(c.numel, (k + 1) * per), tol); });
-  parts[0] = compare_range(x, y, 0, std::min(c.numel, per), tol);
-  for (auto& t : pool) t.join();
+  const auto ranges = util::split_ranges(static_cast<uint64_t>(c.numel), uint64_t{1} << 20);
+  std::vector<RangeStats> parts(ranges.size());
+  util::run_ranges(ranges, [&](size_t k, uint64_t begin, uint64_t end) {
+    parts[k] = compare_range(x, y, static_cast<int64_t>(begin), static_cast<int64_t>(end), tol);
+  });
   for (const auto& p : parts) {
     c.failed += p.failed;
     c.inf += p.inf;

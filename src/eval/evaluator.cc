@@ -316,6 +316,7 @@ Result<std::vector<tensor::Tensor>> Session::reference_outputs(const Materialize
   }
   reference_samples_.push_back(static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e6);
   report_.in_call_s += static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e9;
+  PhaseTimer timer(phases_.verify_call_s);
   return read_outputs(ref_);
 }
 
@@ -790,6 +791,7 @@ std::optional<Failure> Session::probe_trials(std::string* detail) {
       if (std::find(list.begin(), list.end(), kinds[k]) == list.end()) continue;
       for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
         if (pack_.definition.inputs[i].name != input || !in->plain_random[i]) continue;
+        PhaseTimer timer(phases_.materialize_s);
         ProbeApplied a = apply_probe(kinds[k], derive_seed(seed, input, i, kProbe), input, in->tensors[i]);
         in->plain_random[i] = false;  // uploaded as transformed, never generated on the device
         what += (what.empty() ? "" : ", ") + a.description;

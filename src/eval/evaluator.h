@@ -76,11 +76,12 @@ struct WorkloadResult {
 // layouts, poisoning and bookkeeping).
 struct EvalPhases {
   double build_s = 0;        // builds (warm cache: hashing only)
-  double materialize_s = 0;  // input generation on the host
+  double materialize_s = 0;  // input generation on the host (probe transforms included)
   double load_s = 0;         // writing inputs to arenas / device-side generation requests
   double prepare_call_s = 0; // before each call: guard refill, output poisoning, poisoned copy, thread count
   double call_wall_s = 0;    // call requests, evaluator's clock (includes transfers, flush, the call itself)
-  double verify_call_s = 0;  // after checked calls: guards, input compare / digests, unwritten outputs
+  double verify_call_s = 0;  // after checked calls: guards, input compare / digests, unwritten outputs;
+                             // reading back every checked call's outputs (the reference's too)
   double check_s = 0;        // output comparison
   // Inside call_wall_s, as the CUDA runner accounts it: before the call (upload, poison, L2 flush,
   // sync) and after it (CUPTI records, download, input digests). Zero on the host backend.

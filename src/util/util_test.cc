@@ -4,6 +4,7 @@
 
 #include "util/diagnostics.h"
 #include "util/fs.h"
+#include "util/parallel.h"
 #include "util/sha256.h"
 #include "util/status.h"
 
@@ -18,6 +19,25 @@ Result<int> half(int x) {
 Result<int> quarter(int x) {
   KDA_ASSIGN_OR_RETURN(int h, half(x));
   return half(h);
+}
+
+TEST(Parallel, RangesCoverEverythingOnceAligned) {
+  for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{4095}, uint64_t{1} << 20, (uint64_t{1} << 26) + 13}) {
+    auto r = util::split_ranges(n, 1 << 16, 4096);
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(r.front().first, 0u);
+    EXPECT_EQ(r.back().second, n);
+    for (size_t k = 0; k + 1 < r.size(); ++k) {
+      EXPECT_EQ(r[k].second, r[k + 1].first);
+      EXPECT_EQ(r[k].second % 4096, 0u) << n;
+    }
+    if (n < (1 << 17)) EXPECT_EQ(r.size(), 1u) << n;
+  }
+  std::vector<uint8_t> seen((uint64_t{1} << 22) + 7, 0);
+  util::run_ranges(util::split_ranges(seen.size(), 1 << 12), [&](size_t, uint64_t b, uint64_t e) {
+    for (uint64_t i = b; i < e; ++i) ++seen[i];
+  });
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
 }
 
 TEST(Status, ResultPropagates) {
