@@ -31,6 +31,22 @@ Tensor vec(std::vector<float> v) {
   return t;
 }
 
+// Large inputs are transformed over several threads: every element, once (packed fp4 too, two per
+// byte), and the outliers' RMS does not depend on the number of threads.
+TEST(Probes, LargeInputsAreTransformedWhole) {
+  for (DType d : {DType::kFloat32, DType::kFloat4E2M1}) {
+    Tensor base(d, {(int64_t{3} << 20) + 5});
+    for (int64_t i = 0; i < base.numel(); ++i) base.set_from_double(i, (i % 7) * 0.5);
+    Tensor t = base;
+    const std::string what = apply_probe(task::Probe::kScale, 5, "x", t).description;  // "x * 2^k"
+    const double ratio = std::ldexp(1.0, std::stoi(what.substr(what.find('^') + 1)));
+    const double limit = d == DType::kFloat4E2M1 ? 6.0 : 1e30;
+    Tensor want = base;  // the same transform, one element at a time
+    for (int64_t i = 0; i < base.numel(); ++i) want.set_from_double(i, std::clamp(base.get_as_double(i) * ratio, -limit, limit));
+    EXPECT_TRUE(t.bitwise_equal(want)) << tensor::dtype_name(d) << " " << what;
+  }
+}
+
 // Probes transform with secret but reproducible parameters: offset by one constant of magnitude 2-4,
 // scale by an exact power of two, outliers ~1/512 of the elements at 8-16x the RMS; fp8 stays finite.
 TEST(Probes, TransformsAreExactReproducibleAndBounded) {
