@@ -123,10 +123,9 @@ class CudaBackend final : public Backend {
     release_layout();
   }
 
-  std::vector<std::string> capabilities() const override {
-    if (cupti_ok_) return {"device_inputs", "deferred_records"};
-    return {"device_inputs"};
-  }
+  // (Announced before init: where CUPTI then fails, timed calls carry no records either way, and the
+  // evaluator's no_gpu_activity gate rejects them.)
+  std::vector<std::string> capabilities() const override { return {"device_inputs", "deferred_records"}; }
 
   Status init() override {
     if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) return Status::io("cudaSetDevice: " + cuda_error(e));

@@ -69,7 +69,10 @@ int serve(kda::runner::Backend& backend) {
   kda::eval::ArenaLayout layout;
   for (;;) {
     auto frame = kda::proc::read_frame(kda::eval::kRunnerCommandFd);
-    if (!frame.ok()) return frame.error == kda::proc::FrameError::kEof ? 0 : 3;
+    if (!frame.ok()) {
+      backend.release_layout();  // before the arena is unmapped
+      return frame.error == kda::proc::FrameError::kEof ? 0 : 3;
+    }
     json msg = json::parse(frame.frame->payload, nullptr, false);
     if (msg.is_discarded()) {
       (void)reply(error_reply("malformed command"));
@@ -139,6 +142,7 @@ int serve(kda::runner::Backend& backend) {
         out = {{"ok", true}, {"calls", backend.collect_records()}};
         break;
       case MsgType::kQuit:
+        backend.release_layout();  // before the arena is unmapped
         return 0;
       default:
         out = error_reply("unknown command type");
