@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "util/bytes.h"
 #include "util/fs.h"
 
 namespace kda::elf {
@@ -43,23 +44,14 @@ class Image {
  public:
   explicit Image(std::string_view b) : b_(b) {}
   size_t size() const { return b_.size(); }
-  bool has(uint64_t off, uint64_t len) const { return off <= b_.size() && len <= b_.size() - off; }
+  bool has(uint64_t off, uint64_t len) const { return util::fits(b_, off, len); }
   template <typename T>
   std::optional<T> get(uint64_t off) const {
     if (!has(off, sizeof(T))) return std::nullopt;
-    T v;
-    std::memcpy(&v, b_.data() + off, sizeof(T));  // host is little-endian (checked at load)
-    return v;
+    return util::load_le<T>(b_, off);  // host is little-endian (checked at load)
   }
   // NUL-terminated string starting at off, not crossing `limit`.
-  std::optional<std::string> cstr(uint64_t off, uint64_t limit) const {
-    limit = std::min<uint64_t>(limit, b_.size());
-    if (off >= limit) return std::nullopt;
-    const char* start = b_.data() + off;
-    const void* nul = std::memchr(start, '\0', limit - off);
-    if (nul == nullptr) return std::nullopt;
-    return std::string(start, static_cast<const char*>(nul));
-  }
+  std::optional<std::string> cstr(uint64_t off, uint64_t limit) const { return util::c_string(b_, off, limit); }
 
  private:
   std::string_view b_;

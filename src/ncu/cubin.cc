@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "util/bytes.h"
+
 namespace kda::ncu {
 
 namespace {
@@ -10,22 +12,9 @@ constexpr uint32_t kShtSymtab = 2, kShtRela = 4, kShtNobits = 8, kShtRel = 9;
 constexpr uint8_t kSttFunc = 2;
 constexpr size_t kShdrSize = 64, kSymSize = 24, kRelaSize = 24, kRelSize = 16;
 
-template <typename T>
-T load(std::string_view s, uint64_t off) {
-  T v{};
-  std::memcpy(&v, s.data() + off, sizeof v);  // the caller checked the bounds; hosts are LE
-  return v;
-}
-
-bool fits(std::string_view s, uint64_t off, uint64_t len) { return off <= s.size() && len <= s.size() - off; }
-
-// A NUL-terminated string at `off` in `table`, or nullopt when it runs off the end.
-std::optional<std::string> c_string(std::string_view table, uint64_t off) {
-  if (off >= table.size()) return std::nullopt;
-  size_t end = table.find('\0', static_cast<size_t>(off));
-  if (end == std::string_view::npos) return std::nullopt;
-  return std::string(table.substr(static_cast<size_t>(off), end - static_cast<size_t>(off)));
-}
+using util::c_string;
+using util::fits;
+using util::load_le;  // after a fits() check
 
 }  // namespace
 
@@ -35,29 +24,29 @@ Result<Cubin> Cubin::parse(std::string_view image) {
   std::string_view s = c.image_;
   if (s.size() < 64 || s.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return Status::bad_input("cubin: not an ELF image");
   if (s[4] != 2 || s[5] != 1) return Status::bad_input("cubin: only 64-bit little-endian ELF is supported");
-  c.machine_ = load<uint16_t>(s, 18);
-  const uint64_t shoff = load<uint64_t>(s, 40);
-  const uint16_t shentsize = load<uint16_t>(s, 58);
-  uint64_t shnum = load<uint16_t>(s, 60);
-  uint32_t shstrndx = load<uint16_t>(s, 62);
+  c.machine_ = load_le<uint16_t>(s, 18);
+  const uint64_t shoff = load_le<uint64_t>(s, 40);
+  const uint16_t shentsize = load_le<uint16_t>(s, 58);
+  uint64_t shnum = load_le<uint16_t>(s, 60);
+  uint32_t shstrndx = load_le<uint16_t>(s, 62);
   if (shoff == 0) return c;  // no section table
   if (shentsize != kShdrSize) return Status::bad_input("cubin: section header size " + std::to_string(shentsize) + " (expected 64)");
   if (!fits(s, shoff, kShdrSize)) return Status::bad_input("cubin: section table offset past the end");
-  if (shnum == 0) shnum = load<uint64_t>(s, shoff + 32);        // extended numbering: count in section 0
-  if (shstrndx == 0xffff) shstrndx = load<uint32_t>(s, shoff + 40);  // and the string table index
+  if (shnum == 0) shnum = load_le<uint64_t>(s, shoff + 32);        // extended numbering: count in section 0
+  if (shstrndx == 0xffff) shstrndx = load_le<uint32_t>(s, shoff + 40);  // and the string table index
   if (shnum > (s.size() - shoff) / kShdrSize) return Status::bad_input("cubin: section table runs past the end");
   std::vector<uint32_t> name_offsets;
   for (uint64_t i = 0; i < shnum; ++i) {
     const uint64_t h = shoff + i * kShdrSize;
     ElfSection sec;
-    name_offsets.push_back(load<uint32_t>(s, h));
-    sec.type = load<uint32_t>(s, h + 4);
-    sec.flags = load<uint64_t>(s, h + 8);
-    sec.offset = load<uint64_t>(s, h + 24);
-    sec.size = load<uint64_t>(s, h + 32);
-    sec.link = load<uint32_t>(s, h + 40);
-    sec.info = load<uint32_t>(s, h + 44);
-    sec.entsize = load<uint64_t>(s, h + 56);
+    name_offsets.push_back(load_le<uint32_t>(s, h));
+    sec.type = load_le<uint32_t>(s, h + 4);
+    sec.flags = load_le<uint64_t>(s, h + 8);
+    sec.offset = load_le<uint64_t>(s, h + 24);
+    sec.size = load_le<uint64_t>(s, h + 32);
+    sec.link = load_le<uint32_t>(s, h + 40);
+    sec.info = load_le<uint32_t>(s, h + 44);
+    sec.entsize = load_le<uint64_t>(s, h + 56);
     if (sec.type != kShtNobits && !fits(s, sec.offset, sec.size))
       return Status::bad_input("cubin: section " + std::to_string(i) + " runs past the end of the image");
     c.sections_.push_back(std::move(sec));
@@ -77,13 +66,13 @@ Result<Cubin> Cubin::parse(std::string_view image) {
     const std::string_view table = c.section_data(i), strtab = c.section_data(sym.link);
     for (uint64_t off = 0; off + kSymSize <= table.size(); off += kSymSize) {
       ElfSymbol e;
-      const uint32_t name = load<uint32_t>(table, off);
-      const uint8_t info = load<uint8_t>(table, off + 4);
+      const uint32_t name = load_le<uint32_t>(table, off);
+      const uint8_t info = load_le<uint8_t>(table, off + 4);
       e.type = info & 0xf;
       e.binding = info >> 4;
-      e.section = load<uint16_t>(table, off + 6);
-      e.value = load<uint64_t>(table, off + 8);
-      e.size = load<uint64_t>(table, off + 16);
+      e.section = load_le<uint16_t>(table, off + 6);
+      e.value = load_le<uint64_t>(table, off + 8);
+      e.size = load_le<uint64_t>(table, off + 16);
       auto n = c_string(strtab, name);
       if (!n) return Status::bad_input("cubin: symbol " + std::to_string(off / kSymSize) + " has a name outside its string table");
       e.name = std::move(*n);
@@ -117,12 +106,12 @@ Result<std::vector<ElfRelocation>> Cubin::relocations_for(size_t target) const {
     const std::string_view data = section_data(i);
     for (uint64_t off = 0; off + size <= data.size(); off += size) {
       ElfRelocation e;
-      e.offset = load<uint64_t>(data, off);
-      const uint64_t info = load<uint64_t>(data, off + 8);
+      e.offset = load_le<uint64_t>(data, off);
+      const uint64_t info = load_le<uint64_t>(data, off + 8);
       e.symbol = static_cast<uint32_t>(info >> 32);
       e.type = static_cast<uint32_t>(info & 0xffffffffu);
       if (rela) {
-        e.addend = load<int64_t>(data, off + 16);
+        e.addend = load_le<int64_t>(data, off + 16);
         e.has_addend = true;
       }
       if (e.symbol >= symbols_.size())
