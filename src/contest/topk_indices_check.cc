@@ -5,12 +5,11 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <system_error>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "tensor/float_convert.h"
+#include "util/parallel.h"
 
 namespace kda::contest {
 namespace {
@@ -175,9 +174,9 @@ TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* c
     std::string first_mismatch;
   };
   std::vector<RowResult> rows(static_cast<size_t>(std::max<int64_t>(p.batch_size, 0)));
-  auto score_rows = [&](int64_t first, int64_t stride) {
+  auto score_rows = [&](int64_t first, int64_t end) {
     std::vector<float> xs(kTopk), ys(kTopk);
-    for (int64_t b = first; b < p.batch_size; b += stride) {
+    for (int64_t b = first; b < end; ++b) {
       RowResult& row = rows[static_cast<size_t>(b)];
       for (int64_t i = 0; i < kTopk; ++i) {
         xs[i] = topk_indexer_score(p, b, candidate[b * kTopk + i]);
@@ -207,19 +206,9 @@ TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* c
       }
     }
   };
-  const int64_t threads =
-      std::clamp<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), 1, std::min<int64_t>(p.batch_size, 16));
-  std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t) {
-    try {
-      pool.emplace_back(score_rows, t, threads);
-    } catch (const std::system_error&) {  // no more threads: this one scores the rest of the rows
-      for (int64_t u = t; u < threads; ++u) score_rows(u, threads);
-      break;
-    }
-  }
-  score_rows(0, threads);
-  for (auto& th : pool) th.join();
+  // Rows over the host's cores, each range its own rows' results.
+  util::run_ranges(util::split_ranges(static_cast<uint64_t>(std::max<int64_t>(p.batch_size, 0)), 1),
+                   [&](size_t, uint64_t b, uint64_t e) { score_rows(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
   std::string first_mismatch;
   for (const RowResult& row : rows) {
     result.mismatched += row.mismatched;

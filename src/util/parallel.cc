@@ -1,6 +1,7 @@
 #include "util/parallel.h"
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 
 namespace kda::util {
@@ -22,8 +23,15 @@ std::vector<std::pair<uint64_t, uint64_t>> split_ranges(uint64_t n, uint64_t min
 void run_ranges(const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                 const std::function<void(size_t index, uint64_t begin, uint64_t end)>& fn) {
   std::vector<std::thread> pool;
-  for (size_t k = 1; k < ranges.size(); ++k)
-    pool.emplace_back([&, k] { fn(k, ranges[k].first, ranges[k].second); });
+  size_t started = 1;
+  for (; started < ranges.size(); ++started) {
+    try {
+      pool.emplace_back([&, k = started] { fn(k, ranges[k].first, ranges[k].second); });
+    } catch (const std::system_error&) {  // no more threads: the calling thread does the rest
+      break;
+    }
+  }
+  for (size_t k = started; k < ranges.size(); ++k) fn(k, ranges[k].first, ranges[k].second);
   if (!ranges.empty()) fn(0, ranges[0].first, ranges[0].second);
   for (auto& t : pool) t.join();
 }

@@ -15,7 +15,8 @@ namespace kda::util {
 std::vector<std::pair<uint64_t, uint64_t>> split_ranges(uint64_t n, uint64_t min_per_part, uint64_t align = 1);
 
 // Runs fn(index, begin, end) for every range, the first on the calling thread and the others on
-// threads of their own, and returns when all are done.
+// threads of their own (where no more threads can be created, on the calling thread too), and
+// returns when all are done.
 void run_ranges(const std::vector<std::pair<uint64_t, uint64_t>>& ranges,
                 const std::function<void(size_t index, uint64_t begin, uint64_t end)>& fn);
 
