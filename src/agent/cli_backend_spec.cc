@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "util/strings.h"
+
 namespace kda::agent {
 
 namespace {
@@ -59,12 +61,7 @@ Status parse_common(const std::string& kind, const std::string& arg, CliAgentCon
     } else if (key == "binary") {
       c.binary = value;
     } else if (key == "pass_env") {
-      for (size_t s = 0; s <= value.size();) {
-        size_t comma = value.find(',', s);
-        std::string name = value.substr(s, comma == std::string::npos ? std::string::npos : comma - s);
-        if (!name.empty()) c.pass_env.push_back(name);
-        s = comma == std::string::npos ? value.size() + 1 : comma + 1;
-      }
+      for (std::string& name : util::split_list(value)) c.pass_env.push_back(std::move(name));
     } else if (key == "guard_hook" && guard_hook != nullptr) {
       if (value != "0" && value != "1") return Status::bad_input(kind + " spec: guard_hook must be 0 or 1");
       *guard_hook = value == "1";

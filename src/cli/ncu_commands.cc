@@ -18,6 +18,7 @@
 #include "ncu/load.h"
 #include "task/task_pack.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::cli {
 
@@ -79,7 +80,12 @@ int run_profile(const Args& args, Io& io) {
   o.ncu = *ncu;
   o.report = report;
   o.workload = uuid;
-  o.set = args.value_or("set", "full");
+  // --metrics alone collects only those metrics (one pass); --set with --metrics collects both.
+  o.collection.metrics = util::split_list(args.value_or("metrics", ""));
+  o.collection.set = args.value_or("set", o.collection.metrics.empty() ? "full" : "");
+  o.collection.cache_control = args.value_or("cache-control", "all");
+  o.collection.clock_control = args.value_or("clock-control", "none");
+  if (Status st = eval::validate(o.collection); !st.ok()) return fail(io, st);
   o.runner_binary = eval::default_runner_binary();
   o.seed = static_cast<uint64_t>(run_args->seed.value_or(1));
   o.warmup = static_cast<int>(run_args->warmup.value_or(2));
@@ -167,7 +173,9 @@ std::vector<CommandSpec> ncu_commands() {
           "brackets with cudaProfilerStart/Stop, so only that call's kernels are profiled (--profile-from-start off).\n"
           "Collection: --set full (source counters, PM sampling, rules), --import-source yes, --clock-control none\n"
           "(clocks as kda times them), --cache-control all, a kernel filter on the candidate's own kernels (their\n"
-          "mangled names from ptxas). The report goes to --out, default <run-dir>/profiles/<solution>-<uuid8>.ncu-rep\n"
+          "mangled names from ptxas). --metrics LIST without --set collects only those metrics in one pass (e.g.\n"
+          "gpu__time_duration.sum for a kernel's duration); --cache-control none leaves the caches as the harness's\n"
+          "own L2 flush before the call left them; --clock-control base locks clocks at base. The report goes to --out, default <run-dir>/profiles/<solution>-<uuid8>.ncu-rep\n"
           "(ncu's log beside it, .log); then prints the path and the `kda ncu analyze` summary, or JSON with --json.\n"
           "Host-backend tasks run too, but produce no report (there is no kernel).",
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
@@ -178,7 +186,10 @@ std::vector<CommandSpec> ncu_commands() {
                    .env = "KDA_RUN_DIR"},
                   {.name = "ncu", .metavar = "PATH", .help = "the ncu binary (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
                    .env = "KDA_NCU"},
-                  {.name = "set", .metavar = "NAME", .help = "ncu section set", .default_value = "full"},
+                  {.name = "set", .metavar = "NAME", .help = "ncu section set (default: full, or none when --metrics is given)"},
+                  {.name = "metrics", .metavar = "LIST", .help = "comma-separated ncu metrics to collect"},
+                  {.name = "cache-control", .metavar = "all|none", .help = "ncu cache control between passes", .default_value = "all"},
+                  {.name = "clock-control", .metavar = "none|base", .help = "ncu clock control", .default_value = "none"},
                   {.name = "warmup", .metavar = "N", .help = "unprofiled calls before the profiled one", .default_value = "2"},
                   {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
                   {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},

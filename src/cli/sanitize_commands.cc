@@ -13,6 +13,7 @@
 #include "eval/tool_run_sanitizer.h"
 #include "task/task_pack.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::cli {
 
@@ -34,14 +35,7 @@ Result<std::vector<std::string>> select_uuids(const task::TaskPack& pack, const 
   } else if (which == "dev") {
     out = pack.dev_uuids;
   } else {
-    size_t start = 0;
-    while (start <= which.size()) {
-      const size_t comma = which.find(',', start);
-      std::string u = which.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!u.empty()) out.push_back(u);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    out = util::split_list(which);
   }
   if (out.empty()) return Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
   return out;

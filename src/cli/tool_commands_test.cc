@@ -107,6 +107,47 @@ TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {
   EXPECT_LT(index_of(argv, "-f"), index_of(argv, (stdfs::path(KDA_BINARY_DIR) / "kda-runner").string()));
 }
 
+TEST_F(ToolCommands, NcuProfileCollectsMetricsAloneUnderTheChosenCachePolicy) {
+  const stdfs::path record = dir_ / "argv.txt";
+  const stdfs::path ncu = write_fake_tool(dir_, "ncu", record, "fake\n");
+  const std::vector<std::string> base{"ncu", "profile", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task",
+                                      kSource + "/tasks/host/rmsnorm", "--workload", kFirstHostRmsnorm, "--ncu",
+                                      ncu.string(), "--out", (dir_ / "m").string(), "--json", "-q"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> v = base;
+    v.insert(v.end(), extra.begin(), extra.end());
+    return run(v);
+  };
+  // --metrics alone: no section set, one comma-joined --metrics argument, caches left to the harness.
+  with({"--metrics", "gpu__time_duration.sum, sm__cycles_elapsed.max", "--cache-control", "none"});
+  auto argv = recorded_argv(record);
+  ASSERT_FALSE(argv.empty()) << err_;
+  EXPECT_EQ(index_of(argv, "--set"), argv.size());
+  EXPECT_EQ(value_after(argv, "--metrics"), "gpu__time_duration.sum,sm__cycles_elapsed.max");
+  EXPECT_EQ(value_after(argv, "--cache-control"), "none");
+  EXPECT_EQ(value_after(argv, "--clock-control"), "none");
+  // An explicit set with metrics collects both; clocks may be locked.
+  stdfs::remove(record);
+  with({"--metrics", "gpu__time_duration.sum", "--set", "basic", "--clock-control", "base"});
+  argv = recorded_argv(record);
+  EXPECT_EQ(value_after(argv, "--set"), "basic");
+  EXPECT_EQ(value_after(argv, "--metrics"), "gpu__time_duration.sum");
+  EXPECT_EQ(value_after(argv, "--clock-control"), "base");
+  // Bad values are refused before anything runs, naming the option.
+  struct Bad {
+    std::vector<std::string> args;
+    std::string option;
+  };
+  for (const Bad& b : {Bad{{"--cache-control", "some"}, "--cache-control"}, Bad{{"--clock-control", "boost"}, "--clock-control"},
+                       Bad{{"--metrics", "gpu__time_duration.sum;rm -rf"}, "--metrics"},
+                       Bad{{"--set", "", "--metrics", ","}, "--set/--metrics"}}) {
+    stdfs::remove(record);
+    EXPECT_EQ(with(b.args), kExitBadInput) << b.option;
+    EXPECT_NE(err_.find(b.option), std::string::npos) << err_;
+    EXPECT_FALSE(stdfs::exists(record)) << b.option << ": ncu ran";
+  }
+}
+
 TEST_F(ToolCommands, NcuProfileOfACudaSolutionFiltersItsKernels) {
   // A CUDA pack needs nvcc to build; without a GPU the runner then fails to load, which the command
   // reports with the stage; with one, the fake writes no report. Either way the argv is checked.
@@ -141,7 +182,9 @@ TEST_F(ToolCommands, NcuProfileOfACudaSolutionFiltersItsKernels) {
   EXPECT_EQ(filter.rfind("regex:^(", 0), 0u) << filter;
   for (const auto& k : j["run"]["kernels"]) EXPECT_NE(filter.find(k.get<std::string>()), std::string::npos) << filter;
   EXPECT_TRUE(j["run"]["build"].value("lineinfo", false));
-  if (!j["run"]["build"].value("cache_hit", true)) EXPECT_NE(j["run"].dump().find("lineinfo"), std::string::npos);
+  if (!j["run"]["build"].value("cache_hit", true)) {
+    EXPECT_NE(j["run"].dump().find("lineinfo"), std::string::npos);
+  }
   EXPECT_FALSE(err_.empty());
 }
 

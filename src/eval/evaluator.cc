@@ -23,6 +23,7 @@
 #include "eval/static_gate.h"
 #include "eval/topk_checker.h"
 #include "eval/torch_oracle.h"
+#include "util/strings.h"
 
 namespace kda::eval {
 
@@ -822,20 +823,13 @@ std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, 
     for (const auto& u : pack.dev_uuids)
       if (const auto* w = pack.workload(u)) out.push_back(w);
   } else {
-    size_t start = 0;
-    while (start <= which.size()) {
-      size_t comma = which.find(',', start);
-      std::string u = which.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!u.empty()) {
-        const auto* w = pack.workload(u);
-        if (w == nullptr) {
-          *error = Status::bad_input(fmt::format("--workloads: no workload '{}' in {}", u, pack.root.string()));
-          return {};
-        }
-        out.push_back(w);
+    for (const std::string& u : util::split_list(which)) {
+      const auto* w = pack.workload(u);
+      if (w == nullptr) {
+        *error = Status::bad_input(fmt::format("--workloads: no workload '{}' in {}", u, pack.root.string()));
+        return {};
       }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
+      out.push_back(w);
     }
   }
   if (out.empty()) *error = Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));

@@ -27,18 +27,45 @@ std::string ncu_kernel_filter(const std::vector<std::string>& mangled) {
   return "regex:^(" + alt + ")$";
 }
 
-std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::string& set,
+Status validate(const NcuCollection& c) {
+  if (c.cache_control != "all" && c.cache_control != "none")
+    return Status::bad_input("--cache-control: '" + c.cache_control + "' is not one of all, none");
+  if (c.clock_control != "none" && c.clock_control != "base")
+    return Status::bad_input("--clock-control: '" + c.clock_control + "' is not one of none, base");
+  for (const auto& m : c.metrics) {
+    const bool ok = !m.empty() && std::all_of(m.begin(), m.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '.' || ch == ':';
+    });
+    if (!ok) return Status::bad_input("--metrics: '" + m + "' is not a metric name (letters, digits, _ . : only)");
+  }
+  if (c.set.empty() && c.metrics.empty()) return Status::bad_input("--set/--metrics: nothing to collect");
+  return {};
+}
+
+std::vector<std::string> ncu_profile_argv(const std::string& ncu, const NcuCollection& collection,
                                           const std::vector<std::string>& kernels, const std::string& report,
                                           const std::string& log_file, const std::vector<std::string>& source_folders) {
   std::vector<std::string> argv{ncu,
                                 // only the call the runner brackets with cudaProfilerStart/Stop:
                                 // warm-up launches and the harness's own work are never profiled
-                                "--profile-from-start", "off", "--target-processes", "all",
-                                // the full set carries SourceCounters (per-PC stalls) and PmSampling
-                                "--set", set, "--import-source", "yes",
-                                // clocks as kda times them (not locked); caches flushed between
-                                // passes, as kda flushes L2 before every call
-                                "--clock-control", "none", "--cache-control", "all"};
+                                "--profile-from-start", "off", "--target-processes", "all"};
+  // the full set carries SourceCounters (per-PC stalls) and PmSampling; metrics alone (no set) are
+  // one pass, e.g. gpu__time_duration.sum for a duration without the replay of a full set
+  if (!collection.set.empty()) {
+    argv.emplace_back("--set");
+    argv.push_back(collection.set);
+  }
+  if (!collection.metrics.empty()) {
+    std::string joined;
+    for (const auto& m : collection.metrics) joined += (joined.empty() ? "" : ",") + m;
+    argv.emplace_back("--metrics");
+    argv.push_back(joined);
+  }
+  // clocks as kda times them (not locked) unless asked; caches flushed between passes, as kda
+  // flushes L2 before every call, unless asked not to (the harness's own flush then stands alone)
+  for (const std::string& a : {std::string("--import-source"), std::string("yes"), std::string("--clock-control"),
+                               collection.clock_control, std::string("--cache-control"), collection.cache_control})
+    argv.push_back(a);
   if (!kernels.empty()) {
     for (const char* a : {"--kernel-name-base", "mangled", "--kernel-name"}) argv.emplace_back(a);
     argv.push_back(ncu_kernel_filter(kernels));
@@ -57,6 +84,7 @@ std::vector<std::string> ncu_profile_argv(const std::string& ncu, const std::str
 
 Result<NcuProfileRun> run_ncu_profile(const task::TaskPack& pack, const task::Solution& solution,
                                       const NcuProfileOptions& options) {
+  KDA_RETURN_IF_ERROR(validate(options.collection));
   // Phase: the report's place (ncu appends .ncu-rep when it is missing, so kda does it first).
   NcuProfileRun out;
   out.report = options.report;
@@ -78,8 +106,8 @@ Result<NcuProfileRun> run_ncu_profile(const task::TaskPack& pack, const task::So
   o.timeout_s = options.timeout_s;
   o.tool_log = out.log;
   o.progress = options.progress;
-  const std::string ncu = options.ncu.string(), set = options.set, report = out.report.string(),
-                    log_file = out.log.string();
+  const std::string ncu = options.ncu.string(), report = out.report.string(), log_file = out.log.string();
+  const NcuCollection collection = options.collection;
   o.wrapper_for = [&](const BuiltLibrary& lib) -> Result<std::vector<std::string>> {
     std::vector<std::string> kernels;
     for (const auto& k : lib.info.value("resources", nlohmann::json::array()))
@@ -91,7 +119,7 @@ Result<NcuProfileRun> run_ncu_profile(const task::TaskPack& pack, const task::So
     std::error_code ec;
     if (!lib.library.empty() && stdfs::is_directory(lib.library.parent_path() / "src", ec))
       folders.push_back((lib.library.parent_path() / "src").string());
-    return ncu_profile_argv(ncu, set, kernels, report, log_file, folders);
+    return ncu_profile_argv(ncu, collection, kernels, report, log_file, folders);
   };
   KDA_ASSIGN_OR_RETURN(out.run, run_under_tool(pack, solution, o));
   const ToolRunResult& run = out.run;

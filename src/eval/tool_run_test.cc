@@ -186,9 +186,9 @@ TEST(NcuProfile, SourceFoldersPointNcuAtTheBuildsSources) {
   EXPECT_TRUE(stdfs::is_regular_file(folder / f.naive.sources[0].path)) << folder;
   EXPECT_TRUE(contains(argv, "--import-source"));
 
-  const auto plain = ncu_profile_argv("/x/ncu", "full", {}, "r.ncu-rep", "r.log");
+  const auto plain = ncu_profile_argv("/x/ncu", NcuCollection{}, {}, "r.ncu-rep", "r.log");
   EXPECT_FALSE(contains(plain, "--source-folders"));
-  const auto two = ncu_profile_argv("/x/ncu", "full", {}, "r.ncu-rep", "r.log", {"/a/src", "/b,c", "/d"});
+  const auto two = ncu_profile_argv("/x/ncu", NcuCollection{}, {}, "r.ncu-rep", "r.log", {"/a/src", "/b,c", "/d"});
   auto at = std::find(two.begin(), two.end(), "--source-folders");
   ASSERT_NE(at, two.end());
   EXPECT_EQ(*std::next(at), "/a/src,/d");  // a folder with a comma cannot be passed: left out

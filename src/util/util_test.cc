@@ -7,6 +7,7 @@
 #include "util/parallel.h"
 #include "util/sha256.h"
 #include "util/status.h"
+#include "util/strings.h"
 
 namespace kda {
 namespace {
@@ -31,13 +32,25 @@ TEST(Parallel, RangesCoverEverythingOnceAligned) {
       EXPECT_EQ(r[k].second, r[k + 1].first);
       EXPECT_EQ(r[k].second % 4096, 0u) << n;
     }
-    if (n < (1 << 17)) EXPECT_EQ(r.size(), 1u) << n;
+    if (n < (1 << 17)) {
+      EXPECT_EQ(r.size(), 1u) << n;
+    }
   }
   std::vector<uint8_t> seen((uint64_t{1} << 22) + 7, 0);
   util::run_ranges(util::split_ranges(seen.size(), 1 << 12), [&](size_t, uint64_t b, uint64_t e) {
     for (uint64_t i = b; i < e; ++i) ++seen[i];
   });
   for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
+}
+
+TEST(Strings, SplitListTrimsAndDropsEmptyItems) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(util::split_list("a,b , c"), (V{"a", "b", "c"}));
+  EXPECT_EQ(util::split_list(",a,,\tb ,"), (V{"a", "b"}));
+  EXPECT_EQ(util::split_list(""), V{});
+  EXPECT_EQ(util::split_list(" , "), V{});
+  EXPECT_EQ(util::split_list("x:y;z", ';'), (V{"x:y", "z"}));
+  EXPECT_EQ(util::trim_blanks("  q r \t"), "q r");
 }
 
 TEST(Status, ResultPropagates) {
