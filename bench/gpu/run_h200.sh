@@ -162,19 +162,26 @@ done
 fi
 if has fidelity; then
   # kda's latency against ncu's gpu__time_duration for the same kernel: per CUDA pack and dev workload,
-  # `kda ncu profile` (one call under ncu, cold caches, clocks not locked) and `kda eval` of the same
-  # workload (default timing), joined by bench/gpu/fidelity.py into $OUT/fidelity.jsonl. (Running ncu
-  # over a whole `kda eval` crashed the reference runner at load in run 7.)
+  # `kda ncu profile --metrics gpu__time_duration.sum` (one call under ncu, one pass, clocks not locked)
+  # twice: --cache-control all (ncu invalidates its caches before the kernel) and none (the caches as
+  # kda's own L2 flush left them, kda eval's conditions); then `kda eval` of the same workload (default
+  # timing), all joined by bench/gpu/fidelity.py into $OUT/fidelity.jsonl. (Running ncu over a whole
+  # `kda eval` crashed the reference runner at load in run 7.)
   mkdir -p "$OUT/fid"
   for p in ${FID_PACKS:-rmsnorm softmax gemm}; do
     for u in $($B/kda task show tasks/cuda/$p --json | python3 -c "import json,sys; print(' '.join(json.load(sys.stdin)['dev_workloads']))"); do
-      lim=$(cap 120) || break
-      timeout "$lim" $B/kda ncu profile tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workload "$u" \
-        --out "$OUT/fid/$p-${u:0:8}.ncu-rep" --json > "$OUT/fid_prof.json" 2> "$OUT/fid_prof.err" || { echo "profile $p $u failed"; tail -5 "$OUT/fid_prof.err"; continue; }
+      profs=()
+      for cc in all none; do
+        lim=$(cap 120) || break 3
+        timeout "$lim" $B/kda ncu profile tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workload "$u" \
+          --metrics gpu__time_duration.sum --cache-control $cc --out "$OUT/fid/$p-${u:0:8}-$cc.ncu-rep" --json \
+          > "$OUT/fid/prof-$p-${u:0:8}-$cc.json" 2> "$OUT/fid_prof.err" || { echo "profile $p $u ($cc) failed"; tail -5 "$OUT/fid_prof.err"; }
+        profs+=("cache_$cc=$OUT/fid/prof-$p-${u:0:8}-$cc.json")
+      done
       lim=$(cap 120) || break
       timeout "$lim" $B/kda eval tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads "$u" --no-baseline \
         --json --quiet > "$OUT/fid_eval.json" 2> "$OUT/fid_eval.err" || true
-      python3 bench/gpu/fidelity.py "$OUT/fid_prof.json" "$OUT/fid_eval.json" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/fid_eval.err"
+      python3 bench/gpu/fidelity.py "$OUT/fid_eval.json" "${profs[@]}" >> "$OUT/fidelity.jsonl" || tail -5 "$OUT/fid_eval.err"
     done
   done
   cat "$OUT/fidelity.jsonl"

@@ -206,7 +206,9 @@ TEST(Arena, CountPoisonedEqualsElementwiseCount) {
       int64_t equal = 0;
       for (int64_t i = 0; i < n; ++i) equal += std::memcmp(other.data() + i * width, poison.data() + i * width, width) == 0;
       EXPECT_EQ(count_poisoned(d, 43, poison.data(), s.nbytes), equal);
-      if (width >= 4) EXPECT_EQ(equal, 0);
+      if (width >= 4) {
+        EXPECT_EQ(equal, 0);
+      }
     }
   }
 }
@@ -388,6 +390,39 @@ TEST(Evaluate, WrongCrashingAbortingAndHangingFixtures) {
       EXPECT_NE(w.message.find(c.reason), std::string::npos) << c.name << ": " << w.message;
     }
   }
+}
+
+// The runners start together (their loads overlap); each side's failure stays its own. A candidate
+// that dies while its library loads fails every workload (a fresh runner is tried for each) and the
+// evaluation stands; a baseline that does the same makes the evaluation void.
+TEST(Evaluate, RunnersThatDoNotStartFailTheirOwnSide) {
+  auto o = fast_options();
+  o.workloads = "dev";
+  auto r = run("tasks/host/rmsnorm", fixture("host_rmsnorm", "load_abort"), o);
+  ASSERT_FALSE(r.workloads.empty());
+  for (const auto& w : r.workloads) {
+    EXPECT_EQ(w.verdict, Verdict::kRuntimeError) << w.message;
+    EXPECT_EQ(w.reason, "runtime_error");
+    EXPECT_NE(w.message.find("candidate runner could not load"), std::string::npos) << w.message;
+    EXPECT_NE(w.message.find("SIGABRT"), std::string::npos) << w.message;
+  }
+  EXPECT_FALSE(r.all_passed);
+
+  auto dir = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-bad-baseline");
+  ASSERT_TRUE(dir.ok());
+  const stdfs::path root = *dir / "rmsnorm";
+  stdfs::copy(source_dir() / "tasks/host/rmsnorm", root, stdfs::copy_options::recursive);
+  for (const auto& e : stdfs::directory_iterator(root / "baselines/naive")) stdfs::remove_all(e.path());
+  stdfs::copy(fixture("host_rmsnorm", "load_abort"), root / "baselines/naive", stdfs::copy_options::recursive);
+  auto pack = task::load_task_pack(root);
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  auto sol = task::load_solution(source_dir() / "tasks/host/rmsnorm/baselines/naive");
+  ASSERT_TRUE(sol.ok());
+  auto v = evaluate(*pack, *sol, o);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().kind(), ErrorKind::kInternal);
+  EXPECT_NE(v.status().message().find("baseline runner could not load"), std::string::npos) << v.status().message();
+  stdfs::remove_all(*dir);
 }
 
 TEST(Evaluate, FastSolutionIsFasterThanSlowOne) {

@@ -107,8 +107,13 @@ class Session {
     if (options_.progress) options_.progress(line);
   }
   Status build_all();
-  Result<RunnerClient> start_runner(RunnerRole role, const BuiltLibrary& lib);
-  Status ensure_runners();
+  // Starts every runner that is not alive (the torch reference first, on its own), overlapping
+  // the others' start-up: each is spawned and sent its load before any load reply is awaited, so
+  // their CUDA contexts come up in parallel. A reference or baseline that does not start is the
+  // harness's failure (harness_error_), a candidate that does not, the candidate's.
+  std::optional<Failure> ensure_runners();
+  // Tells every live runner the workload's layout, the three at once (device allocations).
+  std::optional<Failure> send_layouts();
   WorkloadResult evaluate_workload(const task::Workload& w);
 
   // Reference outputs for `inputs` (and the reference's own latency sample).
@@ -240,39 +245,77 @@ Status Session::build_all() {
   return {};
 }
 
-Result<RunnerClient> Session::start_runner(RunnerRole role, const BuiltLibrary& lib) {
+std::optional<Failure> Session::ensure_runners() {
+  auto harness = [this](const std::string& message) {
+    harness_error_ = Status::internal(message);
+    return Failure{Verdict::kRuntimeError, "harness_error", message, {}};
+  };
   PhaseTimer timer(phases_.runners_s);
-  RunnerOptions ro{.runner_binary = options_.runner_binary,
-                   .backend = report_.backend,
-                   .role = role,
-                   .sandbox = options_.sandbox && role != RunnerRole::kReference};
-  KDA_ASSIGN_OR_RETURN(RunnerClient r, RunnerClient::start(ro));
-  auto o = r.load(lib.library, lib.symbol, std::max(60.0, call_timeout()));
-  if (o.kind != CallOutcome::Kind::kOk)
-    return Status::failed(fmt::format("{} runner could not load {}: {}{}", role_name(role), lib.library.string(),
-                                      o.message, o.log.empty() ? "" : "\n" + o.log));
-  return r;
-}
-
-Status Session::ensure_runners() {
   if (!ref_.alive() && options_.reference == "torch") {
-    PhaseTimer timer(phases_.runners_s);
     auto r = start_torch_reference(options_.runner_binary, report_.backend, pack_.root / "definition.json",
                                    std::max(120.0, call_timeout()));
-    if (!r.ok()) return Status::internal("torch reference: " + r.status().message());
+    if (!r.ok()) return harness("torch reference: " + r.status().message());
     ref_ = std::move(*r);
   }
-  if (!ref_.alive()) {
-    auto r = start_runner(RunnerRole::kReference, ref_lib_);
-    if (!r.ok()) return Status::internal(r.status().message());
-    ref_ = std::move(*r);
+  struct Start {
+    RunnerClient* slot;
+    RunnerRole role;
+    const BuiltLibrary* lib;
+    std::optional<RunnerClient> client;
+    std::string error;
+  };
+  std::vector<Start> starts;
+  if (!ref_.alive()) starts.push_back({&ref_, RunnerRole::kReference, &ref_lib_, {}, {}});
+  if (have_baseline_ && !base_.alive()) starts.push_back({&base_, RunnerRole::kBaseline, &base_lib_, {}, {}});
+  if (!cand_.alive()) starts.push_back({&cand_, RunnerRole::kCandidate, &cand_lib_, {}, {}});
+  const double load_timeout = std::max(60.0, call_timeout());
+  for (Start& st : starts) {
+    RunnerOptions ro{.runner_binary = options_.runner_binary,
+                     .backend = report_.backend,
+                     .role = st.role,
+                     .sandbox = options_.sandbox && st.role != RunnerRole::kReference};
+    auto r = RunnerClient::start(ro);
+    if (!r.ok()) {
+      st.error = r.status().message();
+      continue;
+    }
+    st.client.emplace(std::move(*r));
+    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout);
   }
-  if (have_baseline_ && !base_.alive()) {
-    auto r = start_runner(RunnerRole::kBaseline, base_lib_);
-    if (!r.ok()) return Status::internal(r.status().message());
-    base_ = std::move(*r);
+  for (Start& st : starts) {
+    if (!st.client) continue;
+    auto o = st.client->receive();
+    if (o.kind == CallOutcome::Kind::kOk) {
+      *st.slot = std::move(*st.client);
+      continue;
+    }
+    st.error = fmt::format("{} runner could not load {}: {}{}", role_name(st.role), st.lib->library.string(), o.message,
+                           o.log.empty() ? "" : "\n" + o.log);
   }
-  return {};
+  for (const Start& st : starts)
+    if (!st.error.empty() && st.role != RunnerRole::kCandidate) return harness(st.error);
+  for (const Start& st : starts)
+    if (!st.error.empty()) return Failure{Verdict::kRuntimeError, "runtime_error", st.error, {}};
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::send_layouts() {
+  PhaseTimer timer(phases_.layout_s);
+  std::vector<RunnerClient*> live;
+  for (RunnerClient* r : {&ref_, &base_, &cand_}) {
+    if (!r->alive()) continue;
+    r->send_layout(layout_, 120);
+    live.push_back(r);
+  }
+  std::optional<Failure> first;
+  for (RunnerClient* r : live) {
+    auto f = classify(r->receive());  // every reply is read, so no runner is left mid-request
+    if (!f || first) continue;
+    if (r != &cand_)
+      harness_error_ = Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));
+    first = f;
+  }
+  return first;
 }
 
 std::optional<Failure> Session::classify(const CallOutcome& o) const {
@@ -711,35 +754,13 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   }
   layout_ = plan_layout(ins, outs);
 
-  // The reference or baseline runner not starting is the harness's failure, not the candidate's.
-  if (Status st = ensure_runners(); !st.ok()) {
-    harness_error_ = st;
-    return fail({Verdict::kRuntimeError, "harness_error", st.message(), {}});
-  }
-  if (!cand_.alive()) {
-    auto r = start_runner(RunnerRole::kCandidate, cand_lib_);
-    if (!r.ok()) return fail({Verdict::kRuntimeError, "runtime_error", r.status().message(), {}});
-    cand_ = std::move(*r);
-  }
+  if (auto f = ensure_runners()) return fail(*f);
   loaded_.clear();
   set_digests_.clear();
   host_values_ = !cuda() || pack_.settings.checker == task::Checker::kTopkIndices;  // the topk checker reads inputs
-  for (RunnerClient* r : {&ref_, &base_, &cand_}) {
-    if (!r->alive()) continue;
-    if (!device_inputs(*r)) host_values_ = true;
-    CallOutcome o;
-    {
-      PhaseTimer timer(phases_.layout_s);
-      o = r->set_layout(layout_, 120);
-    }
-    if (auto f = classify(o)) {
-      if (r == &ref_ || r == &base_) {
-        harness_error_ = Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));
-        return fail(*f);
-      }
-      return fail(*f);
-    }
-  }
+  for (RunnerClient* r : {&ref_, &base_, &cand_})
+    if (r->alive() && !device_inputs(*r)) host_values_ = true;
+  if (auto f = send_layouts()) return fail(*f);
 
   // Correctness: fresh secret inputs per trial; on the first, the same call twice (determinism).
   std::vector<tensor::Tensor> first_outputs;

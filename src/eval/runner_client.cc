@@ -49,6 +49,7 @@ RunnerClient& RunnerClient::operator=(RunnerClient&& o) noexcept {
     arena_ = std::move(o.arena_);
     capabilities_ = std::move(o.capabilities_);
     dead_ = std::exchange(o.dead_, true);
+    pending_ = std::exchange(o.pending_, std::nullopt);
   }
   return *this;
 }
@@ -155,16 +156,33 @@ CallOutcome RunnerClient::death(CallOutcome::Kind kind, std::string message) {
 }
 
 CallOutcome RunnerClient::request(uint32_t type, const std::string& payload, double timeout_s) {
-  if (!alive()) return {CallOutcome::Kind::kCrashed, {}, "runner is not running"};
-  auto t0 = std::chrono::steady_clock::now();
-  auto deadline = proc::Deadline::after_seconds(timeout_s);
-  if (Status st = proc::write_frame(cmd_fd_, type, payload, deadline); !st.ok())
-    return death(CallOutcome::Kind::kCrashed, st.message());
-  auto r = proc::read_frame(reply_fd_, deadline, 64 << 20);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  send(type, payload, timeout_s);
+  return receive();
+}
+
+void RunnerClient::send(uint32_t type, const std::string& payload, double timeout_s) {
+  pending_.emplace();
+  pending_->sent = std::chrono::steady_clock::now();
+  pending_->timeout_s = timeout_s;
+  if (!alive()) {
+    pending_->failed = CallOutcome{CallOutcome::Kind::kCrashed, {}, "runner is not running"};
+    return;
+  }
+  if (Status st = proc::write_frame(cmd_fd_, type, payload, proc::Deadline::after_seconds(timeout_s)); !st.ok())
+    pending_->failed = death(CallOutcome::Kind::kCrashed, st.message());
+}
+
+CallOutcome RunnerClient::receive() {
+  if (!pending_) return {CallOutcome::Kind::kFailed, {}, "no request is waiting for a reply"};
+  const Pending p = std::move(*pending_);
+  pending_.reset();
+  if (p.failed) return *p.failed;
+  const double left = p.timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - p.sent).count();
+  auto r = proc::read_frame(reply_fd_, proc::Deadline::after_seconds(std::max(0.0, left)), 64 << 20);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.sent).count();
   if (!r.ok()) {
     auto o = death(r.error == proc::FrameError::kTimeout ? CallOutcome::Kind::kTimeout : CallOutcome::Kind::kCrashed,
-                   r.error == proc::FrameError::kTimeout ? "call exceeded " + std::to_string(timeout_s) + " s" : r.message);
+                   r.error == proc::FrameError::kTimeout ? "call exceeded " + std::to_string(p.timeout_s) + " s" : r.message);
     o.wall_s = wall;
     return o;
   }
@@ -180,15 +198,29 @@ CallOutcome RunnerClient::request(uint32_t type, const std::string& payload, dou
 }
 
 CallOutcome RunnerClient::load(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
+  send_load(library, symbol, timeout_s);
+  return receive();
+}
+
+void RunnerClient::send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
   nlohmann::json j{{"library", library.string()}, {"symbol", symbol}, {"sandbox", options_.sandbox}};
-  return request(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
+  send(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
 }
 
 CallOutcome RunnerClient::set_layout(const ArenaLayout& layout, double timeout_s) {
+  send_layout(layout, timeout_s);
+  return receive();
+}
+
+void RunnerClient::send_layout(const ArenaLayout& layout, double timeout_s) {
   if (layout.size != arena_.size()) {
-    if (Status st = arena_.resize(layout.size); !st.ok()) return {CallOutcome::Kind::kFailed, {}, st.message()};
+    if (Status st = arena_.resize(layout.size); !st.ok()) {
+      pending_.emplace();
+      pending_->failed = CallOutcome{CallOutcome::Kind::kFailed, {}, st.message()};
+      return;
+    }
   }
-  return request(static_cast<uint32_t>(MsgType::kLayout), layout.to_json().dump(), timeout_s);
+  send(static_cast<uint32_t>(MsgType::kLayout), layout.to_json().dump(), timeout_s);
 }
 
 CallOutcome RunnerClient::call(const nlohmann::json& request_json, double timeout_s) {

@@ -5,6 +5,7 @@
 // CallOutcome saying what happened; the evaluator itself never dies because a candidate did.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -57,6 +58,13 @@ class RunnerClient {
   CallOutcome load(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
   // Sizes the arena, then tells the runner the layout.
   CallOutcome set_layout(const ArenaLayout& layout, double timeout_s);
+  // The same two requests in halves, so that several runners work at once (CUDA context creation,
+  // device allocations): send_*() writes the command and returns; receive() waits for its reply,
+  // within the timeout given to send_*(). A failed send is reported by receive(). One request at a
+  // time: every send_*() is followed by its receive() before the next request.
+  void send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
+  void send_layout(const ArenaLayout& layout, double timeout_s);
+  CallOutcome receive();
   CallOutcome call(const nlohmann::json& request, double timeout_s);
   // Device-side inputs (kPrepare; runners with the "device_inputs" capability).
   CallOutcome prepare(const nlohmann::json& request, double timeout_s);
@@ -75,6 +83,7 @@ class RunnerClient {
 
  private:
   CallOutcome request(uint32_t type, const std::string& payload, double timeout_s);
+  void send(uint32_t type, const std::string& payload, double timeout_s);
   CallOutcome death(CallOutcome::Kind kind, std::string message);
 
   RunnerOptions options_;
@@ -84,6 +93,14 @@ class RunnerClient {
   SharedArena arena_;
   std::vector<std::string> capabilities_;
   bool dead_ = false;
+  // The request sent and not yet received: when it was sent, its timeout, and the outcome already
+  // known when the send itself failed.
+  struct Pending {
+    std::chrono::steady_clock::time_point sent;
+    double timeout_s = 0;
+    std::optional<CallOutcome> failed;
+  };
+  std::optional<Pending> pending_;
 };
 
 }  // namespace kda::eval
