@@ -21,11 +21,13 @@
 #   bench/gpu/run_h200.sh overhead  what each per-call primitive of the CUDA runner costs (call_overhead_bench),
 #                                   then each CUDA pack on its dev workloads and rmsnorm on all (phases:
 #                                   runner_pre_s, ..., other_s)
+#   bench/gpu/run_h200.sh timers    how CUPTI, %globaltimer and ncu read the same short kernels
+#                                   (bench/gpu/timer_offset.cu and .py): each timer's own offset
 #   bench/gpu/run_h200.sh spread    run-to-run spread: each CUDA pack's dev workloads SPREAD_RUNS times
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (quick, overhead, spread, core, hacks, final, contest, fidelity, profile), sharing one
+# script's order (quick, overhead, spread, core, hacks, final, contest, fidelity, timers, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -43,7 +45,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl \
      ! -name 'files-*.tgz' -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -185,6 +187,27 @@ if has fidelity; then
     done
   done
   cat "$OUT/fidelity.jsonl"
+fi
+if has timers; then
+  # How CUPTI (kda's latency), %globaltimer (inside the kernel) and ncu's gpu__time_duration read the
+  # same short kernels (bench/gpu/timer_offset.cu): an empty kernel and copies of 256 KiB to 256 MiB,
+  # each after the runner's L2 read flush. The bench with CUPTI, then twice under ncu (--cache-control
+  # all and none; CUPTI off there), joined by bench/gpu/timer_offset.py into $OUT/timers.jsonl.
+  cmake --build --preset gpu -j 16 --target timer_offset_bench > "$OUT/timers_build.log" 2>&1 || tail -5 "$OUT/timers_build.log"
+  TNCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  mkdir -p "$OUT/timers"
+  $B/src/runner/timer_offset_bench --reps 100 > "$OUT/timers/cupti.jsonl"
+  cat "$OUT/timers/cupti.jsonl"
+  joins=()
+  for cc in all none; do
+    lim=$(cap 150) || break
+    timeout "$lim" "$TNCU" --metrics gpu__time_duration.sum --cache-control $cc --clock-control none -k regex:timed_ \
+      --log-file "$OUT/timers/ncu_$cc.log" -o "$OUT/timers/ncu_$cc" -f \
+      $B/src/runner/timer_offset_bench --reps 20 --no-cupti > "$OUT/timers/ncu_$cc.jsonl" || { echo "ncu ($cc) failed"; tail -5 "$OUT/timers/ncu_$cc.log"; continue; }
+    "$TNCU" --import "$OUT/timers/ncu_$cc.ncu-rep" --csv --page raw --print-units base > "$OUT/timers/ncu_$cc.csv"
+    joins+=("cache_$cc=$OUT/timers/ncu_$cc.csv")
+  done
+  python3 bench/gpu/timer_offset.py "$OUT/timers/cupti.jsonl" "${joins[@]}" | tee "$OUT/timers.jsonl"
 fi
 if has profile; then
   # Results: $OUT/profiles/<name>.ncu-rep (+ .log), $OUT/profiles/<name>/REPORT.md and analysis.json,
