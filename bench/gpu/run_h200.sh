@@ -16,6 +16,9 @@
 #                                   (memcheck) of the CUDA rmsnorm baseline (expect clean) and of the oob
 #                                   fixture (expect a failure), unless SKIP_SANITIZE is set
 #   bench/gpu/run_h200.sh hacks     the CUDA adversarial suite (tests/fixtures/hacks/cuda)
+#   bench/gpu/run_h200.sh fixtures  the CUDA evaluator fixtures (tests/fixtures/solutions/cuda_*);
+#                                   after hacks, fixtures or core, bench/gpu/check_expected.py checks
+#                                   every fixture's outcome against its expected.json
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
 #   bench/gpu/run_h200.sh overhead  what each per-call primitive of the CUDA runner costs (call_overhead_bench),
@@ -27,7 +30,7 @@
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (quick, overhead, spread, core, hacks, final, contest, fidelity, timers, profile), sharing one
+# script's order (quick, overhead, spread, core, hacks, fixtures, final, contest, fidelity, timers, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -139,6 +142,17 @@ if has hacks; then
     wl=$(python3 -c "import json;print(json.load(open('$h/expected.json')).get('workloads','dev'))")
     record 60 "$h" --task "$task" --workloads "$wl" --trials 1 --iterations 5 --call-timeout 5
   done
+fi
+if has fixtures; then
+  # The CUDA evaluator fixtures (tests/fixtures/solutions/cuda_*: fast, wrong, crash, hang, oob) on
+  # their pack's dev workloads.
+  for f in tests/fixtures/solutions/cuda_*/*/; do
+    task=$(python3 -c "import json;print(json.load(open('$f/expected.json'))['task'])")
+    record 60 "$f" --task "$task" --workloads dev --trials 1 --iterations 5 --call-timeout 5
+  done
+fi
+if has hacks || has fixtures || has core; then
+  python3 bench/gpu/check_expected.py "$OUT/results.jsonl" | tail -40
 fi
 if has final; then
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
