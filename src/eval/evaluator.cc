@@ -108,8 +108,8 @@ class Session {
   }
   Status build_all();
   // Starts every runner that is not alive (the torch reference first, on its own), overlapping
-  // the others' start-up: each is spawned and sent its load before any load reply is awaited, so
-  // their CUDA contexts come up in parallel. A reference or baseline that does not start is the
+  // the others' start-up: all are spawned before any hello is awaited (loading the CUDA libraries),
+  // and all are sent their load before any load reply is awaited (creating the CUDA contexts). A reference or baseline that does not start is the
   // harness's failure (harness_error_), a candidate that does not, the candidate's.
   std::optional<Failure> ensure_runners();
   // Tells every live runner the workload's layout, the three at once (device allocations).
@@ -274,12 +274,20 @@ std::optional<Failure> Session::ensure_runners() {
                      .backend = report_.backend,
                      .role = st.role,
                      .sandbox = options_.sandbox && st.role != RunnerRole::kReference};
-    auto r = RunnerClient::start(ro);
+    auto r = RunnerClient::spawn(ro);
     if (!r.ok()) {
       st.error = r.status().message();
       continue;
     }
     st.client.emplace(std::move(*r));
+  }
+  for (Start& st : starts) {
+    if (!st.client) continue;
+    if (Status h = st.client->await_hello(); !h.ok()) {
+      st.error = h.message();
+      st.client.reset();
+      continue;
+    }
     st.client->send_load(st.lib->library, st.lib->symbol, load_timeout);
   }
   for (Start& st : starts) {

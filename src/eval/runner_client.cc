@@ -85,6 +85,12 @@ void RunnerClient::stop() {
 }
 
 Result<RunnerClient> RunnerClient::start(const RunnerOptions& options) {
+  KDA_ASSIGN_OR_RETURN(RunnerClient c, spawn(options));
+  KDA_RETURN_IF_ERROR(c.await_hello());
+  return c;
+}
+
+Result<RunnerClient> RunnerClient::spawn(const RunnerOptions& options) {
   RunnerClient c;
   c.options_ = options;
   int to_child[2], from_child[2];
@@ -121,16 +127,23 @@ Result<RunnerClient> RunnerClient::start(const RunnerOptions& options) {
     return child.status().with_context("starting " + options.runner_binary.string());
   }
   c.child_.emplace(std::move(*child));
-  auto hello = proc::read_frame(c.reply_fd_, proc::Deadline::after_seconds(options.start_timeout_s));
+  c.dead_ = true;  // until its hello
+  return c;
+}
+
+Status RunnerClient::await_hello() {
+  if (!child_) return Status::io("runner was not spawned");
+  auto hello = proc::read_frame(reply_fd_, proc::Deadline::after_seconds(options_.start_timeout_s));
   if (!hello.ok() || hello.frame->type != static_cast<uint32_t>(MsgType::kHello)) {
-    auto info = c.child_->wait_or_kill(proc::Deadline::after_seconds(1));
-    return Status::io(std::string("runner did not start (") + info.describe() + "): " + c.child_->take_stderr());
+    auto info = child_->wait_or_kill(proc::Deadline::after_seconds(1));
+    return Status::io(std::string("runner did not start (") + info.describe() + "): " + child_->take_stderr());
   }
   auto hello_json = nlohmann::json::parse(hello.frame->payload, nullptr, false);
   if (hello_json.is_object() && hello_json.contains("capabilities") && hello_json["capabilities"].is_array())
     for (const auto& cap : hello_json["capabilities"])
-      if (cap.is_string()) c.capabilities_.push_back(cap.get<std::string>());
-  return c;
+      if (cap.is_string()) capabilities_.push_back(cap.get<std::string>());
+  dead_ = false;
+  return {};
 }
 
 CallOutcome RunnerClient::death(CallOutcome::Kind kind, std::string message) {

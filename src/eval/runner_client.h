@@ -52,7 +52,12 @@ class RunnerClient {
   RunnerClient& operator=(RunnerClient&& o) noexcept;
   ~RunnerClient();
 
+  // Spawns the runner and waits for its hello (start_timeout_s).
   static Result<RunnerClient> start(const RunnerOptions& options);
+  // The same in halves, so that several runners start at once: spawn() returns once the process
+  // exists; await_hello() waits for its hello. A runner is usable only after await_hello() is ok.
+  static Result<RunnerClient> spawn(const RunnerOptions& options);
+  Status await_hello();
 
   // Loads the library (the runner sandboxes itself first when options.sandbox).
   CallOutcome load(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
