@@ -70,7 +70,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   CUpti_Activity* rec = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel9*>(rec);
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
     if (k->name != nullptr && std::strstr(k->name, "timed_") != nullptr)
       g_cupti_us.push_back(static_cast<double>(k->end - k->start) / 1e3);
   }

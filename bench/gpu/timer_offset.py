@@ -47,14 +47,16 @@ def main(argv):
             n = c["warmup"] + c["reps"]
             per.append(got[at + c["warmup"]:at + n])
             at += n
-        if at != len(got):
-            print(f"{label}: {len(got)} profiled launches, expected {at}", file=sys.stderr)
+        if at != len(got):  # rows cannot be matched to configurations by position: leave the label out
+            print(f"{label}: {len(got)} profiled launches, expected {at}; left out", file=sys.stderr)
+            continue
         ncu[label] = per
     for i, c in enumerate(bench):
-        line = {"kernel": c["kernel"], "bytes": c["bytes"], "cupti_us": c["cupti_us"]["median"],
+        have_cupti = bool(c.get("cupti_us")) and c["cupti_us"]["n"] > 0
+        line = {"kernel": c["kernel"], "bytes": c["bytes"], "cupti_us": c["cupti_us"]["median"] if have_cupti else None,
                 "globaltimer_us": c["globaltimer_us"]["median"]}
         for label, per in ncu.items():
-            if i < len(per) and per[i]:
+            if have_cupti and i < len(per) and per[i]:
                 m = statistics.median(per[i])
                 line[f"ncu_{label}_us"] = round(m, 3)
                 line[f"ncu_{label}_minus_cupti_us"] = round(m - line["cupti_us"], 3)

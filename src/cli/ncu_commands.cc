@@ -82,6 +82,8 @@ int run_profile(const Args& args, Io& io) {
   o.workload = uuid;
   // --metrics alone collects only those metrics (one pass); --set with --metrics collects both.
   o.collection.metrics = util::split_list(args.value_or("metrics", ""));
+  if (args.value("metrics") && o.collection.metrics.empty())
+    return fail(io, Status::bad_input("--metrics: names no metric (a comma-separated list, e.g. gpu__time_duration.sum)"));
   o.collection.set = args.value_or("set", o.collection.metrics.empty() ? "full" : "");
   o.collection.cache_control = args.value_or("cache-control", "all");
   o.collection.clock_control = args.value_or("clock-control", "none");
@@ -175,7 +177,8 @@ std::vector<CommandSpec> ncu_commands() {
           "(clocks as kda times them), --cache-control all, a kernel filter on the candidate's own kernels (their\n"
           "mangled names from ptxas). --metrics LIST without --set collects only those metrics in one pass (e.g.\n"
           "gpu__time_duration.sum for a kernel's duration); --cache-control none leaves the caches as the harness's\n"
-          "own L2 flush before the call left them; --clock-control base locks clocks at base. The report goes to --out, default <run-dir>/profiles/<solution>-<uuid8>.ncu-rep\n"
+          "own L2 flush before the call left them; --clock-control base locks clocks at base.\n"
+          "The report goes to --out, default <run-dir>/profiles/<solution>-<uuid8>.ncu-rep\n"
           "(ncu's log beside it, .log); then prints the path and the `kda ncu analyze` summary, or JSON with --json.\n"
           "Host-backend tasks run too, but produce no report (there is no kernel).",
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
@@ -186,10 +189,10 @@ std::vector<CommandSpec> ncu_commands() {
                    .env = "KDA_RUN_DIR"},
                   {.name = "ncu", .metavar = "PATH", .help = "the ncu binary (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
                    .env = "KDA_NCU"},
-                  {.name = "set", .metavar = "NAME", .help = "ncu section set (default: full, or none when --metrics is given)"},
+                  {.name = "set", .metavar = "NAME", .help = "ncu section set (default: full; no set when only --metrics is given)"},
                   {.name = "metrics", .metavar = "LIST", .help = "comma-separated ncu metrics to collect"},
-                  {.name = "cache-control", .metavar = "all|none", .help = "ncu cache control between passes", .default_value = "all"},
-                  {.name = "clock-control", .metavar = "none|base", .help = "ncu clock control", .default_value = "none"},
+                  {.name = "cache-control", .metavar = "MODE", .help = "ncu cache control between passes: all or none", .default_value = "all"},
+                  {.name = "clock-control", .metavar = "MODE", .help = "ncu clock control: none (as kda times) or base", .default_value = "none"},
                   {.name = "warmup", .metavar = "N", .help = "unprofiled calls before the profiled one", .default_value = "2"},
                   {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
                   {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},

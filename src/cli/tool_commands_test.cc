@@ -140,7 +140,7 @@ TEST_F(ToolCommands, NcuProfileCollectsMetricsAloneUnderTheChosenCachePolicy) {
   };
   for (const Bad& b : {Bad{{"--cache-control", "some"}, "--cache-control"}, Bad{{"--clock-control", "boost"}, "--clock-control"},
                        Bad{{"--metrics", "gpu__time_duration.sum;rm -rf"}, "--metrics"},
-                       Bad{{"--set", "", "--metrics", ","}, "--set/--metrics"}}) {
+                       Bad{{"--metrics", ","}, "--metrics"}, Bad{{"--set", ""}, "--set/--metrics"}}) {
     stdfs::remove(record);
     EXPECT_EQ(with(b.args), kExitBadInput) << b.option;
     EXPECT_NE(err_.find(b.option), std::string::npos) << err_;

@@ -281,6 +281,19 @@ TEST(RunnerProtocol, CollectWithNothingDeferredIsEmpty) {
   EXPECT_EQ(r->collect(10).kind, CallOutcome::Kind::kOk);
 }
 
+// A request sent in halves and never received does not shift the replies: the next request reads
+// and drops it first, so each request gets its own reply.
+TEST(RunnerProtocol, AnUnreceivedReplyIsNotTakenForTheNextOne) {
+  auto r = RunnerClient::start({.runner_binary = KDA_RUNNER, .backend = "host", .role = RunnerRole::kReference});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  r->send_load("/nonexistent/libx.so", "run", 10);  // answered with an error, left unread
+  auto o = r->collect(10);
+  ASSERT_EQ(o.kind, CallOutcome::Kind::kOk) << o.message;
+  EXPECT_TRUE(o.reply.contains("calls")) << o.reply.dump();
+  EXPECT_EQ(r->receive().kind, CallOutcome::Kind::kFailed);  // nothing is waiting now
+  EXPECT_TRUE(r->alive());
+}
+
 TEST(InputDigest, EveryByteTheKeyAndTheLengthCount) {
   std::vector<unsigned char> bytes(1003);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);

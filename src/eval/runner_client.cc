@@ -67,6 +67,7 @@ int RunnerClient::thread_count() const {
 }
 
 void RunnerClient::stop() {
+  pending_.reset();
   if (cmd_fd_ >= 0) {
     if (child_ && !dead_)
       (void)proc::write_frame(cmd_fd_, static_cast<uint32_t>(MsgType::kQuit), "{}", proc::Deadline::after_seconds(1));
@@ -174,6 +175,9 @@ CallOutcome RunnerClient::request(uint32_t type, const std::string& payload, dou
 }
 
 void RunnerClient::send(uint32_t type, const std::string& payload, double timeout_s) {
+  // One request at a time: a reply nobody received is read (and dropped) first, so this request's
+  // reply cannot be mistaken for it.
+  if (pending_) (void)receive();
   pending_.emplace();
   pending_->sent = std::chrono::steady_clock::now();
   pending_->timeout_s = timeout_s;

@@ -66,7 +66,7 @@ class RunnerClient {
   // The same two requests in halves, so that several runners work at once (CUDA context creation,
   // device allocations): send_*() writes the command and returns; receive() waits for its reply,
   // within the timeout given to send_*(). A failed send is reported by receive(). One request at a
-  // time: every send_*() is followed by its receive() before the next request.
+  // time: a reply nobody received is read and dropped before the next request is sent.
   void send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
   void send_layout(const ArenaLayout& layout, double timeout_s);
   CallOutcome receive();
