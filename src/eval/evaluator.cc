@@ -109,8 +109,9 @@ class Session {
   Status build_all();
   // Starts every runner that is not alive (the torch reference first, on its own), overlapping
   // the others' start-up: all are spawned before any hello is awaited (loading the CUDA libraries),
-  // and all are sent their load before any load reply is awaited (creating the CUDA contexts). A reference or baseline that does not start is the
-  // harness's failure (harness_error_), a candidate that does not, the candidate's.
+  // and all are sent their load before any load reply is awaited (creating the CUDA contexts). A
+  // reference or baseline that does not start is the harness's failure (harness_error_), a
+  // candidate that does not, the candidate's.
   std::optional<Failure> ensure_runners();
   // Tells every live runner the workload's layout, the three at once (device allocations).
   std::optional<Failure> send_layouts();
