@@ -1,0 +1,63 @@
+// `kda tune`: searches a tunable solution's configurations (tunables.toml beside solution.json) on
+// the official evaluator, groups the workloads into regimes, writes the performance map
+// (map.json, map.md) and generates a solution that dispatches each shape to its regime's best
+// configuration. See docs/tune.md.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/evaluator.h"
+#include "task/task_pack.h"
+#include "util/status.h"
+
+namespace kda::tune {
+
+struct TuneOptions {
+  eval::EvalOptions eval;            // runner binary, seed, sandbox, workloads ("dev" default for screening)
+  std::filesystem::path out_dir;     // where state.json, map.json, map.md and dispatcher/ go
+  int max_configs = 0;               // 0 = no limit
+  double max_minutes = 0;            // 0 = no limit (wall)
+  bool resume = false;               // continue from out_dir/state.json; nothing measured twice
+  std::string strategy = "auto";     // auto | exhaustive | halving
+  std::function<void(const std::string&)> progress;  // one line per event (configs done, best so far, budget)
+  // Additions beyond the agreed API (defaults keep the agreed behaviour):
+  std::filesystem::path regimes_file;  // a TOML file with [[regime]] tables; overrides tunables.toml's
+  int jobs = 0;                        // parallel compiles; 0 = all cores
+  // Screening timing (successive halving's first rung); later rungs and the final timing of the
+  // best single configuration and the dispatcher use the pack's task.toml timing.
+  int screen_trials = 1, screen_warmup = 2, screen_iterations = 10;
+  bool final_eval = true;              // time best single and dispatcher with the pack's timing at the end
+};
+
+struct RegimeChoice {
+  std::string regime;
+  nlohmann::json config;  // {"variant": "...", "params": {...}, "id": "..."}
+  double latency_ms = 0;  // geomean over the regime's workloads
+  double ci_low_ms = 0, ci_high_ms = 0;
+  std::vector<std::string> workloads;  // uuids
+};
+
+struct TuneResult {
+  std::filesystem::path dispatcher_dir;   // a complete solution directory (solution.json + sources) dispatching per regime
+  std::filesystem::path best_single_dir;  // the best single configuration as a plain solution directory
+  std::vector<RegimeChoice> map;          // one entry per regime
+  double best_single_geomean_ms = 0, dispatcher_geomean_ms = 0;  // screening geomeans over the tuned workloads
+  int configs_measured = 0;
+  // Additions:
+  double baseline_geomean_ms = 0;       // the solution as given (tunables at their first values), same timing
+  int configs_total = 0;                // valid configurations in the space
+  int configs_failed = 0;               // did not compile or did not pass
+  double wall_s = 0;
+  nlohmann::json to_json() const;
+};
+
+// Errors: kBadInput for a bad tunables.toml (file, line, parameter named), kFailed when no
+// configuration passed, evaluator errors passed through.
+Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir, const TuneOptions& options);
+
+}  // namespace kda::tune
