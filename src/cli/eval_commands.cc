@@ -37,12 +37,13 @@ void print_table(const eval::EvalReport& r, std::ostream& out, bool explain) {
                        ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-");
     if (!ok) out << "    " << w.message << "\n";
     if (explain) {
-      for (const auto& g : w.gates) out << fmt::format("    gate {:<22} {}  {}\n", g.name, g.passed ? "pass" : "FAIL", g.detail);
+      for (const auto& g : w.gates)
+        out << fmt::format("    gate {:<22} {:<7}  {}\n", g.name, g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);
     }
   }
   if (explain) {
     for (const auto& g : r.static_gates)
-      out << fmt::format("static gate {:<22} {}  {}\n", g.name, g.passed ? "pass" : "FAIL", g.detail);
+      out << fmt::format("static gate {:<22} {:<7}  {}\n", g.name, g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);
   }
   size_t passed = 0;
   for (const auto& w : r.workloads) passed += w.verdict == eval::Verdict::kPassed;

@@ -8,6 +8,7 @@
 #include "eval/attestation.h"
 #include "eval/compare.h"
 #include "eval/evaluator.h"
+#include "eval/gates.h"
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
 #include "eval/probes.h"
@@ -172,6 +173,67 @@ TEST(Stats, QuantilesAndMeans) {
   EXPECT_NEAR(s.cv, std::sqrt(2.5) / 3, 1e-12);
   EXPECT_DOUBLE_EQ(geometric_mean({1, 4}), 2);
   EXPECT_DOUBLE_EQ(geometric_mean({1, 0}), 0);
+}
+
+// Fresh-versus-repeat: one distribution on both sides never convicts, even with a slow fresh outlier
+// or a small systematic gap; remembered outputs (repeats several times faster) always do; too few
+// samples on either side make the test not apply.
+TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
+  std::vector<double> repeat, fresh;
+  for (int i = 0; i < 132; ++i) repeat.push_back(1.0 + 0.05 * std::sin(1.7 * i));
+  for (int i = 0; i < 18; ++i) fresh.push_back(1.0 + 0.05 * std::cos(2.3 * i));
+  FreshRepeat honest = fresh_versus_repeat(fresh, repeat);
+  EXPECT_TRUE(honest.applies);
+  EXPECT_FALSE(honest.memoized);
+  EXPECT_NEAR(honest.ratio, 1.0, 0.05);
+  EXPECT_NEAR(honest.repeat_faster, 0.5, 0.15);
+  fresh[3] = 40.0;  // one fresh call hit by noise
+  EXPECT_FALSE(fresh_versus_repeat(fresh, repeat).memoized);
+  for (double& f : fresh) f *= 1.2;  // fresh calls systematically 20 % slower: not enough to convict
+  EXPECT_FALSE(fresh_versus_repeat(fresh, repeat).memoized);
+  std::vector<double> hit = repeat;
+  for (double& h : hit) h *= 0.1;  // cache hits: 10x faster
+  FreshRepeat memo = fresh_versus_repeat(fresh, hit);
+  EXPECT_TRUE(memo.memoized);
+  EXPECT_LT(memo.ratio, 0.2);
+  EXPECT_DOUBLE_EQ(memo.repeat_faster, 1.0);
+  EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, hit).applies);
+  EXPECT_FALSE(fresh_versus_repeat(fresh, {0.1, 0.1}).applies);
+  EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, {0.1, 0.1}).memoized);
+  // Ties count half: identical samples are not "faster".
+  EXPECT_DOUBLE_EQ(fresh_versus_repeat({1, 1, 1}, {1, 1, 1}).repeat_faster, 0.5);
+}
+
+// The ledger reports a gate as passed only after it ran; skipped with the reason given, or the
+// not-reached note; a failure with its reason code.
+TEST(Gates, LedgerRecordsOnlyWhatRan) {
+  GateLedger g;
+  g.ran(GateId::kGuardBands, 3);
+  g.skip(GateId::kProbes, "no probes");
+  g.skip(GateId::kThreads, "policy allows threads");
+  g.ran(GateId::kThreads);  // ran after all: the skip note no longer applies
+  g.fail(GateId::kTimedRecheck, "recheck_mismatch", "iteration 3 wrong");
+  std::vector<Gate> r = g.records("not reached");
+  ASSERT_EQ(r.size(), static_cast<size_t>(kGateCount));
+  auto find = [&](GateId id) {
+    for (const Gate& x : r)
+      if (x.name == gate_name(id)) return x;
+    return Gate{};
+  };
+  EXPECT_EQ(find(GateId::kGuardBands).status, GateStatus::kPass);
+  EXPECT_NE(find(GateId::kGuardBands).detail.find("3 checks"), std::string::npos);
+  EXPECT_EQ(find(GateId::kProbes).status, GateStatus::kSkipped);
+  EXPECT_EQ(find(GateId::kProbes).detail, "no probes");
+  EXPECT_EQ(find(GateId::kThreads).status, GateStatus::kPass);
+  EXPECT_EQ(find(GateId::kTimedRecheck).status, GateStatus::kFail);
+  EXPECT_EQ(find(GateId::kTimedRecheck).reason, "recheck_mismatch");
+  EXPECT_EQ(find(GateId::kMemoization).status, GateStatus::kSkipped);
+  EXPECT_EQ(find(GateId::kMemoization).detail, "not reached");
+  for (int i = 0; i < kGateCount; ++i) {
+    const auto id = static_cast<GateId>(i);
+    EXPECT_EQ(gate_from_name(gate_name(id)), id);
+  }
+  EXPECT_FALSE(gate_from_name("no-such-gate").has_value());
 }
 
 // count_poisoned compares 8 bytes at a time; it must count exactly what an element-by-element compare
@@ -372,6 +434,79 @@ TEST(Evaluate, HostBaselinesPassEveryWorkload) {
       EXPECT_EQ(w.verdict, Verdict::kPassed) << p << " " << w.uuid << ": " << w.message;
     EXPECT_TRUE(r.all_passed) << p;
     EXPECT_GT(r.score_mean, 0) << p;
+  }
+}
+
+const Gate* gate_of(const WorkloadResult& w, GateId id) {
+  for (const Gate& g : w.gates)
+    if (g.name == gate_name(id)) return &g;
+  return nullptr;
+}
+
+// Every gate of the vocabulary is in every workload's record, and one that did not run says so
+// with why: no timed calls (iterations 0), no GPU (host backend), no probes in the pack, a policy
+// that allows threads. Nothing is ever `pass` without having run.
+TEST(Evaluate, GatesThatDoNotApplyAreSkippedWithWhy) {
+  auto o = fast_options();
+  o.iterations = 0;
+  auto r = run("tasks/host/gemm", source_dir() / "tasks/host/gemm/baselines/naive", o);  // gemm has no [probes]
+  ASSERT_FALSE(r.workloads.empty());
+  for (const auto& w : r.workloads) {
+    ASSERT_EQ(w.verdict, Verdict::kPassed) << w.message;
+    EXPECT_EQ(w.gates.size(), static_cast<size_t>(kGateCount));
+    for (GateId id : {GateId::kTimedRecheck, GateId::kMemoization, GateId::kRoofline}) {
+      ASSERT_NE(gate_of(w, id), nullptr);
+      EXPECT_EQ(gate_of(w, id)->status, GateStatus::kSkipped) << gate_name(id);
+      EXPECT_NE(gate_of(w, id)->detail.find("no timed calls"), std::string::npos) << gate_of(w, id)->detail;
+    }
+    for (GateId id : {GateId::kGpuActivity, GateId::kLaunchAttestation, GateId::kHostCpu}) {
+      EXPECT_EQ(gate_of(w, id)->status, GateStatus::kSkipped) << gate_name(id);
+    }
+    EXPECT_EQ(gate_of(w, GateId::kProbes)->status, GateStatus::kSkipped);
+    EXPECT_NE(gate_of(w, GateId::kProbes)->detail.find("no probes"), std::string::npos);
+    for (GateId id : {GateId::kCorrectness, GateId::kGuardBands, GateId::kInputCheck, GateId::kUnwritten,
+                      GateId::kDeterminism, GateId::kImportAudit, GateId::kThreads, GateId::kTimingClock})
+      EXPECT_EQ(gate_of(w, id)->status, GateStatus::kPass) << gate_name(id);
+    EXPECT_FALSE(w.kda.contains("fresh_vs_repeat"));
+  }
+  // Timed: the timing gates ran; the host backend still skips the GPU gates, with why.
+  o.trials = 3;
+  o.iterations = 20;
+  o.workloads = "dev";
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
+  ASSERT_TRUE(pack.ok());
+  pack->settings.threads = true;
+  auto sol = task::load_solution(source_dir() / "tasks/host/rmsnorm/baselines/naive");
+  ASSERT_TRUE(sol.ok());
+  auto t = evaluate(*pack, *sol, o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  for (const auto& w : t->workloads) {
+    ASSERT_EQ(w.verdict, Verdict::kPassed) << w.message;
+    EXPECT_EQ(gate_of(w, GateId::kTimedRecheck)->status, GateStatus::kPass);
+    EXPECT_EQ(gate_of(w, GateId::kMemoization)->status, GateStatus::kPass) << gate_of(w, GateId::kMemoization)->detail;
+    EXPECT_EQ(gate_of(w, GateId::kProbes)->status, GateStatus::kPass);  // rmsnorm probes x
+    EXPECT_EQ(gate_of(w, GateId::kThreads)->status, GateStatus::kSkipped);
+    EXPECT_NE(gate_of(w, GateId::kThreads)->detail.find("allows threads"), std::string::npos);
+    EXPECT_EQ(gate_of(w, GateId::kGpuActivity)->detail, "host backend");
+    ASSERT_TRUE(w.kda.contains("fresh_vs_repeat"));
+    EXPECT_GE(w.kda["fresh_vs_repeat"]["fresh_n"].get<int>(), 3);
+  }
+}
+
+// A rejected workload records the gate that rejected it as failed and the gates after it as not
+// reached, never as passed.
+TEST(Evaluate, ARejectionRecordsItsGateAndNothingAfterItAsPassed) {
+  auto o = fast_options();
+  o.workloads = "dev";
+  auto r = run("tasks/host/rmsnorm", source_dir() / "tests/fixtures/hacks/host/S8_zero_inputs", o);
+  ASSERT_FALSE(r.workloads.empty());
+  const WorkloadResult& w = r.workloads.front();
+  ASSERT_EQ(w.reason, "input_mutated") << w.message;
+  EXPECT_EQ(gate_of(w, GateId::kInputCheck)->status, GateStatus::kFail);
+  EXPECT_EQ(gate_of(w, GateId::kInputCheck)->reason, "input_mutated");
+  for (GateId id : {GateId::kTimedRecheck, GateId::kMemoization, GateId::kDeterminism, GateId::kProbes}) {
+    EXPECT_EQ(gate_of(w, id)->status, GateStatus::kSkipped) << gate_name(id);
+    EXPECT_NE(gate_of(w, id)->detail.find("not reached"), std::string::npos) << gate_of(w, id)->detail;
   }
 }
 

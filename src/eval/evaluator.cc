@@ -41,7 +41,8 @@ uint64_t fresh_secret_seed() {
 
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
 enum Purpose : uint64_t {
-  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8
+  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8,
+  kInputsFresh = 9, kFreshAt = 10
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -92,7 +93,28 @@ struct Failure {
   std::string reason;
   std::string message;
   std::string log;
+  std::optional<GateId> gate;  // the integrity gate that rejected the candidate, if one did
 };
+
+// Where in a trial's n timed iterations the fresh input sets are called (one set each, never called
+// before or after): max(1, n / 10) places drawn from the secret seed, never the last call of either
+// half (the A and B rechecks) nor the first call of the second half (B's first call, fresh by
+// itself). Empty when the trial is too short to have such a place.
+std::vector<int> fresh_iterations(int n, uint64_t seed) {
+  const int half = n / 2;
+  std::vector<int> places;
+  for (int i = 0; i < n; ++i)
+    if (i != half - 1 && i != half && i != n - 1) places.push_back(i);
+  const size_t want = std::min(places.size(), static_cast<size_t>(std::max(1, n / 10)));
+  uint64_t s = seed;
+  for (size_t k = 0; k < want; ++k) {  // partial Fisher-Yates
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(places[k], places[k + static_cast<size_t>((s >> 33) % (places.size() - k))]);
+  }
+  places.resize(want);
+  std::sort(places.begin(), places.end());
+  return places;
+}
 
 // One evaluation: owns the builds and the three runners.
 class Session {
@@ -136,12 +158,18 @@ class Session {
   std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
                                  const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
   std::optional<Failure> timing_phase(WorkloadResult& wr);
-  // One correctness trial per probe kind of task.toml [probes], on transformed inputs.
-  // *detail: what the probes did (empty when the pack has none that apply to this workload).
-  std::optional<Failure> probe_trials(std::string* detail);
+  // One correctness trial per probe kind of task.toml [probes], on transformed inputs; the probes
+  // gate records what they did, or why none applied to this workload.
+  std::optional<Failure> probe_trials();
+  // How the workload's inputs are drawn, for the correctness gate's record: what was fresh.
+  std::string fresh_wording() const;
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
   // kCollect: the runner's CUPTI summaries of the trial's deferred timed calls, by call seq.
   std::optional<Failure> collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq);
+  // Fresh-versus-repeat: a candidate whose repeated input sets run much faster than never-seen ones
+  // remembers outputs (VIOLATION_MEMOIZATION); records the comparison in wr.kda either way.
+  std::optional<Failure> memoization_gate(const std::vector<double>& fresh, const std::vector<double>& repeat,
+                                          WorkloadResult& wr);
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).
@@ -194,7 +222,13 @@ class Session {
   std::string current_uuid_;
   std::vector<double> reference_samples_;
   std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
-  Gate attestation_{"launch-attestation", true, "no timed calls"};
+  // What each gate did on the current workload (reset per workload).
+  GateLedger gates_;
+  // Input sets the candidate has been called on in this workload: a call on any other is fresh.
+  std::set<uint64_t> cand_called_;
+  GateLedger baseline_gates_;  // the same checks on the baseline's calls (not reported)
+  static constexpr const char* kOff = "switched off (knock-out test)";
+  void gate_off(GateId id) { gates_.skip(id, kOff); }
   // Which input set each runner holds, and the digests of its device-side inputs.
   struct Loaded {
     uint64_t id = 0;
@@ -238,8 +272,8 @@ Status Session::build_all() {
   }
   report_.static_gates = static_gates(cand_lib_, pack_.settings);
   for (const auto& g : report_.static_gates) {
-    if (!g.passed && gate_on("import-audit")) {
-      candidate_blocked_ = Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}};
+    if (g.failed() && gate_on("import-audit")) {
+      candidate_blocked_ = Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}, GateId::kImportAudit};
       break;
     }
   }
@@ -379,6 +413,8 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   // One secret guard pattern per workload: on CUDA, calls that upload only the outputs leave the
   // device copy of the input guards as they were, so the pattern must not change between calls.
   const uint64_t guard_seed = this->guard_seed();
+  // Only the candidate's checks are its gates' record (the baseline's failures are the harness's).
+  GateLedger& led = &runner == &cand_ ? gates_ : baseline_gates_;
   SharedArena& arena = runner.arena();
   const bool download = call.value("download", true);
   bool fresh_inputs = false;
@@ -413,22 +449,39 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   if (elapsed_ms) *elapsed_ms = static_cast<double>(elapsed_ns) / 1e6;
   if (reply_extra) *reply_extra = o.reply.value("extra", json::object());
   // The runner's clock is a claim: it cannot exceed the evaluator's own clock around the request.
-  if (gate_on("timing-clock") && static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3)
+  if (!gate_on("timing-clock")) {
+    led.skip(GateId::kTimingClock, kOff);
+  } else if (static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3) {
     return Failure{Verdict::kTimingInconsistent, "timing_inconsistent",
                    fmt::format("runner reported {:.3f} ms but the request took {:.3f} ms", elapsed_ns / 1e6, o.wall_s * 1e3),
-                   {}};
+                   {}, GateId::kTimingClock};
+  } else {
+    led.ran(GateId::kTimingClock);
+  }
   const int threads_after = runner.thread_count();
-  if (gate_on("threads") && !pack_.settings.threads && threads_before > 0 && threads_after > threads_before)
+  if (!gate_on("threads")) {
+    led.skip(GateId::kThreads, kOff);
+  } else if (pack_.settings.threads) {
+    led.skip(GateId::kThreads, "task policy allows threads (threads = true)");
+  } else if (threads_before <= 0 || threads_after <= 0) {
+    led.skip(GateId::kThreads, "the runner's thread count could not be read");
+  } else if (threads_after > threads_before) {
     return Failure{Verdict::kThreadLeak, "thread_count_changed",
                    fmt::format("runner had {} threads before the call and {} after: work may continue after return "
-                               "(task policy: threads = false)", threads_before, threads_after), {}};
+                               "(task policy: threads = false)", threads_before, threads_after), {}, GateId::kThreads};
+  } else {
+    led.ran(GateId::kThreads);
+  }
   if (!download) return std::nullopt;
   PhaseTimer timer(phases_.verify_call_s);
-  if (auto bad = gate_on("guard-bands") ? arena.damaged_guards(layout_, guard_seed) : std::vector<std::string>{};
-      !bad.empty()) {
+  if (!gate_on("guard-bands")) {
+    led.skip(GateId::kGuardBands, kOff);
+  } else if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
     std::string names;
     for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
-    return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}};
+    return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}, GateId::kGuardBands};
+  } else {
+    led.ran(GateId::kGuardBands);
   }
   // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
   // them leave any mutation in place, so a checked call sees what every earlier call did.
@@ -447,19 +500,24 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
       same = arena.equals(layout_.inputs[i], inputs.tensors[i]);
     if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
   }
-  if (!mutated.empty() && gate_on("input-check"))
-    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}};
+  if (!gate_on("input-check")) {
+    led.skip(GateId::kInputCheck, kOff);
+  } else if (!mutated.empty()) {
+    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}, GateId::kInputCheck};
+  } else {
+    led.ran(GateId::kInputCheck);
+  }
   std::vector<tensor::Tensor> got = read_outputs(runner);
-  for (size_t k = 0; k < got.size(); ++k) {
+  if (!gate_on("unwritten")) led.skip(GateId::kUnwritten, kOff);
+  for (size_t k = 0; k < got.size() && gate_on("unwritten"); ++k) {
     // Elements whose bits still equal the poison written before the call.
-    int64_t left = gate_on("unwritten") ? count_poisoned(layout_.outputs[k].dtype, poison_seed(k), got[k].data(),
-                                                         static_cast<uint64_t>(got[k].nbytes()))
-                                        : 0;
+    int64_t left = count_poisoned(layout_.outputs[k].dtype, poison_seed(k), got[k].data(), static_cast<uint64_t>(got[k].nbytes()));
     if (left > 0)
       return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
                      fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
-                                 got[k].numel(), layout_.outputs[k].name), {}};
+                                 got[k].numel(), layout_.outputs[k].name), {}, GateId::kUnwritten};
   }
+  if (gate_on("unwritten")) led.ran(GateId::kUnwritten);
   if (outputs) *outputs = std::move(got);
   return std::nullopt;
 }
@@ -543,8 +601,16 @@ std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedI
 
 std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   const int n_iter = iterations();
-  if (n_iter <= 0) return std::nullopt;
+  if (n_iter <= 0) {
+    for (GateId id : {GateId::kTimedRecheck, GateId::kMemoization, GateId::kGpuActivity, GateId::kHostCpu,
+                      GateId::kLaunchAttestation, GateId::kRoofline})
+      gates_.skip(id, "no timed calls (iterations = 0)");
+    return std::nullopt;
+  }
   std::vector<double> cand_medians, base_medians, cand_all, base_all;
+  // Candidate latencies on input sets it had never been called on, and on sets it had (pooled over
+  // the trials): the fresh-versus-repeat test against remembered outputs.
+  std::vector<double> fresh_ms, repeat_ms;
   std::set<std::string> kernels_seen;
   json cupti = json::array();
   for (int t = 0; t < trials(); ++t) {
@@ -558,8 +624,23 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     auto ref_a = reference_outputs(*a);
     auto ref_b = reference_outputs(*b);
     if (!ref_a.ok() || !ref_b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
+    // Fresh sets: each called once, at a secret place among the timed iterations, and checked
+    // there. With B's first call they are the trial's fresh samples: a cache of outputs, keyed on all
+    // input bytes or any part of them, with one entry or many, cannot answer them from memory.
+    const std::vector<int> fresh_at = fresh_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kFreshAt));
+    std::map<int, MaterializedInputs> fsets;
+    std::map<int, std::vector<tensor::Tensor>> ref_f;
+    for (int at : fresh_at) {
+      auto fm = materialize(derive_seed(*options_.seed, current_uuid_, t * 1000 + static_cast<uint64_t>(at), kInputsFresh));
+      if (!fm.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed", {}};
+      auto rf = reference_outputs(*fm);
+      if (!rf.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", rf.status().message(), {}};
+      fsets.emplace(at, std::move(*fm));
+      ref_f.emplace(at, std::move(*rf));
+    }
     for (int w = 0; w < warmup(); ++w) {
       json call{{"flush", true}, {"upload", true}, {"download", false}, {"timed", false}};
+      cand_called_.insert(a->id);
       if (auto f = checked_call(cand_, *a, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
       if (have_baseline_) {
         if (auto f = checked_call(base_, *a, 1000 + w, nullptr, call, nullptr, nullptr))
@@ -567,6 +648,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       }
     }
     std::vector<double> cs, bs, cpu_ms, kernel_ms;
+    std::vector<bool> cs_fresh;  // per candidate timed call, in call order: its input set was new to it
     // CUDA: what CUPTI saw in each timed call, summarised by the runner at the end of the trial
     // (deferred: one CUPTI flush per trial instead of one per call) or with each reply.
     const bool defer = cuda() && cand_.has_capability("deferred_records") &&
@@ -574,13 +656,15 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     std::vector<json> cand_extra, base_extra;
     auto gpu_checks = [&](const json& extra, int i) -> std::optional<Failure> {
       if (extra.value("cupti_activities", 0) == 0)
-        return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i), {}};
+        return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i),
+                       {}, GateId::kGpuActivity};
       // Copies alone are not a kernel: a candidate that moves the data to the host, computes
       // there and copies the result back (S3) shows memcpy activity and no kernel.
       if (extra.value("kernels", json::array()).empty())
         return Failure{Verdict::kNoGpuActivity, "no_gpu_activity",
                        fmt::format("timed iteration {} launched no kernel ({} copy/memset activities only)", i,
-                                   extra.value("cupti_activities", 0)), {}};
+                                   extra.value("cupti_activities", 0)), {}, GateId::kGpuActivity};
+      gates_.ran(GateId::kGpuActivity);
       for (const auto& k : extra.value("kernels", json::array())) kernels_seen.insert(k.get<std::string>());
       if (extra.contains("cpu_ns")) {
         cpu_ms.push_back(static_cast<double>(extra.value("cpu_ns", int64_t{0})) / 1e6);
@@ -594,21 +678,26 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
                                                          gate_on("random-rechecks") ? kRandomRechecks : 0);
     for (int i = 0; i < n_iter; ++i) {
-      const bool use_b = i >= half && half > 0;
-      const MaterializedInputs& in = use_b ? *b : *a;
-      const bool recheck = checked[static_cast<size_t>(i)] && gate_on("recheck");
+      const bool use_f = fsets.contains(i);
+      const bool use_b = !use_f && i >= half && half > 0;
+      const MaterializedInputs& in = use_f ? fsets.at(i) : use_b ? *b : *a;
+      const std::vector<tensor::Tensor>& want = use_f ? ref_f.at(i) : use_b ? *ref_b : *ref_a;
+      const bool recheck = (checked[static_cast<size_t>(i)] || use_f) && gate_on("recheck");
       json call{{"flush", true}, {"upload", true}, {"download", recheck}, {"timed", true}};
       if (defer) call["defer_records"] = true;
       double ms = 0;
       json extra;
       std::vector<tensor::Tensor> outs;
       auto run_candidate = [&]() -> std::optional<Failure> {
+        cs_fresh.push_back(cand_called_.insert(in.id).second);
         if (auto f = checked_call(cand_, in, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra)) return f;
         if (recheck) {
-          if (auto f = compare(outs, use_b ? *ref_b : *ref_a, in, nullptr))
+          if (auto f = compare(outs, want, in, nullptr))
             return Failure{Verdict::kStaleOutput, "recheck_mismatch",
-                           fmt::format("timed iteration {} of trial {} (inputs refilled in place) produced a wrong "
-                                       "output: {}", i, t, f->message), {}};
+                           fmt::format("timed iteration {} of trial {} (inputs refilled in place{}) produced a wrong "
+                                       "output: {}", i, t, use_f ? ", a never-seen set" : "", f->message), {},
+                           GateId::kTimedRecheck};
+          gates_.ran(GateId::kTimedRecheck);
         }
         if (defer) {
           cand_extra.push_back(std::move(extra));
@@ -658,21 +747,37 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         bs.push_back(static_cast<double>(e.value("cupti_span_ns", int64_t{0})) / 1e6);
       }
     }
-    if (!cpu_ms.empty()) {
+    if (!cuda()) {
+      gates_.skip(GateId::kHostCpu, "host backend: the work is on the host by design");
+    } else if (cpu_ms.empty()) {
+      gates_.skip(GateId::kHostCpu, "the runner reported no CPU time for the timed calls");
+    } else {
       const double cpu = summarize(cpu_ms).median, gpu = summarize(kernel_ms).median;
       wr.kda["host_cpu_ms_median"] = cpu;
       wr.kda["kernel_ms_median"] = gpu;
-      if (gate_on("host-cpu") && cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu)
+      if (!gate_on("host-cpu")) {
+        gate_off(GateId::kHostCpu);
+      } else if (cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu) {
         return Failure{Verdict::kNoGpuActivity, "host_cpu_time",
                        fmt::format("timed calls of trial {} used {:.3f} ms of host CPU time (median) against {:.4f} ms "
-                                   "of kernel time on the GPU: the work is done on the host", t, cpu, gpu), {}};
+                                   "of kernel time on the GPU: the work is done on the host", t, cpu, gpu), {},
+                       GateId::kHostCpu};
+      } else {
+        gates_.ran(GateId::kHostCpu);
+      }
     }
+    for (size_t k = 0; k < cs.size() && k < cs_fresh.size(); ++k) (cs_fresh[k] ? fresh_ms : repeat_ms).push_back(cs[k]);
     cand_medians.push_back(summarize(cs).median);
     cand_all.insert(cand_all.end(), cs.begin(), cs.end());
     if (!bs.empty()) {
       base_medians.push_back(summarize(bs).median);
       base_all.insert(base_all.end(), bs.begin(), bs.end());
     }
+  }
+  if (auto f = memoization_gate(fresh_ms, repeat_ms, wr)) return f;
+  if (!cuda()) {
+    gates_.skip(GateId::kGpuActivity, "host backend");
+    gates_.skip(GateId::kLaunchAttestation, "host backend");
   }
   wr.candidate = summarize(cand_all);
   wr.baseline = summarize(base_all);
@@ -688,10 +793,47 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   if (auto floor = roofline_floor_ms(pack_, resolved_.axes, report_.backend)) {
     wr.roofline_floor_ms = *floor;
     wr.kda["roofline_fraction"] = wr.latency_ms > 0 ? *floor / wr.latency_ms : 0;
-    if (gate_on("roofline") && wr.latency_ms < 0.9 * *floor)
+    if (!gate_on("roofline")) {
+      gate_off(GateId::kRoofline);
+    } else if (wr.latency_ms < 0.9 * *floor) {
       return Failure{Verdict::kBelowRoofline, "below_roofline",
-                     fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor), {}};
+                     fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor),
+                     {}, GateId::kRoofline};
+    } else {
+      gates_.ran(GateId::kRoofline);
+      gates_.note(GateId::kRoofline, fmt::format("{:.4f} ms against a floor of {:.4f} ms ({:.0f}% of the floor's speed)",
+                                                 wr.latency_ms, *floor, 100.0 * *floor / wr.latency_ms));
+    }
+  } else {
+    gates_.skip(GateId::kRoofline, fmt::format("no roofline floor for this workload on the {} backend", report_.backend));
   }
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::memoization_gate(const std::vector<double>& fresh, const std::vector<double>& repeat,
+                                                 WorkloadResult& wr) {
+  const FreshRepeat fr = fresh_versus_repeat(fresh, repeat);
+  wr.kda["fresh_vs_repeat"] = {{"fresh_n", fr.n_fresh},          {"repeat_n", fr.n_repeat},
+                               {"fresh_median_ms", fr.fresh_median_ms}, {"repeat_median_ms", fr.repeat_median_ms},
+                               {"ratio", fr.ratio},              {"repeat_faster_fraction", fr.repeat_faster}};
+  if (!fr.applies) {
+    gates_.skip(GateId::kMemoization, fmt::format("{} timed call(s) on never-seen inputs and {} on repeated ones: too few "
+                                                  "to compare (at least {} each)", fr.n_fresh, fr.n_repeat, kMemoMinSamples));
+    return std::nullopt;
+  }
+  if (!gate_on("fresh-vs-repeat")) {
+    gate_off(GateId::kMemoization);
+    return std::nullopt;
+  }
+  const std::string evidence =
+      fmt::format("timed calls on input sets the candidate had seen took {:.5f} ms (median of {}), on never-seen sets "
+                  "{:.5f} ms (median of {}): ratio {:.3f}, the repeated call faster in {:.0f}% of pairs",
+                  fr.repeat_median_ms, fr.n_repeat, fr.fresh_median_ms, fr.n_fresh, fr.ratio, 100.0 * fr.repeat_faster);
+  if (fr.memoized)
+    return Failure{Verdict::kMemoization, "repeat_faster_than_fresh",
+                   evidence + " - outputs are remembered, not computed", {}, GateId::kMemoization};
+  gates_.ran(GateId::kMemoization);
+  gates_.note(GateId::kMemoization, evidence);
   return std::nullopt;
 }
 
@@ -708,12 +850,19 @@ std::optional<Failure> Session::collect_records(RunnerClient& runner, std::map<u
 // from an embedded cubin, a statically linked library or any other module is foreign unless the
 // task's policy allows libraries.
 std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen) {
-  if (!pack_.settings.libraries.empty() || !gate_on("launch-attestation")) return std::nullopt;
+  if (!gate_on("launch-attestation")) {
+    gate_off(GateId::kLaunchAttestation);
+    return std::nullopt;
+  }
+  if (!pack_.settings.libraries.empty()) {
+    gates_.skip(GateId::kLaunchAttestation, "task policy allows kernel libraries");
+    return std::nullopt;
+  }
   std::set<std::string> own;
   for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
   own.erase("");
   if (own.empty()) {
-    attestation_ = {"launch-attestation", true, "skipped: the build recorded no kernel names"};
+    gates_.skip(GateId::kLaunchAttestation, "the build recorded no kernel names");
     return std::nullopt;
   }
   std::vector<std::string> foreign = foreign_kernels(seen, own);
@@ -722,10 +871,11 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
     for (const auto& k : foreign) list += (list.empty() ? "" : ", ") + k;
     return Failure{Verdict::kForeignKernel, "foreign_kernel",
                    fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}", list),
-                   {}};
+                   {}, GateId::kLaunchAttestation};
   }
-  attestation_ = {"launch-attestation", true,
-                  fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size())};
+  gates_.ran(GateId::kLaunchAttestation);
+  gates_.note(GateId::kLaunchAttestation,
+              fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size()));
   return std::nullopt;
 }
 
@@ -734,18 +884,29 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   wr.uuid = w.uuid;
   current_uuid_ = w.uuid;
   reference_samples_.clear();
-  auto fail = [&wr](const Failure& f) {
+  gates_ = {};
+  cand_called_.clear();
+  auto fail = [&](const Failure& f) {
     wr.verdict = f.verdict;
     wr.reason = f.reason;
     wr.message = f.message;
     wr.log = f.log;
+    if (f.gate) gates_.fail(*f.gate, f.reason, f.message);
+    wr.gates = gates_.records(fmt::format("not reached: the workload stopped at {} ({})", f.reason, verdict_name(f.verdict)));
     return wr;
   };
   auto rw = resolve_workload(pack_, w);
   if (!rw.ok()) return fail({Verdict::kRuntimeError, "runtime_error", rw.status().message(), {}});
   resolved_ = *rw;
   wr.axes = rw->axes;
-  if (candidate_blocked_) return fail(*candidate_blocked_);
+  if (candidate_blocked_) {
+    if (candidate_blocked_->verdict == Verdict::kCompileError) gates_.skip(GateId::kImportAudit, "the candidate does not build");
+    return fail(*candidate_blocked_);
+  }
+  if (gate_on("import-audit")) gates_.ran(GateId::kImportAudit);
+  else gate_off(GateId::kImportAudit);
+  for (const auto& g : report_.static_gates)
+    if (g.name == gate_name(GateId::kImportAudit) && g.passed()) gates_.note(GateId::kImportAudit, g.detail);
 
   // Layout: every tensor in its own guarded slot.
   std::vector<Slot> ins, outs;
@@ -781,34 +942,62 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     std::vector<tensor::Tensor> got;
     json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
     if (auto f = checked_call(cand_, *inputs, static_cast<uint64_t>(t), &got, call, nullptr, nullptr)) return fail(*f);
-    if (auto f = compare(got, *ref, *inputs, &wr.check)) return fail(*f);
+    if (auto f = compare(got, *ref, *inputs, &wr.check)) {
+      f->gate = GateId::kCorrectness;
+      return fail(*f);
+    }
+    gates_.ran(GateId::kCorrectness);
+    if (t == 0 && !gate_on("determinism")) gate_off(GateId::kDeterminism);
     if (t == 0 && gate_on("determinism")) {
       std::vector<tensor::Tensor> again;
       if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
       if (pack_.settings.determinism == task::Determinism::kBitwise && !outputs_bitwise_equal(got, again))
         return fail({Verdict::kNondeterministic, "nondeterministic",
-                     "the same inputs gave different outputs on two calls (policy: bitwise determinism)", {}});
+                     "the same inputs gave different outputs on two calls (policy: bitwise determinism)", {},
+                     GateId::kDeterminism});
       if (auto f = compare(again, *ref, *inputs, nullptr))
-        return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message, {}});
+        return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message,
+                     {}, GateId::kDeterminism});
+      gates_.ran(GateId::kDeterminism);
+      gates_.note(GateId::kDeterminism, pack_.settings.determinism == task::Determinism::kBitwise
+                                            ? "the same inputs twice gave bitwise identical outputs"
+                                            : "the same inputs twice gave outputs within tolerance (policy: tolerance)");
     }
   }
-  std::string probed;
-  if (auto f = probe_trials(&probed)) return fail(*f);
-  wr.gates.push_back({"correctness", true, fmt::format("{} trial(s) on fresh secret seeds", std::max(1, trials()))});
-  wr.gates.push_back({"guard-bands", true, "no writes outside any input or output"});
-  wr.gates.push_back({"input-checksum", true, "inputs unchanged by every call"});
-  wr.gates.push_back({"determinism", true, "same inputs, same outputs"});
-  if (!probed.empty()) wr.gates.push_back({"probes", true, "correct on off-distribution inputs: " + probed});
+  gates_.note(GateId::kCorrectness, fmt::format("{} trial(s), each on inputs drawn from its own secret seed{}",
+                                                std::max(1, trials()), fresh_wording()));
+  if (auto f = probe_trials()) return fail(*f);
   if (auto f = timing_phase(wr)) return fail(*f);
-  wr.gates.push_back({"timed-output-recheck", true, "outputs of timed calls re-checked after in-place input refills"});
-  if (cuda()) wr.gates.push_back(attestation_);
   wr.reference_ms = summarize(reference_samples_).median;
+  wr.gates = gates_.records("did not run");
   return wr;
 }
 
-std::optional<Failure> Session::probe_trials(std::string* detail) {
+std::string Session::fresh_wording() const {
+  std::string fixed;
+  for (const auto& in : pack_.definition.inputs) {
+    auto it = resolved_.workload->inputs.find(in.name);
+    if (it == resolved_.workload->inputs.end() || it->second.kind == task::InputSpec::Kind::kRandom) continue;
+    fixed += fmt::format("{}{} ({})", fixed.empty() ? "" : ", ", in.name,
+                         it->second.kind == task::InputSpec::Kind::kScalar ? "scalar" : "safetensors blob");
+  }
+  const std::string& g = pack_.settings.inputs_generator;
+  const std::string gen = g.empty() ? "" : " or by the pack's generator '" + g + "'";
+  if (fixed.empty()) return fmt::format("; every input drawn fresh (seeded random{})", gen);
+  return fmt::format("; fixed by the workload: {}; the others drawn fresh (seeded random{})", fixed, gen);
+}
+
+std::optional<Failure> Session::probe_trials() {
   const auto& probes = pack_.settings.probes;
-  if (probes.empty() || !gate_on("probes")) return std::nullopt;
+  if (!gate_on("probes")) {
+    gate_off(GateId::kProbes);
+    return std::nullopt;
+  }
+  if (probes.empty()) {
+    gates_.skip(GateId::kProbes, "the task names no probes (task.toml [probes])");
+    return std::nullopt;
+  }
+  std::string detail;
   std::vector<task::Probe> kinds;  // distinct, in task.toml order
   for (const auto& [input, list] : probes)
     for (task::Probe p : list)
@@ -828,7 +1017,11 @@ std::optional<Failure> Session::probe_trials(std::string* detail) {
         what += (what.empty() ? "" : ", ") + a.description;
       }
     }
-    if (what.empty()) continue;  // this workload gives the probed inputs no plain random values
+    if (what.empty()) {  // this workload gives the probed inputs no plain random values
+      if (gates_.runs(GateId::kProbes) == 0)
+        gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
+      continue;
+    }
     auto ref = reference_outputs(*in);
     if (!ref.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}};
     std::vector<tensor::Tensor> got;
@@ -836,8 +1029,11 @@ std::optional<Failure> Session::probe_trials(std::string* detail) {
     if (auto f = checked_call(cand_, *in, 700 + k, &got, call, nullptr, nullptr)) return f;
     if (auto f = compare(got, *ref, *in, nullptr))
       return Failure{Verdict::kIncorrectNumerical, "probe_mismatch",
-                     fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message), {}};
-    *detail += fmt::format("{}{} ({})", detail->empty() ? "" : "; ", task::probe_name(kinds[k]), what);
+                     fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message), {},
+                     GateId::kProbes};
+    detail += fmt::format("{}{} ({})", detail.empty() ? "" : "; ", task::probe_name(kinds[k]), what);
+    gates_.ran(GateId::kProbes);
+    gates_.note(GateId::kProbes, "correct on off-distribution inputs: " + detail);
   }
   return std::nullopt;
 }

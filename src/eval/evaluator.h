@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/compare.h"
+#include "eval/gates.h"
 #include "eval/stats.h"
 #include "eval/verdict.h"
 #include "task/manifest.h"
@@ -40,17 +41,11 @@ struct EvalOptions {
   std::string reference = "pack";
   // Knock-out tests only (not reachable from the CLI): gates switched off to prove that each one is
   // what rejects its hack. Names: import-audit, timing-clock, threads, guard-bands, input-check,
-  // unwritten, recheck, random-rechecks, determinism, host-cpu, roofline, launch-attestation.
+  // unwritten, recheck, random-rechecks, determinism, host-cpu, roofline, launch-attestation,
+  // probes, fresh-vs-repeat (fresh input sets are still timed; only the verdict is off).
   std::set<std::string> disabled_gates;
   // Called with one line per event worth showing on stderr (progress on long runs).
   std::function<void(const std::string&)> progress;
-};
-
-struct Gate {
-  std::string name;     // e.g. "import-audit", "guard-bands", "input-checksum"
-  bool passed = true;
-  std::string detail;   // evidence
-  std::string reason;   // reason code when it failed (e.g. "forbidden_import:threads")
 };
 
 struct WorkloadResult {
@@ -68,7 +63,7 @@ struct WorkloadResult {
   double reference_ms = 0;
   double speedup = 0;         // baseline / candidate
   std::optional<double> roofline_floor_ms;
-  std::vector<Gate> gates;
+  std::vector<Gate> gates;    // every gate of the vocabulary: pass, fail or skipped (with why)
   nlohmann::json kda = nlohmann::json::object();  // kernels, cupti span, resources...
 };
 

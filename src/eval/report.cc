@@ -36,7 +36,11 @@ std::string iso_now() {
 
 nlohmann::json gates_json(const std::vector<Gate>& gates) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& g : gates) a.push_back({{"gate", g.name}, {"passed", g.passed}, {"detail", g.detail}});
+  for (const auto& g : gates) {
+    nlohmann::json r{{"gate", g.name}, {"status", gate_status_name(g.status)}, {"passed", g.passed()}, {"detail", g.detail}};
+    if (!g.reason.empty()) r["reason"] = g.reason;
+    a.push_back(std::move(r));
+  }
   return a;
 }
 

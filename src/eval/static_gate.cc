@@ -17,8 +17,8 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
   policy.allow_threads = settings.threads;
   policy.allow_graphs = settings.cuda_graphs;
   elf::AuditReport report = elf::audit_imports(info, policy);
-  if (report.clean()) return {"import-audit", true, fmt::format("{} imports, all allowed by the task policy", info.imports.size())};
-  return {"import-audit", false, report.summary(), "forbidden_import:" + report.findings.front().category};
+  if (report.clean()) return {"import-audit", GateStatus::kPass, fmt::format("{} imports, all allowed by the task policy", info.imports.size()), {}};
+  return {"import-audit", GateStatus::kFail, report.summary(), "forbidden_import:" + report.findings.front().category};
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ std::vector<Gate> static_gates(const BuiltLibrary& lib, const task::TaskSettings
   std::vector<Gate> gates;
   auto info = elf::read_elf_file(lib.library);
   if (!info.ok()) {
-    gates.push_back({"elf", false, info.status().message(), "unreadable_library"});
+    gates.push_back({"elf", GateStatus::kFail, info.status().message(), "unreadable_library"});
     return gates;
   }
   gates.push_back(import_audit_gate(*info, settings));

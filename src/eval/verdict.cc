@@ -22,6 +22,7 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::kTimingInconsistent: return "VIOLATION_TIMING";
     case Verdict::kNoGpuActivity: return "VIOLATION_NO_GPU_ACTIVITY";
     case Verdict::kForeignKernel: return "VIOLATION_FOREIGN_KERNEL";
+    case Verdict::kMemoization: return "VIOLATION_MEMOIZATION";
   }
   return "?";
 }

@@ -27,6 +27,7 @@ enum class Verdict {
   kTimingInconsistent,   // reported time exceeds the evaluator's wall clock / CUPTI span mismatch
   kNoGpuActivity,        // a CUDA candidate launched nothing
   kForeignKernel,        // a kernel launched during a timed call was not compiled from the candidate's sources
+  kMemoization,          // repeated input sets timed much faster than never-seen ones: outputs remembered
 };
 
 std::string_view verdict_name(Verdict v);            // "PASSED", "VIOLATION_INPUT_MUTATED", ...
