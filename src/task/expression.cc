@@ -8,7 +8,8 @@
 namespace kda::task {
 
 struct Expression::Node {
-  enum class Kind { kNumber, kName, kNeg, kAdd, kSub, kMul, kDiv, kMin, kMax, kCeilDiv };
+  enum class Kind { kNumber, kName, kNeg, kNot, kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kCeilDiv,
+                    kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr };
   Kind kind = Kind::kNumber;
   double number = 0;
   std::string name;
@@ -56,7 +57,11 @@ Result<std::vector<Token>> tokenize(std::string_view s) {
       while (j < s.size() && (std::isalnum(static_cast<unsigned char>(s[j])) || s[j] == '_')) ++j;
       out.push_back({Token::Kind::kName, std::string(s.substr(i, j - i)), 0, col});
       i = j;
-    } else if (std::string_view("+-*/(),").find(c) != std::string_view::npos) {
+    } else if (i + 1 < s.size() && (s.substr(i, 2) == "<=" || s.substr(i, 2) == ">=" || s.substr(i, 2) == "==" ||
+                                    s.substr(i, 2) == "!=" || s.substr(i, 2) == "&&" || s.substr(i, 2) == "||")) {
+      out.push_back({Token::Kind::kOp, std::string(s.substr(i, 2)), 0, col});
+      i += 2;
+    } else if (std::string_view("+-*/%(),<>!").find(c) != std::string_view::npos) {
       out.push_back({Token::Kind::kOp, std::string(1, c), 0, col});
       ++i;
     } else {
@@ -67,8 +72,11 @@ Result<std::vector<Token>> tokenize(std::string_view s) {
   return out;
 }
 
-// Recursive descent: expr := term (('+'|'-') term)*; term := unary (('*'|'/') unary)*;
-// unary := '-' unary | primary; primary := number | name | name '(' args ')' | '(' expr ')'.
+// Recursive descent (C precedence): expr := conj ('||' conj)*; conj := cmp ('&&' cmp)*;
+// cmp := sum (('<'|'<='|'>'|'>='|'=='|'!=') sum)?; sum := term (('+'|'-') term)*;
+// term := unary (('*'|'/'|'%') unary)*; unary := ('-'|'!') unary | primary;
+// primary := number | name | name '(' args ')' | '(' expr ')'. Comparisons and logic give 1 or 0
+// (tunables.toml constraints); roofline formulas use only the arithmetic part.
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
@@ -96,6 +104,40 @@ class Parser {
 
   Result<NodePtr> expr(int depth) {
     if (depth > kMaxDepth) return Status::bad_input("expression nested too deeply at column " + std::to_string(peek().column));
+    KDA_ASSIGN_OR_RETURN(NodePtr lhs, conj(depth));
+    while (is_op("||")) {
+      const Token& op = next();
+      KDA_ASSIGN_OR_RETURN(NodePtr rhs, conj(depth));
+      lhs = make(Node::Kind::kOr, op.column, {lhs, rhs});
+    }
+    return lhs;
+  }
+
+  Result<NodePtr> conj(int depth) {
+    KDA_ASSIGN_OR_RETURN(NodePtr lhs, cmp(depth));
+    while (is_op("&&")) {
+      const Token& op = next();
+      KDA_ASSIGN_OR_RETURN(NodePtr rhs, cmp(depth));
+      lhs = make(Node::Kind::kAnd, op.column, {lhs, rhs});
+    }
+    return lhs;
+  }
+
+  Result<NodePtr> cmp(int depth) {
+    KDA_ASSIGN_OR_RETURN(NodePtr lhs, sum(depth));
+    static const std::pair<const char*, Node::Kind> kOps[] = {
+        {"<", Node::Kind::kLt},  {"<=", Node::Kind::kLe}, {">", Node::Kind::kGt},
+        {">=", Node::Kind::kGe}, {"==", Node::Kind::kEq}, {"!=", Node::Kind::kNe}};
+    for (const auto& [text, kind] : kOps) {
+      if (!is_op(text)) continue;
+      const Token& op = next();
+      KDA_ASSIGN_OR_RETURN(NodePtr rhs, sum(depth));
+      return make(kind, op.column, {lhs, rhs});
+    }
+    return lhs;
+  }
+
+  Result<NodePtr> sum(int depth) {
     KDA_ASSIGN_OR_RETURN(NodePtr lhs, term(depth));
     while (is_op("+") || is_op("-")) {
       const Token& op = next();
@@ -107,20 +149,21 @@ class Parser {
 
   Result<NodePtr> term(int depth) {
     KDA_ASSIGN_OR_RETURN(NodePtr lhs, unary(depth));
-    while (is_op("*") || is_op("/")) {
+    while (is_op("*") || is_op("/") || is_op("%")) {
       const Token& op = next();
       KDA_ASSIGN_OR_RETURN(NodePtr rhs, unary(depth));
-      lhs = make(op.text == "*" ? Node::Kind::kMul : Node::Kind::kDiv, op.column, {lhs, rhs});
+      lhs = make(op.text == "*" ? Node::Kind::kMul : op.text == "/" ? Node::Kind::kDiv : Node::Kind::kMod, op.column,
+                 {lhs, rhs});
     }
     return lhs;
   }
 
   Result<NodePtr> unary(int depth) {
     if (depth > kMaxDepth) return Status::bad_input("expression nested too deeply at column " + std::to_string(peek().column));
-    if (is_op("-")) {
+    if (is_op("-") || is_op("!")) {
       const Token& op = next();
       KDA_ASSIGN_OR_RETURN(NodePtr arg, unary(depth + 1));
-      return make(Node::Kind::kNeg, op.column, {arg});
+      return make(op.text == "-" ? Node::Kind::kNeg : Node::Kind::kNot, op.column, {arg});
     }
     return primary(depth);
   }
@@ -191,6 +234,10 @@ Result<double> eval(const Node& n, const std::map<std::string, int64_t>& vars) {
       KDA_ASSIGN_OR_RETURN(double a, eval(*n.args[0], vars));
       return -a;
     }
+    case Node::Kind::kNot: {
+      KDA_ASSIGN_OR_RETURN(double a, eval(*n.args[0], vars));
+      return a == 0 ? 1.0 : 0.0;
+    }
     default: break;
   }
   std::vector<double> v;
@@ -206,6 +253,17 @@ Result<double> eval(const Node& n, const std::map<std::string, int64_t>& vars) {
     case Node::Kind::kDiv:
       if (v[1] == 0) return div_zero();
       return v[0] / v[1];
+    case Node::Kind::kMod:
+      if (v[1] == 0) return div_zero();
+      return std::fmod(v[0], v[1]);
+    case Node::Kind::kLt: return v[0] < v[1] ? 1.0 : 0.0;
+    case Node::Kind::kLe: return v[0] <= v[1] ? 1.0 : 0.0;
+    case Node::Kind::kGt: return v[0] > v[1] ? 1.0 : 0.0;
+    case Node::Kind::kGe: return v[0] >= v[1] ? 1.0 : 0.0;
+    case Node::Kind::kEq: return v[0] == v[1] ? 1.0 : 0.0;
+    case Node::Kind::kNe: return v[0] != v[1] ? 1.0 : 0.0;
+    case Node::Kind::kAnd: return (v[0] != 0 && v[1] != 0) ? 1.0 : 0.0;
+    case Node::Kind::kOr: return (v[0] != 0 || v[1] != 0) ? 1.0 : 0.0;
     case Node::Kind::kCeilDiv:
       if (v[1] == 0) return div_zero();
       return std::ceil(v[0] / v[1]);

@@ -1,5 +1,6 @@
-// A small, safe arithmetic language for roofline formulas in task.toml: numbers, axis names, + - * / ( ),
-// unary minus, min(a,b,...), max(a,b,...), ceil_div(a,b). Parsed once, evaluated per workload.
+// A small, safe arithmetic language for roofline formulas in task.toml: numbers, axis names, + - * / % ( ),
+// unary minus, min(a,b,...), max(a,b,...), ceil_div(a,b); and, for tunables.toml constraints,
+// comparisons (< <= > >= == !=), && || and ! giving 1 or 0. Parsed once, evaluated per workload.
 #pragma once
 
 #include <cstdint>

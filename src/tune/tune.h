@@ -32,6 +32,7 @@ struct TuneOptions {
   // best single configuration and the dispatcher use the pack's task.toml timing.
   int screen_trials = 1, screen_warmup = 2, screen_iterations = 10;
   bool final_eval = true;              // time best single and dispatcher with the pack's timing at the end
+  int stop_after = 0;                  // tests: stop as if killed after this many measurements (kFailed)
 };
 
 struct RegimeChoice {
@@ -49,7 +50,9 @@ struct TuneResult {
   double best_single_geomean_ms = 0, dispatcher_geomean_ms = 0;  // screening geomeans over the tuned workloads
   int configs_measured = 0;
   // Additions:
-  double baseline_geomean_ms = 0;       // the solution as given (tunables at their first values), same timing
+  double baseline_geomean_ms = 0;       // the pack's baseline, timed interleaved in the final evaluation (0 without)
+  bool dispatcher_passed = false;       // the final evaluation passed every tuned workload (true when not run)
+  bool final_timing = false;            // the geomeans come from the final evaluation, not the screening
   int configs_total = 0;                // valid configurations in the space
   int configs_failed = 0;               // did not compile or did not pass
   double wall_s = 0;

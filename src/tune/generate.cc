@@ -1,0 +1,210 @@
+#include "tune/generate.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "util/fs.h"
+
+namespace kda::tune {
+
+namespace {
+
+bool is_translation_unit(const std::string& path) {
+  static const std::set<std::string> kExts = {".c", ".cc", ".cpp", ".cxx", ".cu"};
+  return kExts.count(std::filesystem::path(path).extension().string()) > 0;
+}
+
+// The #define block for one configuration; `rename` maps the entry function to a per-config name.
+std::string define_block(const Tunables& t, const Config& c, const std::string& path, const std::string& rename_from,
+                         const std::string& rename_to) {
+  std::string s = "// kda tune: configuration " + c.id() + " (" + c.label() + ")\n";
+  for (const auto& p : t.parameters) {
+    auto it = c.params.find(p.name);
+    if (it == c.params.end()) continue;
+    s += "#define " + p.macro + " " + macro_text(it->second) + "\n";
+  }
+  s += "#define KDA_TUNE_CONFIG_ID \"" + c.id() + "\"\n";
+  if (!rename_from.empty()) s += "#define " + rename_from + " " + rename_to + "\n";
+  // Compiler messages keep pointing at the author's file and line.
+  s += "#line 1 \"" + path + "\"\n";
+  return s;
+}
+
+Result<const Variant*> variant_of(const Tunables& t, const Config& c) {
+  const Variant* v = find_variant(t, c.variant);
+  if (v == nullptr) return Status::bad_input("configuration " + c.id() + ": unknown variant '" + c.variant + "'");
+  return v;
+}
+
+std::vector<const task::SourceFile*> variant_sources(const task::Solution& base, const Variant& v) {
+  std::vector<const task::SourceFile*> out;
+  for (const auto& s : base.sources)
+    if (v.sources.empty() || std::find(v.sources.begin(), v.sources.end(), s.path) != v.sources.end()) out.push_back(&s);
+  return out;
+}
+
+}  // namespace
+
+Result<task::Solution> config_solution(const task::Solution& base, const Tunables& t, const Config& c) {
+  KDA_ASSIGN_OR_RETURN(const Variant* v, variant_of(t, c));
+  task::Solution s = base;
+  s.name = base.name + "_" + c.id();
+  s.spec.entry_point = v->entry_point;
+  s.description = "kda tune configuration " + c.id() + " (" + c.label() + ") of " + base.name;
+  s.sources.clear();
+  for (const task::SourceFile* f : variant_sources(base, *v)) {
+    task::SourceFile out = *f;
+    if (is_translation_unit(f->path)) out.content = define_block(t, c, f->path, "", "") + f->content;
+    s.sources.push_back(std::move(out));
+  }
+  return s;
+}
+
+Result<std::vector<AxisSource>> axis_sources(const task::Definition& def) {
+  std::vector<AxisSource> out;
+  for (const auto& axis : def.var_axes()) {
+    bool found = false;
+    for (int side = 0; side < 2 && !found; ++side) {
+      const auto& tensors = side == 0 ? def.inputs : def.outputs;
+      for (size_t i = 0; i < tensors.size() && !found; ++i) {
+        if (!tensors[i].shape) continue;
+        for (size_t d = 0; d < tensors[i].shape->size(); ++d)
+          if ((*tensors[i].shape)[d] == axis) {
+            out.push_back({axis, side == 1, i, d});
+            found = true;
+            break;
+          }
+      }
+    }
+    if (!found) return Status::bad_input("definition " + def.name + ": var axis '" + axis + "' is in no tensor's shape");
+  }
+  return out;
+}
+
+Result<task::Solution> dispatcher_solution(const task::Solution& base, const task::Definition& def, const Tunables& t,
+                                           const std::vector<Config>& configs, const std::vector<Route>& routes,
+                                           size_t fallback) {
+  if (configs.empty() || fallback >= configs.size()) return Status::internal("dispatcher: no fallback configuration");
+  KDA_ASSIGN_OR_RETURN(auto sources, axis_sources(def));
+  task::Solution s = base;
+  s.name = base.name + "_dispatch";
+  s.sources.clear();
+  std::string fn_name = base.spec.entry_function();
+  std::string protos, table;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    KDA_ASSIGN_OR_RETURN(const Variant* v, variant_of(t, configs[i]));
+    const std::string dir = fmt::format("c{}", i);
+    const auto pos = v->entry_point.find("::");
+    const std::string entry_fn = v->entry_point.substr(pos + 2);
+    const std::string renamed = fmt::format("kda_tune_c{}_{}", i, entry_fn);
+    for (const task::SourceFile* f : variant_sources(base, *v)) {
+      task::SourceFile out{dir + "/" + f->path, f->content};
+      if (is_translation_unit(f->path))
+        out.content = define_block(t, configs[i], f->path, entry_fn, renamed) + f->content;
+      s.sources.push_back(std::move(out));
+    }
+    protos += fmt::format("extern \"C\" int {}(const DLTensor*, int64_t, DLTensor*, int64_t, void*);  // {}\n", renamed,
+                          configs[i].label());
+    table += fmt::format("    {},\n", renamed);
+  }
+  const size_t n_axes = sources.size();
+  std::string reads;
+  for (size_t a = 0; a < n_axes; ++a) {
+    const auto& src = sources[a];
+    const auto& spec = src.output ? def.outputs[src.tensor] : def.inputs[src.tensor];
+    const char* arr = src.output ? "outputs" : "inputs";
+    const char* count = src.output ? "num_outputs" : "num_inputs";
+    reads += fmt::format(
+        "  if ({count} <= {t} || {arr}[{t}].ndim != {rank}) return false;\n"
+        "  axes[{a}] = {arr}[{t}].shape[{d}];  // {axis}\n",
+        fmt::arg("count", count), fmt::arg("t", src.tensor), fmt::arg("arr", arr), fmt::arg("rank", spec.shape->size()),
+        fmt::arg("a", a), fmt::arg("d", src.dim), fmt::arg("axis", src.axis));
+  }
+  std::string rows;
+  for (const auto& r : routes) {
+    if (r.config >= configs.size()) return Status::internal("dispatcher: route to a missing configuration");
+    std::string lo, hi;
+    for (size_t a = 0; a < n_axes; ++a) {
+      auto it = r.ranges.find(sources[a].axis);
+      lo += fmt::format("{}{}", a ? ", " : "", it == r.ranges.end() ? "INT64_MIN" : std::to_string(it->second.first));
+      hi += fmt::format("{}{}", a ? ", " : "", it == r.ranges.end() ? "INT64_MAX" : std::to_string(it->second.second));
+    }
+    for (const auto& [axis, _] : r.ranges) {
+      bool known = false;
+      for (const auto& src : sources) known |= src.axis == axis;
+      if (!known) return Status::bad_input("regime '" + r.regime + "': '" + axis + "' is not a var axis");
+    }
+    rows += fmt::format("    {{{}, {{{}}}, {{{}}}}},  // {}: {}\n", r.config, lo, hi, r.regime, configs[r.config].label());
+  }
+  std::string axis_list;
+  for (const auto& src : sources) axis_list += (axis_list.empty() ? "" : ", ") + src.axis;
+  const std::string dispatch = fmt::format(
+      R"(// Generated by kda tune: routes each call to the configuration tuned for its shape regime.
+// Reads only tensor shapes (axes: {axis_list}), never tensor data.
+#include <dlpack/dlpack.h>
+#include <stdint.h>
+
+{protos}
+namespace {{
+
+typedef int (*Entry)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+constexpr int kAxes = {n_axes};
+struct Route {{
+  int config;
+  int64_t lo[kAxes > 0 ? kAxes : 1];
+  int64_t hi[kAxes > 0 ? kAxes : 1];
+}};
+
+const Entry kEntries[] = {{
+{table}}};
+const Route kRoutes[] = {{
+{rows}    {{-1, {{0}}, {{0}}}},  // end
+}};
+constexpr int kFallback = {fallback};
+
+bool read_axes(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, int64_t* axes) {{
+  (void)inputs; (void)num_inputs; (void)outputs; (void)num_outputs; (void)axes;
+{reads}  return true;
+}}
+
+}}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* inputs, int64_t num_inputs,
+                                                          DLTensor* outputs, int64_t num_outputs, void* stream) {{
+  int64_t axes[kAxes > 0 ? kAxes : 1] = {{0}};
+  if (!read_axes(inputs, num_inputs, outputs, num_outputs, axes))
+    return kEntries[kFallback](inputs, num_inputs, outputs, num_outputs, stream);
+  for (const Route* r = kRoutes; r->config >= 0; ++r) {{
+    bool match = true;
+    for (int a = 0; a < kAxes; ++a) match = match && axes[a] >= r->lo[a] && axes[a] <= r->hi[a];
+    if (match) return kEntries[r->config](inputs, num_inputs, outputs, num_outputs, stream);
+  }}
+  return kEntries[kFallback](inputs, num_inputs, outputs, num_outputs, stream);
+}}
+)",
+      fmt::arg("axis_list", axis_list), fmt::arg("protos", protos), fmt::arg("n_axes", n_axes), fmt::arg("table", table),
+      fmt::arg("rows", rows), fmt::arg("fallback", fallback), fmt::arg("reads", reads), fmt::arg("fn", fn_name));
+  const std::string dispatch_file = base.spec.language == "cuda" ? "kda_dispatch.cu" : "kda_dispatch.cc";
+  s.sources.push_back({dispatch_file, dispatch});
+  s.spec.entry_point = dispatch_file + "::" + fn_name;
+  std::string desc = "kda tune dispatcher over " + std::to_string(configs.size()) + " configurations of " + base.name;
+  s.description = desc;
+  return s;
+}
+
+Status write_solution_dir(const task::Solution& s, const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(dir));
+  nlohmann::json j = s.to_json();
+  for (auto& src : j["sources"]) src.erase("content");
+  for (const auto& src : s.sources) {
+    const auto path = dir / src.path;
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(path.parent_path()));
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(path, src.content));
+  }
+  return fs::write_file_atomic(dir / "solution.json", j.dump(2) + "\n");
+}
+
+}  // namespace kda::tune

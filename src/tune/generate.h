@@ -1,0 +1,52 @@
+// Turns configurations into plain solutions that the unchanged evaluator builds: one configuration
+// (a #define block at the top of each translation unit), or a dispatcher that compiles several
+// configurations in, each under its own directory with a renamed entry symbol, behind a generated
+// entry point that reads the axes from the tensors' shapes and looks the configuration up in a
+// compiled-in table. Shape-keyed only: the dispatcher never reads tensor data.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "task/definition.h"
+#include "task/solution.h"
+#include "tune/tunables.h"
+#include "util/status.h"
+
+namespace kda::tune {
+
+// The solution of one configuration: the variant's sources, each translation unit prefixed with
+// the configuration's macros; the variant's entry point.
+Result<task::Solution> config_solution(const task::Solution& base, const Tunables& t, const Config& c);
+
+// One row of the dispatch table: inclusive ranges over var axes (an axis not named matches all).
+struct Route {
+  std::string regime;
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+  size_t config = 0;  // index into the configurations passed to dispatcher_solution
+};
+
+// Where the dispatcher reads each var axis at call time: the first input (else output) whose
+// shape names it, and the dimension.
+struct AxisSource {
+  std::string axis;
+  bool output = false;
+  size_t tensor = 0;
+  size_t dim = 0;
+};
+Result<std::vector<AxisSource>> axis_sources(const task::Definition& def);
+
+// Routes are tried in order, the first whose ranges all hold wins; a shape no route matches (or a
+// call whose tensors do not have the definition's ranks) goes to `fallback`.
+Result<task::Solution> dispatcher_solution(const task::Solution& base, const task::Definition& def, const Tunables& t,
+                                           const std::vector<Config>& configs, const std::vector<Route>& routes,
+                                           size_t fallback);
+
+// solution.json (sources listed without content) and every source file under `dir`, replacing it.
+Status write_solution_dir(const task::Solution& s, const std::filesystem::path& dir);
+
+}  // namespace kda::tune

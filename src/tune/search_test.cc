@@ -1,0 +1,275 @@
+#include "tune/search.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "tune/perf_map.h"
+#include "tune/regimes.h"
+#include "util/fs.h"
+
+namespace kda::tune {
+namespace {
+
+using Span = std::pair<int64_t, int64_t>;
+
+// A measurer with a known cost model: latency = base(workload) * factor(config), plus a record of
+// every call so tests can see what was measured (and that nothing was measured twice).
+class FakeMeasurer : public Measurer {
+ public:
+  std::function<double(const Config&, const std::string&)> latency;
+  std::function<bool(const Config&)> fails = [](const Config&) { return false; };
+  std::vector<std::pair<std::string, int>> calls;  // (id, rung)
+  int prepared = 0;
+
+  void prepare(const std::vector<const Config*>& cs) override { prepared += static_cast<int>(cs.size()); }
+  Result<Measurement> measure(const Config& c, const std::vector<std::string>& ws, int rung) override {
+    calls.push_back({c.id(), rung});
+    Measurement m;
+    m.passed = !fails(c);
+    if (!m.passed) {
+      m.reason = "INCORRECT_NUMERICAL";
+      return m;
+    }
+    for (const auto& w : ws) {
+      double ms = latency(c, w);
+      m.times[w] = {ms, ms * 0.98, ms * 1.02};
+    }
+    return m;
+  }
+};
+
+task::TaskPack toy_pack() {
+  task::TaskPack p;
+  p.definition.name = "toy";
+  p.definition.axes = {{"n", task::AxisSpec::Kind::kVar, 0, ""}, {"m", task::AxisSpec::Kind::kVar, 0, ""}};
+  p.definition.inputs = {{"x", std::vector<std::string>{"n", "m"}, tensor::DType::kFloat32, ""}};
+  p.definition.outputs = {{"y", std::vector<std::string>{"n", "m"}, tensor::DType::kFloat32, ""}};
+  p.settings.roofline_bytes = *task::Expression::parse("8 * n * m");
+  p.settings.roofline_flops = *task::Expression::parse("n * m * m");  // intensity m / 8
+  int i = 0;
+  for (auto [n, m] : std::vector<std::pair<int, int>>{{1, 16}, {3, 16}, {64, 16}, {100, 16}, {64, 512}, {64, 1024}}) {
+    task::Workload w;
+    w.uuid = "w" + std::to_string(i++);
+    w.axes = {{"n", n}, {"m", m}};
+    p.workloads.push_back(w);
+  }
+  return p;
+}
+
+std::vector<const task::Workload*> ptrs(const task::TaskPack& p) {
+  std::vector<const task::Workload*> out;
+  for (const auto& w : p.workloads) out.push_back(&w);
+  return out;
+}
+
+TEST(Regimes, GroupsByPowerOfTwoBucketsAndBound) {
+  auto p = toy_pack();
+  auto rs = group_regimes(p, ptrs(p), {});
+  // (1,16) | (3,16) | (64,16),(100,16) | (64,512) | (64,1024): host ridge 10 FLOP/byte, m/8 >= 10 for m >= 80.
+  ASSERT_EQ(rs.size(), 5u);
+  EXPECT_EQ(rs[2].workloads, (std::vector<std::string>{"w2", "w3"}));
+  EXPECT_EQ(rs[2].ranges.at("n"), (Span{64, 127}));
+  EXPECT_EQ(rs[2].ranges.at("m"), (Span{16, 31}));
+  EXPECT_EQ(rs[1].ranges.at("n"), (Span{2, 3}));
+  EXPECT_EQ(rs[0].bound, Bound::kMemory);
+  EXPECT_EQ(rs[4].bound, Bound::kCompute);
+  EXPECT_NE(regimes_table(rs).find("compute"), std::string::npos);
+  EXPECT_EQ(workload_bound(p, {{"n", 1}, {"m", 16}}), Bound::kMemory);
+}
+
+TEST(Regimes, SplitsABucketWithBothBoundsOnTheHulls) {
+  auto p = toy_pack();
+  // m in [64, 127]: m = 64 is memory-bound (8 < 10), m = 120 compute-bound (15 >= 10).
+  p.workloads = {};
+  for (auto [u, n, m] : std::vector<std::tuple<std::string, int, int>>{{"a", 4, 64}, {"b", 4, 120}}) {
+    task::Workload w;
+    w.uuid = u;
+    w.axes = {{"n", n}, {"m", m}};
+    p.workloads.push_back(w);
+  }
+  auto rs = group_regimes(p, ptrs(p), {});
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].ranges.at("m"), (Span{64, 64}));
+  EXPECT_EQ(rs[1].ranges.at("m"), (Span{120, 120}));
+}
+
+TEST(Regimes, UserRegimesFirstMatchAndOther) {
+  auto p = toy_pack();
+  std::vector<RegimeSpec> specs{{"narrow", {{"m", {1, 100}}}, 1}, {"tiny", {{"n", {1, 1}}}, 2}, {"none", {{"n", {5000, 6000}}}, 3}};
+  auto rs = group_regimes(p, ptrs(p), specs);
+  ASSERT_EQ(rs.size(), 2u);  // "tiny" gets nothing (narrow matched first), "none" is empty; other has w4, w5
+  EXPECT_EQ(rs[0].name, "narrow");
+  EXPECT_EQ(rs[0].workloads.size(), 4u);
+  EXPECT_EQ(rs[1].name, "other");
+  EXPECT_TRUE(rs[1].fallback_only);
+}
+
+// Configs: A in 1..N. Config A is fastest on small-m workloads when A is small and on large-m ones
+// when A is large, so the regimes disagree.
+SearchSpace toy_space(const task::TaskPack& p, int n_configs) {
+  SearchSpace s;
+  for (int a = 1; a <= n_configs; ++a) s.configs.push_back({"default", {{"A", a}}});
+  for (const auto& w : p.workloads) s.workloads.push_back(w.uuid);
+  for (const auto& c : s.configs) s.applicable[c.id()] = s.workloads;
+  s.regimes = group_regimes(p, ptrs(p), {});
+  return s;
+}
+
+double toy_latency(const task::TaskPack& p, const Config& c, const std::string& uuid) {
+  const auto& w = *std::find_if(p.workloads.begin(), p.workloads.end(), [&](const auto& x) { return x.uuid == uuid; });
+  const double a = c.params.at("A").get<int>();
+  const double m = static_cast<double>(w.axes.at("m"));
+  const double best = m < 100 ? 2 : 9;  // best A per regime family
+  return (1 + w.axes.at("n") * m / 1000.0) * (1 + (a - best) * (a - best) / 10.0);
+}
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("kda_tune_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+TEST(Search, ExhaustiveMeasuresAllThenConfirmsTheBestPerRegime) {
+  auto p = toy_pack();
+  auto space = toy_space(p, 10);
+  FakeMeasurer fm;
+  fm.latency = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
+  auto dir = temp_dir("exh");
+  auto st = State::open(dir / "state.json", "fp", false);
+  ASSERT_TRUE(st.ok());
+  SearchOptions o;
+  auto out = run_search(space, fm, *st, o);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->strategy, Strategy::kExhaustive);
+  EXPECT_EQ(out->configs_measured, 10);
+  int rung0 = 0, rung1 = 0;
+  for (const auto& [id, r] : fm.calls) (r == 0 ? rung0 : rung1)++;
+  EXPECT_EQ(rung0, 10);
+  EXPECT_GT(rung1, 0);
+  EXPECT_LE(rung1, 6);  // the best two of each list, shared between lists
+  auto pm = build_perf_map(space, *st);
+  ASSERT_TRUE(pm.ok());
+  // Small-m regimes pick A=2, large-m ones A=9.
+  for (const auto& e : pm->entries) {
+    ASSERT_FALSE(e.ranked.empty());
+    const Config* best = find_config(space, e.ranked.front().config);
+    EXPECT_EQ(best->params.at("A"), e.regime->ranges.at("m").first < 100 ? 2 : 9) << e.regime->name;
+    EXPECT_EQ(e.ranked.front().rung, 1);
+  }
+  EXPECT_FALSE(pm->best_single.empty());
+  EXPECT_LT(pm->dispatcher_geomean_ms, pm->best_single_geomean_ms);
+}
+
+TEST(Search, HalvingPrunesAndKeepsEachRegimesBest) {
+  auto p = toy_pack();
+  auto space = toy_space(p, 81);
+  FakeMeasurer fm;
+  fm.latency = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
+  fm.fails = [](const Config& c) { return c.params.at("A") == 40; };
+  auto dir = temp_dir("halving");
+  auto st = State::open(dir / "state.json", "fp", false);
+  ASSERT_TRUE(st.ok());
+  SearchOptions o;  // 81 > 32: halving
+  auto out = run_search(space, fm, *st, o);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->strategy, Strategy::kHalving);
+  EXPECT_EQ(out->top_rung, 2);
+  EXPECT_EQ(out->configs_failed, 1);
+  std::map<int, int> per_rung;
+  for (const auto& [id, r] : fm.calls) per_rung[r]++;
+  EXPECT_EQ(per_rung[0], 81);
+  EXPECT_LT(per_rung[1], 81 / 2);
+  EXPECT_LT(per_rung[2], per_rung[1]);
+  EXPECT_GT(per_rung[2], 0);
+  auto pm = build_perf_map(space, *st);
+  ASSERT_TRUE(pm.ok());
+  for (const auto& e : pm->entries) {
+    const Config* best = find_config(space, e.ranked.front().config);
+    EXPECT_EQ(best->params.at("A"), e.regime->ranges.at("m").first < 100 ? 2 : 9);
+  }
+}
+
+TEST(Search, BudgetsCapConfigsAndTime) {
+  auto p = toy_pack();
+  auto space = toy_space(p, 50);
+  FakeMeasurer fm;
+  fm.latency = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
+  auto st = State::open(temp_dir("budget") / "state.json", "fp", false);
+  ASSERT_TRUE(st.ok());
+  SearchOptions o;
+  o.max_configs = 7;
+  auto out = run_search(space, fm, *st, o);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->candidates, 7);
+  EXPECT_EQ(out->configs_measured, 7);
+  EXPECT_EQ(fm.calls.front().first, space.configs.front().id());  // the default comes first
+  // A fake clock: each measurement takes a minute; a 3-minute budget stops after 4 (the check is before each).
+  FakeMeasurer fm2 = fm;
+  fm2.calls.clear();
+  auto st2 = State::open(temp_dir("budget2") / "state.json", "fp", false);
+  double now = 0;
+  SearchOptions o2;
+  o2.max_minutes = 3;
+  o2.clock_s = [&] { return now; };
+  fm2.latency = [&](const Config& c, const std::string& w) {
+    now += 60.0 / static_cast<double>(p.workloads.size());
+    return toy_latency(p, c, w);
+  };
+  auto out2 = run_search(space, fm2, *st2, o2);
+  ASSERT_TRUE(out2.ok());
+  EXPECT_EQ(fm2.calls.size(), 4u);
+  EXPECT_FALSE(out2->budget_note.empty());
+}
+
+TEST(Search, ResumeAfterAKillMeasuresNothingTwiceAndEndsWithTheSameMap) {
+  auto p = toy_pack();
+  auto space = toy_space(p, 81);
+  auto lat = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
+  // Uninterrupted reference run.
+  FakeMeasurer ref;
+  ref.latency = lat;
+  auto st_ref = State::open(temp_dir("ref") / "state.json", "fp", false);
+  ASSERT_TRUE(run_search(space, ref, *st_ref, {}).ok());
+  auto pm_ref = build_perf_map(space, *st_ref);
+
+  auto dir = temp_dir("resume");
+  std::vector<std::pair<std::string, int>> all_calls;
+  bool finished = false;
+  for (int session = 0; session < 20 && !finished; ++session) {
+    FakeMeasurer fm;
+    fm.latency = lat;
+    auto st = State::open(dir / "state.json", "fp", /*resume=*/session > 0);
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    SearchOptions o;
+    o.stop_after = 13 + session;  // killed after a varying number of measurements
+    auto out = run_search(space, fm, *st, o);
+    ASSERT_TRUE(out.ok());
+    all_calls.insert(all_calls.end(), fm.calls.begin(), fm.calls.end());
+    finished = !out->stopped;
+  }
+  ASSERT_TRUE(finished);
+  std::set<std::pair<std::string, int>> unique(all_calls.begin(), all_calls.end());
+  EXPECT_EQ(unique.size(), all_calls.size()) << "a measurement was taken twice";
+  EXPECT_EQ(all_calls.size(), ref.calls.size());
+  auto st_final = State::open(dir / "state.json", "fp", true);
+  ASSERT_TRUE(st_final.ok());
+  auto pm = build_perf_map(space, *st_final);
+  ASSERT_EQ(pm->entries.size(), pm_ref->entries.size());
+  EXPECT_EQ(pm->best_single, pm_ref->best_single);
+  for (size_t i = 0; i < pm->entries.size(); ++i)
+    EXPECT_EQ(pm->entries[i].ranked.front().config, pm_ref->entries[i].ranked.front().config);
+  // Another fingerprint refuses to resume.
+  auto other = State::open(dir / "state.json", "other", true);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().kind(), ErrorKind::kBadInput);
+}
+
+TEST(Search, StrategyNames) {
+  EXPECT_EQ(*parse_strategy("halving"), Strategy::kHalving);
+  EXPECT_FALSE(parse_strategy("random").ok());
+}
+
+}  // namespace
+}  // namespace kda::tune

@@ -1,0 +1,304 @@
+#include "tune/tune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "eval/solution_build.h"
+#include "tune/generate.h"
+#include "tune/perf_map.h"
+#include "tune/regimes.h"
+#include "tune/search.h"
+#include "tune/tunables.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+
+namespace kda::tune {
+
+namespace {
+
+double geomean_of(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += std::log(std::max(x, 1e-12));
+  return std::exp(s / static_cast<double>(v.size()));
+}
+
+WorkloadTime time_of(const eval::WorkloadResult& w) {
+  // Normal-approximation 95 % interval of the pooled samples' mean, centred on the evaluator's latency.
+  const auto& s = w.candidate;
+  const double half = s.n > 1 ? 1.96 * s.stddev / std::sqrt(static_cast<double>(s.n)) : 0.0;
+  return {w.latency_ms, std::max(w.latency_ms - half, s.n > 0 ? std::min(s.min, w.latency_ms) : 0.0), w.latency_ms + half};
+}
+
+// The official evaluator as a Measurer: every configuration is its own plain solution, compiled
+// ahead in parallel into the content-addressed build cache (a configuration never compiles twice),
+// then evaluated (correctness on fresh seeds first, then timing) without the baseline.
+class EvalMeasurer : public Measurer {
+ public:
+  EvalMeasurer(const task::TaskPack& pack, const task::Solution& base, const Tunables& t, const TuneOptions& o)
+      : pack_(pack), base_(base), t_(t), o_(o) {}
+
+  void prepare(const std::vector<const Config*>& configs) override {
+    std::vector<const Config*> todo;
+    for (const Config* c : configs)
+      if (!prepared_.count(c->id())) todo.push_back(c);
+    if (todo.empty()) return;
+    const int jobs = o_.jobs > 0 ? o_.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::mutex mu;
+    size_t next = 0;
+    auto worker = [&] {
+      while (true) {
+        const Config* c;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (next >= todo.size()) return;
+          c = todo[next++];
+        }
+        auto sol = config_solution(base_, t_, *c);
+        if (!sol.ok()) continue;  // measure() reports it
+        eval::BuildSettings bs;
+        bs.cuda_arch = o_.eval.cuda_arch;
+        (void)eval::build_solution(*sol, bs);  // warms the cache; the evaluator's own build then hits
+        std::lock_guard<std::mutex> lock(mu);
+        prepared_.insert(c->id());
+      }
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 1; i < std::min<int>(jobs, static_cast<int>(todo.size())); ++i) threads.emplace_back(worker);
+    worker();
+    for (auto& th : threads) th.join();
+    if (o_.progress)
+      o_.progress(fmt::format("compiled {} configurations on {} jobs in {:.1f} s", todo.size(), jobs,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+  }
+
+  Result<Measurement> measure(const Config& c, const std::vector<std::string>& workloads, int rung) override {
+    Measurement m;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto sol = config_solution(base_, t_, c);
+    if (!sol.ok()) return sol.status();
+    eval::EvalOptions e = o_.eval;
+    e.with_baseline = false;
+    e.progress = nullptr;
+    std::string list;
+    for (const auto& w : workloads) list += (list.empty() ? "" : ",") + w;
+    e.workloads = list;
+    e.trials = o_.screen_trials + rung;
+    e.warmup = o_.screen_warmup;
+    e.iterations = o_.screen_iterations * static_cast<int>(std::pow(3, rung));
+    KDA_ASSIGN_OR_RETURN(eval::EvalReport report, eval::evaluate(pack_, *sol, e));
+    m.passed = report.all_passed && !report.workloads.empty();
+    for (const auto& w : report.workloads) {
+      if (w.verdict != eval::Verdict::kPassed) {
+        if (m.reason.empty())
+          m.reason = std::string(eval::verdict_name(w.verdict)) + (w.reason.empty() ? "" : ":" + w.reason);
+        continue;
+      }
+      m.times[w.uuid] = time_of(w);
+    }
+    if (!m.passed) m.times.clear();
+    m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  }
+
+ private:
+  const task::TaskPack& pack_;
+  const task::Solution& base_;
+  const Tunables& t_;
+  const TuneOptions& o_;
+  std::set<std::string> prepared_;
+};
+
+Result<std::vector<const task::Workload*>> tuned_workloads(const task::TaskPack& pack, const std::string& sel) {
+  std::vector<const task::Workload*> out;
+  if (sel == "all") {
+    for (const auto& w : pack.workloads) out.push_back(&w);
+  } else if (sel == "holdout") {
+    for (const auto& w : pack.holdout) out.push_back(&w);
+  } else if (sel == "dev" || sel.empty()) {
+    for (const auto& u : pack.dev_uuids)
+      if (const auto* w = pack.workload(u)) out.push_back(w);
+  } else {
+    size_t pos = 0;
+    while (pos <= sel.size()) {
+      size_t comma = sel.find(',', pos);
+      std::string u = sel.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      const auto* w = pack.workload(u);
+      if (w == nullptr) return Status::not_found("--workloads: no workload '" + u + "' in " + pack.root.string());
+      out.push_back(w);
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+  if (out.empty()) return Status::bad_input("--workloads '" + sel + "' selects no workload");
+  return out;
+}
+
+std::string fingerprint_of(const task::Solution& base, const std::string& tunables_text,
+                           const std::vector<std::string>& workloads, const TuneOptions& o, const task::TaskPack& pack) {
+  nlohmann::json j{{"solution", task::solution_hash(base)},
+                   {"tunables", sha256_hex(tunables_text)},
+                   {"definition", pack.definition.name},
+                   {"workloads", workloads},
+                   {"screen", {o.screen_trials, o.screen_warmup, o.screen_iterations}},
+                   {"arch", o.eval.cuda_arch}};
+  return sha256_hex(j.dump());
+}
+
+}  // namespace
+
+nlohmann::json TuneResult::to_json() const {
+  nlohmann::json m = nlohmann::json::array();
+  for (const auto& c : map)
+    m.push_back({{"regime", c.regime}, {"config", c.config}, {"latency_ms", c.latency_ms},
+                 {"ci_low_ms", c.ci_low_ms}, {"ci_high_ms", c.ci_high_ms}, {"workloads", c.workloads}});
+  return {{"dispatcher_dir", dispatcher_dir.string()},
+          {"best_single_dir", best_single_dir.string()},
+          {"map", m},
+          {"baseline_geomean_ms", baseline_geomean_ms},
+          {"best_single_geomean_ms", best_single_geomean_ms},
+          {"dispatcher_geomean_ms", dispatcher_geomean_ms},
+          {"dispatcher_passed", dispatcher_passed},
+          {"final_timing", final_timing},
+          {"configs_measured", configs_measured},
+          {"configs_total", configs_total},
+          {"configs_failed", configs_failed},
+          {"wall_s", wall_s}};
+}
+
+Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir, const TuneOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto say = [&](const std::string& s) {
+    if (options.progress) options.progress(s);
+  };
+  if (options.out_dir.empty()) return Status::bad_input("tune: no output directory (--out)");
+  KDA_ASSIGN_OR_RETURN(task::Solution base, task::load_solution(solution_dir));
+  if (base.definition != pack.definition.name)
+    return Status::bad_input(solution_dir.string() + ": solution is for definition '" + base.definition + "', the pack is '" +
+                             pack.definition.name + "'");
+  if (base.spec.language != "cpp" && base.spec.language != "cuda")
+    return Status::bad_input(solution_dir.string() + ": kda tune builds cpp and cuda solutions, not '" + base.spec.language + "'");
+  std::vector<std::string> paths;
+  for (const auto& s : base.sources) paths.push_back(s.path);
+  KDA_ASSIGN_OR_RETURN(Tunables tunables, load_tunables(solution_dir, pack.definition, base.spec.entry_point, paths));
+  KDA_ASSIGN_OR_RETURN(std::string tunables_text, fs::read_file(solution_dir / kTunablesFile));
+  if (!options.regimes_file.empty()) {
+    KDA_ASSIGN_OR_RETURN(tunables.regimes, load_regimes_file(options.regimes_file, pack.definition));
+  }
+  KDA_ASSIGN_OR_RETURN(auto strategy, parse_strategy(options.strategy));
+  KDA_ASSIGN_OR_RETURN(auto workloads, tuned_workloads(pack, options.eval.workloads));
+
+  SearchSpace space;
+  KDA_ASSIGN_OR_RETURN(space.configs, enumerate_configs(tunables));
+  for (const auto* w : workloads) space.workloads.push_back(w->uuid);
+  for (const auto& c : space.configs) {
+    auto& list = space.applicable[c.id()];
+    for (const auto* w : workloads) {
+      std::map<std::string, int64_t> axes = pack.definition.const_axes();
+      for (const auto& [k, v] : w->axes) axes[k] = v;
+      KDA_ASSIGN_OR_RETURN(bool ok, applies_to(tunables, c, axes));
+      if (ok) list.push_back(w->uuid);
+    }
+  }
+  space.regimes = group_regimes(pack, workloads, tunables.regimes);
+  say("regimes:\n" + regimes_table(space.regimes));
+
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(options.out_dir));
+  const std::string fp = fingerprint_of(base, tunables_text, space.workloads, options, pack);
+  KDA_ASSIGN_OR_RETURN(State state, State::open(options.out_dir / "state.json", fp, options.resume));
+  if (options.resume) say(fmt::format("resuming: {} measurements in state.json", state.size()));
+
+  EvalMeasurer measurer(pack, base, tunables, options);
+  SearchOptions so;
+  so.strategy = strategy;
+  so.max_configs = options.max_configs;
+  so.max_minutes = options.max_minutes;
+  so.progress = options.progress;
+  so.stop_after = options.stop_after;
+  KDA_ASSIGN_OR_RETURN(SearchOutcome outcome, run_search(space, measurer, state, so));
+  if (!outcome.budget_note.empty()) say(outcome.budget_note);
+  if (outcome.stopped) return Status::failed("tune: stopped after " + std::to_string(outcome.measured_new) + " measurements (--resume continues)");
+
+  TuneResult result;
+  result.configs_measured = outcome.configs_measured;
+  result.configs_failed = outcome.configs_failed;
+  result.configs_total = static_cast<int>(space.configs.size());
+  KDA_ASSIGN_OR_RETURN(PerfMap pm, build_perf_map(space, state));
+  if (pm.best_single.empty()) {
+    KDA_RETURN_IF_ERROR(write_perf_map(pm, space, options.out_dir, result));
+    return Status::failed(fmt::format("tune: none of the {} measured configurations passed on every tuned workload",
+                                      outcome.configs_measured));
+  }
+  const Config* best = find_config(space, pm.best_single);
+  KDA_ASSIGN_OR_RETURN(task::Solution single, config_solution(base, tunables, *best));
+  result.best_single_dir = options.out_dir / "best_single";
+  KDA_RETURN_IF_ERROR(write_solution_dir(single, result.best_single_dir));
+
+  // The dispatcher: each regime's winner, the best single configuration as the fallback.
+  std::vector<Config> used;
+  auto index_of = [&](const std::string& id) {
+    for (size_t i = 0; i < used.size(); ++i)
+      if (used[i].id() == id) return i;
+    used.push_back(*find_config(space, id));
+    return used.size() - 1;
+  };
+  const size_t fallback = index_of(pm.best_single);
+  std::vector<Route> routes;
+  for (const auto& e : pm.entries) {
+    if (e.ranked.empty() || e.regime->fallback_only) continue;
+    routes.push_back({e.regime->name, e.regime->ranges, index_of(e.ranked.front().config)});
+  }
+  KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_solution(base, pack.definition, tunables, used, routes, fallback));
+  result.dispatcher_dir = options.out_dir / "dispatcher";
+  KDA_RETURN_IF_ERROR(write_solution_dir(disp, result.dispatcher_dir));
+  result.best_single_geomean_ms = pm.best_single_geomean_ms;
+  result.dispatcher_geomean_ms = pm.dispatcher_geomean_ms;
+  result.dispatcher_passed = true;
+
+  if (options.final_eval) {
+    // The official timing (task.toml or the caller's overrides) with the baseline interleaved.
+    eval::EvalOptions e = options.eval;
+    e.with_baseline = pack.baseline() != nullptr;
+    e.progress = nullptr;
+    std::string list;
+    for (const auto& w : space.workloads) list += (list.empty() ? "" : ",") + w;
+    e.workloads = list;
+    say("final timing: dispatcher and best single configuration on the tuned workloads");
+    KDA_ASSIGN_OR_RETURN(auto rd, eval::evaluate(pack, disp, e));
+    KDA_ASSIGN_OR_RETURN(auto rs, eval::evaluate(pack, single, e));
+    std::vector<double> d, s, b;
+    for (const auto& w : rd.workloads) {
+      d.push_back(w.latency_ms);
+      if (w.baseline_ms > 0) b.push_back(w.baseline_ms);
+    }
+    for (const auto& w : rs.workloads) s.push_back(w.latency_ms);
+    result.dispatcher_passed = rd.all_passed;
+    result.dispatcher_geomean_ms = rd.all_passed ? geomean_of(d) : 0;
+    if (rs.all_passed) result.best_single_geomean_ms = geomean_of(s);
+    if (b.size() == rd.workloads.size()) result.baseline_geomean_ms = geomean_of(b);
+    result.final_timing = true;
+    if (!rd.all_passed) say("the dispatcher did NOT pass the final evaluation; use best_single");
+  }
+  for (const auto& e : pm.entries) {
+    if (e.ranked.empty()) continue;
+    const auto& top = e.ranked.front();
+    result.map.push_back({e.regime->name, find_config(space, top.config)->to_json(), top.geomean_ms, top.ci_low_ms,
+                          top.ci_high_ms, e.regime->workloads});
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  KDA_RETURN_IF_ERROR(write_perf_map(pm, space, options.out_dir, result));
+  say(fmt::format("done: {} configurations measured ({} failed) in {:.1f} s; best single {:.6g} ms, dispatcher {:.6g} ms{}",
+                  result.configs_measured, result.configs_failed, result.wall_s, result.best_single_geomean_ms,
+                  result.dispatcher_geomean_ms,
+                  result.baseline_geomean_ms > 0 ? fmt::format(", baseline {:.6g} ms", result.baseline_geomean_ms) : ""));
+  return result;
+}
+
+}  // namespace kda::tune

@@ -1,0 +1,141 @@
+#include "tune/generate.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include <dlpack/dlpack.h>
+#include <gtest/gtest.h>
+
+#include "eval/solution_build.h"
+#include "task/solution.h"
+
+namespace kda::tune {
+namespace {
+
+// Each configuration's entry returns 100 + ID, and the dispatcher passes the return value through,
+// so a call's return code says which configuration served it.
+constexpr const char* kKernel = R"(#include <dlpack/dlpack.h>
+#include <stdint.h>
+namespace {
+int code() { return 100 + ID; }
+}  // namespace
+extern "C" __attribute__((visibility("default"))) int run(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no,
+                                                          void* stream) {
+  (void)in; (void)ni; (void)out; (void)no; (void)stream;
+  return code();
+}
+)";
+
+task::Definition toy_def() {
+  task::Definition d;
+  d.name = "toy";
+  d.axes = {{"n", task::AxisSpec::Kind::kVar, 0, ""}, {"m", task::AxisSpec::Kind::kVar, 0, ""},
+            {"k", task::AxisSpec::Kind::kVar, 0, ""}};
+  d.inputs = {{"x", std::vector<std::string>{"n", "m"}, tensor::DType::kFloat32, ""},
+              {"eps", std::nullopt, tensor::DType::kFloat32, ""}};
+  d.outputs = {{"y", std::vector<std::string>{"n", "k"}, tensor::DType::kFloat32, ""}};
+  return d;
+}
+
+task::Solution toy_solution() {
+  task::Solution s;
+  s.name = "toy_tunable";
+  s.definition = "toy";
+  s.author = "test";
+  s.spec.language = "cpp";
+  s.spec.target_hardware = {"cpu"};
+  s.spec.entry_point = "kernel.cc::run";
+  s.sources = {{"kernel.cc", kKernel}, {"notes.h", "// a header, not a translation unit\n"}};
+  return s;
+}
+
+Tunables toy_tunables() {
+  auto t = parse_tunables("[parameters.ID]\nvalues = [1, 2, 3]\n", "tunables.toml", toy_def(), "kernel.cc::run",
+                          {"kernel.cc", "notes.h"});
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return *t;
+}
+
+TEST(Generate, ConfigSolutionPrefixesTranslationUnitsOnly) {
+  auto t = toy_tunables();
+  auto cs = enumerate_configs(t);
+  ASSERT_TRUE(cs.ok());
+  auto s = config_solution(toy_solution(), t, (*cs)[1]);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->sources.size(), 2u);
+  EXPECT_EQ(s->sources[0].content.rfind("// kda tune: configuration", 0), 0u);
+  EXPECT_NE(s->sources[0].content.find("#define ID 2\n"), std::string::npos);
+  EXPECT_NE(s->sources[0].content.find("#line 1 \"kernel.cc\"\n"), std::string::npos);
+  EXPECT_EQ(s->sources[1].content, "// a header, not a translation unit\n");
+  EXPECT_EQ(s->spec.entry_point, "kernel.cc::run");
+}
+
+TEST(Generate, AxisSourcesPreferInputsThenOutputs) {
+  auto a = axis_sources(toy_def());
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->size(), 3u);
+  EXPECT_EQ((*a)[0].axis, "n");
+  EXPECT_FALSE((*a)[0].output);
+  EXPECT_EQ((*a)[1].dim, 1u);
+  EXPECT_EQ((*a)[2].axis, "k");
+  EXPECT_TRUE((*a)[2].output);
+}
+
+TEST(Generate, DispatcherRoutesOnShapesAndFallsBack) {
+  auto t = toy_tunables();
+  auto cs = enumerate_configs(t);
+  ASSERT_TRUE(cs.ok());
+  std::vector<Route> routes{{"few_rows", {{"n", {1, 10}}}, 0}, {"wide", {{"m", {100, 200}}, {"k", {1, 8}}}, 1}};
+  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->spec.entry_point, "kda_dispatch.cc::run");
+  const auto* disp = d->source("kda_dispatch.cc");
+  ASSERT_NE(disp, nullptr);
+  EXPECT_EQ(disp->content.find(".data"), std::string::npos);  // shape-keyed only
+  EXPECT_EQ(disp->content.find("->data"), std::string::npos);
+  ASSERT_NE(d->source("c1/kernel.cc"), nullptr);
+  EXPECT_NE(d->source("c1/kernel.cc")->content.find("#define run kda_tune_c1_run"), std::string::npos);
+
+  auto lib = eval::build_solution(*d, {});
+  ASSERT_TRUE(lib.ok()) << lib.status().message();
+  ASSERT_TRUE(lib->ok) << lib->log;
+  void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+  auto fn = reinterpret_cast<Entry>(dlsym(h, "run"));
+  ASSERT_NE(fn, nullptr);
+  auto call = [&](int64_t n, int64_t m, int64_t k, int x_ndim = 2) {
+    int64_t xs[2] = {n, m}, ys[2] = {n, k};
+    DLTensor in[2] = {}, out[1] = {};
+    in[0].ndim = x_ndim;
+    in[0].shape = xs;
+    in[1].ndim = 0;
+    out[0].ndim = 2;
+    out[0].shape = ys;
+    return fn(in, 2, out, 1, nullptr);
+  };
+  EXPECT_EQ(call(5, 50, 4), 101);    // few_rows
+  EXPECT_EQ(call(5, 150, 4), 101);   // first match wins
+  EXPECT_EQ(call(50, 150, 4), 102);  // wide
+  EXPECT_EQ(call(50, 150, 9), 103);  // k out of range: fallback
+  EXPECT_EQ(call(50, 50, 4), 103);   // no regime: fallback
+  EXPECT_EQ(call(5, 50, 4, 3), 103); // unexpected rank: fallback
+  dlclose(h);
+}
+
+TEST(Generate, WriteSolutionDirLoadsBack) {
+  auto t = toy_tunables();
+  auto cs = enumerate_configs(t);
+  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, {}, 0);
+  ASSERT_TRUE(d.ok());
+  auto dir = std::filesystem::temp_directory_path() / ("kda_tune_gen_" + std::to_string(::getpid()));
+  ASSERT_TRUE(write_solution_dir(*d, dir).ok());
+  auto back = task::load_solution(dir);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(task::solution_hash(*back), task::solution_hash(*d));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kda::tune
