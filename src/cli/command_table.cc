@@ -11,6 +11,7 @@ const std::vector<CommandSpec>& all_commands() {
     add(task_commands());
     v.push_back(eval_command());
     v.push_back(sanitize_command());
+    v.push_back(tune_command());
     v.push_back(run_command());
     add(ncu_commands());
     add(mcp_commands());

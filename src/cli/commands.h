@@ -27,6 +27,7 @@ std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
 CommandSpec sanitize_command();  // sanitize (the compute-sanitizer gate)
 std::vector<CommandSpec> task_commands();  // task validate|list|show
+CommandSpec tune_command();  // tune (src/tune)
 std::vector<CommandSpec> wiki_commands();  // only with KDA_HAVE_WIKI (SQLite found)
 
 }  // namespace kda::cli

@@ -163,7 +163,7 @@ std::string macro_text(const nlohmann::json& value) {
 nlohmann::json Config::to_json() const {
   nlohmann::json p = nlohmann::json::object();
   for (const auto& [k, v] : params) p[k] = v;
-  return {{"variant", variant}, {"params", p}, {"id", id()}};
+  return {{"variant", variant}, {"params", p}, {"id", id()}, {"label", label()}};
 }
 
 std::string Config::id() const {

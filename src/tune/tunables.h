@@ -69,7 +69,7 @@ struct Config {
   std::map<std::string, nlohmann::json> params;
   std::string id() const;     // 12 hex digits of the SHA-256 of to_json() minus the id
   std::string label() const;  // "variant A=1 B=2" (variant left out when it is "default")
-  nlohmann::json to_json() const;  // {"variant", "params", "id"}
+  nlohmann::json to_json() const;  // {"variant", "params", "id", "label"}
   static Result<Config> from_json(const nlohmann::json& j);
 };
 
