@@ -200,6 +200,9 @@ TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
   EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, hit).applies);
   EXPECT_FALSE(fresh_versus_repeat(fresh, {0.1, 0.1}).applies);
   EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, {0.1, 0.1}).memoized);
+  // Sub-microsecond calls: a large ratio but a gain below kMemoMinGainMs is not convicted.
+  EXPECT_FALSE(fresh_versus_repeat({0.00034, 0.00035, 0.00033, 0.00034}, {0.00021, 0.00021, 0.0002, 0.00022}).memoized);
+  EXPECT_TRUE(fresh_versus_repeat({0.034, 0.035, 0.033, 0.034}, {0.0021, 0.0021, 0.002, 0.0022}).memoized);
   // Ties count half: identical samples are not "faster".
   EXPECT_DOUBLE_EQ(fresh_versus_repeat({1, 1, 1}, {1, 1, 1}).repeat_faster, 0.5);
 }

@@ -96,16 +96,23 @@ struct Failure {
   std::optional<GateId> gate;  // the integrity gate that rejected the candidate, if one did
 };
 
+// One fresh input set per this many timed iterations (at least two per trial, so a one-trial
+// evaluation still has 3 fresh samples with B's first call): 2 per trial at the packs' 50
+// iterations, 9 fresh samples per workload. One set per 10 iterations
+// cost 7-20 % of the host packs' dev-workload evaluation (materialising, reference calls, reloads);
+// one per 25, 3-9 % (bench/results/host_overhead.md).
+constexpr int kFreshEvery = 25;
+
 // Where in a trial's n timed iterations the fresh input sets are called (one set each, never called
-// before or after): max(1, n / 10) places drawn from the secret seed, never the last call of either
-// half (the A and B rechecks) nor the first call of the second half (B's first call, fresh by
-// itself). Empty when the trial is too short to have such a place.
+// before or after): max(2, n / kFreshEvery) places drawn from the secret seed, never the last call
+// of either half (the A and B rechecks) nor the first call of the second half (B's first call,
+// fresh by itself). Empty when the trial is too short to have such a place.
 std::vector<int> fresh_iterations(int n, uint64_t seed) {
   const int half = n / 2;
   std::vector<int> places;
   for (int i = 0; i < n; ++i)
     if (i != half - 1 && i != half && i != n - 1) places.push_back(i);
-  const size_t want = std::min(places.size(), static_cast<size_t>(std::max(1, n / 10)));
+  const size_t want = std::min(places.size(), static_cast<size_t>(std::max(2, n / kFreshEvery)));
   uint64_t s = seed;
   for (size_t k = 0; k < want; ++k) {  // partial Fisher-Yates
     s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -627,7 +634,9 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     // Fresh sets: each called once, at a secret place among the timed iterations, and checked
     // there. With B's first call they are the trial's fresh samples: a cache of outputs, keyed on all
     // input bytes or any part of them, with one entry or many, cannot answer them from memory.
-    const std::vector<int> fresh_at = fresh_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kFreshAt));
+    const std::vector<int> fresh_at = gate_on("fresh-vs-repeat")
+                                          ? fresh_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
+                                          : std::vector<int>{};
     std::map<int, MaterializedInputs> fsets;
     std::map<int, std::vector<tensor::Tensor>> ref_f;
     for (int at : fresh_at) {

@@ -68,7 +68,8 @@ FreshRepeat fresh_versus_repeat(const std::vector<double>& fresh, const std::vec
     faster += static_cast<double>(lo - rs.begin()) + 0.5 * static_cast<double>(hi - lo);
   }
   r.repeat_faster = faster / (static_cast<double>(r.n_fresh) * static_cast<double>(r.n_repeat));
-  r.memoized = r.ratio < kMemoRatio && r.repeat_faster >= kMemoDominance;
+  r.memoized = r.ratio < kMemoRatio && r.repeat_faster >= kMemoDominance &&
+               r.fresh_median_ms - r.repeat_median_ms >= kMemoMinGainMs;
   return r;
 }
 
