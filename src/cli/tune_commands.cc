@@ -32,7 +32,8 @@ int run_tune(const Args& args, Io& io) {
   if (!pack.ok()) return fail(pack.status());
   tune::TuneOptions o;
   const std::filesystem::path solution = args.positional("solution");
-  o.out_dir = args.value_or("out", (solution / "tune").string());
+  // Default outside the pack: a pack sealed by a run must not change under it.
+  o.out_dir = args.value_or("out", (std::filesystem::path("kda-tune") / std::filesystem::absolute(solution).lexically_normal().filename()).string());
   o.eval.runner_binary = tune_runner_path();
   o.eval.workloads = args.value_or("workloads", "dev");
   o.eval.sandbox = !args.flag("no-sandbox");
@@ -104,7 +105,7 @@ CommandSpec tune_command() {
           "bad input (tunables.toml errors name file, line and parameter), 3 internal.",
       .positionals = {{.name = "solution", .help = "tunable solution directory (solution.json + tunables.toml + sources)"}},
       .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
-                  {.name = "out", .short_name = 'o', .metavar = "DIR", .help = "output directory (default <solution>/tune)"},
+                  {.name = "out", .short_name = 'o', .metavar = "DIR", .help = "output directory (default ./kda-tune/<solution directory name>)"},
                   {.name = "workloads", .short_name = 'w', .metavar = "SET",
                    .help = "tuned workloads: all | dev | holdout | uuid[,uuid...]", .default_value = "dev"},
                   {.name = "strategy", .metavar = "S", .help = "auto | exhaustive | halving", .default_value = "auto"},
