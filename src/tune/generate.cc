@@ -15,9 +15,9 @@ bool is_translation_unit(const std::string& path) {
   return kExts.count(std::filesystem::path(path).extension().string()) > 0;
 }
 
-// The #define block for one configuration; `rename` maps the entry function to a per-config name.
-std::string define_block(const Tunables& t, const Config& c, const std::string& path, const std::string& rename_from,
-                         const std::string& rename_to) {
+// The #define block for one configuration; `renames` maps entry functions to per-config names.
+std::string define_block(const Tunables& t, const Config& c, const std::string& path,
+                         const std::map<std::string, std::string>& renames) {
   std::string s = "// kda tune: configuration " + c.id() + " (" + c.label() + ")\n";
   for (const auto& p : t.parameters) {
     auto it = c.params.find(p.name);
@@ -25,9 +25,10 @@ std::string define_block(const Tunables& t, const Config& c, const std::string& 
     s += "#define " + p.macro + " " + macro_text(it->second) + "\n";
   }
   s += "#define KDA_TUNE_CONFIG_ID \"" + c.id() + "\"\n";
-  if (!rename_from.empty()) s += "#define " + rename_from + " " + rename_to + "\n";
-  // Compiler messages keep pointing at the author's file and line.
-  s += "#line 1 \"" + path + "\"\n";
+  for (const auto& [from, to] : renames) s += "#define " + from + " " + to + "\n";
+  // Compiler messages keep pointing at the author's file and line. Not for .cu: nvcc's dependency
+  // output names the #line file, which the builder's include check then finds outside the sources.
+  if (std::filesystem::path(path).extension() != ".cu") s += "#line 1 \"" + path + "\"\n";
   return s;
 }
 
@@ -55,7 +56,7 @@ Result<task::Solution> config_solution(const task::Solution& base, const Tunable
   s.sources.clear();
   for (const task::SourceFile* f : variant_sources(base, *v)) {
     task::SourceFile out = *f;
-    if (is_translation_unit(f->path)) out.content = define_block(t, c, f->path, "", "") + f->content;
+    if (is_translation_unit(f->path)) out.content = define_block(t, c, f->path, {}) + f->content;
     s.sources.push_back(std::move(out));
   }
   return s;
@@ -98,10 +99,15 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
     const auto pos = v->entry_point.find("::");
     const std::string entry_fn = v->entry_point.substr(pos + 2);
     const std::string renamed = fmt::format("kda_tune_c{}_{}", i, entry_fn);
+    // Every entry function any variant (or solution.json) names gets a per-config name, so the
+    // other variants' entries compiled along in these sources cannot collide across configs or
+    // with the dispatcher's own entry.
+    std::map<std::string, std::string> renames{{base.spec.entry_function(), ""}};
+    for (const auto& var : t.variants) renames[var.entry_point.substr(var.entry_point.find("::") + 2)] = "";
+    for (auto& [from, to] : renames) to = fmt::format("kda_tune_c{}_{}", i, from);
     for (const task::SourceFile* f : variant_sources(base, *v)) {
       task::SourceFile out{dir + "/" + f->path, f->content};
-      if (is_translation_unit(f->path))
-        out.content = define_block(t, configs[i], f->path, entry_fn, renamed) + f->content;
+      if (is_translation_unit(f->path)) out.content = define_block(t, configs[i], f->path, renames) + f->content;
       s.sources.push_back(std::move(out));
     }
     protos += fmt::format("extern \"C\" int {}(const DLTensor*, int64_t, DLTensor*, int64_t, void*);  // {}\n", renamed,
