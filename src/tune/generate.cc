@@ -19,11 +19,8 @@ bool is_translation_unit(const std::string& path) {
 std::string define_block(const Tunables& t, const Config& c, const std::string& path,
                          const std::map<std::string, std::string>& renames) {
   std::string s = "// kda tune: configuration " + c.id() + " (" + c.label() + ")\n";
-  for (const auto& p : t.parameters) {
-    auto it = c.params.find(p.name);
-    if (it == c.params.end()) continue;
-    s += "#define " + p.macro + " " + macro_text(it->second) + "\n";
-  }
+  const auto values = all_values(t, c);
+  for (const auto& p : t.parameters) s += "#define " + p.macro + " " + macro_text(values.at(p.name)) + "\n";
   s += "#define KDA_TUNE_CONFIG_ID \"" + c.id() + "\"\n";
   for (const auto& [from, to] : renames) s += "#define " + from + " " + to + "\n";
   // Compiler messages keep pointing at the author's file and line. Not for .cu: nvcc's dependency

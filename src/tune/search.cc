@@ -209,18 +209,23 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
     // Survivors: the best 1/eta (at least 2) of every ranking list, so each regime keeps its own.
     std::vector<std::string> ids;
     for (const Config* c : alive) ids.push_back(c->id());
+    // Halving keeps about 1/eta of the configurations in all: the overall ranking's best
+    // ceil(n / eta / 2) (at least 2) and each regime's best share of the other half (at least 1).
     std::set<std::string> keep;
-    for (const auto& list : lists) {
-      auto r = rank(space, state, list, ids, rung);
-      size_t k = out.strategy == Strategy::kExhaustive
-                     ? 2
-                     : std::max<size_t>(2, (r.size() + opts.eta - 1) / static_cast<size_t>(opts.eta));
+    const size_t target = (alive.size() + opts.eta - 1) / static_cast<size_t>(opts.eta);
+    for (size_t li = 0; li < lists.size(); ++li) {
+      auto r = rank(space, state, lists[li], ids, rung);
+      size_t k = 2;
+      if (out.strategy != Strategy::kExhaustive) {
+        const size_t regimes = std::max<size_t>(1, lists.size() - 1);
+        k = li == 0 ? std::max<size_t>(2, (target + 1) / 2) : std::max<size_t>(1, (target / 2 + regimes - 1) / regimes);
+      }
       for (size_t i = 0; i < r.size() && i < k; ++i) keep.insert(r[i].config);
     }
     std::vector<const Config*> next;
     for (const Config* c : alive)
       if (keep.count(c->id())) next.push_back(c);
-    if (next.empty()) break;
+    if (next.empty() || (out.strategy != Strategy::kExhaustive && next.size() == alive.size())) break;
     say(fmt::format("rung {} done: {} of {} configurations go on to rung {}", rung, next.size(), alive.size(), rung + 1));
     alive = std::move(next);
   }

@@ -81,7 +81,8 @@ struct SearchOptions {
   int max_configs = 0;        // 0 = all
   double max_minutes = 0;     // 0 = no limit
   size_t exhaustive_limit = 32;  // auto: exhaustive up to this many candidates
-  int eta = 3;                // halving: keep the best 1/eta of every ranking per rung
+  int eta = 3;                // halving: about 1/eta of the configurations go on per rung (half for the
+                              // best single ranking, half shared among the regimes)
   int halving_rungs = 3;      // rungs 0..halving_rungs-1
   int stop_after = 0;         // tests: stop (as if killed) after this many new measurements
   std::function<double()> clock_s;  // elapsed seconds; default steady clock since the search began

@@ -345,6 +345,15 @@ Result<std::vector<RegimeSpec>> load_regimes_file(const std::filesystem::path& f
   return r;
 }
 
+std::map<std::string, nlohmann::json> all_values(const Tunables& t, const Config& c) {
+  std::map<std::string, nlohmann::json> out;
+  for (const auto& p : t.parameters) {
+    auto it = c.params.find(p.name);
+    out[p.name] = it != c.params.end() ? it->second : p.values.front();
+  }
+  return out;
+}
+
 const Variant* find_variant(const Tunables& t, const std::string& name) {
   for (const auto& v : t.variants)
     if (v.name == name) return &v;
@@ -360,7 +369,6 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
     for (const auto& p : t.parameters) {
       bool varies = var.parameters.empty() ||
                     std::find(var.parameters.begin(), var.parameters.end(), p.name) != var.parameters.end();
-      base.params[p.name] = p.values.front();
       if (varies) varying.push_back(&p);
     }
     size_t total = 1;
@@ -374,7 +382,7 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
       Config c = base;
       for (size_t i = 0; i < varying.size(); ++i) c.params[varying[i]->name] = varying[i]->values[idx[i]];
       std::map<std::string, int64_t> vars;
-      for (const auto& [k, v] : c.params)
+      for (const auto& [k, v] : all_values(t, c))
         if (v.is_number_integer()) vars[k] = v.get<int64_t>();
         else if (v.is_boolean()) vars[k] = v.get<bool>() ? 1 : 0;
       bool ok = true;
@@ -401,7 +409,7 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
 
 Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::string, int64_t>& axes) {
   std::map<std::string, int64_t> vars = axes;
-  for (const auto& [k, v] : c.params)
+  for (const auto& [k, v] : all_values(t, c))
     if (v.is_number_integer()) vars[k] = v.get<int64_t>();
     else if (v.is_boolean()) vars[k] = v.get<bool>() ? 1 : 0;
   for (const auto& con : t.constraints) {

@@ -63,7 +63,8 @@ struct Tunables {
   std::vector<RegimeSpec> regimes;    // empty = group automatically
 };
 
-// One point of the space: a variant and a value per parameter.
+// One point of the space: a variant and a value per parameter the variant varies (the others are
+// at their first value and left out, so they do not show in ids and labels).
 struct Config {
   std::string variant;
   std::map<std::string, nlohmann::json> params;
@@ -91,6 +92,8 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t);
 Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::string, int64_t>& axes);
 
 const Variant* find_variant(const Tunables& t, const std::string& name);
+// Every parameter's value in `c`: its own, else the parameter's first value.
+std::map<std::string, nlohmann::json> all_values(const Tunables& t, const Config& c);
 // The macro text of a value: integers as decimal, booleans 1/0, strings verbatim.
 std::string macro_text(const nlohmann::json& value);
 
