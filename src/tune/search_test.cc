@@ -266,6 +266,49 @@ TEST(Search, ResumeAfterAKillMeasuresNothingTwiceAndEndsWithTheSameMap) {
   EXPECT_EQ(other.status().kind(), ErrorKind::kBadInput);
 }
 
+TEST(PerfMap, WritesMapJsonAndMarkdown) {
+  auto p = toy_pack();
+  auto space = toy_space(p, 10);
+  FakeMeasurer fm;
+  fm.latency = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
+  auto dir = temp_dir("map");
+  auto st = State::open(dir / "state.json", "fp", false);
+  ASSERT_TRUE(run_search(space, fm, *st, {}).ok());
+  auto pm = build_perf_map(space, *st);
+  ASSERT_TRUE(pm.ok());
+  TuneResult r;
+  r.configs_total = 10;
+  r.configs_measured = 10;
+  ASSERT_TRUE(write_perf_map(*pm, space, dir, r).ok());
+  auto j = nlohmann::json::parse(*fs::read_file(dir / "map.json"));
+  ASSERT_EQ(j["regimes"].size(), space.regimes.size());
+  const auto& first = j["regimes"][0];
+  EXPECT_EQ(first["best"]["config"]["params"]["A"], 2);
+  EXPECT_LE(first["best"]["ci_low_ms"].get<double>(), first["best"]["latency_ms"].get<double>());
+  EXPECT_GE(first["best"]["ci_high_ms"].get<double>(), first["best"]["latency_ms"].get<double>());
+  EXPECT_GE(first["runners_up"].size(), 1u);  // rung 1 holds the best two of each ranking
+  EXPECT_LE(first["runners_up"].size(), 3u);
+  EXPECT_EQ(first["ranges"]["m"][0], 16);
+  EXPECT_TRUE(j.contains("best_single"));
+  auto md = *fs::read_file(dir / "map.md");
+  EXPECT_NE(md.find("| regime | routes on |"), std::string::npos);
+  EXPECT_NE(md.find("A=2"), std::string::npos);
+}
+
+TEST(Regimes, RegimesFileOverridesAndRejectsOtherSections) {
+  auto p = toy_pack();
+  auto dir = temp_dir("regimes");
+  ASSERT_TRUE(fs::write_file_atomic(dir / "r.toml", "[[regime]]\nname = \"tiny\"\nn = [1, 3]\n").ok());
+  auto r = load_regimes_file(dir / "r.toml", p.definition);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].ranges.at("n"), (Span{1, 3}));
+  ASSERT_TRUE(fs::write_file_atomic(dir / "bad.toml", "[parameters.A]\nvalues = [1]\n").ok());
+  auto bad = load_regimes_file(dir / "bad.toml", p.definition);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.toml:1: parameters: unknown section"), std::string::npos) << bad.status().message();
+}
+
 TEST(Search, StrategyNames) {
   EXPECT_EQ(*parse_strategy("halving"), Strategy::kHalving);
   EXPECT_FALSE(parse_strategy("random").ok());
