@@ -80,9 +80,11 @@ int run_tune(const Args& args, Io& io) {
     io.out << fmt::format("{:<{}}  {:<{}}  {:>12}\n", "regime", rw, "configuration", cw, "latency_ms");
     for (const auto& c : result->map)
       io.out << fmt::format("{:<{}}  {:<{}}  {:>12.6g}\n", c.regime, rw, c.config.value("label", ""), cw, c.latency_ms);
-    io.out << fmt::format("baseline {:.6g} ms, best single {:.6g} ms, dispatcher {:.6g} ms (geomeans{})\n",
-                          result->baseline_geomean_ms, result->best_single_geomean_ms, result->dispatcher_geomean_ms,
-                          result->final_timing ? ", final evaluation" : ", screening");
+    io.out << fmt::format("{}best single {:.6g} ms, dispatcher {:.6g} ms (geomeans over the tuned workloads, {})\n",
+                          result->baseline_geomean_ms > 0 ? fmt::format("baseline {:.6g} ms, ", result->baseline_geomean_ms)
+                                                          : std::string(),
+                          result->best_single_geomean_ms, result->dispatcher_geomean_ms,
+                          result->final_timing ? "final evaluation" : "screening");
     io.out << "dispatcher: " << result->dispatcher_dir.string() << "\nbest single: " << result->best_single_dir.string()
            << "\nmap: " << (o.out_dir / "map.md").string() << "\n";
   }
