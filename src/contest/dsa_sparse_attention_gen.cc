@@ -23,12 +23,12 @@ Result<int64_t> axis(const std::map<std::string, int64_t>& axes, const std::stri
 
 Status generate_dsa_sparse_attention(const std::map<std::string, int64_t>& axes, uint64_t workload_seed,
                                      uint64_t trial_seed, std::map<std::string, tensor::Tensor>& out) {
-  (void)trial_seed;  // the indices are "captured": fixed per workload
   KDA_ASSIGN_OR_RETURN(const int64_t tokens, axis(axes, "num_tokens"));
   KDA_ASSIGN_OR_RETURN(const int64_t num_pages, axis(axes, "num_pages"));
   if (num_pages > (int64_t{1} << 24)) return Status::bad_input("dsa_sparse_attention generator: num_pages too large");
 
-  SeededRng rng(workload_seed, kIndicesStream);
+  // Contexts, block tables and index sets are all fresh per trial; only the shapes are the workload's.
+  SeededRng rng(SeededRng::combine(workload_seed, trial_seed), kIndicesStream);
   const int64_t max_context = std::min(kAttentionMaxContext, kAttentionPageSize * num_pages);
   const int64_t min_context = std::min(kAttentionTopk, max_context);
   const int64_t max_pages_per_token = (kAttentionMaxContext + kAttentionPageSize - 1) / kAttentionPageSize;

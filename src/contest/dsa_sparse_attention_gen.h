@@ -14,11 +14,12 @@ inline constexpr int64_t kAttentionPageSize = 64;
 inline constexpr int64_t kAttentionTopk = 2048;
 inline constexpr int64_t kAttentionMaxContext = 32768;
 
-// Generator "dsa_sparse_attention". Axes: num_tokens (T), num_pages (P). From workload_seed only (the contest's
-// sparse_indices were captured): each token is its own request (decode) with context length
+// Generator "dsa_sparse_attention". Axes: num_tokens (T), num_pages (P). Every value fresh per trial (the trial
+// seed mixed with the workload seed, generators.h; the contest captured its sparse_indices, kda draws them like the
+// captures so that no public value decides them): each token is its own request (decode) with context length
 // L_t uniform in [min(2048, C), C], C = min(32768, 64*P), and its own block table of ceil(L_t/64) distinct pages
 // from [0, P); tokens share no pages when they fit (T*512 <= P; the contest's 8462 pages fit T <= 16), else pages
-// are distinct within a token only. Cross-token overlap is therefore none (recorded in the pack README).
+// are distinct within a token only. Cross-token overlap is therefore none in every draw (pack README, roofline).
 // sparse_indices [T, 2048] int32: min(2048, L_t) distinct positions of [0, L_t) in scattered order (a partial
 // shuffle, as the order of a top-k of random scores), each mapped to page*64+slot, then -1 padding at the tail.
 // Errors: bad_input naming the axis when an axis is missing or < 1.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contest/dsa_sparse_attention_gen.h"
+#include "contest/generator_testing.h"
 #include "contest/generators.h"
 #include "contest/seeded_rng.h"
 #include "tensor/float_convert.h"
@@ -34,29 +35,32 @@ std::map<std::string, int64_t> axes(int64_t tokens, int64_t pages) {
 }
 
 TEST(DsaSparseAttentionGenerator, ContestShapeRowsAreFullDistinctAndDisjoint) {
-  std::map<std::string, Tensor> out;
-  ASSERT_TRUE(generate_dsa_sparse_attention(axes(8, 8462), 17, 0, out).ok());
-  const Tensor& idx = out.at("sparse_indices");
-  ASSERT_EQ(idx.dtype(), DType::kInt32);
-  ASSERT_EQ(idx.shape(), (std::vector<int64_t>{8, kAttentionTopk}));
-  std::set<int32_t> pages_seen;
-  for (int64_t t = 0; t < 8; ++t) {
-    std::set<int32_t> row, pages;
-    for (int64_t i = 0; i < kAttentionTopk; ++i) {
-      const int32_t r = idx.data_as<int32_t>()[t * kAttentionTopk + i];
-      ASSERT_GE(r, 0) << "contest-size contexts are >= 2048: no padding";
-      ASSERT_LT(r, 8462 * 64);
-      EXPECT_TRUE(row.insert(r).second) << "distinct indices";
-      pages.insert(r / 64);
+  for (uint64_t trial : {0ull, 1ull, 2ull}) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    std::map<std::string, Tensor> out;
+    ASSERT_TRUE(generate_dsa_sparse_attention(axes(8, 8462), 17, trial, out).ok());
+    const Tensor& idx = out.at("sparse_indices");
+    ASSERT_EQ(idx.dtype(), DType::kInt32);
+    ASSERT_EQ(idx.shape(), (std::vector<int64_t>{8, kAttentionTopk}));
+    std::set<int32_t> pages_seen;
+    for (int64_t t = 0; t < 8; ++t) {
+      std::set<int32_t> row, pages;
+      for (int64_t i = 0; i < kAttentionTopk; ++i) {
+        const int32_t r = idx.data_as<int32_t>()[t * kAttentionTopk + i];
+        ASSERT_GE(r, 0) << "contest-size contexts are >= 2048: no padding";
+        ASSERT_LT(r, 8462 * 64);
+        EXPECT_TRUE(row.insert(r).second) << "distinct indices";
+        pages.insert(r / 64);
+      }
+      for (int32_t p : pages) EXPECT_TRUE(pages_seen.insert(p).second) << "tokens share no pages";
     }
-    for (int32_t p : pages) EXPECT_TRUE(pages_seen.insert(p).second) << "tokens share no pages";
   }
 }
 
 TEST(DsaSparseAttentionGenerator, SmallCachesPadAtTheTailAndNeverLeaveARowEmpty) {
   for (uint64_t seed : {1ull, 2ull, 3ull, 4ull}) {
     std::map<std::string, Tensor> out;
-    ASSERT_TRUE(generate_dsa_sparse_attention(axes(5, 20), seed, 0, out).ok());  // contexts <= 1280
+    ASSERT_TRUE(generate_dsa_sparse_attention(axes(5, 20), 1, seed, out).ok());  // contexts <= 1280
     const int32_t* idx = out.at("sparse_indices").data_as<int32_t>();
     for (int64_t t = 0; t < 5; ++t) {
       const int32_t* row = idx + t * kAttentionTopk;
@@ -72,15 +76,27 @@ TEST(DsaSparseAttentionGenerator, SmallCachesPadAtTheTailAndNeverLeaveARowEmpty)
   }
 }
 
-TEST(DsaSparseAttentionGenerator, DeterministicAndTrialIndependent) {
-  std::map<std::string, Tensor> a, b, c;
+TEST(DsaSparseAttentionGenerator, IndicesAreFreshPerTrialAndDeterministicPerSeeds) {
+  testing::expect_fresh_per_trial(&generate_dsa_sparse_attention, axes(3, 8462), {{"sparse_indices", 0.9}});
+  // Small cache (tail padding, pages shared across tokens): the valid entries are fresh too.
+  testing::expect_fresh_per_trial(&generate_dsa_sparse_attention, axes(4, 20), {{"sparse_indices", 0.3}});
+  // Fresh down to the pages: over a few trials, a token's pages are new ones each time (a request's block table
+  // and context length are free; the contest's captured ones are not reused).
+  std::set<int32_t> first_pages;
+  for (uint64_t trial = 0; trial < 4; ++trial) {
+    std::map<std::string, Tensor> out;
+    ASSERT_TRUE(generate_dsa_sparse_attention(axes(1, 8462), 5, trial, out).ok());
+    first_pages.insert(out.at("sparse_indices").data_as<int32_t>()[0] / 64);
+  }
+  EXPECT_EQ(first_pages.size(), 4u);
+}
+
+TEST(DsaSparseAttentionGenerator, PinnedGoldenValues) {
+  // Cross-machine determinism: integer-only arithmetic on mt19937_64 (seeded_rng.h).
+  std::map<std::string, Tensor> a;
   ASSERT_TRUE(generate_dsa_sparse_attention(axes(3, 8462), 5, 1, a).ok());
-  ASSERT_TRUE(generate_dsa_sparse_attention(axes(3, 8462), 5, 2, b).ok());
-  ASSERT_TRUE(generate_dsa_sparse_attention(axes(3, 8462), 6, 1, c).ok());
-  EXPECT_TRUE(a.at("sparse_indices").bitwise_equal(b.at("sparse_indices")));
-  EXPECT_FALSE(a.at("sparse_indices").bitwise_equal(c.at("sparse_indices")));
   const int32_t* v = a.at("sparse_indices").data_as<int32_t>();
-  EXPECT_EQ((std::vector<int32_t>{v[0], v[1], v[2048]}), (std::vector<int32_t>{233742, 423804, 482098}));
+  EXPECT_EQ((std::vector<int32_t>{v[0], v[1], v[2048]}), (std::vector<int32_t>{231848, 393820, 413286}));
 }
 
 TEST(DsaSparseAttentionGenerator, RejectsBadAxes) {

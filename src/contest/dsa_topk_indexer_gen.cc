@@ -13,6 +13,7 @@ namespace {
 
 constexpr uint64_t kTableStream = 1;
 constexpr uint64_t kCacheStream = 2;
+constexpr int64_t kPagesPerPart = 64;
 
 Result<int64_t> axis(const std::map<std::string, int64_t>& axes, const std::string& name, int64_t min_value) {
   auto it = axes.find(name);
@@ -43,8 +44,10 @@ Status generate_dsa_topk_indexer(const std::map<std::string, int64_t>& axes, uin
   if (max_pages * kIndexerPageSize > (int64_t{1} << 30) || num_pages > (int64_t{1} << 24))
     return Status::bad_input("dsa_topk_indexer generator: max_num_pages or num_pages too large");
 
-  // Captured inputs: sequence lengths and block tables.
-  SeededRng table_rng(workload_seed, kTableStream);
+  // Every value is fresh per trial: lengths, tables and the cache; only the shapes are the workload's (a workload
+  // that pins seq_lens and block_table does so with a blob, which takes precedence over these).
+  const uint64_t seed = SeededRng::combine(workload_seed, trial_seed);
+  SeededRng table_rng(seed, kTableStream);
   tensor::Tensor seq_lens(tensor::DType::kInt32, {batch});
   tensor::Tensor table(tensor::DType::kInt32, {batch, max_pages});
   int32_t* lens = seq_lens.data_as<int32_t>();
@@ -72,32 +75,34 @@ Status generate_dsa_topk_indexer(const std::map<std::string, int64_t>& axes, uin
     }
   }
 
-  // Random but structured: the packed K cache, fresh every trial.
+  // The packed K cache, in parts of kPagesPerPart pages (several threads; part p draws from its own stream).
   std::vector<uint8_t> referenced(static_cast<size_t>(num_pages), 0);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t s = 0; s * kIndexerPageSize < lens[b]; ++s) referenced[slots[b * max_pages + s]] = 1;
-  SeededRng cache_rng(trial_seed, kCacheStream);
-  tensor::Tensor cache(tensor::DType::kInt8, {num_pages, kIndexerPageSize, 1, 132});
+  tensor::Tensor cache(tensor::DType::kInt8, {num_pages, kIndexerPageSize, 1, 132}, tensor::kUninitialized);
   uint8_t* bytes = reinterpret_cast<uint8_t*>(cache.data());
-  float keys[kIndexerHeadDim];
-  const float filler_scale = 1.0f / 448.0f;
-  for (int64_t p = 0; p < num_pages; ++p) {
-    uint8_t* page = bytes + p * kIndexerPageBytes;
-    if (referenced[p]) {
-      for (int64_t s = 0; s < kIndexerPageSize; ++s) {
-        for (int64_t d = 0; d < kIndexerHeadDim; ++d)
-          keys[d] = tensor::bfloat16_to_float(tensor::double_to_bfloat16(cache_rng.normal()));
-        pack_indexer_token(keys, s, page);
+  for_each_part((num_pages + kPagesPerPart - 1) / kPagesPerPart, 2, [&](int64_t part) {
+    SeededRng cache_rng(seed, kCacheStream, static_cast<uint64_t>(part));
+    float keys[kIndexerHeadDim];
+    const float filler_scale = 1.0f / 448.0f;
+    for (int64_t p = part * kPagesPerPart; p < std::min(num_pages, (part + 1) * kPagesPerPart); ++p) {
+      uint8_t* page = bytes + p * kIndexerPageBytes;
+      if (referenced[p]) {
+        for (int64_t s = 0; s < kIndexerPageSize; ++s) {
+          for (int64_t d = 0; d < kIndexerHeadDim; ++d)
+            keys[d] = tensor::bfloat16_to_float(tensor::double_to_bfloat16(cache_rng.normal()));
+          pack_indexer_token(keys, s, page);
+        }
+      } else {
+        for (int64_t i = 0; i < kIndexerScaleOffset; i += 8) {
+          uint64_t r = cache_rng.next_u64();
+          for (int k = 0; k < 8; ++k, r >>= 8) page[i + k] = (r & 0x7F) == 0x7F ? 0 : static_cast<uint8_t>(r);
+        }
+        for (int64_t s = 0; s < kIndexerPageSize; ++s)
+          std::memcpy(page + kIndexerScaleOffset + 4 * s, &filler_scale, sizeof filler_scale);
       }
-    } else {
-      for (int64_t i = 0; i < kIndexerScaleOffset; i += 8) {
-        uint64_t r = cache_rng.next_u64();
-        for (int k = 0; k < 8; ++k, r >>= 8) page[i + k] = (r & 0x7F) == 0x7F ? 0 : static_cast<uint8_t>(r);
-      }
-      for (int64_t s = 0; s < kIndexerPageSize; ++s)
-        std::memcpy(page + kIndexerScaleOffset + 4 * s, &filler_scale, sizeof filler_scale);
     }
-  }
+  });
 
   out.insert_or_assign("seq_lens", std::move(seq_lens));
   out.insert_or_assign("block_table", std::move(table));

@@ -9,9 +9,11 @@
 namespace kda::contest {
 namespace {
 
-// Independent streams of one workload seed.
+// Independent streams of one (workload, trial) seed. q, k and v are drawn in parts of kTokensPerPart tokens and
+// every warmed state from a part of its own (index n * 8 + h), so that they can be drawn on several threads.
 constexpr uint64_t kStreamQ = 101, kStreamK = 102, kStreamV = 103, kStreamGates = 104, kStreamParams = 105,
                    kStreamState = 106, kStreamSeqs = 107;
+constexpr int64_t kTokensPerPart = 256;
 
 using tensor::DType;
 using tensor::Tensor;
@@ -55,27 +57,58 @@ void fill_params(SeededRng& rng, float* A_log, float* dt_bias) {
 }
 
 // Warms one (sequence, head) state (k-last rows, V x K floats) with kGdnWarmupTokens steps of the recurrence.
+// The steps run on the transpose (K x V, v contiguous) so that every loop runs along v and vectorises; each
+// element's arithmetic and the order of each sum over k are those of the k-last form.
 void warm_state(SeededRng& rng, double A_log, double dt_bias, float* state) {
-  std::vector<uint16_t> kb(kGdnHeadSize);
-  std::vector<float> k(kGdnHeadSize), v(kGdnHeadSize);
-  std::fill(state, state + kGdnHeadSize * kGdnHeadSize, 0.0f);
+  constexpr int64_t K = kGdnHeadSize;
+  uint16_t kb[K];
+  float k[K], v[K], u[K];
+  std::vector<float> st(static_cast<size_t>(K * K), 0.0f);  // st[c * K + r] = state[r * K + c]
   for (int64_t step = 0; step < kGdnWarmupTokens; ++step) {
-    fill_unit_rows(1, rng, kb.data());
-    for (int64_t c = 0; c < kGdnHeadSize; ++c) k[c] = tensor::bfloat16_to_float(kb[c]);
+    fill_unit_rows(1, rng, kb);
+    for (int64_t c = 0; c < K; ++c) k[c] = tensor::bfloat16_to_float(kb[c]);
     for (auto& e : v) e = tensor::bfloat16_to_float(bf16(rng.normal()));
     const float g = static_cast<float>(gdn_decay(tensor::bfloat16_to_float(bf16(rng.normal())), A_log, dt_bias));
     const float beta = static_cast<float>(gdn_beta(tensor::bfloat16_to_float(bf16(rng.normal()))));
-    for (int64_t r = 0; r < kGdnHeadSize; ++r) {
-      float* row = state + r * kGdnHeadSize;
-      float u = 0.0f;
-      for (int64_t c = 0; c < kGdnHeadSize; ++c) {
-        row[c] *= g;
-        u += k[c] * row[c];
+    std::fill(u, u + K, 0.0f);
+    for (int64_t c = 0; c < K; ++c) {  // state *= g; u = k . state (each u[r] summed in order of c)
+      float* col = st.data() + c * K;
+      for (int64_t r = 0; r < K; ++r) {
+        col[r] *= g;
+        u[r] += k[c] * col[r];
       }
-      const float delta = beta * (v[r] - u);
-      for (int64_t c = 0; c < kGdnHeadSize; ++c) row[c] += delta * k[c];
+    }
+    for (int64_t r = 0; r < K; ++r) u[r] = beta * (v[r] - u[r]);  // delta
+    for (int64_t c = 0; c < K; ++c) {  // state += delta k
+      float* col = st.data() + c * K;
+      for (int64_t r = 0; r < K; ++r) col[r] += u[r] * k[c];
     }
   }
+  for (int64_t r = 0; r < K; ++r)
+    for (int64_t c = 0; c < K; ++c) state[r * K + c] = st[static_cast<size_t>(c * K + r)];
+}
+
+// q or k ([tokens, 4, 128] unit rows) or v ([tokens, 8, 128] normal), drawn in parts of kTokensPerPart tokens.
+void fill_tokens(uint64_t seed, uint64_t stream, int64_t tokens, int64_t heads, bool unit, uint16_t* dst) {
+  const int64_t parts = (tokens + kTokensPerPart - 1) / kTokensPerPart;
+  for_each_part(parts, 2, [&](int64_t part) {
+    SeededRng rng(seed, stream, static_cast<uint64_t>(part));
+    const int64_t t0 = part * kTokensPerPart, t1 = std::min(tokens, t0 + kTokensPerPart);
+    uint16_t* out = dst + t0 * heads * kGdnHeadSize;
+    if (unit) fill_unit_rows((t1 - t0) * heads, rng, out);
+    else fill_normal_bf16((t1 - t0) * heads * kGdnHeadSize, rng, out);
+  });
+}
+
+// Warms the states of the listed (sequence, head) slots of state [N, 8, 128, 128]; slot n * 8 + h draws from
+// part n * 8 + h of kStreamState.
+void warm_states(uint64_t seed, const std::vector<int64_t>& slots, const float* A_log, const float* dt_bias,
+                 float* state) {
+  for_each_part(static_cast<int64_t>(slots.size()), 4, [&](int64_t i) {
+    const int64_t slot = slots[static_cast<size_t>(i)], h = slot % kGdnVHeads;
+    SeededRng rng(seed, kStreamState, static_cast<uint64_t>(slot));
+    warm_state(rng, A_log[h], dt_bias[h], state + slot * kGdnHeadSize * kGdnHeadSize);
+  });
 }
 
 }  // namespace
@@ -126,26 +159,25 @@ std::vector<int64_t> gdn_split_sequences(int64_t total, int64_t num_seqs, Seeded
 
 Status generate_gdn_decode(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
                            std::map<std::string, tensor::Tensor>& out) {
-  (void)trial_seed;  // all GDN inputs were captured: fixed per workload
   KDA_ASSIGN_OR_RETURN(const int64_t B, axis("gdn_decode", axes, "batch_size"));
   if (B > (int64_t{1} << 16)) return Status::bad_input("gdn_decode generator: batch_size too large");
 
-  SeededRng rq(workload_seed, kStreamQ), rk(workload_seed, kStreamK), rv(workload_seed, kStreamV),
-      rg(workload_seed, kStreamGates), rp(workload_seed, kStreamParams), rs(workload_seed, kStreamState);
+  // Every value is fresh per trial; only the shapes (batch_size) are the workload's.
+  const uint64_t seed = SeededRng::combine(workload_seed, trial_seed);
+  SeededRng rg(seed, kStreamGates), rp(seed, kStreamParams);
   Tensor q(DType::kBFloat16, {B, 1, kGdnQkHeads, kGdnHeadSize}), k(DType::kBFloat16, {B, 1, kGdnQkHeads, kGdnHeadSize}),
       v(DType::kBFloat16, {B, 1, kGdnVHeads, kGdnHeadSize}), a(DType::kBFloat16, {B, 1, kGdnVHeads}),
       b(DType::kBFloat16, {B, 1, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}), dt_bias(DType::kFloat32, {kGdnVHeads}),
-      state(DType::kFloat32, {B, kGdnVHeads, kGdnHeadSize, kGdnHeadSize});
-  fill_unit_rows(B * kGdnQkHeads, rq, q.data_as<uint16_t>());
-  fill_unit_rows(B * kGdnQkHeads, rk, k.data_as<uint16_t>());
-  fill_normal_bf16(v.numel(), rv, v.data_as<uint16_t>());
+      state(DType::kFloat32, {B, kGdnVHeads, kGdnHeadSize, kGdnHeadSize}, tensor::kUninitialized);
+  fill_tokens(seed, kStreamQ, B, kGdnQkHeads, true, q.data_as<uint16_t>());
+  fill_tokens(seed, kStreamK, B, kGdnQkHeads, true, k.data_as<uint16_t>());
+  fill_tokens(seed, kStreamV, B, kGdnVHeads, false, v.data_as<uint16_t>());
   fill_normal_bf16(a.numel(), rg, a.data_as<uint16_t>());
   fill_normal_bf16(b.numel(), rg, b.data_as<uint16_t>());
   fill_params(rp, A_log.data_as<float>(), dt_bias.data_as<float>());
-  for (int64_t bi = 0; bi < B; ++bi)
-    for (int64_t h = 0; h < kGdnVHeads; ++h)
-      warm_state(rs, A_log.data_as<float>()[h], dt_bias.data_as<float>()[h],
-                 state.data_as<float>() + (bi * kGdnVHeads + h) * kGdnHeadSize * kGdnHeadSize);
+  std::vector<int64_t> slots(static_cast<size_t>(B * kGdnVHeads));
+  for (int64_t i = 0; i < B * kGdnVHeads; ++i) slots[static_cast<size_t>(i)] = i;
+  warm_states(seed, slots, A_log.data_as<float>(), dt_bias.data_as<float>(), state.data_as<float>());
 
   out.insert_or_assign("q", std::move(q));
   out.insert_or_assign("k", std::move(k));
@@ -160,7 +192,6 @@ Status generate_gdn_decode(const std::map<std::string, int64_t>& axes, uint64_t 
 
 Status generate_gdn_prefill(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
                             std::map<std::string, tensor::Tensor>& out) {
-  (void)trial_seed;  // all GDN inputs incl. cu_seqlens were captured: fixed per workload
   KDA_ASSIGN_OR_RETURN(const int64_t T, axis("gdn_prefill", axes, "total_seq_len"));
   KDA_ASSIGN_OR_RETURN(const int64_t N, axis("gdn_prefill", axes, "num_seqs"));
   if (auto it = axes.find("len_cu_seqlens"); it != axes.end() && it->second != N + 1)
@@ -169,27 +200,27 @@ Status generate_gdn_prefill(const std::map<std::string, int64_t>& axes, uint64_t
   if (T > (int64_t{1} << 20) || N > (int64_t{1} << 16))
     return Status::bad_input("gdn_prefill generator: total_seq_len or num_seqs too large");
 
-  SeededRng rq(workload_seed, kStreamQ), rk(workload_seed, kStreamK), rv(workload_seed, kStreamV),
-      rg(workload_seed, kStreamGates), rp(workload_seed, kStreamParams), rs(workload_seed, kStreamState),
-      rn(workload_seed, kStreamSeqs);
+  // Every value is fresh per trial, the split of total_seq_len into num_seqs sequences included; only the shapes
+  // are the workload's (a workload that pins cu_seqlens does so with a blob, which takes precedence).
+  const uint64_t seed = SeededRng::combine(workload_seed, trial_seed);
+  SeededRng rg(seed, kStreamGates), rp(seed, kStreamParams), rn(seed, kStreamSeqs);
   Tensor q(DType::kBFloat16, {T, kGdnQkHeads, kGdnHeadSize}), k(DType::kBFloat16, {T, kGdnQkHeads, kGdnHeadSize}),
       v(DType::kBFloat16, {T, kGdnVHeads, kGdnHeadSize}), a(DType::kBFloat16, {T, kGdnVHeads}),
       b(DType::kBFloat16, {T, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}), dt_bias(DType::kFloat32, {kGdnVHeads}),
       state(DType::kFloat32, {N, kGdnVHeads, kGdnHeadSize, kGdnHeadSize}), cu_seqlens(DType::kInt64, {N + 1});
-  fill_unit_rows(T * kGdnQkHeads, rq, q.data_as<uint16_t>());
-  fill_unit_rows(T * kGdnQkHeads, rk, k.data_as<uint16_t>());
-  fill_normal_bf16(v.numel(), rv, v.data_as<uint16_t>());
+  fill_tokens(seed, kStreamQ, T, kGdnQkHeads, true, q.data_as<uint16_t>());
+  fill_tokens(seed, kStreamK, T, kGdnQkHeads, true, k.data_as<uint16_t>());
+  fill_tokens(seed, kStreamV, T, kGdnVHeads, false, v.data_as<uint16_t>());
   fill_normal_bf16(a.numel(), rg, a.data_as<uint16_t>());
   fill_normal_bf16(b.numel(), rg, b.data_as<uint16_t>());
   fill_params(rp, A_log.data_as<float>(), dt_bias.data_as<float>());
   const std::vector<int64_t> cu = gdn_split_sequences(T, N, rn);
   std::copy(cu.begin(), cu.end(), cu_seqlens.data_as<int64_t>());
-  for (int64_t n = 0; n < N; ++n) {
-    const bool warmed = rn.below(3) != 0;  // prefill mixes zero and warmed states (§1.3)
-    for (int64_t h = 0; h < kGdnVHeads && warmed; ++h)
-      warm_state(rs, A_log.data_as<float>()[h], dt_bias.data_as<float>()[h],
-                 state.data_as<float>() + (n * kGdnVHeads + h) * kGdnHeadSize * kGdnHeadSize);
-  }
+  std::vector<int64_t> slots;  // prefill mixes zero and warmed states (§1.3): 2/3 warmed
+  for (int64_t n = 0; n < N; ++n)
+    if (rn.below(3) != 0)
+      for (int64_t h = 0; h < kGdnVHeads; ++h) slots.push_back(n * kGdnVHeads + h);
+  warm_states(seed, slots, A_log.data_as<float>(), dt_bias.data_as<float>(), state.data_as<float>());
 
   out.insert_or_assign("q", std::move(q));
   out.insert_or_assign("k", std::move(k));

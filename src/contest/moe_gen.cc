@@ -10,24 +10,32 @@
 namespace kda::contest {
 namespace {
 
-constexpr uint64_t kStreamLogits = 201, kStreamBias = 202;
+// Streams of one (workload, trial) seed. The logits are drawn in parts of kTokensPerPart tokens (several threads);
+// sigma comes from its own stream.
+constexpr uint64_t kStreamLogits = 201, kStreamBias = 202, kStreamSigma = 203;
+constexpr int64_t kTokensPerPart = 256;
 
 }  // namespace
 
 Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint64_t workload_seed,
                                uint64_t trial_seed, std::map<std::string, tensor::Tensor>& out) {
-  (void)trial_seed;  // routing inputs were captured: fixed per workload
   auto it = axes.find("seq_len");
   if (it == axes.end()) return Status::bad_input("moe_ds_routing generator: axis 'seq_len' is missing");
   const int64_t T = it->second;
   if (T < 1) return Status::bad_input("moe_ds_routing generator: axis 'seq_len' = " + std::to_string(T) + " is below 1");
   if (T > (int64_t{1} << 22)) return Status::bad_input("moe_ds_routing generator: axis 'seq_len' too large");
 
-  SeededRng rl(workload_seed, kStreamLogits), rb(workload_seed, kStreamBias);
-  const double sigma = 1.0 + (1.0 - rl.unit_open0());  // [1, 2)
-  tensor::Tensor logits(tensor::DType::kFloat32, {T, kMoeExperts});
+  // Every value is fresh per trial (sigma included); only seq_len is the workload's.
+  const uint64_t seed = SeededRng::combine(workload_seed, trial_seed);
+  SeededRng rs(seed, kStreamSigma), rb(seed, kStreamBias);
+  const double sigma = 1.0 + (1.0 - rs.unit_open0());  // [1, 2)
+  tensor::Tensor logits(tensor::DType::kFloat32, {T, kMoeExperts}, tensor::kUninitialized);
   float* lp = logits.data_as<float>();
-  for (int64_t i = 0; i < T * kMoeExperts; ++i) lp[i] = static_cast<float>(sigma * rl.normal());
+  for_each_part((T + kTokensPerPart - 1) / kTokensPerPart, 2, [&](int64_t part) {
+    SeededRng rl(seed, kStreamLogits, static_cast<uint64_t>(part));
+    const int64_t end = std::min(T, (part + 1) * kTokensPerPart) * kMoeExperts;
+    for (int64_t i = part * kTokensPerPart * kMoeExperts; i < end; ++i) lp[i] = static_cast<float>(sigma * rl.normal());
+  });
   tensor::Tensor bias(tensor::DType::kBFloat16, {kMoeExperts});
   uint16_t* bp = bias.data_as<uint16_t>();
   for (int64_t e = 0; e < kMoeExperts; ++e) bp[e] = tensor::double_to_bfloat16(-0.02 + 0.04 * (1.0 - rb.unit_open0()));
@@ -103,8 +111,9 @@ MoeLocalLoad moe_local_load(const std::vector<int>& ids, int64_t offset) {
 }
 
 int64_t moe_floor_experts(int64_t seq_len) {
-  const int64_t beyond = std::max<int64_t>(seq_len - 7, 0);
-  return std::min<int64_t>((beyond + 2) / 3, 24);
+  const int64_t rise = (std::max<int64_t>(seq_len - 20, 0) + 5) / 6;
+  const int64_t late = (std::max<int64_t>(seq_len - 240, 0) + 19) / 20;
+  return std::min<int64_t>(rise, 16) + std::min<int64_t>(late, 8);
 }
 
 }  // namespace kda::contest

@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
+
+#include "util/parallel.h"
 
 namespace kda::contest {
 
@@ -13,6 +16,16 @@ class SeededRng {
  public:
   // `stream` separates independent uses of one seed (e.g. block tables vs. cache contents).
   SeededRng(uint64_t seed, uint64_t stream) : engine_(mix(seed ^ mix(stream + 0x9E3779B97F4A7C15ull))) {}
+  // `part` splits one stream into independent pieces (one per chunk of a tensor, one per state) that can be
+  // drawn on different threads: the values depend on (seed, stream, part), never on the thread count.
+  SeededRng(uint64_t seed, uint64_t stream, uint64_t part)
+      : engine_(mix(seed ^ mix(stream + 0x9E3779B97F4A7C15ull) ^ mix(mix(part + 0xD1B54A32D192ED03ull)))) {}
+
+  // One seed from two: the workload's public seed and the trial's secret one (every value drawn from the result
+  // is as unpredictable as the trial seed).
+  static uint64_t combine(uint64_t workload_seed, uint64_t trial_seed) {
+    return mix(trial_seed ^ mix(workload_seed + 0x632BE59BD9B4E019ull));
+  }
 
   uint64_t next_u64() { return engine_(); }
   // Uniform in [0, n) for n >= 1 (multiply-high; bias below 2^-40 for the n used here).
@@ -36,7 +49,7 @@ class SeededRng {
   }
 
  private:
-  static uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+  static constexpr uint64_t mix(uint64_t x) {  // splitmix64 finaliser
     x ^= x >> 30;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 27;
@@ -47,5 +60,17 @@ class SeededRng {
   double spare_ = 0.0;
   bool have_spare_ = false;
 };
+
+// Runs fn(part) for every part in [0, parts) over the host's cores (parts split into contiguous ranges, at least
+// `min_parts_per_thread` per thread so that small inputs stay on the calling thread). Each part must draw from its
+// own SeededRng(seed, stream, part) and write only its own output: the result is then the same for any thread
+// count. Generation runs once per (workload, input set) on the evaluator's host, so large inputs use every core.
+inline void for_each_part(int64_t parts, int64_t min_parts_per_thread, const std::function<void(int64_t part)>& fn) {
+  if (parts <= 0) return;
+  util::run_ranges(util::split_ranges(static_cast<uint64_t>(parts), static_cast<uint64_t>(min_parts_per_thread)),
+                   [&](size_t, uint64_t begin, uint64_t end) {
+                     for (uint64_t p = begin; p < end; ++p) fn(static_cast<int64_t>(p));
+                   });
+}
 
 }  // namespace kda::contest
