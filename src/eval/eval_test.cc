@@ -386,6 +386,53 @@ TEST(InputDigest, EveryByteTheKeyAndTheLengthCount) {
 // The definition the CUDA runner generates from (device_inputs.cu): RandomSpec's seed and stream, the
 // fingerprint positions from fingerprint_seed. Host materialisation plus copy_fingerprint must give
 // exactly those values, and without host values the random inputs stay unfilled.
+// Nothing an offline precomputation could use: on every contest pack, every input that the workload
+// does not pin (a scalar or a safetensors blob) differs between two trial seeds, generated inputs
+// included, so outputs computed beforehand for the public uuids are wrong (issue 17). Checked on
+// each pack's smallest dev workload (structured inputs are made on the host here). The one input
+// the axes fix is GDN prefill's cu_seqlens with a single sequence: [0, total_seq_len].
+TEST(Inputs, ContestInputsAreFreshPerTrialSeedExceptWhatTheWorkloadPins) {
+  for (const auto& e : stdfs::directory_iterator(source_dir() / "tasks/contest")) {
+    auto pack = task::load_task_pack(e.path());
+    ASSERT_TRUE(pack.ok()) << pack.status().message();
+    const task::Workload* w = nullptr;
+    double smallest = 0;
+    for (const std::string& uuid : pack->dev_uuids) {
+      const task::Workload* c = pack->workload(uuid);
+      auto rw = resolve_workload(*pack, *c);
+      ASSERT_TRUE(rw.ok()) << rw.status().message();
+      double elems = 0;
+      for (const auto& shape : rw->input_shapes) elems += static_cast<double>(tensor::checked_numel(shape).value_or(0));
+      if (w == nullptr || elems < smallest) w = c, smallest = elems;
+    }
+    ASSERT_NE(w, nullptr) << e.path();
+    auto rw = resolve_workload(*pack, *w);
+    ASSERT_TRUE(rw.ok());
+    BlobCache blobs;
+    // Plain random inputs are described, not made (their values are a function of their seed, which
+    // is the trial's); the generated ones are made.
+    auto a = materialize_inputs(*pack, *rw, 101, blobs, /*host_values=*/false);
+    auto b = materialize_inputs(*pack, *rw, 202, blobs, /*host_values=*/false);
+    ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b : a).status().message();
+    int fresh = 0;
+    for (size_t i = 0; i < pack->definition.inputs.size(); ++i) {
+      const std::string& name = pack->definition.inputs[i].name;
+      auto spec = w->inputs.find(name);
+      const bool pinned = spec != w->inputs.end() && spec->second.kind != task::InputSpec::Kind::kRandom;
+      const bool fixed_by_axes = name == "cu_seqlens" && rw->axes.count("num_seqs") && rw->axes.at("num_seqs") == 1;
+      if (a->plain_random[i]) {
+        EXPECT_NE(a->random[i].seed, b->random[i].seed) << name;
+        continue;
+      }
+      if (pinned || fixed_by_axes || a->tensors[i].nbytes() < 8) continue;  // scalars: one value may repeat
+      ++fresh;
+      EXPECT_FALSE(a->tensors[i].bitwise_equal(b->tensors[i]))
+          << e.path().filename().string() << " " << w->uuid << ": input '" << name << "' is the same for two trial seeds";
+    }
+    EXPECT_GT(fresh, 0) << e.path();
+  }
+}
+
 TEST(Inputs, RandomSpecDefinesTheValuesCopyFingerprintProduces) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
   ASSERT_TRUE(pack.ok()) << pack.status().message();

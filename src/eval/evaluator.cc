@@ -43,7 +43,7 @@ uint64_t fresh_secret_seed() {
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
 enum Purpose : uint64_t {
   kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8,
-  kInputsFresh = 9, kFreshAt = 10
+  kInputsFresh = 9, kFreshAt = 10, kReloadAt = 11
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -122,6 +122,24 @@ std::vector<int> fresh_iterations(int n, uint64_t seed) {
   places.resize(want);
   std::sort(places.begin(), places.end());
   return places;
+}
+
+// Twice as many forced reloads as fresh sets: places that are neither fresh, nor right after one
+// (a reload too, but a cache of one entry holds the fresh set's outputs there, so it misses), nor
+// B's first call, nor the first call (after the warm-up on A).
+std::set<int> forced_reloads(int n, const std::vector<int>& fresh, uint64_t seed) {
+  const int half = n / 2;
+  const std::set<int> f(fresh.begin(), fresh.end());
+  std::vector<int> places;
+  for (int i = 1; i < n; ++i)
+    if (!f.contains(i) && !f.contains(i - 1) && i != half) places.push_back(i);
+  std::set<int> out;
+  uint64_t s = seed;
+  while (out.size() < 2 * fresh.size() && out.size() < places.size()) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    out.insert(places[static_cast<size_t>((s >> 33) % places.size())]);
+  }
+  return out;
 }
 
 // One evaluation: owns the builds and the three runners.
@@ -684,7 +702,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       }
     }
     std::vector<double> cs, bs, cpu_ms, kernel_ms;
-    std::vector<bool> cs_fresh;  // per candidate timed call, in call order: its input set was new to it
+    // Per candidate timed call, in call order: its set was new to it (kFresh), seen and loaded again
+    // by a forced reload just before the call (kReloaded), or neither (kRepeat).
+    enum class SetUse { kFresh, kReloaded, kRepeat };
+    std::vector<SetUse> cs_use;
     // CUDA: what CUPTI saw in each timed call, summarised by the runner at the end of the trial
     // (deferred: one CUPTI flush per trial instead of one per call) or with each reply.
     const bool defer = cuda() && cand_.has_capability("deferred_records") &&
@@ -711,11 +732,23 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       return std::nullopt;
     };
     const int half = n_iter / 2;
-    const std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
-                                                         gate_on("random-rechecks") ? kRandomRechecks : 0);
+    std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
+                                                   gate_on("random-rechecks") ? kRandomRechecks : 0);
+    // The fresh calls are compared with repeated calls made under the same conditions: right after
+    // their set was loaded again (on the host the evaluator has just written the arena; a 2 ms host
+    // softmax ran up to 3x slower right after its inputs were written), by reloads forced at secret
+    // places. The call before every reload (forced, or of the set after a fresh one) is checked, so
+    // a mutation of the inputs is still seen at the next check.
+    std::set<int> reload_at = forced_reloads(n_iter, fresh_at, derive_seed(*options_.seed, current_uuid_, t, kReloadAt));
+    for (int i = 0; i + 1 < n_iter; ++i)
+      if (fsets.contains(i + 1) || reload_at.contains(i + 1)) checked[static_cast<size_t>(i)] = true;
     for (int i = 0; i < n_iter; ++i) {
       const bool use_f = fsets.contains(i);
       const bool use_b = !use_f && i >= half && half > 0;
+      if (reload_at.contains(i)) {
+        loaded_[&cand_].id = 0;
+        loaded_[&base_].id = 0;
+      }
       const MaterializedInputs& in = use_f ? fsets.at(i) : use_b ? *b : *a;
       const std::vector<tensor::Tensor>& want = use_f ? ref_f.at(i) : use_b ? *ref_b : *ref_a;
       const bool recheck = (checked[static_cast<size_t>(i)] || use_f) && gate_on("recheck");
@@ -725,7 +758,9 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       json extra;
       std::vector<tensor::Tensor> outs;
       auto run_candidate = [&]() -> std::optional<Failure> {
-        cs_fresh.push_back(cand_called_.insert(in.id).second);
+        cs_use.push_back(cand_called_.insert(in.id).second ? SetUse::kFresh
+                         : reload_at.contains(i)          ? SetUse::kReloaded
+                                                           : SetUse::kRepeat);
         if (auto f = checked_call(cand_, in, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra)) return f;
         if (recheck) {
           if (auto f = compare(outs, want, in, nullptr))
@@ -802,7 +837,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         gates_.ran(GateId::kHostCpu);
       }
     }
-    for (size_t k = 0; k < cs.size() && k < cs_fresh.size(); ++k) (cs_fresh[k] ? fresh_ms : repeat_ms).push_back(cs[k]);
+    for (size_t k = 0; k < cs.size() && k < cs_use.size(); ++k) {
+      if (cs_use[k] == SetUse::kFresh) fresh_ms.push_back(cs[k]);
+      if (cs_use[k] == SetUse::kReloaded) repeat_ms.push_back(cs[k]);
+    }
     cand_medians.push_back(summarize(cs).median);
     cand_all.insert(cand_all.end(), cs.begin(), cs.end());
     if (!bs.empty()) {
@@ -862,8 +900,9 @@ std::optional<Failure> Session::memoization_gate(const std::vector<double>& fres
     return std::nullopt;
   }
   const std::string evidence =
-      fmt::format("timed calls on input sets the candidate had seen took {:.5f} ms (median of {}), on never-seen sets "
-                  "{:.5f} ms (median of {}): ratio {:.3f}, the repeated call faster in {:.0f}% of pairs",
+      fmt::format("timed calls on input sets the candidate had seen (loaded again just before) took {:.5f} ms (median "
+                  "of {}), on never-seen sets {:.5f} ms (median of {}): ratio {:.3f}, the repeated call faster in "
+                  "{:.0f}% of pairs",
                   fr.repeat_median_ms, fr.n_repeat, fr.fresh_median_ms, fr.n_fresh, fr.ratio, 100.0 * fr.repeat_faster);
   if (fr.memoized)
     return Failure{Verdict::kMemoization, "repeat_faster_than_fresh",

@@ -18,7 +18,8 @@ double geometric_mean(const std::vector<double>& xs);
 double arithmetic_mean(const std::vector<double>& xs);
 
 // The fresh-versus-repeat test against remembered outputs: latencies of timed calls whose input set
-// the candidate had never been called on, against calls on sets it had seen. An honest kernel's two
+// the candidate had never been called on, against calls on sets it had seen, loaded again just
+// before the call (so both sides pay the same harness work). An honest kernel's two
 // samples come from one distribution (same shapes, same distribution of values, each call after the
 // cold-L2 flush); a cache of outputs, whatever it is keyed on, answers the repeated sets faster.
 struct FreshRepeat {
@@ -31,8 +32,8 @@ struct FreshRepeat {
 };
 // Repeated calls must be this much faster (median) and faster in this fraction of all pairs: the
 // second condition keeps noise from a few slow fresh calls from convicting an honest kernel (for
-// one distribution the fraction is 0.5 with a standard deviation of sqrt((n+m+1)/(12nm)): 0.1 for
-// the 9 fresh and 141 repeated calls of a 3 x 50-iteration evaluation, 0.18 for 4 and 8).
+// one distribution the fraction is 0.5 with a standard deviation of sqrt((n+m+1)/(12nm)): 0.12 for
+// the 9 fresh and about 12 reloaded repeated calls of a 3 x 50-iteration evaluation).
 // A cache that gains less than 1/kMemoRatio escapes the verdict; it also gains little.
 inline constexpr double kMemoRatio = 0.7;
 inline constexpr double kMemoDominance = 0.9;
