@@ -7,6 +7,8 @@
 #include "agent/cli_backend_spec.h"
 #include "agent/scripted_backend.h"
 #include "llm/provider_config.h"
+#include "loop/rules_reviewer.h"
+#include "loop/tuner_writer.h"
 
 namespace kda::loop {
 
@@ -43,6 +45,13 @@ const std::vector<Kind>& kinds() {
       // The real CLIs under kda's sandbox (agent/cli_backend_spec.h lists the keys).
       {"claude-code", "claude-code[:<model>][?base_url=..&key_env=..]", [](const std::string& a) { return agent::make_cli_backend("claude-code", a); }},
       {"codex", "codex[:<model>][?base_url=..&key_env=..]", [](const std::string& a) { return agent::make_cli_backend("codex", a); }},
+      // Offline, no LLM: the autotuning writer (kda_tune) and the rule-based reviewer.
+      {"tuner", "tuner (offline autotuning writer)", make_tuner_writer},
+      {"rules", "rules (offline rule-based reviewer)",
+       [](const std::string& a) -> Result<std::unique_ptr<agent::Backend>> {
+         if (!a.empty()) return Status::bad_input("rules backend: takes no argument (got 'rules:" + a + "')");
+         return make_rules_reviewer();
+       }},
   };
   return k;
 }

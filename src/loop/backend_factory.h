@@ -2,6 +2,9 @@
 //   scripted:<file.json>                 agent::make_scripted_backend (tests, demos)
 //   anthropic:<model>[?...], openai:..., openai-chat:..., openai-responses:...
 //                                        agent::make_api_backend (llm/provider_config.h specs)
+//   claude-code[:...], codex[:...]    the real CLIs (agent/cli_backend_spec.h)
+//   tuner                                offline autotuning writer (loop/tuner_writer.h)
+//   rules                                offline rule-based reviewer (loop/rules_reviewer.h)
 // Other kinds register here, one line each, as their modules land (see backend_factory.cc).
 #pragma once
 
