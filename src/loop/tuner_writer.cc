@@ -274,7 +274,7 @@ class TunerWriter final : public agent::Backend {
 
     std::string table;
     for (const auto& c : r->map)
-      table += fmt::format("  {:<28} {:<40} {:.6g} ms [{:.6g}, {:.6g}] over {} workload(s)\n", c.regime,
+      table += fmt::format("  {:<50} {:<36} {:.6g} ms [{:.6g}, {:.6g}] over {} workload(s)\n", c.regime,
                            config_label(c.config), c.latency_ms, c.ci_low_ms, c.ci_high_ms, c.workloads.size());
     json claims = json::array();
     std::string claim_text = "No claim: the tuner has no final timing against the baseline.";
