@@ -157,6 +157,9 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
     }
     const std::string gencode = "-gencode=arch=compute_" + req.cuda_arch + ",code=sm_" + req.cuda_arch;
     plan.compile_flags = {"-std=c++17", opt, "-Xcompiler", "-fPIC", gencode, "-Xptxas", "-v"};
+    // CUB and Thrust include NVTX, whose loader imports getenv, dlopen and dlsym: forbidden imports
+    // for an honest kernel. Without NVTX ranges (nobody reads them under kda) nothing is loaded.
+    if (!req.nvtx) plan.compile_flags.push_back("-DNVTX_DISABLE");
     if (req.debug_lineinfo) plan.compile_flags.push_back("-lineinfo");
     plan.link_flags = {"-shared", "-cudart", "shared", gencode, "-Xlinker", "-z,relro,-z,now"};
   }

@@ -45,6 +45,7 @@ struct BuildRequest {
   std::vector<std::string> libraries;     // extra -l<name> the task policy allows (e.g. "cublas")
   bool debug_lineinfo = false;  // -lineinfo (cuda) / -g (cpp), for Nsight Compute source views
   int opt_level = 3;            // -O<n>, 0..3
+  bool nvtx = false;            // cuda: keep NVTX ranges (otherwise -DNVTX_DISABLE; part of the key)
 };
 
 struct BuildResult {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "build/compiler_sandbox.h"
+#include "elf/audit.h"
 #include "elf/elf_file.h"
 #include "util/fs.h"
 
@@ -321,6 +322,42 @@ extern "C" int kda_add(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no
   EXPECT_TRUE(again.cache_hit);
   ASSERT_EQ(again.resources.size(), 1u);
   EXPECT_EQ(again.resources[0].registers, b.resources[0].registers);
+}
+
+
+// CUB pulls in NVTX, whose loader imports getenv, dlopen and dlsym; CUDA builds define NVTX_DISABLE,
+// so an honest CUB BlockReduce kernel imports none of them and passes the import audit.
+TEST_F(BuilderTest, CubKernelBuildsWithoutTheNvtxLoaderImports) {
+  BuildRequest r;
+  r.language = "cuda";
+  r.sources = {{"kernel.cu", R"(#include <cub/cub.cuh>
+#include <dlpack/dlpack.h>
+__global__ void sum_kernel(const float* x, float* out, int n) {
+  using Reduce = cub::BlockReduce<float, 128>;
+  __shared__ typename Reduce::TempStorage tmp;
+  float v = threadIdx.x < n ? x[threadIdx.x] : 0.f;
+  float s = Reduce(tmp).Sum(v);
+  if (threadIdx.x == 0) out[0] = s;
+}
+extern "C" int kda_sum(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no, void* stream) {
+  sum_kernel<<<1, 128, 0, (cudaStream_t)stream>>>((const float*)in[0].data, (float*)out[0].data, (int)in[0].shape[0]);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)"}};
+  r.entry_file = "kernel.cu";
+  r.entry_symbol = "kda_sum";
+  if (!build_key(r, cfg_).ok()) GTEST_SKIP() << "nvcc not available";
+  auto b = must_build(r);
+  ASSERT_TRUE(b.ok) << b.status << "\n" << b.log;
+  EXPECT_NE(b.log.find("-DNVTX_DISABLE"), std::string::npos);
+  auto elf = elf::read_elf_file(b.library);
+  ASSERT_TRUE(elf.ok());
+  for (const char* forbidden : {"getenv", "dlopen", "dlsym"}) EXPECT_EQ(elf->find_import(forbidden), nullptr) << forbidden;
+  elf::AuditReport audit = elf::audit_imports(*elf, elf::ImportPolicy{});
+  EXPECT_TRUE(audit.clean()) << audit.summary();
+  BuildRequest with_nvtx = r;
+  with_nvtx.nvtx = true;  // part of the key: a different library
+  EXPECT_NE(*build_key(with_nvtx, cfg_), *build_key(r, cfg_));
 }
 
 }  // namespace

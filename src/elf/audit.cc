@@ -234,8 +234,13 @@ constexpr Rule kImportRules[] = {
     {"host_callbacks", Match::kExact, "cudaStreamAddCallback"},
     {"host_callbacks", Match::kPrefix, "cuStreamAddCallback"},
     // Driver entry points give any driver function without an import (S2, T1).
-    {"driver_entry_point", Match::kPrefix, "cudaGetDriverEntryPoint"},
+    // cudaGetDriverEntryPoint* is not here: kda-runner defines it, hands out only the tensor-map
+    // encoders and reports every other lookup at run time (src/runner/entry_point_guard.h).
+    // cuGetProcAddress would be the driver's own, which nothing interposes.
     {"driver_entry_point", Match::kPrefix, "cuGetProcAddress"},
+    // The runtime's other ways to driver functions, which the runner does not interpose.
+    {"driver_entry_point", Match::kExact, "__cudaGetProcAddress"},
+    {"driver_entry_point", Match::kExact, "cudaGetExportTable"},
 };
 
 // Kernel library families: symbol prefix, DT_NEEDED base name, and the policy name allowing it.
@@ -368,7 +373,8 @@ const std::vector<AuditCategory>& audit_categories() {
       {"l2_persistence", "sets L2 persistence, device limits or stream attributes that survive the cold-cache flush",
        ""},
       {"host_callbacks", "enqueues host callbacks that run after the call returns", ""},
-      {"driver_entry_point", "fetches driver functions by name (cudaGetDriverEntryPoint, cuGetProcAddress)", ""},
+      {"driver_entry_point", "fetches driver functions by name (cuGetProcAddress; cudaGetDriverEntryPoint for anything but "
+                             "the tensor-map encoders, refused and reported at run time)", ""},
       {"static_cudart", "exports CUDA runtime/driver API symbols: a static runtime embedded or an interposer", ""},
       {"interposition", "exports a function or object the C or math library also defines (memcmp, clock_gettime...)",
        ""},

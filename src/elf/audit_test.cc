@@ -121,12 +121,12 @@ const Case kCases[] = {
     {"hostfn", "extern \"C\" int cudaLaunchHostFunc(void*, void (*)(void*), void*);\n"
                "extern \"C\" int entry() { return cudaLaunchHostFunc(nullptr, nullptr, nullptr); }",
      "host_callbacks", "cudaLaunchHostFunc"},
-    {"entrypoint", "extern \"C\" int cudaGetDriverEntryPoint(const char*, void**, unsigned long long, void*);\n"
-                   "extern \"C\" int entry() { void* f; return cudaGetDriverEntryPoint(\"cuLaunch\", &f, 0, nullptr); }",
-     "driver_entry_point", "cudaGetDriverEntryPoint"},
     {"procaddr", "extern \"C\" int cuGetProcAddress_v2(const char*, void**, int, unsigned long long, void*);\n"
                  "extern \"C\" int entry() { void* f; return cuGetProcAddress_v2(\"cuLaunch\", &f, 12000, 0, nullptr); }",
      "driver_entry_point", "cuGetProcAddress_v2"},
+    {"exporttable", "extern \"C\" int cudaGetExportTable(const void**, const void*);\n"
+                    "extern \"C\" int entry() { const void* t; return cudaGetExportTable(&t, nullptr); }",
+     "driver_entry_point", "cudaGetExportTable"},
     {"cupti", "extern \"C\" int cuptiSubscribe(void*, void*, void*);\nextern \"C\" int entry() { return cuptiSubscribe(nullptr, nullptr, nullptr); }",
      "cupti", "cuptiSubscribe"},
     {"cublas", "extern \"C\" int cublasSgemm_v2(void*, int, int, int, int, int);\n"
@@ -153,6 +153,15 @@ TEST(Audit, EachForbiddenBehaviourIsFlaggedForItsCategory) {
     }
     EXPECT_TRUE(found) << c.name << ": expected " << c.category << ":" << c.symbol << ", got " << categories(r);
   }
+}
+
+// cudaGetDriverEntryPoint is no import finding: kda-runner interposes it and allows only the
+// tensor-map encoders (CUTLASS/CuTe's TMA path), refusing the rest at run time (T1's cuStreamCreate).
+TEST(Audit, DriverEntryPointIsLeftToTheRunnersInterposer) {
+  ElfInfo info = compile("entrypoint", "extern \"C\" int cudaGetDriverEntryPoint(const char*, void**, unsigned long long, void*);\n"
+                                       "extern \"C\" int entry() { void* f; return cudaGetDriverEntryPoint(\"cuTensorMapEncodeTiled\", &f, 0, nullptr); }");
+  AuditReport r = audit_imports(info, ImportPolicy{});
+  EXPECT_FALSE(r.has("driver_entry_point")) << categories(r);
 }
 
 TEST(Audit, CleanHostKernelHasNoFindings) {

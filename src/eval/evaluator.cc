@@ -473,6 +473,15 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   call["seq"] = ++seq_;
   auto o = runner.call(call, call_timeout());
   account_call(o);
+  // Driver functions fetched by name that are not tensor-map encoders: refused by the runner, and a
+  // violation whatever the call then did (src/runner/entry_point_guard.h).
+  if (o.reply.is_object()) {
+    const json refused = o.reply.value("extra", json::object()).value("driver_entry_points_refused", json::array());
+    if (refused.is_array() && !refused.empty())
+      return Failure{Verdict::kForbiddenImport, "forbidden_import:driver_entry_point",
+                     "the call fetched driver function(s) by name that only tensor-map encoding may fetch: " +
+                         refused.dump(), {}, GateId::kImportAudit};
+  }
   if (auto f = classify(o)) return f;
   const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
   report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;

@@ -18,6 +18,7 @@
 
 #include "runner/backend.h"
 #include "runner/device_inputs.h"
+#include "runner/entry_point_guard.h"
 #include "tensor/tensor.h"
 
 namespace kda::runner {
@@ -250,6 +251,8 @@ class CudaBackend final : public Backend {
     cudaEventRecord(start_, stream_);
     r.rc = entry_(inputs_.data(), static_cast<int64_t>(inputs_.size()), outputs_.data(),
                   static_cast<int64_t>(outputs_.size()), stream_);
+    // Driver functions the call asked for by name and was refused (entry_point_guard.h).
+    if (auto refused = take_refused_entry_points(); !refused.empty()) r.extra["driver_entry_points_refused"] = refused;
     cudaError_t sync = cudaDeviceSynchronize();  // device-wide: work on side streams is waited for
     const int64_t cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (req.profile_range) cudaProfilerStop();
