@@ -249,7 +249,7 @@ TEST(MoeRouting, LocalLoadOfThePackWorkloadsOverSampleTrialsIsRecordedAndAboveTh
 // behind it); the floor the pack had when the routing was fixed per workload failed here (T = 80: ~1% of draws).
 TEST(MoeRouting, RooflineFloorHoldsOverManyTrialSeeds) {
   for (int64_t T : {8, 16, 21, 26, 32, 48, 64, 80, 96, 111, 128, 160, 256, 400})
-    for (uint64_t trial = 0; trial < 200; ++trial) {
+    for (uint64_t trial = 0; trial < 120; ++trial) {
       auto in = generate(T, trial, 0xf100f);
       const std::vector<int> ids = route(in);
       for (int64_t offset = 0; offset < 256; offset += 32)
