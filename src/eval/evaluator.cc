@@ -687,7 +687,8 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       seeds.push_back(derive_seed(*options_.seed, current_uuid_, t * 1000 + static_cast<uint64_t>(at), kInputsFresh));
     auto sets = materialize_all(seeds);
     if (!sets.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed: " + sets.status().message(), {}};
-    std::optional<MaterializedInputs> a = std::move((*sets)[0]), b = std::move((*sets)[1]);
+    MaterializedInputs* a = &(*sets)[0];
+    MaterializedInputs* b = &(*sets)[1];
     copy_fingerprint(*a, *b);
     auto ref_a = reference_outputs(*a);
     auto ref_b = reference_outputs(*b);
