@@ -73,6 +73,13 @@ constexpr int kRandomRechecks = 4;
 constexpr double kHostCpuFloorMs = 5.0;
 constexpr double kHostCpuRatio = 2.0;
 
+// The secret schedules of a trial (rechecks, fresh sets, forced reloads) draw from one LCG each,
+// seeded from the master: a draw in [0, bound).
+uint64_t draw(uint64_t& state, uint64_t bound) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return (state >> 33) % bound;
+}
+
 std::vector<bool> checked_iterations(int n, uint64_t seed, int random_rechecks) {
   std::vector<bool> out(static_cast<size_t>(std::max(n, 0)), false);
   if (n <= 0) return out;
@@ -80,10 +87,7 @@ std::vector<bool> checked_iterations(int n, uint64_t seed, int random_rechecks) 
   if (half > 0) out[static_cast<size_t>(half - 1)] = true;
   out[static_cast<size_t>(n - 1)] = true;
   uint64_t s = seed;
-  for (int k = 0; k < random_rechecks; ++k) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    out[static_cast<size_t>((s >> 33) % static_cast<uint64_t>(n))] = true;
-  }
+  for (int k = 0; k < random_rechecks; ++k) out[static_cast<size_t>(draw(s, static_cast<uint64_t>(n)))] = true;
   return out;
 }
 
@@ -115,10 +119,8 @@ std::vector<int> fresh_iterations(int n, uint64_t seed) {
     if (i != half - 1 && i != half && i != n - 1) places.push_back(i);
   const size_t want = std::min(places.size(), static_cast<size_t>(std::max(2, n / kFreshEvery)));
   uint64_t s = seed;
-  for (size_t k = 0; k < want; ++k) {  // partial Fisher-Yates
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    std::swap(places[k], places[k + static_cast<size_t>((s >> 33) % (places.size() - k))]);
-  }
+  for (size_t k = 0; k < want; ++k)  // partial Fisher-Yates
+    std::swap(places[k], places[k + static_cast<size_t>(draw(s, places.size() - k))]);
   places.resize(want);
   std::sort(places.begin(), places.end());
   return places;
@@ -135,10 +137,8 @@ std::set<int> forced_reloads(int n, const std::vector<int>& fresh, uint64_t seed
     if (!f.contains(i) && !f.contains(i - 1) && i != half) places.push_back(i);
   std::set<int> out;
   uint64_t s = seed;
-  while (out.size() < 2 * fresh.size() && out.size() < places.size()) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    out.insert(places[static_cast<size_t>((s >> 33) % places.size())]);
-  }
+  while (out.size() < 2 * fresh.size() && out.size() < places.size())
+    out.insert(places[static_cast<size_t>(draw(s, places.size()))]);
   return out;
 }
 
@@ -1041,8 +1041,9 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
       return fail(*f);
     }
     gates_.ran(GateId::kCorrectness);
-    if (t == 0 && !gate_on("determinism")) gate_off(GateId::kDeterminism);
-    if (t == 0 && gate_on("determinism")) {
+    if (t == 0 && !gate_on("determinism")) {
+      gate_off(GateId::kDeterminism);
+    } else if (t == 0) {
       std::vector<tensor::Tensor> again;
       if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
       if (pack_.settings.determinism == task::Determinism::kBitwise && !outputs_bitwise_equal(got, again))
