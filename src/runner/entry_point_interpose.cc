@@ -38,28 +38,14 @@ bool trusted_caller(const void* caller) {
          base == "kda-runner";
 }
 
-thread_local const void* t_caller = nullptr;
-
-bool allowed(const char* symbol) {
-  return trusted_caller(t_caller) || (symbol != nullptr && kda::runner::allowed_driver_entry_point(symbol));
-}
-
-cudaError_t unversioned(const char* real, const char* symbol, void** fn, unsigned long long flags,
-                        cudaDriverEntryPointQueryResult* status) {
-  if (!allowed(symbol)) return refuse(symbol, fn, status);
-  static Unversioned plain = next<Unversioned>("cudaGetDriverEntryPoint");
-  static Unversioned ptsz = next<Unversioned>("cudaGetDriverEntryPoint_ptsz");
-  Unversioned f = real[sizeof("cudaGetDriverEntryPoint") - 1] == '\0' ? plain : ptsz;
-  return f != nullptr ? f(symbol, fn, flags, status) : cudaErrorNotSupported;
-}
-
-cudaError_t versioned(const char* real, const char* symbol, void** fn, unsigned int version, unsigned long long flags,
-                      cudaDriverEntryPointQueryResult* status) {
-  if (!allowed(symbol)) return refuse(symbol, fn, status);
-  static Versioned plain = next<Versioned>("cudaGetDriverEntryPointByVersion");
-  static Versioned ptsz = next<Versioned>("cudaGetDriverEntryPointByVersion_ptsz");
-  Versioned f = real[sizeof("cudaGetDriverEntryPointByVersion") - 1] == '\0' ? plain : ptsz;
-  return f != nullptr ? f(symbol, fn, version, flags, status) : cudaErrorNotSupported;
+// A lookup by an untrusted caller of a symbol that is not allowed is refused; any other goes to the
+// real runtime function `real` (resolved once, by the caller's own spelling).
+template <class Real, class... Args>
+cudaError_t guarded(const void* caller, Real real, const char* symbol, void** fn, cudaDriverEntryPointQueryResult* status,
+                    Args... args) {
+  const bool ok = trusted_caller(caller) || (symbol != nullptr && kda::runner::allowed_driver_entry_point(symbol));
+  if (!ok) return refuse(symbol, fn, status);
+  return real != nullptr ? real(symbol, fn, args..., status) : cudaErrorNotSupported;
 }
 
 }  // namespace
@@ -74,24 +60,24 @@ extern "C" {
 __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** fn,
                                                                            unsigned long long flags,
                                                                            cudaDriverEntryPointQueryResult* status) {
-  t_caller = __builtin_return_address(0);
-  return unversioned("cudaGetDriverEntryPoint", symbol, fn, flags, status);
+  static const auto real = next<Unversioned>("cudaGetDriverEntryPoint");
+  return guarded(__builtin_return_address(0), real, symbol, fn, status, flags);
 }
 __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** fn,
                                                                                 unsigned long long flags,
                                                                                 cudaDriverEntryPointQueryResult* status) {
-  t_caller = __builtin_return_address(0);
-  return unversioned("cudaGetDriverEntryPoint_ptsz", symbol, fn, flags, status);
+  static const auto real = next<Unversioned>("cudaGetDriverEntryPoint_ptsz");
+  return guarded(__builtin_return_address(0), real, symbol, fn, status, flags);
 }
 __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPointByVersion(
     const char* symbol, void** fn, unsigned int version, unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
-  t_caller = __builtin_return_address(0);
-  return versioned("cudaGetDriverEntryPointByVersion", symbol, fn, version, flags, status);
+  static const auto real = next<Versioned>("cudaGetDriverEntryPointByVersion");
+  return guarded(__builtin_return_address(0), real, symbol, fn, status, version, flags);
 }
 __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
     const char* symbol, void** fn, unsigned int version, unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
-  t_caller = __builtin_return_address(0);
-  return versioned("cudaGetDriverEntryPointByVersion_ptsz", symbol, fn, version, flags, status);
+  static const auto real = next<Versioned>("cudaGetDriverEntryPointByVersion_ptsz");
+  return guarded(__builtin_return_address(0), real, symbol, fn, status, version, flags);
 }
 
 }  // extern "C"
