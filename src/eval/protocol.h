@@ -3,7 +3,7 @@
 //   runner -> evaluator  kHello   {"pid", "backend", "device", "capabilities"}
 //   evaluator -> runner  kLoad    {"library", "symbol", "backend", "sandbox": {...}}   -> kReply
 //   evaluator -> runner  kLayout  ArenaLayout JSON (the arena memfd is the runner's fd 5) -> kReply
-//   evaluator -> runner  kCall    {"seq", "flush", "upload", "download", "poison_seed", "timed",
+//   evaluator -> runner  kCall    {"seq", "flush", "upload", "download", "download_outputs", "poison", "timed",
 //                                  "guard_seed", "profile_range"}                     -> kReply
 //   evaluator -> runner  kPrepare {"inputs": [{"random", "seed", "stream", "fingerprint_seed"}...],
 //                                  "digest_key"}  (runners with the "device_inputs" capability)

@@ -32,8 +32,10 @@ struct FreshRepeat {
 };
 // Repeated calls must be this much faster (median) and faster in this fraction of all pairs: the
 // second condition keeps noise from a few slow fresh calls from convicting an honest kernel (for
-// one distribution the fraction is 0.5 with a standard deviation of sqrt((n+m+1)/(12nm)): 0.12 for
-// the 9 fresh and about 12 reloaded repeated calls of a 3 x 50-iteration evaluation).
+// one distribution the fraction is 0.5 with a standard deviation of sqrt((n+m+1)/(12nm)): 0.17 for
+// the 6 fresh and 6 reloaded repeated calls of a 3 x 50-iteration evaluation on the host, where a
+// fraction of 0.9 or more has a probability of 7/924; on the GPU every repeated call but a few
+// compares, 0.12 and less).
 // A cache that gains less than 1/kMemoRatio escapes the verdict; it also gains little.
 inline constexpr double kMemoRatio = 0.7;
 inline constexpr double kMemoDominance = 0.9;

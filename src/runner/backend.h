@@ -25,6 +25,7 @@ struct CallRequest {
   bool upload = true;     // cuda: copy the arena to the device mirror before the call...
   uint64_t upload_from = 0;  // ...from this byte offset on (outputs only: skip unchanged inputs)
   bool download = true;   // cuda: copy the device mirror back to the arena after the call
+  bool download_outputs = true;  // cuda, device-side inputs: false copies back only input guards and digests
   bool timed = false;     // record timing (events + CUPTI span on cuda, monotonic clock on host)
   bool profile_range = false;  // cuda: bracket the call with cudaProfilerStart/Stop (ncu --profile-from-start off)
   // cuda, timed: keep the call's window and summarise its CUPTI records at the next collect_records()

@@ -288,7 +288,8 @@ class CudaBackend final : public Backend {
         return fail(r, "download: " + cuda_error(e));
     } else if (req.download) {
       nlohmann::json digests = nlohmann::json::array();
-      if (cudaError_t e = download_checked(&digests); e != cudaSuccess) return fail(r, "download: " + cuda_error(e));
+      if (cudaError_t e = download_checked(req.download_outputs, &digests); e != cudaSuccess)
+        return fail(r, "download: " + cuda_error(e));
       r.extra["input_digests"] = std::move(digests);
     }
     // Where the runner's own time went: before the call (upload, poison, flush, sync) and after it
@@ -449,10 +450,13 @@ class CudaBackend final : public Backend {
   // After a checked call on device-side inputs: the output region (outputs and their guards) into the
   // arena, and per input its guard bands and its keyed digest, all queued on the harness stream and
   // waited for once (a synchronous copy per guard band and digest had cost a blocking wake-up each).
-  cudaError_t download_checked(nlohmann::json* digests) {
+  // Without `outputs`, the input guard bands and digests only.
+  cudaError_t download_checked(bool outputs, nlohmann::json* digests) {
     const size_t n = layout_.inputs.size();
-    cudaError_t e = cudaMemcpyAsync(arena_->data() + outputs_begin_, mirror_ + outputs_begin_,
-                                    mirror_bytes_ - std::min(outputs_begin_, mirror_bytes_), cudaMemcpyDeviceToHost, stream_);
+    cudaError_t e = cudaSuccess;
+    if (outputs)
+      e = cudaMemcpyAsync(arena_->data() + outputs_begin_, mirror_ + outputs_begin_,
+                          mirror_bytes_ - std::min(outputs_begin_, mirror_bytes_), cudaMemcpyDeviceToHost, stream_);
     for (size_t i = 0; i < n && e == cudaSuccess; ++i) {
       const eval::Slot& s = layout_.inputs[i];
       std::byte* g = staging_.guards_host(i);

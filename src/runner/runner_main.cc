@@ -112,6 +112,7 @@ int serve(kda::runner::Backend& backend) {
         req.upload = msg.value("upload", true);
         req.upload_from = msg.value("upload_from", uint64_t{0});
         req.download = msg.value("download", true);
+        req.download_outputs = msg.value("download_outputs", true);
         req.timed = msg.value("timed", false);
         req.profile_range = msg.value("profile_range", false);
         req.defer_records = msg.value("defer_records", false);
