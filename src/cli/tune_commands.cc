@@ -41,6 +41,7 @@ int run_tune(const Args& args, Io& io) {
   o.resume = args.flag("resume");
   o.strategy = args.value_or("strategy", "auto");
   o.final_eval = !args.flag("no-final");
+  o.screen = !args.flag("no-screen");
   if (auto r = args.value("regimes")) o.regimes_file = *r;
   struct IntOpt {
     const char* name;
@@ -121,6 +122,8 @@ CommandSpec tune_command() {
                   {.name = "screen-trials", .metavar = "N", .help = "trials at the first rung (+1 per rung)",
                    .default_value = "1"},
                   {.name = "no-final", .help = "skip the final evaluation of best single and dispatcher"},
+                  {.name = "no-screen", .help = "one official evaluation per measurement (fresh processes each) "
+                                                "instead of one screening session"},
                   {.name = "seed", .metavar = "N", .help = "master seed for every evaluation (default: fresh secret seeds)"},
                   {.name = "no-sandbox", .help = "run candidates without Landlock/seccomp (debugging only)"},
                   {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},

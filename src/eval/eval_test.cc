@@ -13,6 +13,7 @@
 #include "eval/inputs.h"
 #include "eval/probes.h"
 #include "eval/runner_client.h"
+#include "eval/solution_build.h"
 #include "eval/stats.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
@@ -683,6 +684,91 @@ TEST(Evaluate, SealedPackThatChangedIsRefused) {
   EXPECT_EQ(r.status().kind(), ErrorKind::kFailed);
   EXPECT_NE(r.status().message().find("changed: task.toml"), std::string::npos) << r.status().message();
   std::filesystem::remove_all(*dir);
+}
+
+}  // namespace
+}  // namespace kda::eval
+
+namespace kda::eval {
+namespace {
+
+// One screening session, several candidates: the verdicts evaluate() gives, one candidate runner
+// that loads each next library in place (replaced after a failure), and the reference called only
+// for the first candidate (later ones meet the same input sets).
+TEST(Screener, OneSessionManyCandidatesWithEvaluatesVerdicts) {
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/gemm");
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  auto screener = Screener::open(*pack, fast_options());
+  ASSERT_TRUE(screener.ok()) << screener.status().message();
+  auto screen = [&](const std::string& name) {
+    auto sol = task::load_solution(fixture("host_gemm", name));
+    EXPECT_TRUE(sol.ok()) << sol.status().message();
+    auto r = (*screener)->evaluate(*sol, "dev", 1, 1, 6);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : EvalReport{};
+  };
+  EvalReport fast = screen("fast");
+  ASSERT_TRUE(fast.all_passed);
+  const ScreenStats first = (*screener)->stats();
+  EXPECT_EQ(first.candidate_runner_starts, 1);
+  EXPECT_GT(first.reference_calls, 0);
+  EvalReport slow = screen("slow_correct");
+  ASSERT_TRUE(slow.all_passed);
+  EXPECT_GT(slow.workloads.back().latency_ms, fast.workloads.back().latency_ms);  // not the first library's code
+  EXPECT_EQ(fast.seed, slow.seed);
+  ScreenStats s = (*screener)->stats();
+  EXPECT_EQ(s.candidate_runner_starts, 1);
+  EXPECT_EQ(s.reloads, 1);
+  EXPECT_EQ(s.reference_calls, first.reference_calls);  // every set's outputs remembered
+  EXPECT_GE(s.reference_reused, first.reference_calls);
+  EvalReport wrong = screen("wrong");
+  ASSERT_FALSE(wrong.workloads.empty());
+  EXPECT_EQ(wrong.workloads[0].verdict, Verdict::kIncorrectNumerical);
+  EXPECT_EQ(wrong.workloads[0].baseline_ms, 0);  // screening times no baseline
+  EvalReport again = screen("fast");
+  EXPECT_TRUE(again.all_passed);
+  s = (*screener)->stats();
+  EXPECT_EQ(s.candidates, 4);
+  // The wrong candidate's runner is replaced after each workload it failed (the first ran in the
+  // reloaded runner); then the last candidate needs a fresh one too.
+  EXPECT_EQ(s.candidate_runner_starts, 1 + static_cast<int64_t>(wrong.workloads.size()));
+  EXPECT_EQ(s.reloads, 2);
+  auto other = task::load_solution(fixture("host_softmax", "fast"));
+  ASSERT_TRUE(other.ok());
+  auto refused = (*screener)->evaluate(*other, "dev", 1, 1, 2);
+  EXPECT_FALSE(refused.ok());  // another definition: refused before anything runs
+}
+
+// A runner loads one library unless its first load named a reload root, and then only from under it.
+TEST(RunnerProtocol, FurtherLoadsOnlyFromUnderTheReloadRoot) {
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/gemm");
+  ASSERT_TRUE(pack.ok());
+  auto a = build_solution(*task::load_solution(fixture("host_gemm", "fast")), {});
+  auto b = build_solution(*task::load_solution(fixture("host_gemm", "slow_correct")), {});
+  ASSERT_TRUE(a.ok() && a->ok && b.ok() && b->ok);
+  const stdfs::path root = a->library.parent_path().parent_path();
+  ASSERT_EQ(root, b->library.parent_path().parent_path());
+  {
+    auto r = RunnerClient::start({.runner_binary = KDA_RUNNER, .backend = "host", .role = RunnerRole::kCandidate});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->load(a->library, a->symbol, 10).kind, CallOutcome::Kind::kOk);
+    auto o = r->reload(b->library, b->symbol, 10);
+    EXPECT_EQ(o.kind, CallOutcome::Kind::kFailed);
+    EXPECT_NE(o.message.find("already loaded"), std::string::npos) << o.message;
+  }
+  {
+    auto r = RunnerClient::start(
+        {.runner_binary = KDA_RUNNER, .backend = "host", .role = RunnerRole::kCandidate, .reload_root = root});
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_TRUE(r->has_capability("reload"));
+    ASSERT_EQ(r->load(a->library, a->symbol, 10).kind, CallOutcome::Kind::kOk);
+    auto o = r->reload(b->library, b->symbol, 10);
+    ASSERT_EQ(o.kind, CallOutcome::Kind::kOk) << o.message;
+    EXPECT_EQ(o.reply.value("loads", 0), 2);
+    auto out = r->reload(source_dir() / "README.md", "run", 10);
+    EXPECT_EQ(out.kind, CallOutcome::Kind::kFailed);
+    EXPECT_NE(out.message.find("not under the reload root"), std::string::npos) << out.message;
+  }
 }
 
 }  // namespace

@@ -108,6 +108,9 @@ struct Failure {
 // the µs packs 15-25 % of their dev-workload evaluation on the H200 (run 28), one per 10
 // iterations 7-20 % of the host packs' (bench/results/host_overhead.md).
 constexpr int kFreshEvery = 50;
+// A screening session remembers reference outputs up to this many bytes (then computes the rest
+// per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
+constexpr uint64_t kScreenReferenceBytes = uint64_t{8} << 30;
 constexpr int kMinFreshSets = 2;
 
 // Where in a trial's n timed iterations the fresh input sets are called (one set each, never called
@@ -149,9 +152,17 @@ std::set<int> forced_reloads(int n, const std::vector<int>& fresh, uint64_t seed
 class Session {
  public:
   Session(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options)
-      : pack_(pack), candidate_(candidate), options_(options) {}
+      : pack_(pack), candidate_(&candidate), options_(options) {}
 
   Result<EvalReport> run();
+
+  // Screening (Screener): the session stays open across candidates. The reference is built once,
+  // its outputs are remembered per input set (the master seed is fixed for the session, so every
+  // candidate meets the same sets), and the candidate runner loads each next library in place.
+  void enable_screening() { screening_ = true; }
+  // The next candidate: everything about the previous one is forgotten but the runners.
+  Result<EvalReport> rerun(const task::Solution& candidate);
+  ScreenStats screen_stats() const { return screen_stats_; }
 
  private:
   void progress(const std::string& line) const {
@@ -169,7 +180,9 @@ class Session {
   WorkloadResult evaluate_workload(const task::Workload& w);
 
   // Reference outputs for `inputs` (and the reference's own latency sample).
-  Result<std::vector<tensor::Tensor>> reference_outputs(const MaterializedInputs& inputs);
+  // Shared and immutable: a screening session hands the same outputs to every candidate.
+  using Outputs = std::shared_ptr<const std::vector<tensor::Tensor>>;
+  Result<Outputs> reference_outputs(const MaterializedInputs& inputs);
   // One checked candidate call: guards, poison, input checksum, threads, outputs.
   std::optional<Failure> checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
                                       std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
@@ -206,7 +219,10 @@ class Session {
   Result<MaterializedInputs> materialize(uint64_t seed, bool host_values) {
     PhaseTimer timer(phases_.materialize_s);
     auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values);
-    if (in.ok()) in->id = ++next_set_id_;
+    if (in.ok()) {
+      in->id = ++next_set_id_;
+      in->seed = seed;
+    }
     return in;
   }
   // Several sets at once, over the host's cores (the structured generators of the contest packs
@@ -241,7 +257,7 @@ class Session {
   uint64_t outputs_begin() const { return layout_.outputs.empty() ? 0 : layout_.outputs.front().offset - kGuardBytes; }
 
   const task::TaskPack& pack_;
-  const task::Solution& candidate_;
+  const task::Solution* candidate_;
   const EvalOptions& options_;
   EvalReport report_;
   BuiltLibrary ref_lib_, base_lib_, cand_lib_;
@@ -272,6 +288,12 @@ class Session {
   uint64_t next_set_id_ = 0;
   bool host_values_ = true;  // materialise plain random inputs on the host too
   mutable EvalPhases phases_;
+  // Screening only.
+  bool screening_ = false;
+  std::filesystem::path cand_loaded_;  // the library the live candidate runner calls
+  std::map<std::pair<std::string, uint64_t>, Outputs> ref_cache_;  // (workload, input set seed)
+  uint64_t ref_cache_bytes_ = 0;
+  ScreenStats screen_stats_;
 
   std::optional<Failure> baseline_failure(const Failure& f) {
     harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", pack_.baseline_name,
@@ -282,8 +304,10 @@ class Session {
 
 Status Session::build_all() {
   BuildSettings bs{.cuda_arch = options_.cuda_arch};
-  progress("building reference");
-  KDA_ASSIGN_OR_RETURN(ref_lib_, build_solution(pack_.reference, bs));
+  if (!screening_ || !ref_lib_.ok) {
+    progress("building reference");
+    KDA_ASSIGN_OR_RETURN(ref_lib_, build_solution(pack_.reference, bs));
+  }
   if (!ref_lib_.ok)
     return Status::bad_input(fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
   const task::Solution* base = options_.with_baseline ? pack_.baseline() : nullptr;
@@ -295,8 +319,8 @@ Status Session::build_all() {
                                            base_lib_.log));
     have_baseline_ = true;
   }
-  progress("building candidate " + candidate_.name);
-  KDA_ASSIGN_OR_RETURN(cand_lib_, build_solution(candidate_, bs));
+  progress("building candidate " + candidate_->name);
+  KDA_ASSIGN_OR_RETURN(cand_lib_, build_solution(*candidate_, bs));
   report_.build = {{"candidate", cand_lib_.info}, {"reference", ref_lib_.info}};
   if (have_baseline_) report_.build["baseline"] = base_lib_.info;
   if (!cand_lib_.ok) {
@@ -335,6 +359,17 @@ std::optional<Failure> Session::ensure_runners() {
   std::vector<Start> starts;
   if (!ref_.alive()) starts.push_back({&ref_, RunnerRole::kReference, &ref_lib_, {}, {}});
   if (have_baseline_ && !base_.alive()) starts.push_back({&base_, RunnerRole::kBaseline, &base_lib_, {}, {}});
+  // Screening: a live candidate runner takes the next candidate's library in place; one that
+  // cannot is replaced.
+  if (screening_ && cand_.alive() && cand_loaded_ != cand_lib_.library) {
+    auto o = cand_.reload(cand_lib_.library, cand_lib_.symbol, std::max(60.0, call_timeout()));
+    if (o.kind == CallOutcome::Kind::kOk) {
+      cand_loaded_ = cand_lib_.library;
+      ++screen_stats_.reloads;
+    } else {
+      cand_.stop();
+    }
+  }
   if (!cand_.alive()) starts.push_back({&cand_, RunnerRole::kCandidate, &cand_lib_, {}, {}});
   const double load_timeout = std::max(60.0, call_timeout());
   for (Start& st : starts) {
@@ -342,6 +377,8 @@ std::optional<Failure> Session::ensure_runners() {
                      .backend = report_.backend,
                      .role = st.role,
                      .sandbox = options_.sandbox && st.role != RunnerRole::kReference};
+    // The build cache: where every later candidate's library comes from.
+    if (screening_ && st.role == RunnerRole::kCandidate) ro.reload_root = st.lib->library.parent_path().parent_path();
     auto r = RunnerClient::spawn(ro);
     if (!r.ok()) {
       st.error = r.status().message();
@@ -363,6 +400,10 @@ std::optional<Failure> Session::ensure_runners() {
     auto o = st.client->receive();
     if (o.kind == CallOutcome::Kind::kOk) {
       *st.slot = std::move(*st.client);
+      if (st.role == RunnerRole::kCandidate) {
+        cand_loaded_ = st.lib->library;
+        ++screen_stats_.candidate_runner_starts;
+      }
       continue;
     }
     st.error = fmt::format("{} runner could not load {}: {}{}", role_name(st.role), st.lib->library.string(), o.message,
@@ -408,7 +449,14 @@ std::optional<Failure> Session::classify(const CallOutcome& o) const {
   return std::nullopt;
 }
 
-Result<std::vector<tensor::Tensor>> Session::reference_outputs(const MaterializedInputs& inputs) {
+Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& inputs) {
+  const std::pair<std::string, uint64_t> key{current_uuid_, inputs.seed};
+  if (screening_) {
+    if (auto it = ref_cache_.find(key); it != ref_cache_.end()) {
+      ++screen_stats_.reference_reused;
+      return it->second;
+    }
+  }
   bool full_upload = false;
   if (auto f = load_inputs(ref_, inputs, &full_upload)) {
     if (!harness_error_)
@@ -437,7 +485,17 @@ Result<std::vector<tensor::Tensor>> Session::reference_outputs(const Materialize
   reference_samples_.push_back(static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e6);
   report_.in_call_s += static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e9;
   PhaseTimer timer(phases_.verify_call_s);
-  return read_outputs(ref_);
+  auto out = std::make_shared<const std::vector<tensor::Tensor>>(read_outputs(ref_));
+  ++screen_stats_.reference_calls;
+  if (screening_) {
+    uint64_t bytes = 0;
+    for (const auto& t : *out) bytes += static_cast<uint64_t>(t.nbytes());
+    if (ref_cache_bytes_ + bytes <= kScreenReferenceBytes) {
+      ref_cache_bytes_ += bytes;
+      ref_cache_.emplace(key, out);
+    }
+  }
+  return out;
 }
 
 std::optional<Failure> Session::checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
@@ -598,10 +656,11 @@ Result<std::vector<MaterializedInputs>> Session::materialize_all(const std::vect
   util::run_ranges(rest, [&](size_t, uint64_t begin, uint64_t) {
     made[begin] = materialize_inputs(pack_, resolved_, seeds[begin], blobs_, host_values_);
   });
-  for (auto& m : made) {
-    if (!m->ok()) return m->status();
-    out.push_back(std::move(**m));
+  for (size_t i = 0; i < made.size(); ++i) {
+    if (!made[i]->ok()) return made[i]->status();
+    out.push_back(std::move(**made[i]));
     out.back().id = ++next_set_id_;
+    out.back().seed = seeds[i];
   }
   return out;
 }
@@ -700,7 +759,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     auto ref_b = reference_outputs(*b);
     if (!ref_a.ok() || !ref_b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
     std::map<int, MaterializedInputs> fsets;
-    std::map<int, std::vector<tensor::Tensor>> ref_f;
+    std::map<int, Outputs> ref_f;
     for (size_t k = 0; k < fresh_at.size(); ++k) {
       MaterializedInputs& fm = (*sets)[2 + k];
       auto rf = reference_outputs(fm);
@@ -775,7 +834,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         loaded_[&base_].id = 0;
       }
       const MaterializedInputs& in = use_f ? fsets.at(i) : use_b ? *b : *a;
-      const std::vector<tensor::Tensor>& want = use_f ? ref_f.at(i) : use_b ? *ref_b : *ref_a;
+      const std::vector<tensor::Tensor>& want = use_f ? *ref_f.at(i) : use_b ? **ref_b : **ref_a;
       const bool recheck = (checked[static_cast<size_t>(i)] || use_f) && gate_on("recheck");
       const bool inputs_only = !recheck && inputs_checked[static_cast<size_t>(i)];
       json call{{"flush", true}, {"upload", true}, {"download", recheck || inputs_only}, {"timed", true}};
@@ -1051,7 +1110,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     std::vector<tensor::Tensor> got;
     json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
     if (auto f = checked_call(cand_, *inputs, static_cast<uint64_t>(t), &got, call, nullptr, nullptr)) return fail(*f);
-    if (auto f = compare(got, *ref, *inputs, &wr.check)) {
+    if (auto f = compare(got, **ref, *inputs, &wr.check)) {
       f->gate = GateId::kCorrectness;
       return fail(*f);
     }
@@ -1065,7 +1124,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
         return fail({Verdict::kNondeterministic, "nondeterministic",
                      "the same inputs gave different outputs on two calls (policy: bitwise determinism)", {},
                      GateId::kDeterminism});
-      if (auto f = compare(again, *ref, *inputs, nullptr))
+      if (auto f = compare(again, **ref, *inputs, nullptr))
         return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message,
                      {}, GateId::kDeterminism});
       gates_.ran(GateId::kDeterminism);
@@ -1137,7 +1196,7 @@ std::optional<Failure> Session::probe_trials() {
     std::vector<tensor::Tensor> got;
     json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
     if (auto f = checked_call(cand_, *in, 700 + k, &got, call, nullptr, nullptr)) return f;
-    if (auto f = compare(got, *ref, *in, nullptr))
+    if (auto f = compare(got, **ref, *in, nullptr))
       return Failure{Verdict::kIncorrectNumerical, "probe_mismatch",
                      fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message), {},
                      GateId::kProbes};
@@ -1172,10 +1231,21 @@ std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, 
   return out;
 }
 
+Result<EvalReport> Session::rerun(const task::Solution& candidate) {
+  if (harness_error_) return *harness_error_;  // a reference that failed once is not trusted again
+  candidate_ = &candidate;
+  report_ = EvalReport{};
+  phases_ = EvalPhases{};
+  cand_lib_ = BuiltLibrary{};
+  candidate_blocked_.reset();
+  ++screen_stats_.candidates;
+  return run();
+}
+
 Result<EvalReport> Session::run() {
   const auto t0 = Clock::now();
   report_.definition = pack_.definition.name;
-  report_.solution = candidate_.name;
+  report_.solution = candidate_->name;
   report_.backend = pack_.backend == task::Backend::kCuda ? "cuda" : "host";
   report_.seed = *options_.seed;
   Status sel;
@@ -1210,16 +1280,24 @@ Result<EvalReport> Session::run() {
   return report_;
 }
 
-}  // namespace
-
-Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options) {
-  EvalOptions opts = options;
-  if (!opts.seed) opts.seed = fresh_secret_seed();
-  if (opts.reference != "pack" && opts.reference != "torch")
-    return Status::bad_input("--reference must be 'pack' or 'torch', not '" + opts.reference + "'");
+// What evaluate() and Screener refuse before anything runs: a candidate for another definition or
+// in the wrong language.
+Status check_candidate(const task::TaskPack& pack, const task::Solution& candidate) {
   if (candidate.definition != pack.definition.name)
     return Status::bad_input(fmt::format("solution '{}' is for definition '{}', the task is '{}'", candidate.name,
                                          candidate.definition, pack.definition.name));
+  const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
+  if (candidate.spec.language != want)
+    return Status::bad_input(fmt::format("solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "
+                                         "takes '{}' solutions", candidate.name, candidate.spec.language,
+                                         pack.definition.name, want == "cuda" ? "cuda" : "host", want));
+  return {};
+}
+
+Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
+  if (!opts.seed) opts.seed = fresh_secret_seed();
+  if (opts.reference != "pack" && opts.reference != "torch")
+    return Status::bad_input("--reference must be 'pack' or 'torch', not '" + opts.reference + "'");
   if (opts.sealed) {
     KDA_ASSIGN_OR_RETURN(task::Manifest now, task::pack_manifest(pack.root));
     task::ManifestDiff diff = task::manifest_diff(*opts.sealed, now);
@@ -1227,13 +1305,51 @@ Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& ca
       return Status::failed(fmt::format("{}: the task pack no longer matches its sealed manifest ({}); refusing to "
                                         "evaluate", pack.root.string(), task::describe(diff)));
   }
-  const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
-  if (candidate.spec.language != want)
-    return Status::bad_input(fmt::format("solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "
-                                         "takes '{}' solutions", candidate.name, candidate.spec.language,
-                                         pack.definition.name, want == "cuda" ? "cuda" : "host", want));
+  return {};
+}
+
+}  // namespace
+
+Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options) {
+  EvalOptions opts = options;
+  KDA_RETURN_IF_ERROR(check_options(pack, opts));
+  KDA_RETURN_IF_ERROR(check_candidate(pack, candidate));
   Session s(pack, candidate, opts);
   return s.run();
 }
+
+struct Screener::Impl {
+  const task::TaskPack& pack;
+  EvalOptions options;  // the session reads these: timing is set per candidate
+  task::Solution none;  // the session's candidate until the first
+  Session session;
+  Impl(const task::TaskPack& p, EvalOptions o) : pack(p), options(std::move(o)), session(pack, none, options) {
+    session.enable_screening();
+  }
+};
+
+Result<std::unique_ptr<Screener>> Screener::open(const task::TaskPack& pack, EvalOptions options) {
+  KDA_RETURN_IF_ERROR(check_options(pack, options));
+  options.with_baseline = false;
+  options.sealed.reset();  // checked once, here
+  auto s = std::unique_ptr<Screener>(new Screener());
+  s->impl_ = std::make_unique<Impl>(pack, std::move(options));
+  return s;
+}
+
+Screener::Screener() = default;
+Screener::~Screener() = default;
+
+Result<EvalReport> Screener::evaluate(const task::Solution& candidate, const std::string& workloads, int trials,
+                                     int warmup, int iterations) {
+  KDA_RETURN_IF_ERROR(check_candidate(impl_->pack, candidate));
+  impl_->options.workloads = workloads;
+  impl_->options.trials = trials;
+  impl_->options.warmup = warmup;
+  impl_->options.iterations = iterations;
+  return impl_->session.rerun(candidate);
+}
+
+ScreenStats Screener::stats() const { return impl_->session.screen_stats(); }
 
 }  // namespace kda::eval

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -108,6 +109,38 @@ struct EvalReport {
 // Evaluates `candidate` on `pack`. Errors are the evaluator's own (bad pack, reference does not
 // build, runner missing); everything the candidate does wrong is a verdict in the report.
 Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options);
+
+// What a screening session did (Screener::stats).
+struct ScreenStats {
+  int64_t candidates = 0;               // evaluations in the session
+  int64_t candidate_runner_starts = 0;  // candidate runner processes started (the first, and after failures)
+  int64_t reloads = 0;                  // candidates loaded into a live runner instead
+  int64_t reference_calls = 0;          // reference outputs computed
+  int64_t reference_reused = 0;         // ... and taken from the session's memory instead
+};
+
+// Screening (kda tune): one evaluator session kept open across many candidates of one pack, so one
+// measurement costs milliseconds rather than the seconds of starting runners and rebuilding the
+// reference. Every candidate gets exactly evaluate()'s checks and gates on options.workloads, with
+// three differences: no baseline is timed; the master seed is drawn once per session, so every
+// candidate meets the same secret input sets and the reference's outputs for them are computed
+// once; and the candidate runner stays alive, loading each next library from the build cache into
+// the same process (replaced after any failure). A screening number is a ranking, not a result:
+// candidates share a process, so only a fresh official evaluate() counts (kda tune ends with one).
+class Screener {
+ public:
+  static Result<std::unique_ptr<Screener>> open(const task::TaskPack& pack, EvalOptions options);
+  ~Screener();
+  // `workloads`: as EvalOptions::workloads (all | dev | holdout | uuid[,uuid...]).
+  Result<EvalReport> evaluate(const task::Solution& candidate, const std::string& workloads, int trials, int warmup,
+                              int iterations);
+  ScreenStats stats() const;
+
+ private:
+  Screener();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // FlashInfer-Bench trace line (plus kda's fields) for one workload result.
 nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, const task::TaskPack& pack);

@@ -50,6 +50,7 @@ struct MaterializedInputs {
   // with device-side inputs generates them from `random`.
   bool host_values = true;
   uint64_t id = 0;                      // set by the evaluator: which input set a runner holds
+  uint64_t seed = 0;                    // set by the evaluator: the seed it was drawn from
 };
 
 // host_values = false skips the host fill of plain random inputs (they are described by `random`).

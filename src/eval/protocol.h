@@ -1,7 +1,9 @@
 // The evaluator <-> runner protocol: frames (proc/frame.h) whose payload is one JSON object.
 //
 //   runner -> evaluator  kHello   {"pid", "backend", "device", "capabilities"}
-//   evaluator -> runner  kLoad    {"library", "symbol", "backend", "sandbox": {...}}   -> kReply
+//   evaluator -> runner  kLoad    {"library", "symbol", "sandbox", "reload_root"}      -> kReply {"sandbox"}
+//                        kLoad    {"library", "symbol", "reload": true}  (a further library from under the
+//                                  first load's reload_root: screening)               -> kReply {"loads"}
 //   evaluator -> runner  kLayout  ArenaLayout JSON (the arena memfd is the runner's fd 5) -> kReply
 //   evaluator -> runner  kCall    {"seq", "flush", "upload", "download", "download_outputs", "poison", "timed",
 //                                  "guard_seed", "profile_range"}                     -> kReply

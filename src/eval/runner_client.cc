@@ -221,7 +221,13 @@ CallOutcome RunnerClient::load(const std::filesystem::path& library, const std::
 
 void RunnerClient::send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
   nlohmann::json j{{"library", library.string()}, {"symbol", symbol}, {"sandbox", options_.sandbox}};
+  if (!options_.reload_root.empty()) j["reload_root"] = options_.reload_root.string();
   send(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
+}
+
+CallOutcome RunnerClient::reload(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
+  nlohmann::json j{{"library", library.string()}, {"symbol", symbol}, {"reload", true}};
+  return request(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
 }
 
 CallOutcome RunnerClient::set_layout(const ArenaLayout& layout, double timeout_s) {

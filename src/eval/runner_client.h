@@ -33,6 +33,9 @@ struct RunnerOptions {
   std::vector<std::string> wrapper;
   // Extra NAME=value environment entries (a wrapping tool may need e.g. TMPDIR); never seeds.
   std::vector<std::string> extra_env;
+  // Screening (eval::Screener): the runner may load further libraries from under this directory
+  // (the build cache) after its first; its sandbox then reads the whole directory. Empty: one load.
+  std::filesystem::path reload_root;
 };
 
 // What one request to a runner produced.
@@ -68,6 +71,9 @@ class RunnerClient {
   // within the timeout given to send_*(). A failed send is reported by receive(). One request at a
   // time: a reply nobody received is read and dropped before the next request is sent.
   void send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
+  // A further library in the same process (runners started with reload_root, "reload" capability):
+  // the entry point moves to it; earlier libraries stay mapped and are never called again.
+  CallOutcome reload(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
   void send_layout(const ArenaLayout& layout, double timeout_s);
   CallOutcome receive();
   CallOutcome call(const nlohmann::json& request, double timeout_s);

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include <cstring>
@@ -33,23 +34,55 @@ Status reply(const json& j) {
 
 json error_reply(const std::string& msg) { return {{"ok", false}, {"error", msg}}; }
 
-// Read-only paths a dlopen'ed solution needs: its own directory and the system libraries.
-kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library, const kda::runner::Backend& b) {
+// Read-only paths a dlopen'ed solution needs: its own directory (or, for a runner that loads
+// several, the directory they all come from) and the system libraries.
+kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library_dir, const kda::runner::Backend& b) {
   kda::sandbox::LandlockPolicy p;
-  p.read_only = {library.parent_path(), "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/cuda",
+  p.read_only = {library_dir, "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/cuda",
                  "/etc/ld.so.cache", "/sys/devices/system/cpu", "/proc/self", "/proc/driver/nvidia"};
   p.devices = b.sandbox_devices();
   if (!p.devices.empty()) p.devices.push_back("/dev/null");
   return p;
 }
 
-Status handle_load(const json& msg, kda::runner::Backend& backend, json& out) {
+// What the first load allowed later ones (screening: {"reload_root"} at the first, {"reload": true}
+// after it). A runner without a reload root loads exactly one library.
+struct Loads {
+  int count = 0;
+  std::filesystem::path root;
+};
+
+bool under(const std::filesystem::path& p, const std::filesystem::path& root) {
+  std::error_code ec;
+  const auto a = std::filesystem::weakly_canonical(p, ec);
+  const auto b = std::filesystem::weakly_canonical(root, ec);
+  if (ec) return false;
+  auto [ra, rb] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  return rb == b.end();
+}
+
+Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads, json& out) {
   std::filesystem::path library = msg.at("library").get<std::string>();
   std::string symbol = msg.at("symbol").get<std::string>();
+  if (loads.count > 0) {
+    if (!msg.value("reload", false) || loads.root.empty())
+      return kda::Status::failed("a library is already loaded (a runner loads one unless started with a reload root)");
+    if (!under(library, loads.root))
+      return kda::Status::failed("reload: " + library.string() + " is not under the reload root " + loads.root.string());
+    KDA_RETURN_IF_ERROR(backend.load(library, symbol));
+    ++loads.count;
+    out["loads"] = loads.count;
+    return {};
+  }
+  if (msg.contains("reload_root")) {
+    loads.root = msg.at("reload_root").get<std::string>();
+    if (!under(library, loads.root))
+      return kda::Status::failed(library.string() + " is not under the reload root " + loads.root.string());
+  }
   KDA_RETURN_IF_ERROR(backend.init());
   json sandbox = json::object();
   if (msg.value("sandbox", false)) {
-    auto ll = kda::sandbox::apply_landlock(candidate_policy(library, backend));
+    auto ll = kda::sandbox::apply_landlock(candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend));
     if (!ll.ok()) return ll.status().with_context("sandbox");
     sandbox["landlock_abi"] = ll->abi;
     sandbox["network"] = ll->network;
@@ -60,6 +93,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, json& out) {
     }
   }
   KDA_RETURN_IF_ERROR(backend.load(library, symbol));
+  loads.count = 1;
   out["sandbox"] = sandbox;
   return {};
 }
@@ -67,6 +101,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, json& out) {
 int serve(kda::runner::Backend& backend) {
   kda::eval::SharedArena arena;
   kda::eval::ArenaLayout layout;
+  Loads loads;
   for (;;) {
     auto frame = kda::proc::read_frame(kda::eval::kRunnerCommandFd);
     if (!frame.ok()) {
@@ -82,7 +117,7 @@ int serve(kda::runner::Backend& backend) {
     try {
     switch (static_cast<MsgType>(frame.frame->type)) {
       case MsgType::kLoad: {
-        Status st = handle_load(msg, backend, out);
+        Status st = handle_load(msg, backend, loads, out);
         if (!st.ok()) out = error_reply(st.message());
         break;
       }
@@ -172,7 +207,9 @@ int main(int argc, char** argv) {
     std::cerr << "kda-runner: backend '" << backend_name << "' is not available in this build\n";
     return 2;
   }
-  json hello{{"pid", ::getpid()}, {"backend", backend_name}, {"capabilities", backend->capabilities()}};
+  std::vector<std::string> caps = backend->capabilities();
+  caps.push_back("reload");  // further libraries from a reload root (screening)
+  json hello{{"pid", ::getpid()}, {"backend", backend_name}, {"capabilities", caps}};
   if (!kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kHello), hello.dump()).ok())
     return 3;
   const int rc = serve(*backend);

@@ -84,16 +84,27 @@ class EvalMeasurer : public Measurer {
     const auto t0 = std::chrono::steady_clock::now();
     auto sol = config_solution(base_, t_, c);
     if (!sol.ok()) return sol.status();
-    eval::EvalOptions e = o_.eval;
-    e.with_baseline = false;
-    e.progress = nullptr;
     std::string list;
     for (const auto& w : workloads) list += (list.empty() ? "" : ",") + w;
-    e.workloads = list;
-    e.trials = o_.screen_trials + rung;
-    e.warmup = o_.screen_warmup;
-    e.iterations = o_.screen_iterations * static_cast<int>(std::pow(3, rung));
-    KDA_ASSIGN_OR_RETURN(eval::EvalReport report, eval::evaluate(pack_, *sol, e));
+    const int trials = o_.screen_trials + rung, iterations = o_.screen_iterations * static_cast<int>(std::pow(3, rung));
+    eval::EvalReport report;
+    if (o_.screen) {
+      if (!screener_) {
+        eval::EvalOptions e = o_.eval;
+        e.progress = nullptr;
+        KDA_ASSIGN_OR_RETURN(screener_, eval::Screener::open(pack_, e));
+      }
+      KDA_ASSIGN_OR_RETURN(report, screener_->evaluate(*sol, list, trials, o_.screen_warmup, iterations));
+    } else {
+      eval::EvalOptions e = o_.eval;
+      e.with_baseline = false;
+      e.progress = nullptr;
+      e.workloads = list;
+      e.trials = trials;
+      e.warmup = o_.screen_warmup;
+      e.iterations = iterations;
+      KDA_ASSIGN_OR_RETURN(report, eval::evaluate(pack_, *sol, e));
+    }
     m.passed = report.all_passed && !report.workloads.empty();
     for (const auto& w : report.workloads) {
       if (w.verdict != eval::Verdict::kPassed) {
@@ -114,6 +125,7 @@ class EvalMeasurer : public Measurer {
   const Tunables& t_;
   const TuneOptions& o_;
   std::set<std::string> prepared_;
+  std::unique_ptr<eval::Screener> screener_;  // o_.screen: one session for every measurement
 };
 
 Result<std::vector<const task::Workload*>> tuned_workloads(const task::TaskPack& pack, const std::string& sel) {

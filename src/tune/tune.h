@@ -31,6 +31,9 @@ struct TuneOptions {
   // Screening timing (successive halving's first rung); later rungs and the final timing of the
   // best single configuration and the dispatcher use the pack's task.toml timing.
   int screen_trials = 1, screen_warmup = 2, screen_iterations = 10;
+  // Measure in one screening session (eval::Screener: runners kept alive, reference outputs
+  // reused); false: one official evaluate() per measurement (slower, each in fresh processes).
+  bool screen = true;
   bool final_eval = true;              // time best single and dispatcher with the pack's timing at the end
   int stop_after = 0;                  // tests: stop as if killed after this many measurements (kFailed)
 };
