@@ -51,9 +51,12 @@ for p in $PACKS; do
   task=$PACK_ROOT/$p
   out=/tmp/tune-$p
   rm -rf "$out"
-  record 200 tune "$task/solutions/tunable" --task "$task" --out "$out" --no-final --quiet
+  # TUNE_ARGS_<pack>: extra kda tune arguments (e.g. TUNE_ARGS_gemm="--max-configs 24").
+  extra=TUNE_ARGS_$p
+  record 200 tune "$task/solutions/tunable" --task "$task" --out "$out" --no-final ${!extra:-}
   mkdir -p "$OUT/$p"
   cp "$out"/map.json "$out"/map.md "$out"/state.json "$OUT/$p/" 2> /dev/null
+  cp "$OUT/last_err.txt" "$OUT/$p/tune_progress.txt"
   for sol in dispatcher best_single; do
     [ -d "$out/$sol" ] || continue
     for w in all holdout; do record 120 eval "$out/$sol" --task "$task" --workloads "$w" --quiet; done
@@ -103,4 +106,6 @@ for p in os.listdir(out):
     print(f"{p}: best single {best} rung {top['rung']}: screening vs official on {len(dev)} dev workloads, "
           f"largest difference {100 * worst:.1f} %: " + ", ".join(f"{u[:8]} {s:.5f}/{o:.5f}" for u, s, o in dev))
 EOF
+# The device tool brings back a handful of files: the per-pack outputs go back as one archive.
+(cd "$OUT" && tar czf tune-files.tgz $PACKS 2> /dev/null && rm -rf $PACKS)
 echo "total: $(( $(date +%s) - t0 )) s"

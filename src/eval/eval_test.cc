@@ -729,9 +729,10 @@ TEST(Screener, OneSessionManyCandidatesWithEvaluatesVerdicts) {
   EXPECT_TRUE(again.all_passed);
   s = (*screener)->stats();
   EXPECT_EQ(s.candidates, 4);
-  // The wrong candidate's runner is replaced after each workload it failed (the first ran in the
-  // reloaded runner); then the last candidate needs a fresh one too.
-  EXPECT_EQ(s.candidate_runner_starts, 1 + static_cast<int64_t>(wrong.workloads.size()));
+  // Screening stops a candidate at its first failed workload; its runner is replaced.
+  EXPECT_EQ(wrong.workloads.size(), 1u);
+  EXPECT_FALSE(wrong.all_passed);
+  EXPECT_EQ(s.candidate_runner_starts, 2);
   EXPECT_EQ(s.reloads, 2);
   auto other = task::load_solution(fixture("host_softmax", "fast"));
   ASSERT_TRUE(other.ok());

@@ -1270,7 +1270,9 @@ Result<EvalReport> Session::run() {
     // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,
     // and a violating candidate may have left state behind.
     if (wr.verdict != Verdict::kPassed && cand_.alive()) cand_.stop();
+    const bool failed = wr.verdict != Verdict::kPassed;
     report_.workloads.push_back(std::move(wr));
+    if (failed && screening_) break;  // a screened candidate that failed once is out: the rest is not run
   }
   report_.all_passed = all_passed;
   report_.score_mean = all_passed ? arithmetic_mean(speedups) : 0;

@@ -122,7 +122,7 @@ struct ScreenStats {
 // Screening (kda tune): one evaluator session kept open across many candidates of one pack, so one
 // measurement costs milliseconds rather than the seconds of starting runners and rebuilding the
 // reference. Every candidate gets exactly evaluate()'s checks and gates on options.workloads, with
-// three differences: no baseline is timed; the master seed is drawn once per session, so every
+// four differences: no baseline is timed; a candidate stops at its first failed workload; the master seed is drawn once per session, so every
 // candidate meets the same secret input sets and the reference's outputs for them are computed
 // once; and the candidate runner stays alive, loading each next library from the build cache into
 // the same process (replaced after any failure). A screening number is a ranking, not a result:

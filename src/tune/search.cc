@@ -27,7 +27,9 @@ double geomean(const std::vector<double>& v) {
 nlohmann::json Measurement::to_json() const {
   nlohmann::json t = nlohmann::json::object();
   for (const auto& [uuid, w] : times) t[uuid] = {{"ms", w.ms}, {"ci_low_ms", w.ci_low_ms}, {"ci_high_ms", w.ci_high_ms}};
-  return {{"config", config}, {"rung", rung}, {"passed", passed}, {"reason", reason}, {"times", t}, {"wall_s", wall_s}};
+  nlohmann::json j{{"config", config}, {"rung", rung}, {"passed", passed}, {"reason", reason}, {"times", t}, {"wall_s", wall_s}};
+  if (!phases.empty()) j["phases"] = phases;
+  return j;
 }
 
 Result<Measurement> Measurement::from_json(const nlohmann::json& j) {
@@ -38,6 +40,7 @@ Result<Measurement> Measurement::from_json(const nlohmann::json& j) {
     m.passed = j.at("passed").get<bool>();
     m.reason = j.value("reason", "");
     m.wall_s = j.value("wall_s", 0.0);
+    m.phases = j.value("phases", nlohmann::json::object());
     for (const auto& [uuid, w] : j.at("times").items())
       m.times[uuid] = {w.at("ms").get<double>(), w.at("ci_low_ms").get<double>(), w.at("ci_high_ms").get<double>()};
   } catch (const nlohmann::json::exception& e) {

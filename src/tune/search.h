@@ -32,6 +32,7 @@ struct Measurement {
   std::string reason;  // why not (compile error, verdict and reason code)
   std::map<std::string, WorkloadTime> times;  // workload uuid -> time (passed only)
   double wall_s = 0;
+  nlohmann::json phases = nlohmann::json::object();  // where the evaluation's time went (eval::EvalPhases)
   nlohmann::json to_json() const;
   static Result<Measurement> from_json(const nlohmann::json& j);
 };

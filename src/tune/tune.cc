@@ -116,6 +116,7 @@ class EvalMeasurer : public Measurer {
     }
     if (!m.passed) m.times.clear();
     m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m.phases = report.phases.to_json(report.wall_s);
     return m;
   }
 
