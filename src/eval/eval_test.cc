@@ -721,6 +721,8 @@ TEST(Screener, OneSessionManyCandidatesWithEvaluatesVerdicts) {
   EXPECT_EQ(s.reloads, 1);
   EXPECT_EQ(s.reference_calls, first.reference_calls);  // every set's outputs remembered
   EXPECT_GE(s.reference_reused, first.reference_calls);
+  EXPECT_EQ(first.input_sets_reused, 0);
+  EXPECT_GT(s.input_sets_reused, 0);  // the second candidate met the first one's sets, generated once
   EvalReport wrong = screen("wrong");
   ASSERT_FALSE(wrong.workloads.empty());
   EXPECT_EQ(wrong.workloads[0].verdict, Verdict::kIncorrectNumerical);

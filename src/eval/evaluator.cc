@@ -108,9 +108,9 @@ struct Failure {
 // the µs packs 15-25 % of their dev-workload evaluation on the H200 (run 28), one per 10
 // iterations 7-20 % of the host packs' (bench/results/host_overhead.md).
 constexpr int kFreshEvery = 50;
-// A screening session remembers reference outputs up to this many bytes (then computes the rest
-// per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
-constexpr uint64_t kScreenReferenceBytes = uint64_t{8} << 30;
+// A screening session remembers reference outputs and input sets up to this many bytes together
+// (then computes the rest per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
+constexpr uint64_t kScreenBytes = uint64_t{8} << 30;
 constexpr int kMinFreshSets = 2;
 
 // Where in a trial's n timed iterations the fresh input sets are called (one set each, never called
@@ -215,7 +215,6 @@ class Session {
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).
-  Result<MaterializedInputs> materialize(uint64_t seed) { return materialize(seed, host_values_); }
   Result<MaterializedInputs> materialize(uint64_t seed, bool host_values) {
     PhaseTimer timer(phases_.materialize_s);
     auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values);
@@ -224,6 +223,28 @@ class Session {
       in->seed = seed;
     }
     return in;
+  }
+  // Screening: input sets kept by (workload, seed, kind) within the session's byte budget, shared
+  // with the reference outputs (the same sets recur for every candidate). A kept set comes back as
+  // a copy with a new id: to the runners it is a set like any other.
+  enum SetKind : int { kRawSet = 0, kProbeSet = 1 };
+  std::optional<MaterializedInputs> kept_set(uint64_t seed, SetKind kind) {
+    if (!screening_) return std::nullopt;
+    auto it = set_cache_.find({current_uuid_, seed, kind});
+    if (it == set_cache_.end()) return std::nullopt;
+    ++screen_stats_.input_sets_reused;
+    MaterializedInputs copy = *it->second;
+    copy.id = ++next_set_id_;
+    return copy;
+  }
+  void keep_set(const MaterializedInputs& in, SetKind kind) {
+    if (!screening_) return;
+    uint64_t bytes = 0;
+    for (const auto& t : in.tensors) bytes += static_cast<uint64_t>(t.nbytes());
+    if (screen_bytes_ + bytes > kScreenBytes) return;
+    screen_bytes_ += bytes;
+    set_cache_.emplace(std::make_tuple(current_uuid_, in.seed, static_cast<int>(kind)),
+                       std::make_shared<const MaterializedInputs>(in));
   }
   // Several sets at once, over the host's cores (the structured generators of the contest packs
   // run on the host: 5-15 s of a contest pack's dev evaluation on the H200, run 26). The first is
@@ -292,7 +313,9 @@ class Session {
   bool screening_ = false;
   std::filesystem::path cand_loaded_;  // the library the live candidate runner calls
   std::map<std::pair<std::string, uint64_t>, Outputs> ref_cache_;  // (workload, input set seed)
-  uint64_t ref_cache_bytes_ = 0;
+  std::map<std::tuple<std::string, uint64_t, int>, std::shared_ptr<const MaterializedInputs>> set_cache_;
+  uint64_t screen_bytes_ = 0;  // held by both caches
+  std::map<std::pair<std::string, uint64_t>, std::string> probe_what_;  // what each kept probe set's transforms were
   ScreenStats screen_stats_;
 
   std::optional<Failure> baseline_failure(const Failure& f) {
@@ -490,8 +513,8 @@ Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& in
   if (screening_) {
     uint64_t bytes = 0;
     for (const auto& t : *out) bytes += static_cast<uint64_t>(t.nbytes());
-    if (ref_cache_bytes_ + bytes <= kScreenReferenceBytes) {
-      ref_cache_bytes_ += bytes;
+    if (screen_bytes_ + bytes <= kScreenBytes) {
+      screen_bytes_ += bytes;
       ref_cache_.emplace(key, out);
     }
   }
@@ -650,17 +673,27 @@ Result<std::vector<MaterializedInputs>> Session::materialize_all(const std::vect
   if (seeds.empty()) return out;
   PhaseTimer timer(phases_.materialize_s);
   std::vector<std::optional<Result<MaterializedInputs>>> made(seeds.size());
-  made[0] = materialize_inputs(pack_, resolved_, seeds[0], blobs_, host_values_);
-  std::vector<std::pair<uint64_t, uint64_t>> rest;
-  for (uint64_t i = 1; i < seeds.size(); ++i) rest.emplace_back(i, i + 1);
-  util::run_ranges(rest, [&](size_t, uint64_t begin, uint64_t) {
-    made[begin] = materialize_inputs(pack_, resolved_, seeds[begin], blobs_, host_values_);
-  });
+  std::vector<bool> kept(seeds.size(), false);
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (auto k = kept_set(seeds[i], kRawSet)) {
+      made[i] = std::move(*k);
+      kept[i] = true;
+    }
+  std::vector<std::pair<uint64_t, uint64_t>> todo;
+  for (uint64_t i = 0; i < seeds.size(); ++i)
+    if (!kept[i]) todo.emplace_back(i, i + 1);
+  auto make = [&](uint64_t i) { made[i] = materialize_inputs(pack_, resolved_, seeds[i], blobs_, host_values_); };
+  if (!todo.empty()) make(todo.front().first);
+  if (todo.size() > 1)
+    util::run_ranges(std::vector<std::pair<uint64_t, uint64_t>>(todo.begin() + 1, todo.end()),
+                     [&](size_t, uint64_t begin, uint64_t) { make(begin); });
   for (size_t i = 0; i < made.size(); ++i) {
     if (!made[i]->ok()) return made[i]->status();
     out.push_back(std::move(**made[i]));
+    if (kept[i]) continue;
     out.back().id = ++next_set_id_;
     out.back().seed = seeds[i];
+    keep_set(out.back(), kRawSet);
   }
   return out;
 }
@@ -809,7 +842,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     };
     const int half = n_iter / 2;
     std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
-                                                   gate_on("random-rechecks") ? kRandomRechecks : 0);
+                                                   gate_on("random-rechecks") && !screening_ ? kRandomRechecks : 0);
     // The fresh calls are compared with repeated calls made under the same conditions. On the host
     // that means right after their set was loaded again (the evaluator has just written the arena;
     // a 2 ms host softmax ran up to 3x slower right after its inputs were written), by reloads forced
@@ -1173,10 +1206,19 @@ std::optional<Failure> Session::probe_trials() {
       if (std::find(kinds.begin(), kinds.end(), p) == kinds.end()) kinds.push_back(p);
   for (size_t k = 0; k < kinds.size(); ++k) {
     const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kProbe);
-    auto in = materialize(seed, /*host_values=*/true);
-    if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
     std::string what;
+    const auto known = probe_what_.find({current_uuid_, seed});  // screening: this probe set was made before
+    if (known != probe_what_.end() && known->second.empty()) {
+      if (gates_.runs(GateId::kProbes) == 0)
+        gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
+      continue;
+    }
+    std::optional<MaterializedInputs> kept = kept_set(seed, kProbeSet);
+    if (kept && known != probe_what_.end()) what = known->second;
+    auto in = kept ? Result<MaterializedInputs>(std::move(*kept)) : materialize(seed, /*host_values=*/true);
+    if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
     for (const auto& [input, list] : probes) {
+      if (kept) break;
       if (std::find(list.begin(), list.end(), kinds[k]) == list.end()) continue;
       for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
         if (pack_.definition.inputs[i].name != input || !in->plain_random[i]) continue;
@@ -1185,6 +1227,10 @@ std::optional<Failure> Session::probe_trials() {
         in->plain_random[i] = false;  // uploaded as transformed, never generated on the device
         what += (what.empty() ? "" : ", ") + a.description;
       }
+    }
+    if (!kept && screening_) {
+      if (!what.empty()) keep_set(*in, kProbeSet);
+      probe_what_[{current_uuid_, seed}] = what;
     }
     if (what.empty()) {  // this workload gives the probed inputs no plain random values
       if (gates_.runs(GateId::kProbes) == 0)

@@ -117,12 +117,14 @@ struct ScreenStats {
   int64_t reloads = 0;                  // candidates loaded into a live runner instead
   int64_t reference_calls = 0;          // reference outputs computed
   int64_t reference_reused = 0;         // ... and taken from the session's memory instead
+  int64_t input_sets_reused = 0;        // input sets (and probe sets) taken from memory instead of generated
 };
 
 // Screening (kda tune): one evaluator session kept open across many candidates of one pack, so one
 // measurement costs milliseconds rather than the seconds of starting runners and rebuilding the
 // reference. Every candidate gets exactly evaluate()'s checks and gates on options.workloads, with
-// four differences: no baseline is timed; a candidate stops at its first failed workload; the master seed is drawn once per session, so every
+// five differences: no baseline is timed; a candidate stops at its first failed workload; no random
+// rechecks (the last call of each half and every fresh set are still checked); the master seed is drawn once per session, so every
 // candidate meets the same secret input sets and the reference's outputs for them are computed
 // once; and the candidate runner stays alive, loading each next library from the build cache into
 // the same process (replaced after any failure). A screening number is a ranking, not a result:
