@@ -4,7 +4,7 @@
 Deterministic: every value comes from a fixed seed, so re-running this script reproduces the files byte for byte.
 Axis values and counts follow shared/specs/contest-kernels.md §3. Inputs the contest captured from real runs stay
 `{"type": "random"}` here: the pack's structured-input generator (task.toml [inputs] generator, src/contest/)
-synthesises them from a seed derived from the workload uuid. Each kernel family has its own function below;
+synthesises them from each evaluation trial's secret seed (fresh per trial; what a workload pins is a blob). Each kernel family has its own function below;
 `main()` calls them all.
 
 Usage: scripts/gen_contest_workloads.py [--root REPO_ROOT]
