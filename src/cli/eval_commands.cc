@@ -71,6 +71,14 @@ int run_eval(const Args& args, Io& io) {
   opts.runner_binary = runner_path();
   opts.workloads = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
   opts.with_baseline = !args.flag("no-baseline");
+  if (auto b = args.value("baseline")) {
+    auto base = task::load_solution(*b);
+    if (!base.ok()) {
+      io.err << "kda eval: --baseline " << *b << ": " << base.status().message() << "\n";
+      return exit_code_for(base.status());
+    }
+    opts.baseline = std::move(*base);
+  }
   opts.sandbox = !args.flag("no-sandbox");
   opts.device_inputs = !args.flag("host-inputs");
   opts.reference = args.value_or("reference", "pack");
@@ -156,6 +164,8 @@ CommandSpec eval_command() {
                    .help = "sealed pack manifest (kda task seal): refuse to evaluate if the pack changed"},
                   {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
                   {.name = "no-baseline", .help = "do not time the baseline"},
+                  {.name = "baseline", .metavar = "DIR",
+                   .help = "time this solution as the baseline instead of the pack's (a head-to-head on the same inputs)"},
                   {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
                   {.name = "reference", .metavar = "WHICH",
                    .help = "pack: the pack's reference solution; torch: the definition's Python reference in the torch "

@@ -776,3 +776,33 @@ TEST(RunnerProtocol, FurtherLoadsOnlyFromUnderTheReloadRoot) {
 
 }  // namespace
 }  // namespace kda::eval
+
+namespace kda::eval {
+namespace {
+
+// --baseline: another solution timed interleaved in the baseline's place (a head-to-head), named in
+// the report; one for another definition is refused before anything runs.
+TEST(Evaluate, BaselineOverrideIsTimedInThePacksPlace) {
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/gemm");
+  ASSERT_TRUE(pack.ok());
+  auto fast = task::load_solution(fixture("host_gemm", "fast"));
+  auto slow = task::load_solution(fixture("host_gemm", "slow_correct"));
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  EvalOptions o = fast_options();
+  o.workloads = "all";
+  o.baseline = *slow;
+  auto r = evaluate(*pack, *fast, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->all_passed);
+  EXPECT_EQ(r->baseline_name, slow->name);
+  EXPECT_NE(r->baseline_name, pack->baseline_name);
+  EXPECT_GT(r->score_geomean, 1.0);  // the fast fixture against the slow one, call by call
+  EXPECT_EQ(report_json(*r, *pack)["baseline"], slow->name);
+  o.baseline = *task::load_solution(fixture("host_softmax", "fast"));
+  auto bad = evaluate(*pack, *fast, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--baseline"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace kda::eval

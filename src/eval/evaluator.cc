@@ -319,7 +319,7 @@ class Session {
   ScreenStats screen_stats_;
 
   std::optional<Failure> baseline_failure(const Failure& f) {
-    harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", pack_.baseline_name,
+    harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", report_.baseline_name,
                                                   current_uuid_, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
     return Failure{Verdict::kRuntimeError, "harness_error", "the baseline failed", {}};
   }
@@ -333,12 +333,15 @@ Status Session::build_all() {
   }
   if (!ref_lib_.ok)
     return Status::bad_input(fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
-  const task::Solution* base = options_.with_baseline ? pack_.baseline() : nullptr;
+  const task::Solution* base = !options_.with_baseline ? nullptr
+                               : options_.baseline   ? &*options_.baseline
+                                                     : pack_.baseline();
   if (base != nullptr) {
-    progress("building baseline " + pack_.baseline_name);
+    report_.baseline_name = options_.baseline ? options_.baseline->name : pack_.baseline_name;
+    progress("building baseline " + report_.baseline_name);
     KDA_ASSIGN_OR_RETURN(base_lib_, build_solution(*base, bs));
     if (!base_lib_.ok)
-      return Status::bad_input(fmt::format("{}: baseline '{}' does not build:\n{}", pack_.root.string(), pack_.baseline_name,
+      return Status::bad_input(fmt::format("{}: baseline '{}' does not build:\n{}", pack_.root.string(), report_.baseline_name,
                                            base_lib_.log));
     have_baseline_ = true;
   }
@@ -1362,6 +1365,10 @@ Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& ca
   EvalOptions opts = options;
   KDA_RETURN_IF_ERROR(check_options(pack, opts));
   KDA_RETURN_IF_ERROR(check_candidate(pack, candidate));
+  if (opts.baseline) {
+    Status st = check_candidate(pack, *opts.baseline);
+    if (!st.ok()) return Status::bad_input("--baseline: " + st.message());
+  }
   Session s(pack, candidate, opts);
   return s.run();
 }

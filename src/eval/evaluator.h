@@ -18,6 +18,7 @@
 #include "eval/stats.h"
 #include "eval/verdict.h"
 #include "task/manifest.h"
+#include "task/solution.h"
 #include "task/task_pack.h"
 
 namespace kda::eval {
@@ -27,6 +28,9 @@ struct EvalOptions {
   std::string workloads = "dev";         // all | dev | holdout | uuid[,uuid...]
   std::optional<uint64_t> seed;          // master seed (reproduce a run); fresh secret seed otherwise
   bool with_baseline = true;             // time the pack's baseline interleaved with the candidate
+  // Time this solution as the baseline instead of the pack's (a head-to-head of two solutions on the
+  // same inputs, interleaved; e.g. a dispatcher against its best single configuration).
+  std::optional<task::Solution> baseline;
   std::optional<int> trials, warmup, iterations;  // override task.toml
   std::optional<double> call_timeout_s;           // override task.toml [timing] call_timeout_s
   // The manifest sealed when a run started: any changed, added or removed file of the pack
@@ -94,6 +98,7 @@ struct EvalReport {
   std::string definition;
   std::string solution;
   std::string backend;
+  std::string baseline_name;  // the solution timed as the baseline ("" when none)
   uint64_t seed = 0;          // recorded so a run can be reproduced with --seed
   std::vector<WorkloadResult> workloads;
   bool all_passed = false;

@@ -83,7 +83,7 @@ nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, con
   kda["seed"] = report.seed;
   kda["candidate"] = stats_json(w.candidate);
   if (w.baseline.n > 0) {
-    kda["baseline"] = {{"name", pack.baseline_name}, {"latency_ms", w.baseline_ms}, {"stats", stats_json(w.baseline)}};
+    kda["baseline"] = {{"name", report.baseline_name}, {"latency_ms", w.baseline_ms}, {"stats", stats_json(w.baseline)}};
     kda["speedup_vs_baseline"] = w.speedup;
   }
   if (w.roofline_floor_ms) kda["roofline_floor_ms"] = *w.roofline_floor_ms;
@@ -113,7 +113,7 @@ nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack)
           {"seed", report.seed},
           {"all_passed", report.all_passed},
           {"score", {{"mean_speedup", report.score_mean}, {"geomean_speedup", report.score_geomean}}},
-          {"baseline", pack.baseline_name},
+          {"baseline", report.baseline_name},
           {"wall_s", report.wall_s},
           {"in_call_s", report.in_call_s},
           {"overhead", report.in_call_s > 0 ? report.wall_s / report.in_call_s : 0},

@@ -265,8 +265,11 @@ class TunerWriter final : public agent::Backend {
     // What goes into the workspace and what it measured.
     bool use_dispatcher = stage == TunerStage::kDispatcher && r->dispatcher_passed && r->dispatcher_geomean_ms > 0;
     if (stage == TunerStage::kDone)
+      // The head-to-head decides where it ran; otherwise the two separate final geomeans.
       use_dispatcher = r->dispatcher_passed && r->dispatcher_geomean_ms > 0 &&
-                       (r->best_single_geomean_ms <= 0 || r->dispatcher_geomean_ms < r->best_single_geomean_ms);
+                       (r->dispatcher_vs_best_single > 0
+                            ? r->dispatcher_vs_best_single > 1
+                            : r->best_single_geomean_ms <= 0 || r->dispatcher_geomean_ms < r->best_single_geomean_ms);
     const stdfs::path chosen = use_dispatcher ? r->dispatcher_dir : r->best_single_dir;
     const double chosen_ms = use_dispatcher ? r->dispatcher_geomean_ms : r->best_single_geomean_ms;
     KDA_ASSIGN_OR_RETURN(auto written, copy_solution(chosen, p.workspace, false));
@@ -291,11 +294,16 @@ class TunerWriter final : public agent::Backend {
     const std::string summary = fmt::format(
         "Stage: {}.\n{} of {} configurations measured so far ({} failed), {:.1f} s this round.\n"
         "Per-regime choice (screening geomean):\n{}"
-        "Final timing: best single configuration {:.6g} ms, dispatcher {:.6g} ms{}, baseline {:.6g} ms.\n"
+        "Final timing: best single configuration {:.6g} ms, dispatcher {:.6g} ms{}, baseline {:.6g} ms{}.\n"
         "Workspace now holds: the {} ({} file(s) written).\n{}\nNEXT: {}\n",
         stage_text, r->configs_measured, r->configs_total, r->configs_failed, r->wall_s, table,
         r->best_single_geomean_ms, r->dispatcher_geomean_ms, r->dispatcher_passed ? "" : " (did NOT pass)",
-        r->baseline_geomean_ms, use_dispatcher ? "dispatcher" : "best single configuration", written.size(), claim_text,
+        r->baseline_geomean_ms,
+        r->dispatcher_vs_best_single > 0
+            ? fmt::format("; head-to-head, interleaved: the dispatcher at {:.3f}x the best single's speed",
+                          r->dispatcher_vs_best_single)
+            : "",
+        use_dispatcher ? "dispatcher" : "best single configuration", written.size(), claim_text,
         next);
     finish(req, summary, claims);
     return summary;

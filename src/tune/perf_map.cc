@@ -1,5 +1,6 @@
 #include "tune/perf_map.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -36,8 +37,31 @@ Result<PerfMap> build_perf_map(const SearchSpace& space, const State& state) {
   double log_sum = 0;
   size_t n = 0;
   for (const auto& r : space.regimes) {
-    PerfMapEntry e{&r, r.fallback_only ? std::vector<Ranked>{} : rank(space, state, r.workloads)};
-    const std::string chosen = !e.ranked.empty() ? e.ranked.front().config : pm.best_single;
+    PerfMapEntry e{&r, r.fallback_only ? std::vector<Ranked>{} : rank(space, state, r.workloads), {}, {}};
+    e.chosen = pm.best_single;
+    e.why = r.fallback_only ? "fallback: the best single configuration" : "no configuration passed here";
+    if (!e.ranked.empty()) {
+      const Ranked& top = e.ranked.front();
+      auto single_here = std::find_if(e.ranked.begin(), e.ranked.end(),
+                                      [&](const Ranked& x) { return x.config == pm.best_single; });
+      if (top.config == pm.best_single) {
+        e.why = "its fastest is the best single configuration";
+      } else if (single_here == e.ranked.end()) {
+        e.chosen = top.config;
+        e.why = "the best single configuration was not measured on every workload here";
+      } else {
+        const double gain = 1.0 - top.geomean_ms / single_here->geomean_ms;
+        const bool apart = top.ci_high_ms < single_here->ci_low_ms;
+        if (gain > kRouteMinGain && apart) {
+          e.chosen = top.config;
+          e.why = fmt::format("{:.1f} % faster than the best single configuration here, intervals apart", 100 * gain);
+        } else {
+          e.why = fmt::format("its fastest is {:.1f} % faster than the best single configuration here{}: within noise, "
+                              "routed to the best single", 100 * gain, apart ? "" : " with overlapping intervals");
+        }
+      }
+    }
+    const std::string& chosen = e.chosen;
     if (r.fallback_only && !pm.best_single.empty()) e.ranked = rank(space, state, r.workloads, {pm.best_single});
     // The dispatcher's predicted time: each workload at the chosen configuration's highest rung.
     for (const auto& w : r.workloads) {
@@ -63,8 +87,8 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
   std::string md = "# kda tune performance map\n\n";
   md += fmt::format("{} configurations in the space, {} measured ({} failed); {} tuned workloads.\n\n",
                     result.configs_total, result.configs_measured, result.configs_failed, space.workloads.size());
-  md += "| regime | routes on | bound | workloads | best configuration | latency ms (95% CI) | runners-up |\n";
-  md += "|---|---|---|---|---|---|---|\n";
+  md += "| regime | routes on | bound | workloads | best configuration | latency ms (95% CI) | runners-up | routed to |\n";
+  md += "|---|---|---|---|---|---|---|---|\n";
   for (const auto& e : pm.entries) {
     nlohmann::json ranges = nlohmann::json::object();
     std::string routes;
@@ -81,6 +105,11 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
       for (size_t i = 1; i < e.ranked.size() && i <= kRunnersUp; ++i) ru.push_back(ranked_json(space, e.ranked[i]));
       j["runners_up"] = ru;
     }
+    if (!e.chosen.empty()) {
+      const Config* c = find_config(space, e.chosen);
+      j["routed_to"] = {{"config", c ? c->to_json() : nlohmann::json(e.chosen)}, {"label", c ? c->label() : e.chosen},
+                        {"why", e.why}};
+    }
     regimes.push_back(j);
     std::string best = "-", lat = "-", ru;
     if (!e.ranked.empty()) {
@@ -92,9 +121,12 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
         ru += fmt::format("{}{} {:.6g}", ru.empty() ? "" : "; ", c ? c->label() : e.ranked[i].config, e.ranked[i].geomean_ms);
       }
     }
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", e.regime->name,
+    const Config* routed = e.chosen.empty() ? nullptr : find_config(space, e.chosen);
+    const std::string routed_to =
+        routed == nullptr ? "-" : fmt::format("{} ({})", e.chosen == pm.best_single ? "best single" : routed->label(), e.why);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", e.regime->name,
                       e.regime->fallback_only ? "(fallback)" : (routes.empty() ? "*" : routes),
-                      bound_name(e.regime->bound), e.regime->workloads.size(), best, lat, ru.empty() ? "-" : ru);
+                      bound_name(e.regime->bound), e.regime->workloads.size(), best, lat, ru.empty() ? "-" : ru, routed_to);
   }
   nlohmann::json j{{"kind", "kda-tune-map"}, {"version", 1}, {"regimes", regimes}, {"workloads", space.workloads},
                    {"result", result.to_json()}};
@@ -111,6 +143,10 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
                       "dispatcher {:.6g} ms{} (geomeans over the tuned workloads).\n",
                       result.baseline_geomean_ms, result.best_single_geomean_ms, result.dispatcher_geomean_ms,
                       result.dispatcher_passed ? "" : " (dispatcher FAILED)");
+  if (result.dispatcher_vs_best_single > 0)
+    md += fmt::format("Head-to-head (the best single configuration as the baseline, interleaved call by call): the "
+                      "dispatcher is {:.3f}x its speed (geomean over the tuned workloads).\n",
+                      result.dispatcher_vs_best_single);
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(out_dir / "map.json", j.dump(2) + "\n"));
   return fs::write_file_atomic(out_dir / "map.md", md);
 }

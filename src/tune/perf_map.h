@@ -12,9 +12,18 @@
 
 namespace kda::tune {
 
+// A regime is routed to its own fastest configuration only when that one beats the best single
+// configuration there by more than this fraction, with disjoint 95 % intervals; otherwise to the best
+// single (a winner by noise over-fits one or two workloads, and each route costs the dispatcher a
+// table entry: on host rmsnorm, routing every regime to its own winner made the dispatcher 0.96x
+// the best single's speed head-to-head).
+inline constexpr double kRouteMinGain = 0.03;
+
 struct PerfMapEntry {
   const Regime* regime = nullptr;
   std::vector<Ranked> ranked;  // fastest first; empty when no configuration passed there
+  std::string chosen;          // the configuration the dispatcher routes this regime to ("" : none passed)
+  std::string why;             // why that one (the rule above, with the numbers)
 };
 
 struct PerfMap {

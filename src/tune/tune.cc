@@ -180,6 +180,7 @@ nlohmann::json TuneResult::to_json() const {
           {"dispatcher_geomean_ms", dispatcher_geomean_ms},
           {"dispatcher_passed", dispatcher_passed},
           {"final_timing", final_timing},
+          {"dispatcher_vs_best_single", dispatcher_vs_best_single},
           {"best_single_screen_ms", best_single_screen_ms},
           {"dispatcher_screen_ms", dispatcher_screen_ms},
           {"configs_measured", configs_measured},
@@ -267,8 +268,9 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   const size_t fallback = index_of(pm.best_single);
   std::vector<Route> routes;
   for (const auto& e : pm.entries) {
-    if (e.ranked.empty() || e.regime->fallback_only) continue;
-    routes.push_back({e.regime->name, e.regime->ranges, index_of(e.ranked.front().config)});
+    // Regimes routed to the best single configuration need no route: the fallback serves them.
+    if (e.ranked.empty() || e.regime->fallback_only || e.chosen == pm.best_single) continue;
+    routes.push_back({e.regime->name, e.regime->ranges, index_of(e.chosen)});
   }
   KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_solution(base, pack.definition, tunables, used, routes, fallback));
   result.dispatcher_dir = options.out_dir / "dispatcher";
@@ -300,19 +302,34 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
     if (b.size() == rd.workloads.size()) result.baseline_geomean_ms = geomean_of(b);
     result.final_timing = true;
     if (!rd.all_passed) say("the dispatcher did NOT pass the final evaluation; use best_single");
+    // Head-to-head: the dispatcher timed against the best single configuration as its baseline,
+    // call by call on the same inputs (two separate evaluations differ by more than the few per cent
+    // routing wins on a noisy host).
+    if (rd.all_passed && rs.all_passed) {
+      eval::EvalOptions h = e;
+      h.with_baseline = true;
+      h.baseline = single;
+      say("final timing: dispatcher against the best single configuration, interleaved");
+      KDA_ASSIGN_OR_RETURN(auto rh, eval::evaluate(pack, disp, h));
+      if (rh.all_passed) result.dispatcher_vs_best_single = rh.score_geomean;
+    }
   }
   for (const auto& e : pm.entries) {
     if (e.ranked.empty()) continue;
-    const auto& top = e.ranked.front();
+    auto it = std::find_if(e.ranked.begin(), e.ranked.end(), [&](const Ranked& x) { return x.config == e.chosen; });
+    const Ranked& top = it != e.ranked.end() ? *it : e.ranked.front();
     result.map.push_back({e.regime->name, find_config(space, top.config)->to_json(), top.geomean_ms, top.ci_low_ms,
                           top.ci_high_ms, e.regime->workloads});
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   KDA_RETURN_IF_ERROR(write_perf_map(pm, space, options.out_dir, result));
-  say(fmt::format("done: {} configurations measured ({} failed) in {:.1f} s; best single {:.6g} ms, dispatcher {:.6g} ms{}",
+  say(fmt::format("done: {} configurations measured ({} failed) in {:.1f} s; best single {:.6g} ms, dispatcher {:.6g} ms{}{}",
                   result.configs_measured, result.configs_failed, result.wall_s, result.best_single_geomean_ms,
                   result.dispatcher_geomean_ms,
-                  result.baseline_geomean_ms > 0 ? fmt::format(", baseline {:.6g} ms", result.baseline_geomean_ms) : ""));
+                  result.baseline_geomean_ms > 0 ? fmt::format(", baseline {:.6g} ms", result.baseline_geomean_ms) : "",
+                  result.dispatcher_vs_best_single > 0
+                      ? fmt::format("; dispatcher vs best single, interleaved: {:.3f}x", result.dispatcher_vs_best_single)
+                      : ""));
   return result;
 }
 

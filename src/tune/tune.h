@@ -56,6 +56,9 @@ struct TuneResult {
   double baseline_geomean_ms = 0;       // the pack's baseline, timed interleaved in the final evaluation (0 without)
   bool dispatcher_passed = false;       // the final evaluation passed every tuned workload (true when not run)
   bool final_timing = false;            // the geomeans come from the final evaluation, not the screening
+  // The final head-to-head: geomean over the tuned workloads of best single / dispatcher latency,
+  // timed interleaved in one evaluation (> 1: the dispatcher is faster; 0: not run).
+  double dispatcher_vs_best_single = 0;
   // The screening's own geomeans of the same two solutions (the dispatcher's predicted from its
   // regimes' choices), to compare with the final evaluation's.
   double best_single_screen_ms = 0, dispatcher_screen_ms = 0;
