@@ -180,6 +180,37 @@ TEST(Stats, QuantilesAndMeans) {
 // or a small systematic gap; remembered outputs (repeats several times faster) always do; too few
 // samples on either side make the test not apply.
 TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
+  std::vector<double> repeat, fresh;
+  for (int i = 0; i < 132; ++i) repeat.push_back(1.0 + 0.05 * std::sin(1.7 * i));
+  for (int i = 0; i < 18; ++i) fresh.push_back(1.0 + 0.05 * std::cos(2.3 * i));
+  FreshRepeat honest = fresh_versus_repeat(fresh, repeat);
+  EXPECT_TRUE(honest.applies);
+  EXPECT_FALSE(honest.memoized);
+  EXPECT_NEAR(honest.ratio, 1.0, 0.05);
+  EXPECT_NEAR(honest.repeat_faster, 0.5, 0.15);
+  fresh[3] = 40.0;  // one fresh call hit by noise
+  EXPECT_FALSE(fresh_versus_repeat(fresh, repeat).memoized);
+  for (double& f : fresh) f *= 1.2;  // fresh calls systematically 20 % slower: not enough to convict
+  EXPECT_FALSE(fresh_versus_repeat(fresh, repeat).memoized);
+  std::vector<double> hit = repeat;
+  for (double& h : hit) h *= 0.1;  // cache hits: 10x faster
+  FreshRepeat memo = fresh_versus_repeat(fresh, hit);
+  EXPECT_TRUE(memo.memoized);
+  EXPECT_LT(memo.ratio, 0.2);
+  EXPECT_DOUBLE_EQ(memo.repeat_faster, 1.0);
+  EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, hit).applies);
+  EXPECT_FALSE(fresh_versus_repeat(fresh, {0.1, 0.1}).applies);
+  EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, {0.1, 0.1}).memoized);
+  // Sub-microsecond calls: a large ratio but a gain below kMemoMinGainMs is not convicted.
+  EXPECT_FALSE(fresh_versus_repeat({0.00034, 0.00035, 0.00033, 0.00034}, {0.00021, 0.00021, 0.0002, 0.00022}).memoized);
+  EXPECT_TRUE(fresh_versus_repeat({0.034, 0.035, 0.033, 0.034}, {0.0021, 0.0021, 0.002, 0.0022}).memoized);
+  // Ties count half: identical samples are not "faster".
+  EXPECT_DOUBLE_EQ(fresh_versus_repeat({1, 1, 1}, {1, 1, 1}).repeat_faster, 0.5);
+}
+
+
+// Paired (CUDA): the same inputs twice, so data-dependent work cancels; too few pairs give no verdict.
+TEST(Stats, FreshVersusRepeatPairedConvictsOnlyRememberedOutputs) {
   using Pairs = std::vector<std::pair<double, double>>;
   // Honest: each pair's two calls do the same work, whatever each set's work is (data-dependent work
   // varies 2x between sets here).
@@ -188,29 +219,33 @@ TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
     const double work = 1.0 + (i % 3);
     honest_pairs.emplace_back(work * (1.0 + 0.05 * std::cos(2.3 * i)), work * (1.0 + 0.05 * std::sin(1.7 * i)));
   }
-  FreshRepeat honest = fresh_versus_repeat(honest_pairs);
+  FreshRepeat honest = fresh_versus_repeat_paired(honest_pairs);
   EXPECT_TRUE(honest.applies);
   EXPECT_FALSE(honest.memoized);
   EXPECT_NEAR(honest.ratio, 1.0, 0.1);
   EXPECT_NEAR(honest.repeat_faster, 0.5, 0.3);
   Pairs noisy = honest_pairs;
   noisy[3].first = 40.0;  // one fresh call hit by noise
-  EXPECT_FALSE(fresh_versus_repeat(noisy).memoized);
+  EXPECT_FALSE(fresh_versus_repeat_paired(noisy).memoized);
   Pairs slower = honest_pairs;
   for (auto& p : slower) p.first = 1.2 * p.second;  // first calls systematically 20 % slower: not enough
-  EXPECT_FALSE(fresh_versus_repeat(slower).memoized);
+  EXPECT_FALSE(fresh_versus_repeat_paired(slower).memoized);
   Pairs hits = honest_pairs;
   for (auto& p : hits) p.second = 0.1 * p.first;  // cache hits on the repeat: 10x faster
-  FreshRepeat memo = fresh_versus_repeat(hits);
+  FreshRepeat memo = fresh_versus_repeat_paired(hits);
   EXPECT_TRUE(memo.memoized);
   EXPECT_NEAR(memo.ratio, 0.1, 1e-9);
   EXPECT_DOUBLE_EQ(memo.repeat_faster, 1.0);
-  EXPECT_FALSE(fresh_versus_repeat(Pairs{{1.0, 0.1}, {1.0, 0.1}}).applies);  // too few pairs
+  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{1.0, 0.1}, {1.0, 0.1}}).applies);  // too few pairs
   // Sub-microsecond calls: a large ratio but a gain below kMemoMinGainMs is not convicted.
-  EXPECT_FALSE(fresh_versus_repeat(Pairs{{0.00034, 0.00021}, {0.00035, 0.00021}, {0.00033, 0.0002}, {0.00034, 0.00022}}).memoized);
-  EXPECT_TRUE(fresh_versus_repeat(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}}).memoized);
+  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{0.00034, 0.00021}, {0.00035, 0.00021}, {0.00033, 0.0002}, {0.00034, 0.00022},
+                                         {0.00034, 0.00021}}).memoized);
+  EXPECT_TRUE(fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}, {0.034, 0.0021}})
+                  .memoized);
+  // Fewer pairs than kMemoMinSamples give no verdict, however clear (a one-trial screening has 3).
+  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}}).applies);
   // Ties count half: identical calls are not "faster".
-  EXPECT_DOUBLE_EQ(fresh_versus_repeat(Pairs{{1, 1}, {1, 1}, {1, 1}}).repeat_faster, 0.5);
+  EXPECT_DOUBLE_EQ(fresh_versus_repeat_paired(Pairs{{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}).repeat_faster, 0.5);
 }
 
 // The ledger reports a gate as passed only after it ran; skipped with the reason given, or the

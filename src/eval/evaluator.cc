@@ -43,7 +43,7 @@ uint64_t fresh_secret_seed() {
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
 enum Purpose : uint64_t {
   kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8,
-  kInputsFresh = 9, kFreshAt = 10
+  kInputsFresh = 9, kFreshAt = 10, kReloadAt = 11
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -101,38 +101,65 @@ struct Failure {
   std::optional<GateId> gate;  // the integrity gate that rejected the candidate, if one did
 };
 
-// Fresh input sets per trial: one per kFreshEvery timed iterations, and enough that a workload has
-// at least two besides B (two in a one-trial evaluation, one per trial from three trials on): at the
-// packs' 3 x 50 iterations, 6 pairs with B's. Each set costs a device regeneration, a reference call
-// and two checked calls; two per trial cost the µs packs 15-25 % of their dev-workload evaluation on
-// the H200 (run 28), one per 10 iterations 7-20 % of the host packs' (bench/results/host_overhead.md).
+// Fresh input sets per trial on CUDA: one per kFreshEvery timed iterations, and enough that a
+// workload has at least two besides B (two in a one-trial evaluation, one per trial from three
+// trials on): at the packs' 3 x 50 iterations, 6 pairs with B's. Each set costs a device
+// regeneration, a reference call and two checked calls; two per trial cost the µs packs 15-25 % of
+// their dev-workload evaluation on the H200 (run 28).
 constexpr int kFreshEvery = 50;
 constexpr int kMinFreshSets = 2;
+// On the host, two per trial (one per 25 iterations; 7-20 % of the host packs' evaluation at one
+// per 10, bench/results/host_overhead.md): with one per trial its fresh calls were slower than the
+// reloaded repeats in 75-89 % of pairs on honest kernels (timing drifts within a trial), close to
+// the 90 % that convicts; with two, 0.43-0.56 on average (host rmsnorm, 10 evaluations x 8 workloads).
+constexpr int kHostFreshPerTrial = 2;
+constexpr int kHostFreshEvery = 25;
 // A screening session remembers reference outputs and input sets up to this many bytes together
 // (then computes the rest per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
 constexpr uint64_t kScreenBytes = uint64_t{8} << 30;
 
-// Where in a trial's n timed iterations the fresh input sets are called: each set at a place i drawn
-// from the secret seed (its fresh call) and at i + 1 (its repeat, the same inputs), called nowhere
-// else. Neither call is the last of a half (the A and B rechecks) nor B's first two calls (B's own
-// pair); pairs do not overlap. Empty when the trial is too short to have such a place.
-std::vector<int> fresh_iterations(int n, int trials, uint64_t seed) {
+// Where in a trial's n timed iterations the fresh input sets are called, drawn from the secret seed;
+// never the last call of either half (the A and B rechecks) nor B's first call (fresh by itself).
+// CUDA (paired): each set at a place i (its first call) and i + 1 (its repeat, the same inputs), and
+// neither is B's second call (B's own repeat); pairs do not overlap. Host: each set once. Empty when
+// the trial is too short to have such a place.
+std::vector<int> fresh_iterations(int n, int trials, bool paired, uint64_t seed) {
   const int half = n / 2;
-  auto special = [&](int i) { return i == half - 1 || i == half || i == half + 1 || i == n - 1; };
+  auto special = [&](int i) { return i == half - 1 || i == half || (paired && i == half + 1) || i == n - 1; };
   std::vector<int> places;
-  for (int i = 0; i + 1 < n; ++i)
-    if (!special(i) && !special(i + 1)) places.push_back(i);
-  const int per_trial = std::max((kMinFreshSets + std::max(trials, 1) - 1) / std::max(trials, 1), n / kFreshEvery);
+  for (int i = 0; i + (paired ? 1 : 0) < n; ++i)
+    if (!special(i) && !(paired && special(i + 1))) places.push_back(i);
+  const int t = std::max(trials, 1);
+  const int per_trial = paired ? std::max((kMinFreshSets + t - 1) / t, n / kFreshEvery)
+                               : std::max(kHostFreshPerTrial, n / kHostFreshEvery);
   uint64_t s = seed;
   for (size_t k = 0; k < places.size(); ++k)  // Fisher-Yates
     std::swap(places[k], places[k + static_cast<size_t>(draw(s, places.size() - k))]);
   std::vector<int> chosen;
   for (int p : places) {
     if (static_cast<int>(chosen.size()) >= per_trial) break;
-    if (std::none_of(chosen.begin(), chosen.end(), [&](int c) { return std::abs(c - p) < 2; })) chosen.push_back(p);
+    if (!paired || std::none_of(chosen.begin(), chosen.end(), [&](int c) { return std::abs(c - p) < 2; }))
+      chosen.push_back(p);
   }
   std::sort(chosen.begin(), chosen.end());
   return chosen;
+}
+
+// Host: twice as many forced reloads as fresh sets, the repeats the fresh calls are compared with:
+// places that are neither fresh, nor right after one (a reload too, but a cache of one entry holds
+// the fresh set's outputs there, so it misses), nor B's first call, nor the first call (after the
+// warm-up on A).
+std::set<int> forced_reloads(int n, const std::vector<int>& fresh, uint64_t seed) {
+  const int half = n / 2;
+  const std::set<int> f(fresh.begin(), fresh.end());
+  std::vector<int> places;
+  for (int i = 1; i < n; ++i)
+    if (!f.contains(i) && !f.contains(i - 1) && i != half) places.push_back(i);
+  std::set<int> out;
+  uint64_t s = seed;
+  while (out.size() < 2 * fresh.size() && out.size() < places.size())
+    out.insert(places[static_cast<size_t>(draw(s, places.size()))]);
+  return out;
 }
 
 // One evaluation: owns the builds and the three runners.
@@ -197,7 +224,7 @@ class Session {
   std::optional<Failure> collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq);
   // Fresh-versus-repeat: a candidate whose repeated input sets run much faster than never-seen ones
   // remembers outputs (VIOLATION_MEMOIZATION); records the comparison in wr.kda either way.
-  std::optional<Failure> memoization_gate(const std::vector<std::pair<double, double>>& pairs, WorkloadResult& wr);
+  std::optional<Failure> memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr);
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).
@@ -755,7 +782,8 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   std::vector<double> cand_medians, base_medians, cand_all, base_all;
   // Candidate latencies on input sets it had never been called on, and on sets it had (pooled over
   // the trials): the fresh-versus-repeat test against remembered outputs.
-  std::vector<std::pair<double, double>> pairs;
+  std::vector<std::pair<double, double>> pairs;  // CUDA
+  std::vector<double> fresh_ms, repeat_ms;        // host
   std::set<std::string> kernels_seen;
   json cupti = json::array();
   for (int t = 0; t < trials(); ++t) {
@@ -766,7 +794,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     // there. With B's first call they are the trial's fresh samples: a cache of outputs, keyed on all
     // input bytes or any part of them, with one entry or many, cannot answer them from memory.
     const std::vector<int> fresh_at = gate_on("fresh-vs-repeat")
-                                          ? fresh_iterations(n_iter, trials(), derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
+                                          ? fresh_iterations(n_iter, trials(), cuda(), derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
                                           : std::vector<int>{};
     std::vector<uint64_t> seeds{derive_seed(*options_.seed, current_uuid_, t, kInputsA),
                                 derive_seed(*options_.seed, current_uuid_, t, kInputsB)};
@@ -799,9 +827,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       }
     }
     std::vector<double> cs, bs, cpu_ms, kernel_ms;
-    // Per candidate timed call, in call order: its set was new to it (kFresh), the call right after
-    // that on the same set at a pair's place (kPairRepeat), or neither (kRepeat).
-    enum class SetUse { kFresh, kPairRepeat, kRepeat };
+    // Per candidate timed call, in call order: its set was new to it (kFresh), seen and loaded again
+    // by a forced reload just before the call (kReloaded, host), the call right after a first call on
+    // the same set at a pair's place (kPairRepeat, CUDA), or none of these (kRepeat).
+    enum class SetUse { kFresh, kReloaded, kPairRepeat, kRepeat };
     std::vector<SetUse> cs_use;
     // CUDA: what CUPTI saw in each timed call, summarised by the runner at the end of the trial
     // (deferred: one CUPTI flush per trial instead of one per call) or with each reply.
@@ -831,28 +860,35 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     const int half = n_iter / 2;
     std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
                                                    gate_on("random-rechecks") && !screening_ ? kRandomRechecks : 0);
-    // Pairs: a fresh set's first call and the next call on the same inputs (its repeat), and B's
-    // first two calls likewise. On the host the repeat's inputs are written into the arena again
-    // first (a 2 ms host softmax ran up to 3x slower right after its inputs were written), so both
-    // calls of a pair pay the same harness work; on the GPU a load regenerates the inputs on the
-    // device before the L2 flush, and the repeat needs no reload.
+    // CUDA: pairs. A fresh set's first call and the next call on the same inputs (its repeat), and
+    // B's first two calls likewise; a load regenerates the inputs on the device before the L2 flush,
+    // and the repeat needs no reload. Host: each fresh call against the calls on A or B right after
+    // they were written into the arena again (a 2 ms host softmax ran up to 3x slower right after
+    // its inputs were written), by reloads forced at secret places.
     std::set<int> repeat_at;
-    for (int f : fresh_at) repeat_at.insert(f + 1);
-    if (half > 0 && half + 1 < n_iter) repeat_at.insert(half + 1);
-    auto fresh_place = [&](int i) { return fsets.contains(i) ? i : fsets.contains(i - 1) ? i - 1 : -1; };
+    if (cuda()) {
+      for (int f : fresh_at) repeat_at.insert(f + 1);
+      if (half > 0 && half + 1 < n_iter) repeat_at.insert(half + 1);
+    }
+    const std::set<int> reload_at =
+        cuda() ? std::set<int>{} : forced_reloads(n_iter, fresh_at, derive_seed(*options_.seed, current_uuid_, t, kReloadAt));
+    auto fresh_place = [&](int i) { return fsets.contains(i) ? i : cuda() && fsets.contains(i - 1) ? i - 1 : -1; };
     // The call before each change of inputs has its inputs checked (guard bands, digests), so a
     // mutation is still seen: its outputs are no more likely to be wrong than any other call's, and
-    // reading them back and comparing them was most of what a fresh set cost the µs packs. (The
-    // repeat before the return to A or B is a fresh-set call: always checked in full.)
+    // reading them back and comparing them was most of what a fresh set cost the µs packs. (On CUDA
+    // the repeat before the return to A or B is a fresh-set call: always checked in full.)
     std::vector<bool> inputs_checked(static_cast<size_t>(n_iter), false);
     for (int i = 0; i + 1 < n_iter; ++i)
-      if (fsets.contains(i + 1) || (!cuda() && repeat_at.contains(i + 1))) inputs_checked[static_cast<size_t>(i)] = true;
+      if (fsets.contains(i + 1) || reload_at.contains(i + 1)) inputs_checked[static_cast<size_t>(i)] = true;
     uint64_t prev_set = 0;
     for (int i = 0; i < n_iter; ++i) {
       const int fp = fresh_place(i);
       const bool use_f = fp >= 0;
       const bool use_b = !use_f && i >= half && half > 0;
-      if (!cuda() && repeat_at.contains(i)) loaded_[&cand_].id = 0;  // written into the arena again
+      if (reload_at.contains(i)) {
+        loaded_[&cand_].id = 0;
+        loaded_[&base_].id = 0;
+      }
       const MaterializedInputs& in = use_f ? fsets.at(fp) : use_b ? *b : *a;
       const std::vector<tensor::Tensor>& want = use_f ? *ref_f.at(fp) : use_b ? **ref_b : **ref_a;
       const bool recheck = (checked[static_cast<size_t>(i)] || use_f) && gate_on("recheck");
@@ -865,7 +901,8 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       std::vector<tensor::Tensor> outs;
       auto run_candidate = [&]() -> std::optional<Failure> {
         const bool first = cand_called_.insert(in.id).second;
-        cs_use.push_back(first ? SetUse::kFresh
+        cs_use.push_back(first                                         ? SetUse::kFresh
+                         : reload_at.contains(i)                       ? SetUse::kReloaded
                          : repeat_at.contains(i) && prev_set == in.id ? SetUse::kPairRepeat
                                                                       : SetUse::kRepeat);
         prev_set = in.id;
@@ -948,8 +985,11 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         gates_.ran(GateId::kHostCpu);
       }
     }
-    for (size_t k = 1; k < cs.size() && k < cs_use.size(); ++k)
-      if (cs_use[k] == SetUse::kPairRepeat && cs_use[k - 1] == SetUse::kFresh) pairs.emplace_back(cs[k - 1], cs[k]);
+    for (size_t k = 0; k < cs.size() && k < cs_use.size(); ++k) {
+      if (cs_use[k] == SetUse::kFresh) fresh_ms.push_back(cs[k]);
+      if (cs_use[k] == SetUse::kReloaded) repeat_ms.push_back(cs[k]);
+      if (k > 0 && cs_use[k] == SetUse::kPairRepeat && cs_use[k - 1] == SetUse::kFresh) pairs.emplace_back(cs[k - 1], cs[k]);
+    }
     cand_medians.push_back(summarize(cs).median);
     cand_all.insert(cand_all.end(), cs.begin(), cs.end());
     if (!bs.empty()) {
@@ -957,7 +997,9 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       base_all.insert(base_all.end(), bs.begin(), bs.end());
     }
   }
-  if (auto f = memoization_gate(pairs, wr)) return f;
+  if (auto f = memoization_gate(cuda() ? fresh_versus_repeat_paired(pairs) : fresh_versus_repeat(fresh_ms, repeat_ms),
+                                cuda(), wr))
+    return f;
   if (!cuda()) {
     gates_.skip(GateId::kGpuActivity, "host backend");
     gates_.skip(GateId::kLaunchAttestation, "host backend");
@@ -993,15 +1035,16 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   return std::nullopt;
 }
 
-std::optional<Failure> Session::memoization_gate(const std::vector<std::pair<double, double>>& pairs,
-                                                 WorkloadResult& wr) {
-  const FreshRepeat fr = fresh_versus_repeat(pairs);
+std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr) {
   wr.kda["fresh_vs_repeat"] = {{"fresh_n", fr.n_fresh},          {"repeat_n", fr.n_repeat},
                                {"fresh_median_ms", fr.fresh_median_ms}, {"repeat_median_ms", fr.repeat_median_ms},
                                {"ratio", fr.ratio},              {"repeat_faster_fraction", fr.repeat_faster}};
   if (!fr.applies) {
-    gates_.skip(GateId::kMemoization, fmt::format("{} never-seen input set(s) timed fresh and repeated: too few to compare "
-                                                  "(at least {})", fr.n_fresh, kMemoMinSamples));
+    gates_.skip(GateId::kMemoization,
+                paired ? fmt::format("{} never-seen input set(s) timed on a first call and repeated: too few to compare (at "
+                                     "least {})", fr.n_fresh, kMemoMinPairs)
+                       : fmt::format("{} timed call(s) on never-seen inputs and {} on repeated ones: too few to compare (at "
+                                     "least {} each)", fr.n_fresh, fr.n_repeat, kMemoMinSamples));
     return std::nullopt;
   }
   if (!gate_on("fresh-vs-repeat")) {
@@ -1009,10 +1052,15 @@ std::optional<Failure> Session::memoization_gate(const std::vector<std::pair<dou
     return std::nullopt;
   }
   const std::string evidence =
-      fmt::format("{} never-seen input sets, each timed on its first call and again on the next (the same inputs): "
-                  "first calls {:.5f} ms, repeats {:.5f} ms (medians), median ratio {:.3f}, the repeat faster in "
-                  "{:.0f}% of pairs",
-                  fr.n_fresh, fr.fresh_median_ms, fr.repeat_median_ms, fr.ratio, 100.0 * fr.repeat_faster);
+      paired ? fmt::format("{} never-seen input sets, each timed on its first call and again on the next (the same "
+                           "inputs): first calls {:.5f} ms, repeats {:.5f} ms (medians), median ratio {:.3f}, the repeat "
+                           "faster in {:.0f}% of pairs",
+                           fr.n_fresh, fr.fresh_median_ms, fr.repeat_median_ms, fr.ratio, 100.0 * fr.repeat_faster)
+             : fmt::format("timed calls on input sets the candidate had seen (loaded again just before) took {:.5f} ms "
+                           "(median of {}), on never-seen sets {:.5f} ms (median of {}): ratio {:.3f}, the repeated call "
+                           "faster in {:.0f}% of pairs",
+                           fr.repeat_median_ms, fr.n_repeat, fr.fresh_median_ms, fr.n_fresh, fr.ratio,
+                           100.0 * fr.repeat_faster);
   if (fr.memoized)
     return Failure{Verdict::kMemoization, "repeat_faster_than_fresh",
                    evidence + " - outputs are remembered, not computed", {}, GateId::kMemoization};

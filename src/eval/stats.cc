@@ -48,10 +48,35 @@ double geometric_mean(const std::vector<double>& xs) {
   return std::exp(s / static_cast<double>(xs.size()));
 }
 
-FreshRepeat fresh_versus_repeat(const std::vector<std::pair<double, double>>& pairs) {
+FreshRepeat fresh_versus_repeat(const std::vector<double>& fresh, const std::vector<double>& repeat) {
+  FreshRepeat r;
+  r.n_fresh = static_cast<int>(fresh.size());
+  r.n_repeat = static_cast<int>(repeat.size());
+  r.applies = r.n_fresh >= kMemoMinSamples && r.n_repeat >= kMemoMinSamples;
+  if (!r.applies) return r;
+  r.fresh_median_ms = summarize(fresh).median;
+  r.repeat_median_ms = summarize(repeat).median;
+  r.ratio = r.fresh_median_ms > 0 ? r.repeat_median_ms / r.fresh_median_ms : 1.0;
+  // Pairs counted by merging the sorted samples: for each fresh value, the repeats strictly below it
+  // (ties count half), O((n + m) log(n + m)).
+  std::vector<double> rs = repeat;
+  std::sort(rs.begin(), rs.end());
+  double faster = 0;
+  for (double f : fresh) {
+    const auto lo = std::lower_bound(rs.begin(), rs.end(), f);
+    const auto hi = std::upper_bound(lo, rs.end(), f);
+    faster += static_cast<double>(lo - rs.begin()) + 0.5 * static_cast<double>(hi - lo);
+  }
+  r.repeat_faster = faster / (static_cast<double>(r.n_fresh) * static_cast<double>(r.n_repeat));
+  r.memoized = r.ratio < kMemoRatio && r.repeat_faster >= kMemoDominance &&
+               r.fresh_median_ms - r.repeat_median_ms >= kMemoMinGainMs;
+  return r;
+}
+
+FreshRepeat fresh_versus_repeat_paired(const std::vector<std::pair<double, double>>& pairs) {
   FreshRepeat r;
   r.n_fresh = r.n_repeat = static_cast<int>(pairs.size());
-  r.applies = r.n_fresh >= kMemoMinSamples;
+  r.applies = r.n_fresh >= kMemoMinPairs;
   if (!r.applies) return r;
   std::vector<double> fresh, repeat, ratios, gains;
   double faster = 0;
