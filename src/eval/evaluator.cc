@@ -876,7 +876,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     // The call before each change of inputs has its inputs checked (guard bands, digests), so a
     // mutation is still seen: its outputs are no more likely to be wrong than any other call's, and
     // reading them back and comparing them was most of what a fresh set cost the µs packs. (On CUDA
-    // the repeat before the return to A or B is a fresh-set call: always checked in full.)
+    // the repeat before the return to A or B has its inputs checked likewise.)
     std::vector<bool> inputs_checked(static_cast<size_t>(n_iter), false);
     for (int i = 0; i + 1 < n_iter; ++i)
       if (fsets.contains(i + 1) || reload_at.contains(i + 1)) inputs_checked[static_cast<size_t>(i)] = true;
@@ -891,8 +891,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       }
       const MaterializedInputs& in = use_f ? fsets.at(fp) : use_b ? *b : *a;
       const std::vector<tensor::Tensor>& want = use_f ? *ref_f.at(fp) : use_b ? **ref_b : **ref_a;
-      const bool recheck = (checked[static_cast<size_t>(i)] || use_f) && gate_on("recheck");
-      const bool inputs_only = !recheck && inputs_checked[static_cast<size_t>(i)];
+      // A fresh set's first call is re-checked in full; its repeat like any other repeated call (a
+      // candidate cannot tell it from the calls on A or B, each also on the inputs of the call before).
+      const bool recheck = (checked[static_cast<size_t>(i)] || fp == i) && gate_on("recheck");
+      const bool inputs_only = !recheck && (inputs_checked[static_cast<size_t>(i)] || (use_f && fp != i));
       json call{{"flush", true}, {"upload", true}, {"download", recheck || inputs_only}, {"timed", true}};
       if (inputs_only) call["download_outputs"] = false;
       if (defer) call["defer_records"] = true;
