@@ -121,8 +121,8 @@ constexpr uint64_t kScreenBytes = uint64_t{8} << 30;
 // Where in a trial's n timed iterations the fresh input sets are called, drawn from the secret seed;
 // never the last call of either half (the A and B rechecks) nor B's first call (fresh by itself).
 // CUDA (paired): each set at a place i (its first call) and i + 1 (its repeat, the same inputs, which
-// may be A's last call), and neither is B's second call (B's own repeat); pairs do not overlap. Host: each set once. Empty when
-// the trial is too short to have such a place.
+// may be A's last call), and neither is B's second call (B's own repeat); pairs do not overlap.
+// Host: each set once. Empty when the trial is too short to have such a place.
 std::vector<int> fresh_iterations(int n, int trials, bool paired, uint64_t seed) {
   const int half = n / 2;
   auto special = [&](int i) { return i == half - 1 || i == half || (paired && i == half + 1) || i == n - 1; };
@@ -253,12 +253,16 @@ class Session {
     copy.id = ++next_set_id_;
     return copy;
   }
-  void keep_set(const MaterializedInputs& in, SetKind kind) {
-    if (!screening_) return;
+  // Takes the tensors' bytes from the session's budget; false (nothing taken) when they do not fit.
+  bool reserve_screen_bytes(const std::vector<tensor::Tensor>& tensors) {
     uint64_t bytes = 0;
-    for (const auto& t : in.tensors) bytes += static_cast<uint64_t>(t.nbytes());
-    if (screen_bytes_ + bytes > kScreenBytes) return;
+    for (const auto& t : tensors) bytes += static_cast<uint64_t>(t.nbytes());
+    if (screen_bytes_ + bytes > kScreenBytes) return false;
     screen_bytes_ += bytes;
+    return true;
+  }
+  void keep_set(const MaterializedInputs& in, SetKind kind) {
+    if (!screening_ || !reserve_screen_bytes(in.tensors)) return;
     set_cache_.emplace(std::make_tuple(current_uuid_, in.seed, static_cast<int>(kind)),
                        std::make_shared<const MaterializedInputs>(in));
   }
@@ -401,10 +405,11 @@ std::optional<Failure> Session::ensure_runners() {
   std::vector<Start> starts;
   if (!ref_.alive()) starts.push_back({&ref_, RunnerRole::kReference, &ref_lib_, {}, {}});
   if (have_baseline_ && !base_.alive()) starts.push_back({&base_, RunnerRole::kBaseline, &base_lib_, {}, {}});
+  const double load_timeout = std::max(60.0, call_timeout());
   // Screening: a live candidate runner takes the next candidate's library in place; one that
   // cannot is replaced.
   if (screening_ && cand_.alive() && cand_loaded_ != cand_lib_.library) {
-    auto o = cand_.reload(cand_lib_.library, cand_lib_.symbol, std::max(60.0, call_timeout()));
+    auto o = cand_.reload(cand_lib_.library, cand_lib_.symbol, load_timeout);
     if (o.kind == CallOutcome::Kind::kOk) {
       cand_loaded_ = cand_lib_.library;
       ++screen_stats_.reloads;
@@ -413,7 +418,6 @@ std::optional<Failure> Session::ensure_runners() {
     }
   }
   if (!cand_.alive()) starts.push_back({&cand_, RunnerRole::kCandidate, &cand_lib_, {}, {}});
-  const double load_timeout = std::max(60.0, call_timeout());
   for (Start& st : starts) {
     RunnerOptions ro{.runner_binary = options_.runner_binary,
                      .backend = report_.backend,
@@ -529,14 +533,7 @@ Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& in
   PhaseTimer timer(phases_.verify_call_s);
   auto out = std::make_shared<const std::vector<tensor::Tensor>>(read_outputs(ref_));
   ++screen_stats_.reference_calls;
-  if (screening_) {
-    uint64_t bytes = 0;
-    for (const auto& t : *out) bytes += static_cast<uint64_t>(t.nbytes());
-    if (screen_bytes_ + bytes <= kScreenBytes) {
-      screen_bytes_ += bytes;
-      ref_cache_.emplace(key, out);
-    }
-  }
+  if (screening_ && reserve_screen_bytes(*out)) ref_cache_.emplace(key, out);
   return out;
 }
 
@@ -793,9 +790,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     // Two input sets at the same addresses: the first half of the iterations runs on A, the
     // second on B, which shares A's sparse fingerprint. Outputs are re-checked at the end of
     // each half, so pointer-, shape- or fingerprint-keyed caches produce stale outputs there.
-    // Fresh sets: each called once, at a secret place among the timed iterations, and checked
-    // there. With B's first call they are the trial's fresh samples: a cache of outputs, keyed on all
-    // input bytes or any part of them, with one entry or many, cannot answer them from memory.
+    // Fresh sets: each first called at a secret place among the timed iterations and checked there
+    // (on CUDA called once more right after, its pair's repeat). With B's first call they are the
+    // trial's fresh samples: a cache of outputs, keyed on all input bytes or any part of them, with
+    // one entry or many, cannot answer them from memory.
     const std::vector<int> fresh_at = gate_on("fresh-vs-repeat")
                                           ? fresh_iterations(n_iter, trials(), cuda(), derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
                                           : std::vector<int>{};
@@ -1245,11 +1243,14 @@ std::optional<Failure> Session::probe_trials() {
       if (std::find(kinds.begin(), kinds.end(), p) == kinds.end()) kinds.push_back(p);
   for (size_t k = 0; k < kinds.size(); ++k) {
     const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kProbe);
+    auto no_probed_input = [&] {  // this workload gives the probed inputs no plain random values
+      if (gates_.runs(GateId::kProbes) == 0)
+        gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
+    };
     std::string what;
     const auto known = probe_what_.find({current_uuid_, seed});  // screening: this probe set was made before
     if (known != probe_what_.end() && known->second.empty()) {
-      if (gates_.runs(GateId::kProbes) == 0)
-        gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
+      no_probed_input();
       continue;
     }
     std::optional<MaterializedInputs> kept = kept_set(seed, kProbeSet);
@@ -1257,7 +1258,7 @@ std::optional<Failure> Session::probe_trials() {
     auto in = kept ? Result<MaterializedInputs>(std::move(*kept)) : materialize(seed, /*host_values=*/true);
     if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
     for (const auto& [input, list] : probes) {
-      if (kept) break;
+      if (kept) break;  // a kept set is already transformed
       if (std::find(list.begin(), list.end(), kinds[k]) == list.end()) continue;
       for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
         if (pack_.definition.inputs[i].name != input || !in->plain_random[i]) continue;
@@ -1271,9 +1272,8 @@ std::optional<Failure> Session::probe_trials() {
       if (!what.empty()) keep_set(*in, kProbeSet);
       probe_what_[{current_uuid_, seed}] = what;
     }
-    if (what.empty()) {  // this workload gives the probed inputs no plain random values
-      if (gates_.runs(GateId::kProbes) == 0)
-        gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
+    if (what.empty()) {
+      no_probed_input();
       continue;
     }
     auto ref = reference_outputs(*in);
@@ -1354,8 +1354,8 @@ Result<EvalReport> Session::run() {
     if (wr.verdict == Verdict::kPassed && wr.speedup > 0) speedups.push_back(wr.speedup);
     // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,
     // and a violating candidate may have left state behind.
-    if (wr.verdict != Verdict::kPassed && cand_.alive()) cand_.stop();
     const bool failed = wr.verdict != Verdict::kPassed;
+    if (failed && cand_.alive()) cand_.stop();
     report_.workloads.push_back(std::move(wr));
     if (failed && screening_) break;  // a screened candidate that failed once is out: the rest is not run
   }

@@ -5,7 +5,6 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <csignal>
 
 #include <cstring>
@@ -21,6 +20,7 @@
 #include "runner/backend.h"
 #include "sandbox/landlock.h"
 #include "sandbox/seccomp.h"
+#include "util/fs.h"
 
 namespace {
 
@@ -52,13 +52,13 @@ struct Loads {
   std::filesystem::path root;
 };
 
+// `p` is `root` or beneath it once both are resolved (symlinks, "..").
 bool under(const std::filesystem::path& p, const std::filesystem::path& root) {
   std::error_code ec;
   const auto a = std::filesystem::weakly_canonical(p, ec);
-  const auto b = std::filesystem::weakly_canonical(root, ec);
   if (ec) return false;
-  auto [ra, rb] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
-  return rb == b.end();
+  const auto b = std::filesystem::weakly_canonical(root, ec);
+  return !ec && kda::fs::is_within(a, b);
 }
 
 Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads, json& out) {
