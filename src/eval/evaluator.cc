@@ -43,7 +43,7 @@ uint64_t fresh_secret_seed() {
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
 enum Purpose : uint64_t {
   kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8,
-  kInputsFresh = 9, kFreshAt = 10, kReloadAt = 11
+  kInputsFresh = 9, kFreshAt = 10, kReloadAt = 11, kInputsWarm = 12
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -101,14 +101,7 @@ struct Failure {
   std::optional<GateId> gate;  // the integrity gate that rejected the candidate, if one did
 };
 
-// Fresh input sets per trial on CUDA: one per kFreshEvery timed iterations, and enough that a
-// workload has at least two besides B (two in a one-trial evaluation, one per trial from three
-// trials on): at the packs' 3 x 50 iterations, 6 pairs with B's. Each set costs a device
-// regeneration, a reference call and two checked calls; two per trial cost the µs packs 15-25 % of
-// their dev-workload evaluation on the H200 (run 28).
-constexpr int kFreshEvery = 50;
-constexpr int kMinFreshSets = 2;
-// On the host, two per trial (one per 25 iterations; 7-20 % of the host packs' evaluation at one
+// Fresh input sets at secret places (the host's fresh-versus-repeat test): two per trial (one per 25 iterations; 7-20 % of the host packs' evaluation at one
 // per 10, bench/results/host_overhead.md): with one per trial its fresh calls were slower than the
 // reloaded repeats in 75-89 % of pairs on honest kernels (timing drifts within a trial), close to
 // the 90 % that convicts; with two, 0.43-0.56 on average (host rmsnorm, 10 evaluations x 8 workloads).
@@ -118,34 +111,21 @@ constexpr int kHostFreshEvery = 25;
 // (then computes the rest per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
 constexpr uint64_t kScreenBytes = uint64_t{8} << 30;
 
-// Where in a trial's n timed iterations the fresh input sets are called, drawn from the secret seed;
-// never the last call of either half (the A and B rechecks) nor B's first call (fresh by itself).
-// CUDA (paired): each set at a place i (its first call) and i + 1 (its repeat, the same inputs, which
-// may be A's last call), and neither is B's second call (B's own repeat); pairs do not overlap.
-// Host: each set once. Empty when the trial is too short to have such a place.
-std::vector<int> fresh_iterations(int n, int trials, bool paired, uint64_t seed) {
+// Where in a trial's n timed iterations the host's fresh input sets are called, drawn from the secret
+// seed; never the last call of either half (the A and B rechecks) nor B's first call (fresh by
+// itself). Empty when the trial is too short to have such a place.
+std::vector<int> fresh_iterations(int n, uint64_t seed) {
   const int half = n / 2;
-  auto special = [&](int i) { return i == half - 1 || i == half || (paired && i == half + 1) || i == n - 1; };
-  // A repeat may be A's last call (re-checked in full there): GDN prefill's 5 iterations (the
-  // contest's count) have room for a pair only at 0 and 1.
-  auto special_repeat = [&](int j) { return j == half || j == half + 1 || j == n - 1; };
   std::vector<int> places;
-  for (int i = 0; i + (paired ? 1 : 0) < n; ++i)
-    if (!special(i) && !(paired && special_repeat(i + 1))) places.push_back(i);
-  const int t = std::max(trials, 1);
-  const int per_trial = paired ? std::max((kMinFreshSets + t - 1) / t, n / kFreshEvery)
-                               : std::max(kHostFreshPerTrial, n / kHostFreshEvery);
+  for (int i = 0; i < n; ++i)
+    if (i != half - 1 && i != half && i != n - 1) places.push_back(i);
+  const int per_trial = std::max(kHostFreshPerTrial, n / kHostFreshEvery);
   uint64_t s = seed;
   for (size_t k = 0; k < places.size(); ++k)  // Fisher-Yates
     std::swap(places[k], places[k + static_cast<size_t>(draw(s, places.size() - k))]);
-  std::vector<int> chosen;
-  for (int p : places) {
-    if (static_cast<int>(chosen.size()) >= per_trial) break;
-    if (!paired || std::none_of(chosen.begin(), chosen.end(), [&](int c) { return std::abs(c - p) < 2; }))
-      chosen.push_back(p);
-  }
-  std::sort(chosen.begin(), chosen.end());
-  return chosen;
+  if (places.size() > static_cast<size_t>(per_trial)) places.resize(static_cast<size_t>(per_trial));
+  std::sort(places.begin(), places.end());
+  return places;
 }
 
 // Host: twice as many forced reloads as fresh sets, the repeats the fresh calls are compared with:
@@ -790,22 +770,26 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     // Two input sets at the same addresses: the first half of the iterations runs on A, the
     // second on B, which shares A's sparse fingerprint. Outputs are re-checked at the end of
     // each half, so pointer-, shape- or fingerprint-keyed caches produce stale outputs there.
-    // Fresh sets: each first called at a secret place among the timed iterations and checked there
-    // (on CUDA called once more right after, its pair's repeat). With B's first call they are the
-    // trial's fresh samples: a cache of outputs, keyed on all input bytes or any part of them, with
-    // one entry or many, cannot answer them from memory.
-    const std::vector<int> fresh_at = gate_on("fresh-vs-repeat")
-                                          ? fresh_iterations(n_iter, trials(), cuda(), derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
+    // Remembered outputs (a cache keyed on all input bytes or any part of them, one entry or many)
+    // answer a set from memory only once they have seen it. CUDA: the warm-up runs on a third set W,
+    // so A's and B's first timed calls are each the candidate's first call on that set; each is
+    // paired with the median of the later calls on the same set, which is what the reported latency
+    // is made of. Host: fresh sets at secret places, each called once, against reloaded repeats.
+    const std::vector<int> fresh_at = gate_on("fresh-vs-repeat") && !cuda()
+                                          ? fresh_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
                                           : std::vector<int>{};
     std::vector<uint64_t> seeds{derive_seed(*options_.seed, current_uuid_, t, kInputsA),
                                 derive_seed(*options_.seed, current_uuid_, t, kInputsB)};
     for (int at : fresh_at)
       seeds.push_back(derive_seed(*options_.seed, current_uuid_, t * 1000 + static_cast<uint64_t>(at), kInputsFresh));
+    if (cuda()) seeds.push_back(derive_seed(*options_.seed, current_uuid_, t, kInputsWarm));
     auto sets = materialize_all(seeds);
     if (!sets.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed: " + sets.status().message(), {}};
     MaterializedInputs* a = &(*sets)[0];
     MaterializedInputs* b = &(*sets)[1];
+    const MaterializedInputs* warm = cuda() ? &sets->back() : a;  // W has no reference outputs: nothing checks it
     copy_fingerprint(*a, *b);
+    const int half = n_iter / 2;
     auto ref_a = reference_outputs(*a);
     auto ref_b = reference_outputs(*b);
     if (!ref_a.ok() || !ref_b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
@@ -820,19 +804,19 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     }
     for (int w = 0; w < warmup(); ++w) {
       json call{{"flush", true}, {"upload", true}, {"download", false}, {"timed", false}};
-      cand_called_.insert(a->id);
-      if (auto f = checked_call(cand_, *a, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
+      cand_called_.insert(warm->id);
+      if (auto f = checked_call(cand_, *warm, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
       if (have_baseline_) {
-        if (auto f = checked_call(base_, *a, 1000 + w, nullptr, call, nullptr, nullptr))
+        if (auto f = checked_call(base_, *warm, 1000 + w, nullptr, call, nullptr, nullptr))
           return baseline_failure(*f);
       }
     }
     std::vector<double> cs, bs, cpu_ms, kernel_ms;
     // Per candidate timed call, in call order: its set was new to it (kFresh), seen and loaded again
-    // by a forced reload just before the call (kReloaded, host), the call right after a first call on
-    // the same set at a pair's place (kPairRepeat, CUDA), or none of these (kRepeat).
-    enum class SetUse { kFresh, kReloaded, kPairRepeat, kRepeat };
+    // by a forced reload just before the call (kReloaded, host), or neither (kRepeat); and the set.
+    enum class SetUse { kFresh, kReloaded, kRepeat };
     std::vector<SetUse> cs_use;
+    std::vector<uint64_t> cs_set;
     // CUDA: what CUPTI saw in each timed call, summarised by the runner at the end of the trial
     // (deferred: one CUPTI flush per trial instead of one per call) or with each reply.
     const bool defer = cuda() && cand_.has_capability("deferred_records") &&
@@ -858,32 +842,22 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       cs.push_back(static_cast<double>(extra.value("cupti_span_ns", int64_t{0})) / 1e6);  // the latency: span over all streams
       return std::nullopt;
     };
-    const int half = n_iter / 2;
     std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
                                                    gate_on("random-rechecks") && !screening_ ? kRandomRechecks : 0);
-    // CUDA: pairs. A fresh set's first call and the next call on the same inputs (its repeat), and
-    // B's first two calls likewise; a load regenerates the inputs on the device before the L2 flush,
-    // and the repeat needs no reload. Host: each fresh call against the calls on A or B right after
-    // they were written into the arena again (a 2 ms host softmax ran up to 3x slower right after
-    // its inputs were written), by reloads forced at secret places.
-    std::set<int> repeat_at;
-    if (cuda()) {
-      for (int f : fresh_at) repeat_at.insert(f + 1);
-      if (half > 0 && half + 1 < n_iter) repeat_at.insert(half + 1);
-    }
+    // Host: each fresh call against the calls on A or B right after they were written into the arena
+    // again (a 2 ms host softmax ran up to 3x slower right after its inputs were written), by reloads
+    // forced at secret places. (CUDA needs no reload: a load regenerates the inputs on the device
+    // before the L2 flush, and its pairs are on one set each.)
     const std::set<int> reload_at =
         cuda() ? std::set<int>{} : forced_reloads(n_iter, fresh_at, derive_seed(*options_.seed, current_uuid_, t, kReloadAt));
-    auto fresh_place = [&](int i) { return fsets.contains(i) ? i : cuda() && fsets.contains(i - 1) ? i - 1 : -1; };
     // The call before each change of inputs has its inputs checked (guard bands, digests), so a
     // mutation is still seen: its outputs are no more likely to be wrong than any other call's, and
-    // reading them back and comparing them was most of what a fresh set cost the µs packs. (On CUDA
-    // the repeat before the return to A or B has its inputs checked likewise.)
+    // reading them back and comparing them was most of what a fresh set cost the µs packs.
     std::vector<bool> inputs_checked(static_cast<size_t>(n_iter), false);
     for (int i = 0; i + 1 < n_iter; ++i)
       if (fsets.contains(i + 1) || reload_at.contains(i + 1)) inputs_checked[static_cast<size_t>(i)] = true;
-    uint64_t prev_set = 0;
     for (int i = 0; i < n_iter; ++i) {
-      const int fp = fresh_place(i);
+      const int fp = fsets.contains(i) ? i : -1;
       const bool use_f = fp >= 0;
       const bool use_b = !use_f && i >= half && half > 0;
       if (reload_at.contains(i)) {
@@ -893,12 +867,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       const MaterializedInputs& in = use_f ? fsets.at(fp) : use_b ? *b : *a;
       const std::vector<tensor::Tensor>& want = use_f ? *ref_f.at(fp) : use_b ? **ref_b : **ref_a;
       // A fresh set's first call is re-checked in full, and so is B's: B shares A's sparse
-      // fingerprint, so a cache keyed on it replays A's outputs there, and a fresh set later in B's
-      // half would have refreshed such a cache before B's last call (S12b passed on the H200 so, run
-      // 32). A repeat is checked like any other repeated call (a candidate cannot tell it from the
-      // calls on A or B, each also on the inputs of the call before).
+      // fingerprint, so a cache keyed on it replays A's outputs there, whatever came between (a
+      // fresh set in B's half refreshes such a cache before B's last call).
       const bool recheck = (checked[static_cast<size_t>(i)] || fp == i || (half > 0 && i == half)) && gate_on("recheck");
-      const bool inputs_only = !recheck && (inputs_checked[static_cast<size_t>(i)] || (use_f && fp != i));
+      const bool inputs_only = !recheck && inputs_checked[static_cast<size_t>(i)];
       json call{{"flush", true}, {"upload", true}, {"download", recheck || inputs_only}, {"timed", true}};
       if (inputs_only) call["download_outputs"] = false;
       if (defer) call["defer_records"] = true;
@@ -907,11 +879,8 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       std::vector<tensor::Tensor> outs;
       auto run_candidate = [&]() -> std::optional<Failure> {
         const bool first = cand_called_.insert(in.id).second;
-        cs_use.push_back(first                                         ? SetUse::kFresh
-                         : reload_at.contains(i)                       ? SetUse::kReloaded
-                         : repeat_at.contains(i) && prev_set == in.id ? SetUse::kPairRepeat
-                                                                      : SetUse::kRepeat);
-        prev_set = in.id;
+        cs_use.push_back(first ? SetUse::kFresh : reload_at.contains(i) ? SetUse::kReloaded : SetUse::kRepeat);
+        cs_set.push_back(in.id);
         if (auto f = checked_call(cand_, in, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra)) return f;
         if (recheck) {
           if (auto f = compare(outs, want, in, nullptr))
@@ -991,10 +960,23 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
         gates_.ran(GateId::kHostCpu);
       }
     }
-    for (size_t k = 0; k < cs.size() && k < cs_use.size(); ++k) {
-      if (cs_use[k] == SetUse::kFresh) fresh_ms.push_back(cs[k]);
-      if (cs_use[k] == SetUse::kReloaded) repeat_ms.push_back(cs[k]);
-      if (k > 0 && cs_use[k] == SetUse::kPairRepeat && cs_use[k - 1] == SetUse::kFresh) pairs.emplace_back(cs[k - 1], cs[k]);
+    if (cuda()) {
+      // A set's first call (fresh) against the median of its later calls.
+      for (const MaterializedInputs* set : {a, b}) {
+        std::optional<double> first;
+        std::vector<double> later;
+        for (size_t k = 0; k < cs.size() && k < cs_set.size(); ++k) {
+          if (cs_set[k] != set->id) continue;
+          if (cs_use[k] == SetUse::kFresh) first = cs[k];
+          else if (first) later.push_back(cs[k]);
+        }
+        if (first && !later.empty()) pairs.emplace_back(*first, summarize(later).median);
+      }
+    } else {
+      for (size_t k = 0; k < cs.size() && k < cs_use.size(); ++k) {
+        if (cs_use[k] == SetUse::kFresh) fresh_ms.push_back(cs[k]);
+        if (cs_use[k] == SetUse::kReloaded) repeat_ms.push_back(cs[k]);
+      }
     }
     cand_medians.push_back(summarize(cs).median);
     cand_all.insert(cand_all.end(), cs.begin(), cs.end());
@@ -1047,8 +1029,8 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
                                {"ratio", fr.ratio},              {"repeat_faster_fraction", fr.repeat_faster}};
   if (!fr.applies) {
     gates_.skip(GateId::kMemoization,
-                paired ? fmt::format("{} never-seen input set(s) timed on a first call and repeated: too few to compare (at "
-                                     "least {})", fr.n_fresh, kMemoMinPairs)
+                paired ? fmt::format("{} input set(s) timed on their first call and on later ones: too few to compare (at "
+                                     "least {}: two per trial)", fr.n_fresh, kMemoMinPairs)
                        : fmt::format("{} timed call(s) on never-seen inputs and {} on repeated ones: too few to compare (at "
                                      "least {} each)", fr.n_fresh, fr.n_repeat, kMemoMinSamples));
     return std::nullopt;
@@ -1058,9 +1040,9 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
     return std::nullopt;
   }
   const std::string evidence =
-      paired ? fmt::format("{} never-seen input sets, each timed on its first call and again on the next (the same "
-                           "inputs): first calls {:.5f} ms, repeats {:.5f} ms (medians), median ratio {:.3f}, the repeat "
-                           "faster in {:.0f}% of pairs",
+      paired ? fmt::format("{} input sets, each timed on its first call (never seen) and on its later calls (the same "
+                           "inputs): first calls {:.5f} ms, later calls {:.5f} ms (medians), median ratio {:.3f}, the later "
+                           "calls faster in {:.0f}% of sets",
                            fr.n_fresh, fr.fresh_median_ms, fr.repeat_median_ms, fr.ratio, 100.0 * fr.repeat_faster)
              : fmt::format("timed calls on input sets the candidate had seen (loaded again just before) took {:.5f} ms "
                            "(median of {}), on never-seen sets {:.5f} ms (median of {}): ratio {:.3f}, the repeated call "

@@ -24,11 +24,14 @@ double arithmetic_mean(const std::vector<double>& xs);
 //   * Unpaired (the host backend): fresh calls against calls on sets loaded again just before (so
 //     both pay the same harness work: a host call right after its inputs were written runs slower).
 //     The host packs' work depends on shapes only.
-//   * Paired (CUDA): each never-seen set timed on its first call and again on the next call on the
-//     same inputs. The same data means the same work, so an honest pair differs by noise only even
-//     where the work depends on the values (MoE routing, DSA sequence lengths: unpaired, fresh draws
-//     against other draws put an honest MoE baseline at a ratio of 0.57, H200 run 29). On the host
-//     pairs do not work: a first call on a newly written set ran up to 1.8x slower than the same set
+//   * Paired (CUDA): each timing set (A, B; the warm-up runs on a third) timed on its first call and
+//     on its later calls, the pair being (first call, median of the later ones). The same data means
+//     the same work, so an honest pair differs by noise only even where the work depends on the
+//     values (MoE routing, DSA sequence lengths: unpaired, fresh draws against other draws put an
+//     honest MoE baseline at a ratio of 0.57, H200 run 29). The later calls are the reported latency
+//     itself, so a cache that computes honestly on the first few repeats of a set (to look honest
+//     to a pair of first call and next call) still has its replays in the median. On the host pairs
+//     do not work: a first call on a newly written set ran up to 1.8x slower than the same set
 //     written again (honest_persistent_scratch under load, 6 of 6 pairs).
 struct FreshRepeat {
   int n_fresh = 0, n_repeat = 0;  // paired: the same count on both sides
@@ -46,8 +49,7 @@ struct FreshRepeat {
 inline constexpr double kMemoRatio = 0.7;
 inline constexpr double kMemoDominance = 0.9;
 inline constexpr int kMemoMinSamples = 3;  // unpaired: on each side
-// Paired: 6 at the packs' 3 x 50 timing (3 fresh sets and B's three); a one-trial screening has 3
-// and gets no verdict.
+// Paired: two per trial, 6 at the packs' three trials; one or two trials get no verdict.
 inline constexpr int kMemoMinPairs = 5;
 // ... and save at least this much per call (median). Calls of a few hundred nanoseconds carry harness
 // effects of their own (on the host a 0.34 us call ran 0.13 us slower right after its inputs were
@@ -55,7 +57,7 @@ inline constexpr int kMemoMinPairs = 5;
 // lookup (a hash kernel and a device-to-host copy) costs more than 2 us by itself.
 inline constexpr double kMemoMinGainMs = 0.002;
 FreshRepeat fresh_versus_repeat(const std::vector<double>& fresh, const std::vector<double>& repeat);
-// `pairs`: (first call ms, repeat ms) of each never-seen set.
+// `pairs`: (first call ms, repeat ms) of each set: its first call, the median of its later calls.
 FreshRepeat fresh_versus_repeat_paired(const std::vector<std::pair<double, double>>& pairs);
 
 }  // namespace kda::eval
