@@ -11,7 +11,9 @@
 # CUDA packs: each pack's dev workloads at the pack's own timing, REPS (default 2) times per side.
 # Contest packs: dev workloads at the contest stage's timing (1 trial, 2 warm-up, 10 iterations), once
 # per side. Then, unless SKIP_HACKS is set, the remembered-output hacks (tests/fixtures/hacks/cuda/S12[def]_*)
-# with the working tree's kda, at the timing their expected.json names.
+# with the working tree's kda, at the timing their expected.json names. CUDA_PACKS (default
+# "rmsnorm softmax gemm") and CONTEST (a glob under tasks/contest, default *) narrow the packs when
+# device time is short.
 set -u
 OUT=${OUT:-/tmp/kda-out}
 BUDGET=${BUDGET:-570}
@@ -48,12 +50,12 @@ record() {  # record <side> <timeout> <kda eval args...>
   python3 bench/gpu/append_result.py "$OUT" "$rc" "$start" "[$side] kda eval $*" >> "$OUT/cost.jsonl"
   echo "rc=$rc [$side] kda eval $*"
 }
-for p in rmsnorm softmax gemm; do
+for p in ${CUDA_PACKS:-rmsnorm softmax gemm}; do
   for rep in $(seq "${REPS:-2}"); do
     for side in before after; do record $side 120 tasks/cuda/$p/baselines/naive --task tasks/cuda/$p --workloads dev; done
   done
 done
-for d in tasks/contest/*/; do
+for d in tasks/contest/${CONTEST:-*}/; do
   for side in before after; do
     record $side 150 "$d/baselines/naive" --task "$d" --workloads dev --trials 1 --warmup 2 --iterations 10
   done
