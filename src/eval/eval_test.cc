@@ -749,6 +749,13 @@ TEST(Screener, OneSessionManyCandidatesWithEvaluatesVerdicts) {
   };
   EvalReport fast = screen("fast");
   ASSERT_TRUE(fast.all_passed);
+  // No remembered-outputs verdict from a screening's few calls: skipped, and said why.
+  for (const auto& w : fast.workloads)
+    for (const auto& g : w.gates)
+      if (g.name == "fresh-vs-repeat") {
+        EXPECT_EQ(g.status, GateStatus::kSkipped);
+        EXPECT_NE(g.detail.find("screening"), std::string::npos) << g.detail;
+      }
   const ScreenStats first = (*screener)->stats();
   EXPECT_EQ(first.candidate_runner_starts, 1);
   EXPECT_GT(first.reference_calls, 0);
