@@ -477,7 +477,10 @@ TEST(Inputs, ContestInputsAreFreshPerTrialSeedExceptWhatTheWorkloadPins) {
 TEST(Inputs, RandomSpecDefinesTheValuesCopyFingerprintProduces) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
   ASSERT_TRUE(pack.ok()) << pack.status().message();
-  const task::Workload& w = pack->workloads.back();
+  // The widest rows: every input (weight too) has more than the fingerprint's 32 end elements.
+  const task::Workload& w = *std::max_element(pack->workloads.begin(), pack->workloads.end(), [](const auto& x, const auto& y) {
+    return x.axes.at("hidden_size") < y.axes.at("hidden_size");
+  });
   auto rw = resolve_workload(*pack, w);
   ASSERT_TRUE(rw.ok());
   BlobCache blobs;

@@ -75,7 +75,7 @@ TEST(TunerRunE2E, TunerWriterAndRulesReviewerMakeRmsnormFasterOffline) {
   json check = read_json(run_dir / "final/check.json");
   EXPECT_TRUE(check["met"].get<bool>()) << check.dump(1);
   EXPECT_TRUE(check["eval"]["all_passed"].get<bool>());
-  EXPECT_EQ(check["eval"]["workloads"].size(), 8u);
+  EXPECT_EQ(check["eval"]["workloads"].size(), 11u);
   EXPECT_GT(check["eval"]["geomean"].get<double>(), 1.0);
   auto h = run({KDA_BINARY, "eval", (run_dir / "final").string(), "--task", kPack.string(), "--holdout", "--json"},
                tmp / "cache");
