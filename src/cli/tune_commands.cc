@@ -111,7 +111,7 @@ CommandSpec tune_command() {
                   {.name = "out", .short_name = 'o', .metavar = "DIR", .help = "output directory (default ./kda-tune/<solution directory name>)"},
                   {.name = "workloads", .short_name = 'w', .metavar = "SET",
                    .help = "tuned workloads: all | dev | holdout | uuid[,uuid...]", .default_value = "dev"},
-                  {.name = "strategy", .metavar = "S", .help = "auto | exhaustive | halving", .default_value = "auto"},
+                  {.name = "strategy", .metavar = "S", .help = "auto | exhaustive | halving | model", .default_value = "auto"},
                   {.name = "max-configs", .metavar = "N", .help = "at most N configurations (0: all)"},
                   {.name = "max-minutes", .metavar = "M", .help = "stop measuring after M minutes of wall time (0: none)"},
                   {.name = "resume", .help = "continue from <out>/state.json; nothing is measured twice"},

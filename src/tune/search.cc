@@ -22,7 +22,80 @@ double geomean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::exp(s / static_cast<double>(v.size()));
 }
 
+// The model's features of a configuration: its variant and each parameter's value, as (key, value).
+std::vector<std::pair<std::string, nlohmann::json>> features(const Config& c) {
+  std::vector<std::pair<std::string, nlohmann::json>> out{{"variant", c.variant}};
+  for (const auto& [name, value] : c.params) out.push_back({c.variant + "." + name, value});
+  return out;
+}
+
+std::string token(const std::pair<std::string, nlohmann::json>& f) { return f.first + "=" + f.second.dump(); }
+
+std::vector<std::string> tokens(const Config& c) {
+  std::vector<std::string> out;
+  for (const auto& f : features(c)) out.push_back(token(f));
+  return out;
+}
+
 }  // namespace
+
+void AdditiveModel::fit(const std::vector<std::pair<const Config*, double>>& observed) {
+  effect_.clear();
+  seen_.clear();
+  numeric_.clear();
+  mean_ = 0;
+  if (observed.empty()) return;
+  std::vector<std::vector<std::string>> toks;
+  std::vector<double> y;
+  for (const auto& [c, ms] : observed) {
+    toks.push_back(tokens(*c));
+    y.push_back(std::log(ms));
+    mean_ += y.back();
+    for (const auto& t : toks.back()) ++seen_[t];
+  }
+  mean_ /= static_cast<double>(y.size());
+  // Backfitting: each effect is the shrunk mean residual of the configurations that have it.
+  constexpr double kRidge = 0.2;
+  for (int sweep = 0; sweep < 20; ++sweep) {
+    for (const auto& [t, n] : seen_) {
+      double sum = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (std::find(toks[i].begin(), toks[i].end(), t) == toks[i].end()) continue;
+        double r = y[i] - mean_;
+        for (const auto& u : toks[i])
+          if (u != t) r -= effect_[u];
+        sum += r;
+      }
+      effect_[t] = sum / (n + kRidge);
+    }
+  }
+  for (const auto& [c, _] : observed)
+    for (const auto& f : features(*c))
+      if (f.second.is_number()) numeric_[f.first][f.second.get<double>()] = effect_[token(f)];
+}
+
+double AdditiveModel::effect(const std::string& key, const nlohmann::json& value) const {
+  if (auto e = effect_.find(token({key, value})); e != effect_.end()) return e->second;
+  auto levels = numeric_.find(key);
+  if (!value.is_number() || levels == numeric_.end() || levels->second.empty()) return 0;
+  const double x = value.get<double>();
+  const auto& m = levels->second;
+  auto hi = m.lower_bound(x);
+  if (hi == m.begin()) return hi->second;
+  if (hi == m.end()) return std::prev(hi)->second;
+  auto lo = std::prev(hi);
+  return lo->second + (hi->second - lo->second) * (x - lo->first) / (hi->first - lo->first);
+}
+
+double AdditiveModel::predict(const Config& c, double explore) const {
+  double v = mean_;
+  for (const auto& f : features(c)) {
+    v += effect(f.first, f.second);
+    auto n = seen_.find(token(f));
+    v -= explore / std::sqrt(1.0 + (n == seen_.end() ? 0 : n->second));
+  }
+  return v;
+}
 
 nlohmann::json Measurement::to_json() const {
   nlohmann::json t = nlohmann::json::object();
@@ -92,13 +165,15 @@ Result<Strategy> parse_strategy(const std::string& s) {
   if (s == "auto") return Strategy::kAuto;
   if (s == "exhaustive") return Strategy::kExhaustive;
   if (s == "halving") return Strategy::kHalving;
-  return Status::bad_input("--strategy: '" + s + "' is not one of auto, exhaustive, halving");
+  if (s == "model") return Strategy::kModel;
+  return Status::bad_input("--strategy: '" + s + "' is not one of auto, exhaustive, halving, model");
 }
 
 const char* strategy_name(Strategy s) {
   switch (s) {
     case Strategy::kExhaustive: return "exhaustive";
     case Strategy::kHalving: return "halving";
+    case Strategy::kModel: return "model";
     case Strategy::kAuto: break;
   }
   return "auto";
@@ -159,34 +234,43 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
   auto say = [&](const std::string& line) {
     if (opts.progress) opts.progress(line);
   };
-  std::vector<const Config*> alive = candidates(space, opts.max_configs);
-  out.candidates = static_cast<int>(alive.size());
+  const bool budgeted = opts.max_configs > 0 && static_cast<size_t>(opts.max_configs) < space.configs.size();
   out.strategy = opts.strategy;
-  if (out.strategy == Strategy::kAuto)
-    out.strategy = alive.size() <= opts.exhaustive_limit ? Strategy::kExhaustive : Strategy::kHalving;
+  if (out.strategy == Strategy::kAuto) {
+    const size_t n = budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size();
+    // A budget that covers at most half of a large space is spent where a model points.
+    out.strategy = n <= opts.exhaustive_limit                                       ? Strategy::kExhaustive
+                   : budgeted && 2 * n <= space.configs.size()                      ? Strategy::kModel
+                                                                                    : Strategy::kHalving;
+  }
+  const bool model = out.strategy == Strategy::kModel;
+  std::vector<const Config*> alive = model ? std::vector<const Config*>{} : candidates(space, opts.max_configs);
+  const size_t budget = model ? (budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size()) : alive.size();
+  out.candidates = static_cast<int>(budget);
   const int rungs = out.strategy == Strategy::kExhaustive ? 2 : std::max(1, opts.halving_rungs);
-  say(fmt::format("{} configurations ({} in the space), strategy {}, {} regimes, {} workloads", alive.size(),
+  say(fmt::format("{} configurations ({} in the space), strategy {}, {} regimes, {} workloads", budget,
                   space.configs.size(), strategy_name(out.strategy), space.regimes.size(), space.workloads.size()));
 
   // Ranking lists: the whole tuned set (best single) and each regime.
   std::vector<std::vector<std::string>> lists{space.workloads};
   for (const auto& r : space.regimes) lists.push_back(r.workloads);
 
-  std::set<std::string> seen;
-  for (int rung = 0; rung < rungs; ++rung) {
-    measurer.prepare(alive);
-    size_t done = 0;
-    for (const Config* c : alive) {
+  // Measures `batch` at `rung` (what state already holds is never measured again); false when a
+  // budget or stop_after ended the search.
+  auto measure_batch = [&](const std::vector<const Config*>& batch, int rung, size_t offset, size_t total) -> Result<bool> {
+    measurer.prepare(batch);
+    size_t done = offset;
+    for (const Config* c : batch) {
       ++done;
       const std::string id = c->id();
       if (state.find(id, rung) != nullptr) continue;  // measured before a kill: never twice
       if (opts.max_minutes > 0 && elapsed() > opts.max_minutes * 60) {
         out.budget_note = fmt::format("time budget of {} min reached at rung {}", opts.max_minutes, rung);
-        break;
+        return false;
       }
       if (opts.stop_after > 0 && out.measured_new >= opts.stop_after) {
         out.stopped = true;
-        break;
+        return false;
       }
       auto apply = space.applicable.find(id);
       const std::vector<std::string>& ws = apply != space.applicable.end() ? apply->second : space.workloads;
@@ -203,12 +287,79 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
       if (!best.empty())
         for (const auto& cfg : space.configs)
           if (cfg.id() == best.front().config) best_text = fmt::format("{:.6g} ms ({})", best.front().geomean_ms, cfg.label());
-      say(fmt::format("rung {} [{}/{}] {}: {}; best so far {}; {:.1f} min{}", rung, done, alive.size(), c->label(),
+      say(fmt::format("rung {} [{}/{}] {}: {}; best so far {}; {:.1f} min{}", rung, done, total, c->label(),
                       passed ? "passed" : "FAILED " + reason, best_text, elapsed() / 60,
                       opts.max_minutes > 0 ? fmt::format(" of {}", opts.max_minutes) : std::string()));
     }
+    return true;
+  };
+
+  bool go_on = true;
+  if (model) {
+    // Rung 0 in batches: a spread sample first (the default and a fixed pseudo-random order), then
+    // each batch from a model fitted to the batches before it only, so a resumed search picks the
+    // same batches whatever a kill left half measured.
+    const size_t first = std::min(budget, std::max<size_t>(8, static_cast<size_t>(opts.model_first_share * budget)));
+    const size_t step = std::max<size_t>(4, static_cast<size_t>(opts.model_batch_share * budget));
+    alive = candidates(space, static_cast<int>(first));
+    std::set<std::string> picked;
+    for (const Config* c : alive) picked.insert(c->id());
+    KDA_ASSIGN_OR_RETURN(go_on, measure_batch(alive, 0, 0, budget));
+    while (go_on && alive.size() < budget && alive.size() < space.configs.size()) {
+      std::vector<std::string> ids;
+      for (const Config* c : alive) ids.push_back(c->id());
+      std::vector<const Config*> batch;
+      std::vector<std::vector<const Config*>> proposals;  // per list, best predicted first
+      for (const auto& list : lists) {
+        std::vector<std::pair<const Config*, double>> observed;
+        for (const auto& r : rank(space, state, list, ids, 0))
+          for (const auto& c : space.configs)
+            if (c.id() == r.config) observed.push_back({&c, r.geomean_ms});
+        AdditiveModel m;
+        m.fit(observed);
+        std::vector<std::pair<double, const Config*>> scored;
+        for (const auto& c : space.configs) {
+          if (picked.count(c.id())) continue;
+          auto apply = space.applicable.find(c.id());
+          const auto& ws = apply != space.applicable.end() ? apply->second : space.workloads;
+          if (!std::all_of(list.begin(), list.end(), [&](const std::string& w) { return std::count(ws.begin(), ws.end(), w); }))
+            continue;
+          scored.push_back({m.predict(c, opts.model_explore), &c});
+        }
+        std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::vector<const Config*> p;
+        for (const auto& [_, c] : scored) p.push_back(c);
+        proposals.push_back(std::move(p));
+      }
+      // Round-robin over the lists (the best single's first), each list's next unpicked proposal.
+      std::vector<size_t> at(proposals.size(), 0);
+      bool any = true;
+      while (batch.size() < step && alive.size() + batch.size() < budget && any) {
+        any = false;
+        for (size_t li = 0; li < proposals.size() && batch.size() < step && alive.size() + batch.size() < budget; ++li) {
+          while (at[li] < proposals[li].size() && picked.count(proposals[li][at[li]]->id())) ++at[li];
+          if (at[li] == proposals[li].size()) continue;
+          const Config* c = proposals[li][at[li]++];
+          picked.insert(c->id());
+          batch.push_back(c);
+          any = true;
+        }
+      }
+      if (batch.empty()) break;
+      say(fmt::format("model: {} more configurations where the model of the {} measured predicts the fastest",
+                      batch.size(), alive.size()));
+      const size_t offset = alive.size();
+      alive.insert(alive.end(), batch.begin(), batch.end());
+      KDA_ASSIGN_OR_RETURN(go_on, measure_batch(batch, 0, offset, budget));
+    }
+  }
+
+  for (int rung = 0; rung < rungs && go_on; ++rung) {
+    if (!(model && rung == 0)) {
+      KDA_ASSIGN_OR_RETURN(go_on, measure_batch(alive, rung, 0, alive.size()));
+    }
     out.top_rung = rung;
-    if (out.stopped || !out.budget_note.empty() || rung + 1 == rungs) break;
+    if (!go_on || rung + 1 == rungs) break;
     // Survivors: the best 1/eta (at least 2) of every ranking list, so each regime keeps its own.
     std::vector<std::string> ids;
     for (const Config* c : alive) ids.push_back(c->id());

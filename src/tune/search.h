@@ -1,4 +1,5 @@
 // The search over configurations: exhaustive for small spaces, successive halving for large ones,
+// and a model-guided search where a budget (--max-configs) covers only part of a large space,
 // on a Measurer (the official evaluator in `kda tune`, a fake in tests), with every measurement
 // persisted in a State so a killed search resumes without measuring anything twice.
 #pragma once
@@ -66,7 +67,7 @@ class State {
   std::map<std::string, Measurement> by_key_;  // "<id>@<rung>"
 };
 
-enum class Strategy { kAuto, kExhaustive, kHalving };
+enum class Strategy { kAuto, kExhaustive, kHalving, kModel };
 Result<Strategy> parse_strategy(const std::string& s);
 const char* strategy_name(Strategy s);
 
@@ -86,6 +87,13 @@ struct SearchOptions {
                               // best single ranking, half shared among the regimes)
   int halving_rungs = 3;      // rungs 0..halving_rungs-1
   int stop_after = 0;         // tests: stop (as if killed) after this many new measurements
+  // model: the first batch is this fraction of the budget (at least 8), the later ones this one
+  // (at least 4); each later batch goes to the configurations an additive model of the rung-0
+  // latencies predicts fastest, per ranking list, with this bonus (log latency) per rarely seen
+  // parameter value.
+  double model_first_share = 1.0 / 3;
+  double model_batch_share = 1.0 / 6;
+  double model_explore = 0.1;
   std::function<double()> clock_s;  // elapsed seconds; default steady clock since the search began
   std::function<void(const std::string&)> progress;
 };
@@ -111,6 +119,25 @@ struct SearchOutcome {
 // The candidates a search with `max_configs` visits: the default first, then a fixed pseudo-random
 // order (the same every run, so a resumed search visits the same configurations).
 std::vector<const Config*> candidates(const SearchSpace& space, int max_configs);
+
+// The model-guided search's predictor: log latency = mean + one effect per parameter value (the
+// variant counts as a parameter), fitted by ridge backfitting to the configurations measured. A
+// numeric value never measured takes the effect interpolated between its measured neighbours
+// (tile sizes, unrolls and thread counts change latency smoothly more often than not).
+class AdditiveModel {
+ public:
+  // `observed`: (configuration, geomean latency ms > 0).
+  void fit(const std::vector<std::pair<const Config*, double>>& observed);
+  // Predicted log latency, less `explore` / sqrt(1 + n) for each value seen n times.
+  double predict(const Config& c, double explore = 0) const;
+
+ private:
+  double effect(const std::string& key, const nlohmann::json& value) const;
+  double mean_ = 0;
+  std::map<std::string, double> effect_;  // "<key>=<value>"
+  std::map<std::string, int> seen_;
+  std::map<std::string, std::map<double, double>> numeric_;  // key -> numeric value -> effect
+};
 
 Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, State& state, const SearchOptions& opts);
 

@@ -1,11 +1,16 @@
 #include "tune/search.h"
 
+#include <cmath>
 #include <filesystem>
+#include <iostream>
 
 #include <gtest/gtest.h>
 
 #include "tune/perf_map.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
 #include "tune/regimes.h"
+#include "tune/tunables.h"
 #include "util/fs.h"
 
 namespace kda::tune {
@@ -266,6 +271,245 @@ TEST(Search, ResumeAfterAKillMeasuresNothingTwiceAndEndsWithTheSameMap) {
   EXPECT_EQ(other.status().kind(), ErrorKind::kBadInput);
 }
 
+// Two parameters of 12 values each (144 configurations): latency separable in A and B, fastest at
+// A = 9, B = 3 on small-m workloads and A = 4, B = 11 on large-m ones.
+SearchSpace grid_space(const task::TaskPack& p) {
+  SearchSpace s;
+  for (int a = 1; a <= 12; ++a)
+    for (int b = 1; b <= 12; ++b) s.configs.push_back({"default", {{"A", a}, {"B", b}}});
+  for (const auto& w : p.workloads) s.workloads.push_back(w.uuid);
+  for (const auto& c : s.configs) s.applicable[c.id()] = s.workloads;
+  s.regimes = group_regimes(p, ptrs(p), {});
+  return s;
+}
+
+double grid_latency(const task::TaskPack& p, const Config& c, const std::string& uuid) {
+  const auto& w = *std::find_if(p.workloads.begin(), p.workloads.end(), [&](const auto& x) { return x.uuid == uuid; });
+  const double a = c.params.at("A").get<int>(), b = c.params.at("B").get<int>();
+  const bool small = w.axes.at("m") < 100;
+  const double da = a - (small ? 9 : 4), db = b - (small ? 3 : 11);
+  return (1 + w.axes.at("n") * w.axes.at("m") / 1000.0) * (1 + da * da / 20.0) * (1 + db * db / 30.0);
+}
+
+TEST(AdditiveModel, RanksASeparableCostByItsParameterEffects) {
+  auto p = toy_pack();
+  auto space = grid_space(p);
+  // Fitted on a spread quarter of the configurations (the search's own first sample), it points at
+  // the optimum among the other three quarters. (A lattice sample, every 5th, aliases A with B.)
+  std::vector<std::pair<const Config*, double>> seen;
+  for (const Config* c : candidates(space, 36)) seen.push_back({c, grid_latency(p, *c, "w0")});
+  AdditiveModel m;
+  m.fit(seen);
+  const Config* best = nullptr;
+  for (const auto& c : space.configs)
+    if (best == nullptr || m.predict(c) < m.predict(*best)) best = &c;
+  // Within 5 % of the optimum (A = 9, B = 3; the ridge shrinks the effects of values seen once).
+  EXPECT_LT(grid_latency(p, *best, "w0"), 1.05 * grid_latency(p, Config{"default", {{"A", 9}, {"B", 3}}}, "w0"))
+      << best->label();
+  // An unmeasured numeric value takes its neighbours' interpolated effect, not the mean's.
+  std::vector<std::pair<const Config*, double>> ends;
+  std::vector<Config> grid;
+  for (int a : {1, 12})
+    for (int b : {1, 12}) grid.push_back({"default", {{"A", a}, {"B", b}}});
+  for (const auto& c : grid) ends.push_back({&c, grid_latency(p, c, "w0")});
+  AdditiveModel lin;
+  lin.fit(ends);
+  const double mid = lin.predict(Config{"default", {{"A", 6}, {"B", 1}}});
+  EXPECT_LT(lin.predict(Config{"default", {{"A", 12}, {"B", 1}}}), mid);
+  EXPECT_LT(mid, lin.predict(Config{"default", {{"A", 1}, {"B", 1}}}));
+  // Rarely seen values get the exploration bonus.
+  Config unseen{"default", {{"A", 99}, {"B", 3}}};
+  EXPECT_LT(m.predict(unseen, 0.5), m.predict(unseen, 0));
+}
+
+TEST(Search, ModelGuidedBeatsARandomSampleOfTheSameBudget) {
+  auto p = toy_pack();
+  auto space = grid_space(p);
+  auto lat = [&](const Config& c, const std::string& w) { return grid_latency(p, c, w); };
+  FakeMeasurer fm;
+  fm.latency = lat;
+  auto st = State::open(temp_dir("model") / "state.json", "fp", false);
+  ASSERT_TRUE(st.ok());
+  SearchOptions o;
+  o.max_configs = 36;  // a quarter of the space: auto picks the model
+  auto out = run_search(space, fm, *st, o);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->strategy, Strategy::kModel);
+  std::set<std::string> rung0;
+  for (const auto& [id, r] : fm.calls)
+    if (r == 0) rung0.insert(id);
+  EXPECT_EQ(rung0.size(), 36u);
+  EXPECT_GT(out->top_rung, 0);  // the survivors are re-timed longer, as in halving
+  auto pm = build_perf_map(space, *st);
+  ASSERT_TRUE(pm.ok());
+  // Per regime: the true latency of the chosen configuration, against the optimum of the whole
+  // space and against the best of the fixed pseudo-random sample of the same budget.
+  const auto random = candidates(space, 36);
+  for (const auto& e : pm->entries) {
+    auto truth = [&](const Config& c) {
+      double l = 0;
+      for (const auto& w : e.regime->workloads) l += std::log(grid_latency(p, c, w));
+      return l;
+    };
+    double optimum = 1e300, sampled = 1e300;
+    for (const auto& c : space.configs) optimum = std::min(optimum, truth(c));
+    for (const Config* c : random) sampled = std::min(sampled, truth(*c));
+    const double chosen = truth(*find_config(space, e.ranked.front().config));
+    EXPECT_LE(chosen, sampled) << e.regime->name;
+    EXPECT_LE(chosen - optimum, std::log(1.06) * static_cast<double>(e.regime->workloads.size())) << e.regime->name;
+  }
+}
+
+TEST(Search, ModelGuidedResumeMeasuresNothingTwiceAndEndsWithTheSameMap) {
+  auto p = toy_pack();
+  auto space = grid_space(p);
+  auto lat = [&](const Config& c, const std::string& w) { return grid_latency(p, c, w); };
+  SearchOptions base;
+  base.max_configs = 36;
+  FakeMeasurer ref;
+  ref.latency = lat;
+  auto st_ref = State::open(temp_dir("model_ref") / "state.json", "fp", false);
+  ASSERT_TRUE(run_search(space, ref, *st_ref, base).ok());
+  auto pm_ref = build_perf_map(space, *st_ref);
+  ASSERT_TRUE(pm_ref.ok());
+  auto dir = temp_dir("model_resume");
+  std::vector<std::pair<std::string, int>> all_calls;
+  bool finished = false;
+  for (int session = 0; session < 20 && !finished; ++session) {
+    FakeMeasurer fm;
+    fm.latency = lat;
+    auto st = State::open(dir / "state.json", "fp", session > 0);
+    ASSERT_TRUE(st.ok());
+    SearchOptions o = base;
+    o.stop_after = 5 + 3 * session;  // killed inside batches, at varying points
+    auto out = run_search(space, fm, *st, o);
+    ASSERT_TRUE(out.ok());
+    all_calls.insert(all_calls.end(), fm.calls.begin(), fm.calls.end());
+    finished = !out->stopped;
+  }
+  ASSERT_TRUE(finished);
+  std::set<std::pair<std::string, int>> unique(all_calls.begin(), all_calls.end());
+  EXPECT_EQ(unique.size(), all_calls.size()) << "a measurement was taken twice";
+  EXPECT_EQ(all_calls.size(), ref.calls.size());
+  auto st_final = State::open(dir / "state.json", "fp", true);
+  auto pm = build_perf_map(space, *st_final);
+  ASSERT_TRUE(pm.ok());
+  EXPECT_EQ(pm->best_single, pm_ref->best_single);
+  ASSERT_EQ(pm->entries.size(), pm_ref->entries.size());
+  for (size_t i = 0; i < pm->entries.size(); ++i)
+    EXPECT_EQ(pm->entries[i].ranked.front().config, pm_ref->entries[i].ranked.front().config);
+}
+
+// Held-out check of the model-guided search on recorded measurements (not what its constants were
+// set on: the synthetic grid above). Each recorded search measured every configuration at rung 0;
+// replayed, the model spends a quarter or a third of that, and so does the fixed pseudo-random
+// sample. The regret of a ranking list (the tuned set, each regime) is the true latency of its
+// pick over the best recorded, less 1. The model must not do worse than the sample on average.
+class ReplayMeasurer : public Measurer {
+ public:
+  std::map<std::string, Measurement> rung0;
+  Result<Measurement> measure(const Config& c, const std::vector<std::string>&, int rung) override {
+    Measurement m = rung0.at(c.id());
+    m.rung = rung;
+    return m;
+  }
+};
+
+TEST(Search, ModelGuidedOnRecordedSearchesDoesNoWorseThanARandomSample) {
+  struct Recorded {
+    const char* pack;
+    const char* state;
+  };
+  const Recorded recorded[] = {
+      {"tasks/cuda/rmsnorm", "bench/results/h200/tune_2026-12-02_run31/rmsnorm/state.json"},
+      {"tasks/cuda/softmax", "bench/results/h200/tune_2026-12-02_run31/softmax/state.json"},
+      {"tasks/cuda/gemm", "bench/results/h200/tune_2026-12-02_run31/gemm/state.json"},
+      {"tasks/host/gemm", "bench/results/host/tune_gemm_2026-12-02_state.json"},
+  };
+  const std::filesystem::path src = KDA_SOURCE_DIR;
+  double model_sum = 0, random_sum = 0;
+  int cases = 0;
+  for (const auto& r : recorded) {
+    SCOPED_TRACE(r.state);
+    auto pack = task::load_task_pack(src / r.pack);
+    ASSERT_TRUE(pack.ok()) << pack.status().message();
+    auto text = fs::read_file(src / r.state);
+    ASSERT_TRUE(text.ok());
+    ReplayMeasurer replay;
+    const nlohmann::json doc = nlohmann::json::parse(*text);
+    for (const auto& j : doc.at("measurements")) {
+      auto m = Measurement::from_json(j);
+      ASSERT_TRUE(m.ok());
+      if (m->rung == 0) replay.rung0[m->config] = *m;
+    }
+    const auto sol_dir = src / r.pack / "solutions/tunable";
+    auto sol = task::load_solution(sol_dir);
+    ASSERT_TRUE(sol.ok());
+    std::vector<std::string> paths;
+    for (const auto& f : sol->sources) paths.push_back(f.path);
+    auto tunables = load_tunables(sol_dir, pack->definition, sol->spec.entry_point, paths);
+    ASSERT_TRUE(tunables.ok()) << tunables.status().message();
+    auto all = enumerate_configs(*tunables);
+    ASSERT_TRUE(all.ok());
+    // The space: the recorded configurations (a budgeted recorded search measured a subset).
+    SearchSpace space;
+    for (const auto& c : *all)
+      if (replay.rung0.count(c.id())) space.configs.push_back(c);
+    ASSERT_FALSE(replay.rung0.empty());
+    ASSERT_EQ(space.configs.size(), replay.rung0.size()) << "recorded configurations no longer in tunables.toml";
+    const Measurement& any = replay.rung0.begin()->second;
+    std::vector<const task::Workload*> ws;
+    for (const auto& w : pack->workloads)
+      if (any.times.count(w.uuid)) ws.push_back(&w), space.workloads.push_back(w.uuid);
+    for (const auto& [id, m] : replay.rung0)
+      for (const auto& [uuid, _] : m.times) space.applicable[id].push_back(uuid);
+    space.regimes = group_regimes(*pack, ws, tunables->regimes);
+    std::vector<std::vector<std::string>> lists{space.workloads};
+    for (const auto& g : space.regimes) lists.push_back(g.workloads);
+    auto truth = [&](const std::string& id, const std::vector<std::string>& list) {
+      const Measurement& m = replay.rung0.at(id);
+      if (!m.passed) return 1e300;
+      double l = 0;
+      for (const auto& w : list) {
+        auto t = m.times.find(w);
+        if (t == m.times.end()) return 1e300;
+        l += std::log(t->second.ms);
+      }
+      return l / static_cast<double>(list.size());
+    };
+    for (double share : {0.25, 1.0 / 3}) {
+      const int budget = std::max(4, static_cast<int>(share * static_cast<double>(space.configs.size())));
+      auto st = State::open(temp_dir("replay") / "state.json", "fp", false);
+      ASSERT_TRUE(st.ok());
+      SearchOptions o;
+      o.strategy = Strategy::kModel;
+      o.max_configs = budget;
+      ASSERT_TRUE(run_search(space, replay, *st, o).ok());
+      const auto sample = candidates(space, budget);
+      double model_regret = 0, random_regret = 0;
+      for (const auto& list : lists) {
+        double best = 1e300, sampled = 1e300, picked = 1e300;
+        for (const auto& c : space.configs) best = std::min(best, truth(c.id(), list));
+        for (const Config* c : sample) sampled = std::min(sampled, truth(c->id(), list));
+        auto ranked = rank(space, *st, list);
+        if (!ranked.empty()) picked = truth(ranked.front().config, list);
+        model_regret += std::exp(picked - best) - 1;
+        random_regret += std::exp(sampled - best) - 1;
+      }
+      model_regret /= static_cast<double>(lists.size());
+      random_regret /= static_cast<double>(lists.size());
+      std::cout << r.pack << " " << space.configs.size() << " configurations, budget " << budget << ", " << lists.size()
+                << " lists: mean regret model " << model_regret << ", random sample " << random_regret << "\n";
+      model_sum += model_regret;
+      random_sum += random_regret;
+      ++cases;
+    }
+  }
+  std::cout << "over " << cases << " replays: mean regret model " << model_sum / cases << ", random sample "
+            << random_sum / cases << "\n";
+  EXPECT_LE(model_sum, random_sum);
+}
+
 TEST(PerfMap, WritesMapJsonAndMarkdown) {
   auto p = toy_pack();
   auto space = toy_space(p, 10);
@@ -311,6 +555,8 @@ TEST(Regimes, RegimesFileOverridesAndRejectsOtherSections) {
 
 TEST(Search, StrategyNames) {
   EXPECT_EQ(*parse_strategy("halving"), Strategy::kHalving);
+  EXPECT_EQ(*parse_strategy("model"), Strategy::kModel);
+  EXPECT_STREQ(strategy_name(Strategy::kModel), "model");
   EXPECT_FALSE(parse_strategy("random").ok());
 }
 

@@ -23,7 +23,7 @@ struct TuneOptions {
   int max_configs = 0;               // 0 = no limit
   double max_minutes = 0;            // 0 = no limit (wall)
   bool resume = false;               // continue from out_dir/state.json; nothing measured twice
-  std::string strategy = "auto";     // auto | exhaustive | halving
+  std::string strategy = "auto";     // auto | exhaustive | halving | model
   std::function<void(const std::string&)> progress;  // one line per event (configs done, best so far, budget)
   // Additions beyond the agreed API (defaults keep the agreed behaviour):
   std::filesystem::path regimes_file;  // a TOML file with [[regime]] tables; overrides tunables.toml's
