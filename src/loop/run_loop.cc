@@ -257,18 +257,39 @@ Status Runner::open_existing() {
   KDA_ASSIGN_OR_RETURN(ledger_, load_ledger(dir_ / "ledger.json"));
   elapsed_base_ = state_.elapsed_s;
   workspace().recover();
+  // The log must verify and still contain the head the state recorded (records after it are fine:
+  // they were appended before the kill, and a torn last line is an append the kill cut short).
+  // Checked before anything is appended: an edited, deleted or reordered record breaks the chain,
+  // which then cannot be extended, so the altered log is kept beside the run as evidence and a new
+  // chain begins with the violation, the run stopped and its last verified incumbent exported.
+  const stdfs::path log_path = dir_ / "audit.jsonl";
+  std::string altered;
+  json evidence = json::object();
+  if (state_.phase != "done" && state_.phase != "stopped") {
+    auto v = audit::verify(log_path, state_.audit_head);
+    if (!v.ok() && v.status().kind() != ErrorKind::kNotFound) return v.status();
+    if (!v.ok()) altered = "the log is missing; ";
+    else
+      for (size_t i = 0; i < v->problems.size(); ++i)
+        if (!(v->torn_tail && i + 1 == v->problems.size() && v->problems[i].message.starts_with("torn last line")))
+          altered += fmt::format("line {}: {}; ", v->problems[i].line, v->problems[i].message);
+    if (!altered.empty() && stdfs::exists(log_path)) {
+      stdfs::path kept = dir_ / "audit.altered.jsonl";
+      for (int n = 2; stdfs::exists(kept); ++n) kept = dir_ / fmt::format("audit.altered.{}.jsonl", n);
+      evidence = {{"kept_as", kept.filename().string()}, {"sha256", sha256_hex(read_or_empty(log_path))}};
+      std::error_code ec;
+      stdfs::rename(log_path, kept, ec);
+      if (ec) return Status::io("keeping the altered audit log as " + kept.string() + ": " + ec.message());
+    }
+  }
   KDA_RETURN_IF_ERROR(load_runtime());
-  // The log must still contain the head the state recorded (records after it are fine: they were
-  // appended before the kill).
-  auto v = audit::verify(dir_ / "audit.jsonl", state_.audit_head);
-  if (!v.ok()) return v.status();
   KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "resumed"}, {"phase", state_.phase}, {"step", state_.step},
                                            {"round", state_.round}}));
-  if (!v->ok() && state_.phase != "done" && state_.phase != "stopped") {
-    std::string what;
-    for (const auto& p : v->problems) what += fmt::format("line {}: {}; ", p.line, p.message);
-    KDA_RETURN_IF_ERROR(log("violation", "kda", {{"what", "audit log"}, {"problems", what}}));
-    return stop("integrity violation: the audit log was altered (" + what + ")");
+  if (!altered.empty()) {
+    evidence["what"] = "audit log";
+    evidence["problems"] = altered;
+    KDA_RETURN_IF_ERROR(log("violation", "kda", evidence));
+    return stop("integrity violation: the audit log was altered (" + altered + ")");
   }
   return {};
 }

@@ -3,6 +3,9 @@
 // scope, failed completion checks, bad inputs.
 #include "loop/run_loop_fixture.h"
 
+#include <functional>
+#include <sstream>
+
 namespace kda::loop::testing_fixture {
 namespace {
 
@@ -20,6 +23,80 @@ TEST_F(RunLoopTest, FullScenario) {
   auto again = resume_run(run_, env());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->phase, "done");
+}
+
+// Any alteration of the audit log found on resume stops the run as an integrity violation: the
+// altered log kept as evidence, a new chain that records the violation and verifies, and the last
+// verified incumbent exported. A torn last line (an append cut short by a kill) is not one.
+TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
+  struct Case {
+    const char* name;
+    std::function<void(std::vector<std::string>&, const std::string& head)> alter;  // head: state.json's
+  };
+  const Case cases[] = {
+      {"one digit of a record edited",
+       [](std::vector<std::string>& l, const std::string&) {
+         std::string& rec = l[l.size() / 2];
+         const size_t at = rec.find_first_of("0123456789", rec.find("\"seq\""));
+         rec[at] = rec[at] == '9' ? '8' : static_cast<char>(rec[at] + 1);
+       }},
+      {"a record deleted", [](std::vector<std::string>& l, const std::string&) { l.erase(l.begin() + static_cast<long>(l.size() / 2)); }},
+      {"two records swapped", [](std::vector<std::string>& l, const std::string&) { std::swap(l[l.size() / 2], l[l.size() / 2 + 1]); }},
+      {"the records from the state's head on cut off",
+       [](std::vector<std::string>& l, const std::string& head) {
+         auto at = std::find_if(l.begin(), l.end(), [&](const std::string& r) { return r.find(head) != std::string::npos; });
+         ASSERT_NE(at, l.end());
+         l.erase(at, l.end());
+       }},
+      {"the log deleted", nullptr},
+      {"a torn last line (not a violation)", [](std::vector<std::string>& l, const std::string&) { l.back() = l.back().substr(0, 20); }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    stdfs::remove_all(run_);
+    sessions_.clear();
+    session_calls_ = 0;
+    fake_ = FakeEval{};
+    add_full_scenario(sessions_);
+    fail_session_at_ = 7;  // round 2's writer: round 1 (c001, 2x) is the verified incumbent
+    ASSERT_FALSE(start_run(run_, options(), env()).ok());
+    fail_session_at_ = -1;
+    const stdfs::path log = run_ / "audit.jsonl";
+    const bool torn = std::string(c.name).find("torn") != std::string::npos;
+    if (c.alter) {
+      std::vector<std::string> lines;
+      std::istringstream in(*fs::read_file(log));
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+      ASSERT_GT(lines.size(), 8u);
+      c.alter(lines, "\"hash\":\"" + load_state(run_ / "state.json")->audit_head + "\"");
+      std::string text;
+      for (size_t i = 0; i < lines.size(); ++i) text += lines[i] + (torn && i + 1 == lines.size() ? "" : "\n");
+      ASSERT_TRUE(fs::write_file_atomic(log, text).ok());
+    } else {
+      stdfs::remove(log);
+    }
+    auto o = resume_run(run_, env());
+    ASSERT_TRUE(o.ok()) << o.status().message();
+    auto v = audit::verify(log);
+    ASSERT_TRUE(v.ok());
+    EXPECT_TRUE(v->ok()) << "the new chain must verify";
+    if (torn) {
+      expect_full_scenario_result(run_, *o);
+      EXPECT_FALSE(stdfs::exists(run_ / "audit.altered.jsonl"));
+      continue;
+    }
+    EXPECT_EQ(o->phase, "stopped");
+    EXPECT_NE(o->stop_reason.find("integrity violation: the audit log was altered"), std::string::npos) << o->stop_reason;
+    EXPECT_EQ(o->incumbent, "c001");
+    auto sol = fs::read_file(run_ / "final/solution.json");
+    ASSERT_TRUE(sol.ok());
+    EXPECT_NE(sol->find("fake-speedup: 2.0"), std::string::npos);
+    EXPECT_EQ(stdfs::exists(run_ / "audit.altered.jsonl"), c.alter != nullptr);
+    auto text = fs::read_file(log);
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find("\"violation\""), std::string::npos);
+    EXPECT_EQ(load_state(run_ / "state.json")->phase, "stopped");
+  }
 }
 
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {
