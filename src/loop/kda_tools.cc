@@ -1,5 +1,7 @@
 #include "loop/kda_tools.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "eval/tool_run.h"
@@ -7,6 +9,26 @@
 #include "ncu/load.h"
 
 namespace kda::loop {
+
+nlohmann::ordered_json ledger_page(const nlohmann::json& ledger, int page, int per_page) {
+  const std::string incumbent = ledger.value("incumbent", std::string());
+  const nlohmann::json all = ledger.value("candidates", nlohmann::json::array());
+  nlohmann::ordered_json out;
+  out["incumbent"] = incumbent;
+  for (const auto& c : all)
+    if (c.value("id", std::string()) == incumbent) out["incumbent_record"] = nlohmann::ordered_json::parse(c.dump());
+  const int total = static_cast<int>(all.size());
+  const int pages = std::max(1, (total + per_page - 1) / per_page);
+  out["candidates_total"] = total;
+  out["page"] = page;
+  out["pages"] = pages;
+  nlohmann::ordered_json cs = nlohmann::ordered_json::array();
+  for (int k = (page - 1) * per_page; k < std::min(total, page * per_page); ++k)
+    cs.push_back(nlohmann::ordered_json::parse(all[static_cast<size_t>(total - 1 - k)].dump()));
+  out["candidates_newest_first"] = std::move(cs);
+  if (page < pages) out["older"] = fmt::format("call ledger with page {} for older candidates", page + 1);
+  return out;
+}
 
 namespace {
 
@@ -94,9 +116,14 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
   }
   if (hooks_.ledger) {
     t.push_back({"ledger",
-                 "The run's ledger: every candidate so far (round, parent, commit, measured speedup, verdicts), "
-                 "and the incumbent (the best verified solution).",
-                 {{"type", "object"}, {"properties", nlohmann::json::object()}, {"additionalProperties", false}},
+                 "The run's ledger: the incumbent (the best verified solution) in full, then the candidates newest "
+                 "first (round, parent, commit, measured speedup, verdicts), a page at a time. page: 1 (default) "
+                 "is the newest; the reply says how many pages there are.",
+                 {{"type", "object"},
+                  {"properties",
+                   {{"page", {{"type", "integer"}, {"minimum", 1}, {"description", "1 = the newest candidates"}}},
+                    {"per_page", {{"type", "integer"}, {"minimum", 1}, {"maximum", 20}, {"description", "default 5"}}}}},
+                  {"additionalProperties", false}},
                  true});
   }
   if (in_round_) {
@@ -134,10 +161,13 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
   }
   if (name == "profile" && hooks_.profile && in_round_) return profile(arguments);
   if (name == "ledger" && hooks_.ledger) {
-    nlohmann::json l = hooks_.ledger();
-    std::string text = l.dump(1);
-    if (text.size() > 30000) text = text.substr(0, 30000) + "\n[truncated]";
-    return {text, false, {}};
+    const int page = arguments.is_object() && arguments.contains("page") && arguments["page"].is_number_integer()
+                         ? arguments["page"].get<int>() : 1;
+    const int per_page = arguments.is_object() && arguments.contains("per_page") && arguments["per_page"].is_number_integer()
+                             ? arguments["per_page"].get<int>() : kLedgerPerPage;
+    if (page < 1 || per_page < 1 || per_page > 20)
+      return {"ledger: page must be >= 1 and per_page in 1..20", true, {{"error", "bad_arguments"}}};
+    return {ledger_page(hooks_.ledger(), page, per_page).dump(1), false, {}};
   }
   if (name == "finish_round" && in_round_) {
     auto f = FinishRound::from_json(arguments);

@@ -49,6 +49,11 @@ struct ProfileTaken {
   std::string shown_path;      // e.g. the run-relative path; "" = report
 };
 
+// The ledger tool's reply: the incumbent's id and full record first, then one page of candidates
+// newest first (page 1 = the newest), with the page count, so no reply is ever cut.
+inline constexpr int kLedgerPerPage = 5;
+nlohmann::ordered_json ledger_page(const nlohmann::json& ledger, int page, int per_page = kLedgerPerPage);
+
 class KdaToolHost final : public agent::ToolHost {
  public:
   struct Hooks {

@@ -2,6 +2,8 @@
 // tools, the backend factory and the git workspace.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "loop/backend_factory.h"
 #include "loop/criteria.h"
 #include "loop/git_workspace.h"
@@ -159,6 +161,41 @@ TEST(KdaTools, FinishRoundOnlyInRoundAndOnce) {
   EXPECT_TRUE(host.call("finish_round", {{"summary", "late"}}).is_error);
   EXPECT_FALSE(host.call("ledger", {}).is_error);
   EXPECT_TRUE(host.call("nope", {}).is_error);
+}
+
+// The ledger tool puts the incumbent first and pages the candidates newest first: with 30
+// candidates of ~3,000 characters each the incumbent and the newest are never cut off.
+TEST(KdaTools, LedgerShowsTheIncumbentAndTheNewestFirstInPages) {
+  Ledger l;
+  for (int i = 1; i <= 30; ++i) {
+    Candidate c;
+    c.id = fmt::format("c{:03d}", i);
+    c.parent = "c000";
+    c.round = i;
+    c.notes = std::string(3000, 'x');
+    c.accepted = i == 4;
+    l.upsert(c);
+  }
+  l.incumbent = "c004";
+  KdaToolHost host({.ledger = [&] { return l.to_json(); }});
+  auto first = host.call("ledger", {});
+  ASSERT_FALSE(first.is_error) << first.text;
+  auto j = nlohmann::json::parse(first.text);
+  EXPECT_EQ(j["incumbent"], "c004");
+  EXPECT_EQ(j["incumbent_record"]["id"], "c004");
+  EXPECT_EQ(j["candidates_total"], 30);
+  EXPECT_EQ(j["pages"], 6);
+  ASSERT_EQ(j["candidates_newest_first"].size(), 5u);
+  EXPECT_EQ(j["candidates_newest_first"][0]["id"], "c030");
+  EXPECT_NE(first.text.find("page 2"), std::string::npos);
+  EXPECT_LT(first.text.find("\"incumbent_record\""), first.text.find("\"candidates_newest_first\""));
+  auto last = nlohmann::json::parse(host.call("ledger", {{"page", 6}}).text);
+  ASSERT_EQ(last["candidates_newest_first"].size(), 5u);
+  EXPECT_EQ(last["candidates_newest_first"][4]["id"], "c001");
+  EXPECT_FALSE(last.contains("older"));
+  EXPECT_TRUE(nlohmann::json::parse(host.call("ledger", {{"page", 9}}).text)["candidates_newest_first"].empty());
+  EXPECT_TRUE(host.call("ledger", {{"page", 0}}).is_error);
+  EXPECT_TRUE(host.call("ledger", {{"per_page", 50}}).is_error);
 }
 
 TEST(BackendFactory, UnknownKindListsKnownOnes) {
