@@ -156,8 +156,13 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
     if (evals_left_ <= 0) return {"evaluate: no evaluations left this round", true, {{"error", "eval_limit"}}};
     --evals_left_;
     auto r = hooks_.evaluate();
-    if (!r.ok()) return {"evaluate: " + r.status().message(), true, {{"error", r.status().message()}}};
-    return *r;
+    if (!r.ok())
+      return {fmt::format("evaluate: {}\n(evaluate calls left this round: {})", r.status().message(), evals_left_), true,
+              {{"error", r.status().message()}, {"evals_left", evals_left_}}};
+    agent::ToolOutcome out = *r;
+    out.text += fmt::format("\n(evaluate calls left this round: {})", evals_left_);
+    if (out.data.is_object() || out.data.is_null()) out.data["evals_left"] = evals_left_;
+    return out;
   }
   if (name == "profile" && hooks_.profile && in_round_) return profile(arguments);
   if (name == "ledger" && hooks_.ledger) {

@@ -145,7 +145,10 @@ TEST(KdaTools, FinishRoundOnlyInRoundAndOnce) {
   EXPECT_TRUE(host.call("evaluate", {}).is_error);
   host.begin_round(1);
   EXPECT_EQ(names(), (std::vector<std::string>{"evaluate", "ledger", "finish_round"}));
-  EXPECT_FALSE(host.call("evaluate", {}).is_error);
+  auto measured = host.call("evaluate", {});
+  EXPECT_FALSE(measured.is_error);
+  EXPECT_NE(measured.text.find("evaluate calls left this round: 0"), std::string::npos) << measured.text;
+  EXPECT_EQ(measured.data["evals_left"], 0);
   EXPECT_TRUE(host.call("evaluate", {}).is_error);  // limit 1
   EXPECT_EQ(evals, 1);
   EXPECT_TRUE(host.call("finish_round", {{"claims", 3}}).is_error);
