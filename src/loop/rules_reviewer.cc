@@ -168,7 +168,7 @@ Result<RoundEvidence> read_round_evidence(const stdfs::path& round_dir) {
   for (const auto& c : v.value("claims", json::array())) {
     const std::string st = c.value("status", "");
     e.claims_confirmed += st == "confirmed";
-    e.claims_false += st == "false";
+    e.claims_false += st == "false" || st == "invalid";  // invalid: names what kda does not measure
     e.claims_unverifiable += st == "unverifiable";
   }
   for (const auto& r : v.value("rejections", json::array()))

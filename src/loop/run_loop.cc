@@ -808,7 +808,20 @@ Status Runner::round_verify() {
         }
       }
       json cj = {{"metric", c.metric}, {"claimed", c.value}, {"workload", c.workload}};
-      if (!measured || !(*measured > 0)) {
+      // A claim kda cannot check because it names what finish_round's schema does not offer (a
+      // metric, or a workload the round was not measured on) is not evidence: it rejects the round.
+      const bool known_metric = c.metric == "geomean_speedup" || c.metric == "speedup" || c.metric == "latency_ms";
+      const bool known_workload =
+          c.workload.empty() ? c.metric != "latency_ms"
+                             : std::any_of(report->workloads.begin(), report->workloads.end(),
+                                           [&](const eval::WorkloadResult& w) { return w.uuid == c.workload; });
+      if (!known_metric || !known_workload) {
+        cj["status"] = "invalid";
+        cj["detail"] = !known_metric ? fmt::format("metric '{}' is not geomean_speedup, speedup or latency_ms", c.metric)
+                       : c.workload.empty() ? std::string("latency_ms needs a workload uuid")
+                                            : fmt::format("workload '{}' is not one of the round's dev workloads", c.workload);
+        check("claim", false, cj["detail"].get<std::string>());
+      } else if (!measured || !(*measured > 0)) {
         cj["status"] = "unverifiable";
         cj["detail"] = "kda has no measurement for this claim";
       } else {

@@ -99,6 +99,32 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
   }
 }
 
+// A claim that names an unknown metric or a workload the round was not measured on rejects the
+// round (it used to be "unverifiable" and let the round through).
+TEST_F(RunLoopTest, ClaimsOnUnknownMetricsOrWorkloadsRejectTheRound) {
+  for (const json& claim : {json{{"metric", "throughput"}, {"value", 3.0}},
+                            json{{"metric", "speedup"}, {"value", 3.0}, {"workload", "not-a-dev-workload"}},
+                            json{{"metric", "latency_ms"}, {"value", 0.1}}}) {
+    SCOPED_TRACE(claim.dump());
+    stdfs::remove_all(run_);
+    sessions_.clear();
+    session_calls_ = 0;
+    fake_ = FakeEval{};
+    for (const auto& p : plan_sessions()) sessions_.push_back(p);
+    sessions_.push_back(writer_session("round", 1, {write_kernel(3.0), finish("faster", json::array({claim}))}));
+    sessions_.push_back(reviewer_session("review", 1, "Looks great.\nDECISION: COMPLETE\nPROGRESS: ADVANCED"));
+    auto opts = options();
+    opts.max_rounds = 1;
+    auto o = start_run(run_, opts, env());
+    ASSERT_TRUE(o.ok()) << o.status().message();
+    auto v = json::parse(*fs::read_file(run_ / "rounds/001/verify.json"));
+    EXPECT_FALSE(v["verified"].get<bool>());
+    ASSERT_EQ(v["claims"].size(), 1u);
+    EXPECT_EQ(v["claims"][0]["status"], "invalid");
+    EXPECT_EQ(o->incumbent, "c000") << "a round with an unchecked claim must not become the incumbent";
+  }
+}
+
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {
   for (const auto& p : plan_sessions()) sessions_.push_back(p);
   sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing")}}});
