@@ -105,7 +105,30 @@ int run_run(const Args& args, Io& io) {
       io.err << "kda run: --resume continues an existing run; do not name a task\n";
       return kExitBadInput;
     }
-    outcome = loop::resume_run(*resume, env);
+    // Budgets may change on resume (a stopped run continues when they allow); nothing else may.
+    loop::BudgetChange budgets;
+    auto ints = std::vector<std::pair<const char*, long long>>{{"max-rounds", 1}, {"budget-tokens", 0}};
+    for (const auto& [name, min] : ints) {
+      auto v = args.integer(name);
+      if (!v.ok() || (*v && **v < min)) {
+        io.err << "kda run: " << (v.ok() ? fmt::format("--{}: must be >= {}", name, min) : v.status().message()) << "\n";
+        return kExitBadInput;
+      }
+      if (!*v) continue;
+      if (std::string(name) == "max-rounds") budgets.max_rounds = static_cast<int>(**v);
+      else budgets.budget_tokens = **v;
+    }
+    for (const auto& [name, dst] : std::vector<std::pair<const char*, std::optional<double>*>>{
+             {"hours", &budgets.hours}, {"budget-usd", &budgets.budget_usd}, {"gpu-minutes", &budgets.gpu_minutes}}) {
+      auto v = args.number(name);
+      if (!v.ok() || (*v && **v < 0)) {
+        io.err << "kda run: " << (v.ok() ? fmt::format("--{}: must be >= 0", name) : v.status().message()) << "\n";
+        return kExitBadInput;
+      }
+      if (!*v) continue;
+      *dst = **v;
+    }
+    outcome = loop::resume_run(*resume, env, budgets);
   } else {
     loop::LoopOptions o;
     o.task = args.positional("task");
@@ -167,7 +190,7 @@ CommandSpec run_command() {
                    .default_value = "1.0"},
                   {.name = "start", .metavar = "SOLUTION", .help = "starting solution (default: the pack's baseline)"},
                   {.name = "run-dir", .metavar = "DIR", .help = "run directory (default: kda-runs/<task>-<utc time>)"},
-                  {.name = "resume", .metavar = "DIR", .help = "continue the run in DIR (after a crash or kill)"},
+                  {.name = "resume", .metavar = "DIR", .help = "continue the run in DIR (after a crash or kill); with --max-rounds, --hours, --budget-tokens, --budget-usd or --gpu-minutes, extend a run stopped by a budget"},
                   {.name = "max-rounds", .metavar = "N", .help = "rounds before the run stops", .default_value = "10"},
                   {.name = "hours", .metavar = "H", .help = "wall-clock budget in hours (0: none)"},
                   {.name = "budget-tokens", .metavar = "N", .help = "input+output token budget (0: none)"},

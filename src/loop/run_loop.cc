@@ -120,6 +120,7 @@ class Runner {
 
   Status create(const LoopOptions& options);
   Status open_existing();
+  Status extend(const BudgetChange& budgets);
   Result<RunOutcome> drive();
 
  private:
@@ -348,8 +349,10 @@ void Runner::status_line(const std::string& what) {
   const double elapsed =
       elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const int64_t tokens = state_.usage.input_tokens + state_.usage.output_tokens;
-  std::string where = state_.phase == "round" ? fmt::format("round {}/{} {}", state_.round, state_.options.max_rounds,
-                                                            state_.step)
+  const int max_rounds = state_.options.max_rounds;
+  std::string where = state_.phase == "round" ? (state_.round > max_rounds ? fmt::format("rounds {}/{} done", max_rounds, max_rounds)
+                                                                           : fmt::format("round {}/{} {}", state_.round, max_rounds,
+                                                                                         state_.step))
                                               : state_.phase + (state_.step.empty() ? "" : " " + state_.step);
   env_.status(fmt::format("kda run: {} | {} | incumbent {} {:.3f}x | tokens {} ${:.2f} | eval {:.1f} min | {:.0f}s",
                           where, what, state_.incumbent_id, state_.incumbent_speedup, human_tokens(tokens),
@@ -1020,6 +1023,7 @@ Status Runner::export_final(const std::optional<eval::EvalReport>& final_report)
 }
 
 Status Runner::stop(const std::string& reason) {
+  state_.stopped_from = state_.phase + "/" + state_.step;
   state_.phase = "stopped";
   state_.step = "";
   state_.stop_reason = reason;
@@ -1027,6 +1031,44 @@ Status Runner::stop(const std::string& reason) {
   if (!state_.incumbent_commit.empty() && ledger_.find(state_.incumbent_id) != nullptr)
     KDA_RETURN_IF_ERROR(export_final(std::nullopt));
   status_line("stopped: " + reason);
+  return save_state();
+}
+
+Status Runner::extend(const BudgetChange& b) {
+  if (!b.any()) return {};
+  if (state_.phase == "done")
+    return Status::bad_input("--resume " + dir_.string() + ": the run is done (its acceptance criteria were met on all "
+                             "workloads); new budgets do not reopen it: start a new run with --start " +
+                             (dir_ / "final").string());
+  const bool budget_stop = state_.stop_reason.starts_with("budget:") || state_.stop_reason.starts_with("max rounds") ||
+                           state_.stop_reason.starts_with("completion check failed and no rounds are left");
+  if (state_.phase == "stopped" && (!budget_stop || state_.stopped_from.empty()))
+    return Status::bad_input("--resume " + dir_.string() + ": the run stopped for \"" + state_.stop_reason +
+                             "\", which new budgets do not change");
+  LoopOptions& o = state_.options;
+  json changes = json::object();
+  auto change = [&](const char* name, auto& field, const auto& value) {
+    if (!value) return;
+    changes[name] = {{"from", field}, {"to", *value}};
+    field = *value;
+  };
+  change("max_rounds", o.max_rounds, b.max_rounds);
+  change("budget_tokens", o.budget_tokens, b.budget_tokens);
+  change("hours", o.hours, b.hours);
+  change("budget_usd", o.budget_usd, b.budget_usd);
+  change("gpu_minutes", o.gpu_minutes, b.gpu_minutes);
+  json event = {{"event", "budgets_changed"}, {"changes", changes}, {"phase", state_.phase}};
+  if (state_.phase == "stopped") {
+    // Back where it stopped; drive() checks the budgets again before any new work.
+    const auto slash = state_.stopped_from.find('/');
+    event["reopened_at"] = state_.stopped_from;
+    event["was_stopped_for"] = state_.stop_reason;
+    state_.phase = state_.stopped_from.substr(0, slash);
+    state_.step = slash == std::string::npos ? "" : state_.stopped_from.substr(slash + 1);
+    state_.stop_reason.clear();
+    state_.stopped_from.clear();
+  }
+  KDA_RETURN_IF_ERROR(log("state", "kda", event));
   return save_state();
 }
 
@@ -1097,9 +1139,10 @@ Result<RunOutcome> start_run(const std::filesystem::path& run_dir, const LoopOpt
   return r.drive();
 }
 
-Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env) {
+Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env, const BudgetChange& budgets) {
   Runner r(run_dir, env);
   KDA_RETURN_IF_ERROR(r.open_existing());
+  KDA_RETURN_IF_ERROR(r.extend(budgets));
   return r.drive();
 }
 

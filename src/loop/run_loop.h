@@ -52,7 +52,18 @@ struct RunOutcome {
 // the run until it is done or stopped. Errors are kda's own or a backend's failure; the run can
 // then be resumed.
 Result<RunOutcome> start_run(const std::filesystem::path& run_dir, const LoopOptions& options, const LoopEnv& env);
-// Continues a run from its state.json (after a crash, kill -9 or a backend failure).
-Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env);
+// New budgets for a resumed run (unset: unchanged). A run stopped by a budget or by max rounds
+// continues where it stopped when the new budgets allow it; the change is in the audit log.
+struct BudgetChange {
+  std::optional<int> max_rounds;
+  std::optional<int64_t> budget_tokens;
+  std::optional<double> hours, budget_usd, gpu_minutes;
+  bool any() const { return max_rounds || budget_tokens || hours || budget_usd || gpu_minutes; }
+};
+
+// Continues a run from its state.json (after a crash, kill -9 or a backend failure), with
+// `budgets` applied first. Extending a run that is done, or stopped for anything but a budget or
+// max rounds, is bad input (it names why).
+Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env, const BudgetChange& budgets = {});
 
 }  // namespace kda::loop

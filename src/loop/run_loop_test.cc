@@ -96,6 +96,10 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
     ASSERT_TRUE(text.ok());
     EXPECT_NE(text->find("\"violation\""), std::string::npos);
     EXPECT_EQ(load_state(run_ / "state.json")->phase, "stopped");
+    // New budgets do not reopen a run stopped for an integrity violation.
+    auto again = resume_run(run_, env(), BudgetChange{.max_rounds = 9});
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().kind(), ErrorKind::kBadInput);
   }
 }
 
@@ -123,6 +127,39 @@ TEST_F(RunLoopTest, ClaimsOnUnknownMetricsOrWorkloadsRejectTheRound) {
     EXPECT_EQ(v["claims"][0]["status"], "invalid");
     EXPECT_EQ(o->incumbent, "c000") << "a round with an unchecked claim must not become the incumbent";
   }
+}
+
+// --resume with new budgets continues a run stopped by max rounds where it stopped, and says so in
+// the audit log; a run that is done, or stopped for another reason, is not reopened.
+TEST_F(RunLoopTest, NewBudgetsOnResumeExtendAStoppedRun) {
+  add_full_scenario(sessions_);
+  auto opts = options();
+  opts.max_rounds = 2;
+  auto first = start_run(run_, opts, env());
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->phase, "stopped");
+  EXPECT_EQ(first->stop_reason, "max rounds (2) reached");
+  EXPECT_EQ(first->incumbent, "c001");
+  for (const auto& l : status_lines_) EXPECT_EQ(l.find("round 3/2"), std::string::npos) << l;
+  // Without new budgets a stopped run stays stopped.
+  auto same = resume_run(run_, env());
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->phase, "stopped");
+  auto more = resume_run(run_, env(), BudgetChange{.max_rounds = 4});
+  ASSERT_TRUE(more.ok()) << more.status().message();
+  expect_full_scenario_result(run_, *more);
+  auto log = fs::read_file(run_ / "audit.jsonl");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("\"budgets_changed\""), std::string::npos);
+  EXPECT_NE(log->find("\"reopened_at\":\"round/writer\""), std::string::npos);
+  auto v = audit::verify(run_ / "audit.jsonl");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok());
+  // Done: new budgets do not reopen it.
+  auto done = resume_run(run_, env(), BudgetChange{.max_rounds = 9});
+  ASSERT_FALSE(done.ok());
+  EXPECT_EQ(done.status().kind(), ErrorKind::kBadInput);
+  EXPECT_NE(done.status().message().find("done"), std::string::npos);
 }
 
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {

@@ -107,6 +107,7 @@ nlohmann::json RunState::to_json() const {
           {"finalize_attempts", finalize_attempts},
           {"note", note},
           {"stop_reason", stop_reason},
+          {"stopped_from", stopped_from},
           {"complaints", complaints},
           {"audit_head", audit_head},  // `kda audit verify <run>` reads this key
           {"audit_records", audit_records}};
@@ -137,6 +138,7 @@ Result<RunState> RunState::from_json(const nlohmann::json& j) {
     s.finalize_attempts = j.value("finalize_attempts", 0);
     s.note = j.value("note", "");
     s.stop_reason = j.value("stop_reason", "");
+    s.stopped_from = j.value("stopped_from", "");
     s.complaints = j.value("complaints", std::vector<std::string>{});
     s.audit_head = j.at("audit_head").get<std::string>();
     s.audit_records = j.at("audit_records").get<uint64_t>();

@@ -68,6 +68,7 @@ struct RunState {
   int finalize_attempts = 0;
   std::string note;                        // carried into the next round contract (e.g. why COMPLETE failed)
   std::string stop_reason;
+  std::string stopped_from;                // "<phase>/<step>" the run stopped in (where new budgets resume it)
   std::vector<std::string> complaints;
   std::string audit_head;                  // audit log head when this state was written
   uint64_t audit_records = 0;
