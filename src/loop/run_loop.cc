@@ -158,6 +158,7 @@ class Runner {
   stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
   GitWorkspace workspace() const { return GitWorkspace(dir_ / "workspace", dir_ / "git"); }
   std::string contract_text() const;
+  std::string previous_round_block() const;
   std::string plan_text() const { return read_or_empty(dir_ / "plan" / "plan.md"); }
   RunOutcome outcome() const;
 
@@ -426,6 +427,18 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
   req.workspace = dir_ / "workspace";
   if (role == agent::Role::kWriter) req.writable = {dir_ / "workspace", dir_ / "scratch"};
   req.readable = {dir_ / "task", dir_ / "plan", dir_ / "rounds", dir_ / "ledger.json", dir_ / "scratch"};
+  // Every prompt names where its evidence is: the file tools take these absolute paths as given.
+  req.prompt += fmt::format(
+      "\n--- paths you can read (absolute; list_files, read_file and grep take them as given) ---\n"
+      "task (definition.json, workloads.jsonl, reference/, baselines/): {}\nplan: {}\n"
+      "rounds (rounds/NNN: contract.md, diff.patch, verify.json, eval.json, traces.jsonl, review.md, verdict.json, "
+      "profiles/): {}\nledger: {}\nscratch: {}\nworkspace (the solution): {}\n",
+      (dir_ / "task").string(), (dir_ / "plan").string(), (dir_ / "rounds").string(), (dir_ / "ledger.json").string(),
+      (dir_ / "scratch").string(), (dir_ / "workspace").string());
+  if (phase == "round" || phase == "review" || phase == "alignment")
+    req.prompt += "this round: " + round_dir().string() + "\n";
+  if (role == agent::Role::kWriter)
+    req.prompt += "you may write: " + (dir_ / "workspace").string() + " and " + (dir_ / "scratch").string() + "\n";
   const std::string actor = agent::role_name(role);
   session_audit_error_.clear();
   req.on_event = [this, actor](const agent::AgentEvent& e) {
@@ -677,6 +690,58 @@ Status Runner::freeze_plan() {
   return save_state();
 }
 
+// Why a round ended as it did, as the next round's contract states it (a fixed vocabulary; the
+// first verifier check that failed decides, in the order kda runs them).
+struct RoundOutcome {
+  const char* code;
+  const char* what;
+};
+constexpr RoundOutcome kOutcomeAccepted{"accepted", "verified, an improvement, and the reviewer advanced it: the new incumbent"};
+constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
+    {"protected_files", {"integrity", "kda's own files were changed"}},
+    {"finish_round", {"no_finish", "finish_round was not called"}},
+    {"diff_scope", {"out_of_scope", "files outside the solution were changed"}},
+    {"solution_loads", {"bad_solution", "solution.json did not load"}},
+    {"definition", {"bad_solution", "the solution names another definition"}},
+    {"all_passed", {"incorrect", "not every dev workload PASSED"}},
+    {"claim", {"false_claim", "a claim did not match kda's measurement (or named what kda does not measure)"}},
+};
+constexpr RoundOutcome kOutcomeNotImproved{"not_improved", "verified, but not faster than the incumbent by the required margin"};
+constexpr RoundOutcome kOutcomeRegressed{"regression", "verified and measured, but the reviewer judged it a regression"};
+constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
+
+std::string Runner::previous_round_block() const {
+  if (state_.round <= 1) return {};
+  const std::string name = round_name(state_.round - 1);
+  const json v = json::parse(read_or_empty(dir_ / "rounds" / name / "verify.json"), nullptr, false);
+  const json d = json::parse(read_or_empty(dir_ / "rounds" / name / "verdict.json"), nullptr, false);
+  if (!v.is_object()) return {};
+  const Candidate* c = ledger_.find(candidate_id(state_.round - 1));
+  RoundOutcome o = kOutcomeNotAdvanced;
+  std::string detail;
+  if (c != nullptr && c->accepted) {
+    o = kOutcomeAccepted;
+  } else if (!v.value("verified", false)) {
+    o = {"rejected", "rejected by kda's verifier"};
+    for (const auto& chk : v.value("checks", json::array())) {
+      if (chk.value("passed", true)) continue;
+      for (const auto& [check, outcome] : kRejectedBy)
+        if (chk.value("name", "") == check) o = outcome;
+      detail = chk.value("detail", "");
+      break;
+    }
+  } else if (!v.value("improvement", false)) {
+    o = kOutcomeNotImproved;
+  } else if (d.is_object() && d.value("progress", "") == "REGRESSED") {
+    o = kOutcomeRegressed;
+  }
+  if (detail.empty()) detail = fmt::format("geomean {:.3f}x against the incumbent's {:.3f}x", v.value("geomean", 0.0),
+                                           v.value("incumbent_speedup", 0.0));
+  return fmt::format("\n## Previous round\nPREVIOUS_ROUND: {}\nOUTCOME: {}\nREASON: {}\nDETAIL: {}\nEVIDENCE: {}\n",
+                     state_.round - 1, c != nullptr && c->accepted ? "accepted" : "rejected", o.code,
+                     o.what + std::string("; ") + detail, (dir_ / "rounds" / name / "verify.json").string());
+}
+
 std::string Runner::contract_text() const {
   const Candidate* inc = ledger_.find(state_.incumbent_id);
   std::string s = fmt::format(
@@ -687,6 +752,7 @@ std::string Runner::contract_text() const {
       "rejects the round). Change only the solution files in the workspace.\n",
       state_.round, state_.incumbent_id, state_.incumbent_speedup, state_.options.claim_tolerance * 100);
   if (inc != nullptr && inc->eval.contains("workloads")) s += "\nIncumbent measurement:\n" + eval_table(inc->eval);
+  s += previous_round_block();
   if (state_.stalls >= 2)
     s += "\nREPLAN: the last " + std::to_string(state_.stalls) +
          " rounds stalled. Step back: re-read the plan, pick a different ranked direction, and say why the previous "

@@ -150,6 +150,7 @@ class RunLoopTest : public ::testing::Test {
     Result<agent::SessionResult> run_session(const agent::SessionRequest& r) override {
       ++t_->session_calls_;
       t_->session_log_.push_back(std::string(agent::role_name(r.role)) + ":" + r.phase + ":" + std::to_string(r.index));
+      t_->prompts_.push_back(r.prompt);
       if (t_->session_calls_ == t_->fail_session_at_) return Status::io("injected backend failure");
       return inner_->run_session(r);
     }
@@ -168,6 +169,7 @@ class RunLoopTest : public ::testing::Test {
   int session_calls_ = 0;
   int fail_session_at_ = -1;
   std::vector<std::string> session_log_;
+  std::vector<std::string> prompts_;  // every session's prompt, in order
   std::vector<std::string> status_lines_;
 };
 

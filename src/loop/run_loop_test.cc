@@ -4,6 +4,8 @@
 #include "loop/run_loop_fixture.h"
 
 #include <functional>
+
+#include <fmt/format.h>
 #include <sstream>
 
 namespace kda::loop::testing_fixture {
@@ -160,6 +162,27 @@ TEST_F(RunLoopTest, NewBudgetsOnResumeExtendAStoppedRun) {
   ASSERT_FALSE(done.ok());
   EXPECT_EQ(done.status().kind(), ErrorKind::kBadInput);
   EXPECT_NE(done.status().message().find("done"), std::string::npos);
+}
+
+// Each round's contract says what happened to the round before, in a fixed block; every prompt
+// names the paths its evidence is at.
+TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) {
+  add_full_scenario(sessions_);
+  auto o = start_run(run_, options(), env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  auto contract = [&](int n) { return *fs::read_file(run_ / fmt::format("rounds/{:03d}/contract.md", n)); };
+  EXPECT_EQ(contract(1).find("PREVIOUS_ROUND"), std::string::npos);
+  EXPECT_NE(contract(2).find("PREVIOUS_ROUND: 1\nOUTCOME: accepted\nREASON: accepted"), std::string::npos) << contract(2);
+  EXPECT_NE(contract(3).find("PREVIOUS_ROUND: 2\nOUTCOME: rejected\nREASON: false_claim"), std::string::npos) << contract(3);
+  EXPECT_NE(contract(3).find("EVIDENCE: " + (stdfs::canonical(run_) / "rounds/002/verify.json").string()), std::string::npos);
+  EXPECT_NE(contract(4).find("PREVIOUS_ROUND: 3\nOUTCOME: rejected\nREASON: not_improved"), std::string::npos) << contract(4);
+  ASSERT_EQ(prompts_.size(), session_log_.size());
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    EXPECT_NE(prompts_[i].find("task (definition.json"), std::string::npos) << session_log_[i];
+    EXPECT_NE(prompts_[i].find((stdfs::canonical(run_) / "ledger.json").string()), std::string::npos) << session_log_[i];
+    if (session_log_[i].starts_with("reviewer:review:"))
+      EXPECT_NE(prompts_[i].find("this round: " + (stdfs::canonical(run_) / "rounds").string()), std::string::npos);
+  }
 }
 
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {
