@@ -38,25 +38,18 @@ stdfs::path default_run_dir(const stdfs::path& task) {
   return stdfs::path("kda-runs") / (name + "-" + stamp);
 }
 
-// Reads the numeric options into `o`; a bad value is reported naming the option.
-Status read_numbers(const Args& args, loop::LoopOptions& o) {
-  struct IntOpt {
-    const char* name;
-    std::function<void(long long)> set;
-    long long min;
-  };
-  const std::vector<IntOpt> ints = {
-      {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
-      {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
-      {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
-      {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
-      {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
-      {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
-      {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
-      {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
-      {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
-      {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
-  };
+// Numeric options: each read, checked against its minimum and handed to `set` when given; a bad
+// value is reported naming the option.
+struct IntOpt {
+  const char* name;
+  std::function<void(long long)> set;
+  long long min;
+};
+struct NumOpt {
+  const char* name;
+  std::function<void(double)> set;  // values must be >= 0
+};
+Status read_options(const Args& args, const std::vector<IntOpt>& ints, const std::vector<NumOpt>& nums) {
   for (const auto& i : ints) {
     auto v = args.integer(i.name);
     if (!v.ok()) return v.status();
@@ -64,22 +57,47 @@ Status read_numbers(const Args& args, loop::LoopOptions& o) {
     if (**v < i.min) return Status::bad_input(fmt::format("--{}: must be >= {}", i.name, i.min));
     i.set(**v);
   }
-  struct NumOpt {
-    const char* name;
-    double* dst;
-  };
-  for (const auto& n : std::vector<NumOpt>{{"hours", &o.hours},
-                                           {"budget-usd", &o.budget_usd},
-                                           {"gpu-minutes", &o.gpu_minutes},
-                                           {"claim-tolerance", &o.claim_tolerance},
-                                           {"min-improvement", &o.min_improvement}}) {
+  for (const auto& n : nums) {
     auto v = args.number(n.name);
     if (!v.ok()) return v.status();
     if (!*v) continue;
     if (**v < 0) return Status::bad_input(fmt::format("--{}: must be >= 0", n.name));
-    *n.dst = **v;
+    n.set(**v);
   }
   return {};
+}
+
+// Reads the numeric options of a new run into `o`.
+Status read_numbers(const Args& args, loop::LoopOptions& o) {
+  return read_options(
+      args,
+      {
+          {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
+          {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
+          {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
+          {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
+          {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
+          {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
+          {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
+          {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
+          {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
+          {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
+      },
+      {{"hours", [&](double v) { o.hours = v; }},
+       {"budget-usd", [&](double v) { o.budget_usd = v; }},
+       {"gpu-minutes", [&](double v) { o.gpu_minutes = v; }},
+       {"claim-tolerance", [&](double v) { o.claim_tolerance = v; }},
+       {"min-improvement", [&](double v) { o.min_improvement = v; }}});
+}
+
+// The budgets a resumed run may change (only those given are set).
+Status read_budgets(const Args& args, loop::BudgetChange& b) {
+  return read_options(args,
+                      {{"max-rounds", [&](long long v) { b.max_rounds = static_cast<int>(v); }, 1},
+                       {"budget-tokens", [&](long long v) { b.budget_tokens = v; }, 0}},
+                      {{"hours", [&](double v) { b.hours = v; }},
+                       {"budget-usd", [&](double v) { b.budget_usd = v; }},
+                       {"gpu-minutes", [&](double v) { b.gpu_minutes = v; }}});
 }
 
 void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
@@ -107,26 +125,9 @@ int run_run(const Args& args, Io& io) {
     }
     // Budgets may change on resume (a stopped run continues when they allow); nothing else may.
     loop::BudgetChange budgets;
-    auto ints = std::vector<std::pair<const char*, long long>>{{"max-rounds", 1}, {"budget-tokens", 0}};
-    for (const auto& [name, min] : ints) {
-      auto v = args.integer(name);
-      if (!v.ok() || (*v && **v < min)) {
-        io.err << "kda run: " << (v.ok() ? fmt::format("--{}: must be >= {}", name, min) : v.status().message()) << "\n";
-        return kExitBadInput;
-      }
-      if (!*v) continue;
-      if (std::string(name) == "max-rounds") budgets.max_rounds = static_cast<int>(**v);
-      else budgets.budget_tokens = **v;
-    }
-    for (const auto& [name, dst] : std::vector<std::pair<const char*, std::optional<double>*>>{
-             {"hours", &budgets.hours}, {"budget-usd", &budgets.budget_usd}, {"gpu-minutes", &budgets.gpu_minutes}}) {
-      auto v = args.number(name);
-      if (!v.ok() || (*v && **v < 0)) {
-        io.err << "kda run: " << (v.ok() ? fmt::format("--{}: must be >= 0", name) : v.status().message()) << "\n";
-        return kExitBadInput;
-      }
-      if (!*v) continue;
-      *dst = **v;
+    if (Status st = read_budgets(args, budgets); !st.ok()) {
+      io.err << "kda run: " << st.message() << "\n";
+      return kExitBadInput;
     }
     outcome = loop::resume_run(*resume, env, budgets);
   } else {

@@ -119,11 +119,11 @@ std::vector<int> fresh_iterations(int n, uint64_t seed) {
   std::vector<int> places;
   for (int i = 0; i < n; ++i)
     if (i != half - 1 && i != half && i != n - 1) places.push_back(i);
-  const int per_trial = std::max(kHostFreshPerTrial, n / kHostFreshEvery);
+  const size_t want = std::min(places.size(), static_cast<size_t>(std::max(kHostFreshPerTrial, n / kHostFreshEvery)));
   uint64_t s = seed;
-  for (size_t k = 0; k < places.size(); ++k)  // Fisher-Yates
+  for (size_t k = 0; k < want; ++k)  // partial Fisher-Yates: only the places kept are drawn
     std::swap(places[k], places[k + static_cast<size_t>(draw(s, places.size() - k))]);
-  if (places.size() > static_cast<size_t>(per_trial)) places.resize(static_cast<size_t>(per_trial));
+  places.resize(want);
   std::sort(places.begin(), places.end());
   return places;
 }

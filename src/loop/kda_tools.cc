@@ -16,7 +16,7 @@ nlohmann::ordered_json ledger_page(const nlohmann::json& ledger, int page, int p
   nlohmann::ordered_json out;
   out["incumbent"] = incumbent;
   for (const auto& c : all)
-    if (c.value("id", std::string()) == incumbent) out["incumbent_record"] = nlohmann::ordered_json::parse(c.dump());
+    if (c.value("id", std::string()) == incumbent) out["incumbent_record"] = nlohmann::ordered_json(c);
   const int total = static_cast<int>(all.size());
   const int pages = std::max(1, (total + per_page - 1) / per_page);
   out["candidates_total"] = total;
@@ -24,7 +24,7 @@ nlohmann::ordered_json ledger_page(const nlohmann::json& ledger, int page, int p
   out["pages"] = pages;
   nlohmann::ordered_json cs = nlohmann::ordered_json::array();
   for (int k = (page - 1) * per_page; k < std::min(total, page * per_page); ++k)
-    cs.push_back(nlohmann::ordered_json::parse(all[static_cast<size_t>(total - 1 - k)].dump()));
+    cs.push_back(nlohmann::ordered_json(all[static_cast<size_t>(total - 1 - k)]));
   out["candidates_newest_first"] = std::move(cs);
   if (page < pages) out["older"] = fmt::format("call ledger with page {} for older candidates", page + 1);
   return out;

@@ -706,6 +706,7 @@ constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
     {"all_passed", {"incorrect", "not every dev workload PASSED"}},
     {"claim", {"false_claim", "a claim did not match kda's measurement (or named what kda does not measure)"}},
 };
+constexpr RoundOutcome kOutcomeRejected{"rejected", "rejected by kda's verifier"};  // a check not in the table
 constexpr RoundOutcome kOutcomeNotImproved{"not_improved", "verified, but not faster than the incumbent by the required margin"};
 constexpr RoundOutcome kOutcomeRegressed{"regression", "verified and measured, but the reviewer judged it a regression"};
 constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
@@ -722,7 +723,7 @@ std::string Runner::previous_round_block() const {
   if (c != nullptr && c->accepted) {
     o = kOutcomeAccepted;
   } else if (!v.value("verified", false)) {
-    o = {"rejected", "rejected by kda's verifier"};
+    o = kOutcomeRejected;
     for (const auto& chk : v.value("checks", json::array())) {
       if (chk.value("passed", true)) continue;
       for (const auto& [check, outcome] : kRejectedBy)

@@ -161,6 +161,15 @@ class RunLoopTest : public ::testing::Test {
   };
 
   json read_json(const stdfs::path& p) { return json::parse(*fs::read_file(p)); }
+  // A fresh run in the same test: no run directory, no sessions or evaluations counted yet (the
+  // scripted sessions stay).
+  void start_over() {
+    stdfs::remove_all(run_);
+    session_calls_ = 0;
+    session_log_.clear();
+    prompts_.clear();
+    fake_ = FakeEval{};
+  }
 
   stdfs::path tmp_, run_;
   FakeEval fake_;

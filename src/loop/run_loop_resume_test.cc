@@ -15,10 +15,7 @@ TEST_F(RunLoopTest, ResumesAfterFailureAtEveryEffect) {
   ASSERT_GT(total_sessions, 10);
   for (int at = 1; at <= total_sessions + total_evals; ++at) {
     SCOPED_TRACE("failure at effect " + std::to_string(at));
-    stdfs::remove_all(run_);
-    session_calls_ = 0;
-    session_log_.clear();
-    fake_ = FakeEval{};
+    start_over();
     if (at <= total_sessions) fail_session_at_ = at; else fake_.fail_at = at - total_sessions;
     auto first = start_run(run_, options(), env());
     if (first.ok()) {  // an evaluate-tool failure is the agent's problem, not the run's

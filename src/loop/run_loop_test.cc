@@ -55,10 +55,8 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    stdfs::remove_all(run_);
+    start_over();
     sessions_.clear();
-    session_calls_ = 0;
-    fake_ = FakeEval{};
     add_full_scenario(sessions_);
     fail_session_at_ = 7;  // round 2's writer: round 1 (c001, 2x) is the verified incumbent
     ASSERT_FALSE(start_run(run_, options(), env()).ok());
@@ -112,10 +110,8 @@ TEST_F(RunLoopTest, ClaimsOnUnknownMetricsOrWorkloadsRejectTheRound) {
                             json{{"metric", "speedup"}, {"value", 3.0}, {"workload", "not-a-dev-workload"}},
                             json{{"metric", "latency_ms"}, {"value", 0.1}}}) {
     SCOPED_TRACE(claim.dump());
-    stdfs::remove_all(run_);
+    start_over();
     sessions_.clear();
-    session_calls_ = 0;
-    fake_ = FakeEval{};
     for (const auto& p : plan_sessions()) sessions_.push_back(p);
     sessions_.push_back(writer_session("round", 1, {write_kernel(3.0), finish("faster", json::array({claim}))}));
     sessions_.push_back(reviewer_session("review", 1, "Looks great.\nDECISION: COMPLETE\nPROGRESS: ADVANCED"));

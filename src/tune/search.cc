@@ -302,6 +302,13 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
     const size_t first = std::min(budget, std::max<size_t>(8, static_cast<size_t>(opts.model_first_share * budget)));
     const size_t step = std::max<size_t>(4, static_cast<size_t>(opts.model_batch_share * budget));
     alive = candidates(space, static_cast<int>(first));
+    // Ids are hashes: computed once here. In space order, which breaks ties between equal predictions.
+    std::vector<std::pair<std::string, const Config*>> with_ids;
+    std::map<std::string, const Config*> by_id;
+    for (const auto& c : space.configs) {
+      with_ids.push_back({c.id(), &c});
+      by_id[with_ids.back().first] = &c;
+    }
     std::set<std::string> picked;
     for (const Config* c : alive) picked.insert(c->id());
     KDA_ASSIGN_OR_RETURN(go_on, measure_batch(alive, 0, 0, budget));
@@ -312,19 +319,17 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
       std::vector<std::vector<const Config*>> proposals;  // per list, best predicted first
       for (const auto& list : lists) {
         std::vector<std::pair<const Config*, double>> observed;
-        for (const auto& r : rank(space, state, list, ids, 0))
-          for (const auto& c : space.configs)
-            if (c.id() == r.config) observed.push_back({&c, r.geomean_ms});
+        for (const auto& r : rank(space, state, list, ids, 0)) observed.push_back({by_id.at(r.config), r.geomean_ms});
         AdditiveModel m;
         m.fit(observed);
         std::vector<std::pair<double, const Config*>> scored;
-        for (const auto& c : space.configs) {
-          if (picked.count(c.id())) continue;
-          auto apply = space.applicable.find(c.id());
+        for (const auto& [id, c] : with_ids) {
+          if (picked.count(id)) continue;
+          auto apply = space.applicable.find(id);
           const auto& ws = apply != space.applicable.end() ? apply->second : space.workloads;
           if (!std::all_of(list.begin(), list.end(), [&](const std::string& w) { return std::count(ws.begin(), ws.end(), w); }))
             continue;
-          scored.push_back({m.predict(c, opts.model_explore), &c});
+          scored.push_back({m.predict(*c, opts.model_explore), c});
         }
         std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         std::vector<const Config*> p;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include <gtest/gtest.h>
@@ -228,43 +229,59 @@ TEST(Search, BudgetsCapConfigsAndTime) {
   EXPECT_FALSE(out2->budget_note.empty());
 }
 
-TEST(Search, ResumeAfterAKillMeasuresNothingTwiceAndEndsWithTheSameMap) {
-  auto p = toy_pack();
-  auto space = toy_space(p, 81);
-  auto lat = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
-  // Uninterrupted reference run.
+// Runs the search once uninterrupted, then again in sessions killed after stop_after(session)
+// measurements and resumed: nothing is measured twice, the measurements add up to the
+// uninterrupted run's, and the map ends the same. Returns the resumed run's state directory.
+std::filesystem::path expect_resumes_like_uninterrupted(const SearchSpace& space,
+                                                        const std::function<double(const Config&, const std::string&)>& lat,
+                                                        const SearchOptions& base, const std::function<int(int)>& stop_after,
+                                                        const std::string& name) {
   FakeMeasurer ref;
   ref.latency = lat;
-  auto st_ref = State::open(temp_dir("ref") / "state.json", "fp", false);
-  ASSERT_TRUE(run_search(space, ref, *st_ref, {}).ok());
+  auto st_ref = State::open(temp_dir(name + "_ref") / "state.json", "fp", false);
+  EXPECT_TRUE(st_ref.ok() && run_search(space, ref, *st_ref, base).ok());
   auto pm_ref = build_perf_map(space, *st_ref);
-
-  auto dir = temp_dir("resume");
+  EXPECT_TRUE(pm_ref.ok());
+  auto dir = temp_dir(name);
   std::vector<std::pair<std::string, int>> all_calls;
   bool finished = false;
   for (int session = 0; session < 20 && !finished; ++session) {
     FakeMeasurer fm;
     fm.latency = lat;
     auto st = State::open(dir / "state.json", "fp", /*resume=*/session > 0);
-    ASSERT_TRUE(st.ok()) << st.status().message();
-    SearchOptions o;
-    o.stop_after = 13 + session;  // killed after a varying number of measurements
+    EXPECT_TRUE(st.ok()) << st.status().message();
+    if (!st.ok()) return dir;
+    SearchOptions o = base;
+    o.stop_after = stop_after(session);
     auto out = run_search(space, fm, *st, o);
-    ASSERT_TRUE(out.ok());
+    EXPECT_TRUE(out.ok());
+    if (!out.ok()) return dir;
     all_calls.insert(all_calls.end(), fm.calls.begin(), fm.calls.end());
     finished = !out->stopped;
   }
-  ASSERT_TRUE(finished);
+  EXPECT_TRUE(finished);
   std::set<std::pair<std::string, int>> unique(all_calls.begin(), all_calls.end());
   EXPECT_EQ(unique.size(), all_calls.size()) << "a measurement was taken twice";
   EXPECT_EQ(all_calls.size(), ref.calls.size());
   auto st_final = State::open(dir / "state.json", "fp", true);
-  ASSERT_TRUE(st_final.ok());
+  EXPECT_TRUE(st_final.ok());
+  if (!st_final.ok() || !pm_ref.ok()) return dir;
   auto pm = build_perf_map(space, *st_final);
-  ASSERT_EQ(pm->entries.size(), pm_ref->entries.size());
+  EXPECT_TRUE(pm.ok());
+  if (!pm.ok()) return dir;
   EXPECT_EQ(pm->best_single, pm_ref->best_single);
-  for (size_t i = 0; i < pm->entries.size(); ++i)
+  EXPECT_EQ(pm->entries.size(), pm_ref->entries.size());
+  for (size_t i = 0; i < pm->entries.size() && i < pm_ref->entries.size(); ++i)
     EXPECT_EQ(pm->entries[i].ranked.front().config, pm_ref->entries[i].ranked.front().config);
+  return dir;
+}
+
+TEST(Search, ResumeAfterAKillMeasuresNothingTwiceAndEndsWithTheSameMap) {
+  auto p = toy_pack();
+  auto space = toy_space(p, 81);
+  auto lat = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
+  // Killed after a varying number of measurements.
+  const auto dir = expect_resumes_like_uninterrupted(space, lat, {}, [](int session) { return 13 + session; }, "resume");
   // Another fingerprint refuses to resume.
   auto other = State::open(dir / "state.json", "other", true);
   ASSERT_FALSE(other.ok());
@@ -366,38 +383,8 @@ TEST(Search, ModelGuidedResumeMeasuresNothingTwiceAndEndsWithTheSameMap) {
   auto lat = [&](const Config& c, const std::string& w) { return grid_latency(p, c, w); };
   SearchOptions base;
   base.max_configs = 36;
-  FakeMeasurer ref;
-  ref.latency = lat;
-  auto st_ref = State::open(temp_dir("model_ref") / "state.json", "fp", false);
-  ASSERT_TRUE(run_search(space, ref, *st_ref, base).ok());
-  auto pm_ref = build_perf_map(space, *st_ref);
-  ASSERT_TRUE(pm_ref.ok());
-  auto dir = temp_dir("model_resume");
-  std::vector<std::pair<std::string, int>> all_calls;
-  bool finished = false;
-  for (int session = 0; session < 20 && !finished; ++session) {
-    FakeMeasurer fm;
-    fm.latency = lat;
-    auto st = State::open(dir / "state.json", "fp", session > 0);
-    ASSERT_TRUE(st.ok());
-    SearchOptions o = base;
-    o.stop_after = 5 + 3 * session;  // killed inside batches, at varying points
-    auto out = run_search(space, fm, *st, o);
-    ASSERT_TRUE(out.ok());
-    all_calls.insert(all_calls.end(), fm.calls.begin(), fm.calls.end());
-    finished = !out->stopped;
-  }
-  ASSERT_TRUE(finished);
-  std::set<std::pair<std::string, int>> unique(all_calls.begin(), all_calls.end());
-  EXPECT_EQ(unique.size(), all_calls.size()) << "a measurement was taken twice";
-  EXPECT_EQ(all_calls.size(), ref.calls.size());
-  auto st_final = State::open(dir / "state.json", "fp", true);
-  auto pm = build_perf_map(space, *st_final);
-  ASSERT_TRUE(pm.ok());
-  EXPECT_EQ(pm->best_single, pm_ref->best_single);
-  ASSERT_EQ(pm->entries.size(), pm_ref->entries.size());
-  for (size_t i = 0; i < pm->entries.size(); ++i)
-    EXPECT_EQ(pm->entries[i].ranked.front().config, pm_ref->entries[i].ranked.front().config);
+  // Killed inside batches, at varying points.
+  expect_resumes_like_uninterrupted(space, lat, base, [](int session) { return 5 + 3 * session; }, "model_resume");
 }
 
 // Held-out check of the model-guided search on recorded measurements (not what its constants were
