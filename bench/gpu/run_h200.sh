@@ -49,15 +49,13 @@ exec > >(tee -a "$LOG") 2>&1
 # results goes into one archive.
 pack_out() {
   (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl \
-     ! -name 'files-*.tgz' -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
+     ! -name 'files-*.tgz' ! -name kda-bin.tgz -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
 export CC=/usr/bin/gcc CXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 t0=$(date +%s)
-cmake --preset gpu -DKDA_BUILD_BENCH=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build --preset gpu -j 16 --target kda kda-runner > "$OUT/build.log" 2>&1 || { grep -m 20 -E "error" "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+source bench/gpu/build.sh  # build-gpu/kda and kda-runner (or prebuilt/kda-bin.tgz unpacked; KEEP_BIN=1 keeps them)
 B=build-gpu
 SANDBOX=""
 record() {  # record <timeout_s> <kda eval args...>: the timeout is cut to the budget left

@@ -10,6 +10,12 @@
 #   * screening vs official: each dev workload's screening latency of the best single configuration
 #     (its highest rung in state.json) against the official evaluation's latency of the same solution.
 # Usage on the device (after scripts/device-deps.sh here; carry deps/): bench/gpu/tune_h200.sh
+# PACKS names CUDA packs (tasks/cuda/<name>, its solutions/tunable) or task=tunable pairs of paths, e.g.
+#   PACKS="tasks/contest/gdn_decode_qk4_v8_d128_k_last=solutions/gdn_decode_qk4_v8_d128_k_last/warp_rows"
+# (the results are then named after the tunable's directory; such a solution is also evaluated as it is,
+# its default configuration, on all workloads and the holdout). KDA=<path to kda> skips
+# the build (a kda built elsewhere, with its kda-runner beside it); bench/gpu/build.sh says how a command
+# reuses the binaries of an earlier one (KEEP_BIN=1, prebuilt/).
 set -u
 OUT=${OUT:-/tmp/kda-out}
 BUDGET=${BUDGET:-570}
@@ -22,9 +28,7 @@ export CC=/usr/bin/gcc CXX=/usr/bin/g++
 PACK_ROOT=${PACK_ROOT:-tasks/cuda}  # tasks/host with KDA=build/kda: the same run on this machine's host packs
 if [ -z "${KDA:-}" ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  cmake --preset gpu -DKDA_BUILD_BENCH=OFF > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
-  cmake --build --preset gpu -j 16 --target kda kda-runner > "$OUT/build.log" 2>&1 || { grep -m 20 error "$OUT/build.log"; exit 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  source bench/gpu/build.sh  # or prebuilt/kda-bin.tgz unpacked; KEEP_BIN=1 keeps the build in $OUT
   KDA=$PWD/build-gpu/kda
 fi
 export KDA_CACHE_DIR=$(mktemp -d /tmp/kda-cache.XXXX)  # cold: every configuration compiles here
@@ -47,19 +51,27 @@ EOF
   echo "rc=$rc $(( $(date +%s) - t0 )) s: kda $*"
   [ "$rc" -ne 0 ] && tail -5 "$OUT/last_err.txt"
 }
-for p in $PACKS; do
-  task=$PACK_ROOT/$p
+NAMES=""
+for spec in $PACKS; do
+  case "$spec" in
+    *=*) task=${spec%%=*}; tunable=${spec#*=}; p=$(basename "$tunable"); as_is=1 ;;
+    *) p=$spec; task=$PACK_ROOT/$p; tunable=$task/solutions/tunable; as_is=0 ;;
+  esac
+  NAMES="$NAMES $p"
   out=/tmp/tune-$p
   rm -rf "$out"
+  if [ "$as_is" = 1 ]; then
+    for w in all holdout; do record "${EVAL_LIMIT:-120}" eval "$tunable" --task "$task" --workloads "$w" --quiet; done
+  fi
   # TUNE_ARGS_<pack>: extra kda tune arguments (e.g. TUNE_ARGS_gemm="--max-configs 24").
-  extra=TUNE_ARGS_$p
-  record 200 tune "$task/solutions/tunable" --task "$task" --out "$out" --no-final ${!extra:-}
+  extra=TUNE_ARGS_$(echo "$p" | tr -c 'A-Za-z0-9_\n' _)
+  record 200 tune "$tunable" --task "$task" --out "$out" --no-final ${!extra:-}
   mkdir -p "$OUT/$p"
   cp "$out"/map.json "$out"/map.md "$out"/state.json "$OUT/$p/" 2> /dev/null
   cp "$OUT/last_err.txt" "$OUT/$p/tune_progress.txt"
   for sol in dispatcher best_single; do
     [ -d "$out/$sol" ] || continue
-    for w in all holdout; do record 120 eval "$out/$sol" --task "$task" --workloads "$w" --quiet; done
+    for w in all holdout; do record "${EVAL_LIMIT:-120}" eval "$out/$sol" --task "$task" --workloads "$w" --quiet; done
   done
 done
 python3 - "$OUT" <<'EOF'
@@ -107,5 +119,5 @@ for p in os.listdir(out):
           f"largest difference {100 * worst:.1f} %: " + ", ".join(f"{u[:8]} {s:.5f}/{o:.5f}" for u, s, o in dev))
 EOF
 # The device tool brings back a handful of files: the per-pack outputs go back as one archive.
-(cd "$OUT" && tar czf tune-files.tgz $PACKS 2> /dev/null && rm -rf $PACKS)
+(cd "$OUT" && tar czf tune-files.tgz $NAMES 2> /dev/null && rm -rf $NAMES)
 echo "total: $(( $(date +%s) - t0 )) s"
