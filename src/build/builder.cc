@@ -12,6 +12,7 @@
 #include <random>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -516,6 +517,25 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   result.status = "ok";
   cleanup.keep = true;  // publish() owns the staging dir from here
   return publish(root, key, staging, std::move(result));
+}
+
+std::vector<std::string> error_lines(const std::string& log, size_t max_lines) {
+  static const std::regex kError(R"((^|[:)\] ])(fatal )?error( #?[A-Za-z]*[0-9][A-Za-z0-9-]*)?:|undefined reference|multiple definition|ptxas (fatal|error))",
+                                 std::regex::icase);
+  std::vector<std::string> lines, errors;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.rfind("src/", 0) == 0) line.erase(0, 4);  // the staging directory's prefix of the solution's files
+    for (size_t p; (p = line.find(" src/")) != std::string::npos;) line.erase(p + 1, 4);
+    if (line.size() > 240) line = line.substr(0, 237) + "...";
+    if (std::regex_search(line, kError) && errors.size() < max_lines) errors.push_back(line);
+    lines.push_back(std::move(line));
+  }
+  if (!errors.empty()) return errors;
+  const size_t from = lines.size() > max_lines ? lines.size() - max_lines : 0;
+  return {lines.begin() + static_cast<std::ptrdiff_t>(from), lines.end()};
 }
 
 }  // namespace kda::build

@@ -83,6 +83,12 @@ Result<BuildResult> build_solution(const BuildRequest& request, const BuilderCon
 // The cache key alone (runs `<compiler> --version` once per process). Same inputs, same key.
 Result<std::string> build_key(const BuildRequest& request, const BuilderConfig& config = {});
 
+// The lines of a compiler or linker log that say what went wrong, at most max_lines: the diagnostics
+// naming an error (gcc/clang `file:line:col: error:`, nvcc `file(line): error`, `fatal error`,
+// ptxas and linker errors, `undefined reference`), the solution's own `src/` prefix removed so they
+// name the solution's files; without any, the log's last non-blank lines.
+std::vector<std::string> error_lines(const std::string& log, size_t max_lines = 5);
+
 // Checks a source path: relative, non-empty components, no "." or "..", no backslashes or NULs.
 Status validate_source_path(const std::string& path);
 

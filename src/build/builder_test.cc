@@ -362,3 +362,40 @@ extern "C" int kda_sum(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no
 
 }  // namespace
 }  // namespace kda::build
+
+namespace kda::build {
+namespace {
+
+// What `kda eval` shows of a failed build: the error diagnostics, named by the solution's own files.
+TEST(ErrorLines, PicksTheErrorsOfEachToolchainAndStripsTheStagingPrefix) {
+  const std::string gcc =
+      "src/kernel.cc: In function 'int run(...)':\n"
+      "src/kernel.cc:12:5: error: expected ';' before 'return'\n"
+      "   12 |     x = 1\n"
+      "      |          ^\n"
+      "src/util.h:3:1: fatal error: missing.h: No such file or directory\n"
+      "compilation terminated.\n[exit 1]\n";
+  auto lines = error_lines(gcc);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "kernel.cc:12:5: error: expected ';' before 'return'");
+  EXPECT_EQ(lines[1], "util.h:3:1: fatal error: missing.h: No such file or directory");
+  const std::string nvcc = "src/kernel.cu(40): error: identifier \"blockDim_\" is undefined\n1 error detected\n";
+  EXPECT_EQ(error_lines(nvcc), std::vector<std::string>{"kernel.cu(40): error: identifier \"blockDim_\" is undefined"});
+  const std::string ld = "/usr/bin/ld: obj/0.o: in function `run':\nkernel.cc:(.text+0x9): undefined reference to `helper()'\n"
+                         "collect2: error: ld returned 1 exit status\n";
+  lines = error_lines(ld);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("undefined reference to `helper()'"), std::string::npos);
+  const std::string ptxas = "ptxas error   : Entry function 'k' uses too much shared data (0x20000 bytes, 0xc000 max)\n";
+  EXPECT_EQ(error_lines(ptxas).size(), 1u);
+  // No diagnostic that says error: the last lines, at most max_lines; a word like "errors.h" is not one.
+  EXPECT_EQ(error_lines("a\nb\n#include \"errors.h\"\nd\n", 2), (std::vector<std::string>{"#include \"errors.h\"", "d"}));
+  EXPECT_TRUE(error_lines("").empty());
+  // At most max_lines errors.
+  std::string many;
+  for (int i = 0; i < 9; ++i) many += "src/k.cc:" + std::to_string(i) + ":1: error: e\n";
+  EXPECT_EQ(error_lines(many, 3).size(), 3u);
+}
+
+}  // namespace
+}  // namespace kda::build

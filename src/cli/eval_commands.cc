@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "build/builder.h"
 #include "cli/commands.h"
 #include "eval/evaluator.h"
 #include "task/task_pack.h"
@@ -29,13 +30,22 @@ std::filesystem::path runner_path() {
 
 void print_table(const eval::EvalReport& r, std::ostream& out, bool explain) {
   out << fmt::format("{:<38} {:<28} {:>12} {:>12} {:>9}\n", "workload", "verdict", "latency_ms", "baseline_ms", "speedup");
+  const std::string* last_message = nullptr;
   for (const auto& w : r.workloads) {
     bool ok = w.verdict == eval::Verdict::kPassed;
     out << fmt::format("{:<38} {:<28} {:>12} {:>12} {:>9}\n", w.uuid, eval::verdict_name(w.verdict),
                        ok ? fmt::format("{:.5f}", w.latency_ms) : "-",
                        ok && w.baseline_ms > 0 ? fmt::format("{:.5f}", w.baseline_ms) : "-",
                        ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-");
-    if (!ok) out << "    " << w.message << "\n";
+    // A reason shared by consecutive rows (a build failure blocks every workload) is printed once.
+    if (!ok && (explain || last_message == nullptr || *last_message != w.message)) {
+      out << "    " << w.message << "\n";
+      if (w.verdict == eval::Verdict::kCompileError) {
+        const auto lines = build::error_lines(w.log, 6);
+        for (size_t i = 1; i < lines.size(); ++i) out << "      " << lines[i] << "\n";  // the first is in the message
+      }
+    }
+    last_message = ok ? nullptr : &w.message;
     if (explain) {
       for (const auto& g : w.gates)
         out << fmt::format("    gate {:<22} {:<7}  {}\n", g.name, g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);

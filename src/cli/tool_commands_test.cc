@@ -1,4 +1,4 @@
-// `kda ncu profile` and `kda sanitize` without a GPU or the Nsight tools: fake tools (shell scripts)
+// `kda ncu profile`, `kda sanitize` and `kda eval` without a GPU or the Nsight tools: fake tools (shell scripts)
 // record the argv kda built, write a log where --log-file says, and exec the real kda-runner.
 #include <cstdlib>
 #include <filesystem>
@@ -40,6 +40,7 @@ class ToolCommands : public ::testing::Test {
   int run(std::vector<std::string> v) {
     std::vector<CommandSpec> specs = ncu_commands();
     specs.push_back(sanitize_command());
+    specs.push_back(eval_command());
     std::ostringstream o, e;
     Io io{o, e};
     int rc = kExitBadInput;
@@ -73,6 +74,19 @@ size_t index_of(const std::vector<std::string>& v, const std::string& s) {
 std::string value_after(const std::vector<std::string>& v, const std::string& opt) {
   size_t i = index_of(v, opt);
   return i + 1 < v.size() ? v[i + 1] : "";
+}
+
+// What a person sees of a failed build in `kda eval`'s table: the reason once (not once per
+// workload) with the compiler's error lines, named by the solution's files.
+TEST_F(ToolCommands, EvalTableShowsCompilerErrorsOnce) {
+  EXPECT_EQ(run({"eval", kSource + "/tests/fixtures/solutions/host_rmsnorm/compile_error", "--task",
+                 kSource + "/tasks/host/rmsnorm", "--quiet"}),
+            1);
+  size_t n = 0;
+  for (size_t p = out_.find("does not build"); p != std::string::npos; p = out_.find("does not build", p + 1)) ++n;
+  EXPECT_EQ(n, 1u) << out_;
+  EXPECT_NE(out_.find("compile error: kernel.cc:11:"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("COMPILE_ERROR"), std::string::npos) << out_;
 }
 
 TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {

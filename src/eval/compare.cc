@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "util/parallel.h"
@@ -35,7 +36,18 @@ nlohmann::json number(double v) {
 struct RangeStats {
   int64_t failed = 0, inf = 0, nan = 0, first_bad = -1;
   double max_abs = 0, max_rel = 0;
+  std::vector<BadElement> worst;  // largest abs first, at most kWorstKept
 };
+
+// Keeps `e` among the kWorstKept largest absolute errors (ties: the lower index stays).
+void keep_worst(std::vector<BadElement>& worst, const BadElement& e) {
+  if (worst.size() == kWorstKept && !(e.abs > worst.back().abs)) return;
+  auto at = std::upper_bound(worst.begin(), worst.end(), e, [](const BadElement& a, const BadElement& b) {
+    return a.abs > b.abs;
+  });
+  worst.insert(at, e);
+  if (worst.size() > kWorstKept) worst.pop_back();
+}
 
 // Decodes elements [begin, begin + n) of `t` into doubles: one dtype switch per block, so the
 // inner loops stay branch-free for the common types (this runs on every checked call).
@@ -78,6 +90,7 @@ RangeStats compare_range(const tensor::Tensor& x, const tensor::Tensor& y, int64
     for (int64_t i = 0; i < n; ++i) {
       const double xv = xs[i], yv = ys[i];
       bool bad = false;
+      double e = INFINITY, r = INFINITY;
       if (std::isinf(xv)) {
         ++st.inf;
         bad = true;
@@ -85,8 +98,8 @@ RangeStats compare_range(const tensor::Tensor& x, const tensor::Tensor& y, int64
         ++st.nan;
         bad = true;
       } else {
-        double e = std::fabs(xv - yv);
-        double r = e / (std::fabs(yv) + 1e-8);
+        e = std::fabs(xv - yv);
+        r = e / (std::fabs(yv) + 1e-8);
         if (std::isnan(e)) e = r = INFINITY;  // reference NaN: never a wildcard
         st.max_abs = std::max(st.max_abs, e);
         st.max_rel = std::max(st.max_rel, r);
@@ -95,6 +108,7 @@ RangeStats compare_range(const tensor::Tensor& x, const tensor::Tensor& y, int64
       if (bad) {
         if (st.first_bad < 0) st.first_bad = b + i;
         ++st.failed;
+        keep_worst(st.worst, {b + i, xv, yv, e, r});
       }
     }
   }
@@ -105,6 +119,7 @@ OutputCheck compare_one(const std::string& name, const tensor::Tensor& x, const 
                         const Tolerance& tol) {
   OutputCheck c;
   c.name = name;
+  c.shape = x.shape();
   c.numel = x.numel();
   // Large outputs are split over threads (the H200 host has 16 cores; a 32M-element output is
   // re-checked several times per workload).
@@ -120,6 +135,7 @@ OutputCheck compare_one(const std::string& name, const tensor::Tensor& x, const 
     c.max_abs = std::max(c.max_abs, p.max_abs);
     c.max_rel = std::max(c.max_rel, p.max_rel);
     if (c.first_bad_index < 0) c.first_bad_index = p.first_bad;
+    for (const auto& e : p.worst) keep_worst(c.worst, e);  // ranges in index order: ties keep the lower index
   }
   c.matched_ratio = c.numel == 0 ? 1.0 : 1.0 - static_cast<double>(c.failed) / static_cast<double>(c.numel);
   return c;
@@ -156,20 +172,39 @@ CheckResult check_default(const std::vector<std::string>& names, const std::vect
     res.max_rel = std::max(res.max_rel, c.max_rel);
     res.matched_ratio = std::min(res.matched_ratio, c.matched_ratio);
     if (c.inf > 0)
-      fail(CheckVerdict::kIncorrectNumerical, fmt::format("output '{}': {} Inf value(s), first at element {}", c.name,
-                                                          c.inf, c.first_bad_index));
+      fail(CheckVerdict::kIncorrectNumerical, fmt::format("output '{}': {} Inf value(s), first at {}", c.name,
+                                                          c.inf, index_string(c.first_bad_index, c.shape)));
     else if (c.nan > 0)
       fail(CheckVerdict::kIncorrectNumerical,
-           fmt::format("output '{}': {} NaN value(s) (unwritten or invalid), first at element {}", c.name, c.nan,
-                       c.first_bad_index));
+           fmt::format("output '{}': {} NaN value(s) (unwritten or invalid), first at {}", c.name, c.nan,
+                       index_string(c.first_bad_index, c.shape)));
     else if (c.matched_ratio < tol.matched_ratio)
       fail(CheckVerdict::kIncorrectNumerical,
-           fmt::format("output '{}': {} of {} elements beyond atol {} and rtol {} (matched {:.6f} < {}), first at {}",
+           fmt::format("output '{}': {} of {} elements beyond atol {} and rtol {} (matched {:.6f} < {}), first at {}; "
+                       "worst {}",
                        c.name, c.failed, c.numel, tol.atol, tol.rtol, c.matched_ratio, tol.matched_ratio,
-                       c.first_bad_index));
+                       index_string(c.first_bad_index, c.shape),
+                       c.worst.empty() ? std::string("-") : bad_element_string(c.worst.front(), c.shape)));
     res.outputs.push_back(std::move(c));
   }
   return res;
+}
+
+std::string index_string(int64_t flat, const std::vector<int64_t>& shape) {
+  if (shape.size() <= 1) return fmt::format("[{}]", flat);
+  std::vector<int64_t> idx(shape.size());
+  int64_t rest = flat;
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t n = std::max<int64_t>(shape[d], 1);
+    idx[d] = rest % n;
+    rest /= n;
+  }
+  return fmt::format("[{}]", fmt::join(idx, ", "));
+}
+
+std::string bad_element_string(const BadElement& e, const std::vector<int64_t>& shape) {
+  return fmt::format("{}: got {:.6g}, expected {:.6g} (abs {:.3g}, rel {:.3g})", index_string(e.index, shape), e.got,
+                     e.expected, e.abs, e.rel);
 }
 
 bool outputs_bitwise_equal(const std::vector<tensor::Tensor>& a, const std::vector<tensor::Tensor>& b) {
@@ -181,10 +216,18 @@ bool outputs_bitwise_equal(const std::vector<tensor::Tensor>& a, const std::vect
 
 nlohmann::json CheckResult::to_json() const {
   nlohmann::json outs = nlohmann::json::array();
-  for (const auto& o : outputs)
+  for (const auto& o : outputs) {
     outs.push_back({{"name", o.name}, {"numel", o.numel}, {"failed", o.failed}, {"inf", o.inf}, {"nan", o.nan},
                     {"max_absolute_error", number(o.max_abs)}, {"max_relative_error", number(o.max_rel)},
                     {"matched_ratio", o.matched_ratio}});
+    if (!o.worst.empty()) {
+      nlohmann::json w = nlohmann::json::array();
+      for (const auto& e : o.worst)
+        w.push_back(nlohmann::json{{"index", e.index}, {"at", index_string(e.index, o.shape)}, {"got", number(e.got)},
+                                   {"expected", number(e.expected)}, {"abs", number(e.abs)}, {"rel", number(e.rel)}});
+      outs.back()["worst"] = std::move(w);
+    }
+  }
   return {{"max_absolute_error", number(max_abs)}, {"max_relative_error", number(max_rel)},
           {"matched_ratio", matched_ratio}, {"outputs", outs}};
 }

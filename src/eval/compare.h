@@ -21,8 +21,19 @@ struct Tolerance {
   double matched_ratio = 1.0;
 };
 
+// One element beyond tolerance: where, what the candidate wrote, what the reference holds.
+struct BadElement {
+  int64_t index = 0;  // flat, row-major
+  double got = 0, expected = 0;
+  double abs = 0, rel = 0;  // Inf for a non-finite candidate value
+};
+
+// How many of the worst elements each output keeps (by absolute error).
+inline constexpr size_t kWorstKept = 3;
+
 struct OutputCheck {
   std::string name;
+  std::vector<int64_t> shape;
   int64_t numel = 0;
   int64_t failed = 0;  // elements beyond tolerance (or Inf/NaN)
   int64_t inf = 0;
@@ -31,7 +42,13 @@ struct OutputCheck {
   double max_rel = 0;
   double matched_ratio = 1.0;
   int64_t first_bad_index = -1;
+  std::vector<BadElement> worst;  // up to kWorstKept, the largest absolute error first
 };
+
+// "[i, j]" of a flat row-major index in `shape` ("[k]" for a flat or empty shape).
+std::string index_string(int64_t flat, const std::vector<int64_t>& shape);
+// "[i, j]: got x, expected y (abs e, rel r)".
+std::string bad_element_string(const BadElement& e, const std::vector<int64_t>& shape);
 
 struct CheckResult {
   CheckVerdict verdict = CheckVerdict::kPass;

@@ -134,6 +134,38 @@ TEST(Compare, MatchedRatioAndOrder) {
   EXPECT_EQ(check_default({"a", "b"}, {vec({9}), vec({1})}, {vec({1}), vec({1})}, tol, {"b"}).verdict, CheckVerdict::kPass);
 }
 
+// An INCORRECT verdict names the worst elements by their indices in the output's shape, with the
+// candidate's and the reference's values, so a person sees what went wrong without the trace.
+TEST(Compare, IncorrectNamesTheWorstElementsWithIndexAndValues) {
+  Tensor x(DType::kFloat32, {3, 4}), y(DType::kFloat32, {3, 4});
+  for (int64_t i = 0; i < 12; ++i) {
+    x.set_from_double(i, 1.0);
+    y.set_from_double(i, 1.0);
+  }
+  x.set_from_double(1 * 4 + 2, 3.0);   // [1, 2]: abs 2
+  x.set_from_double(2 * 4 + 3, -9.0);  // [2, 3]: abs 10, the worst
+  x.set_from_double(0 * 4 + 1, 1.5);   // [0, 1]: abs 0.5, the first
+  auto r = check_default({"out"}, {x}, {y}, Tolerance{0.01, 0.01, 1.0});
+  ASSERT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("3 of 12 elements"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("first at [0, 1]"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("worst [2, 3]: got -9, expected 1 (abs 10, rel 10)"), std::string::npos) << r.message;
+  ASSERT_EQ(r.outputs[0].worst.size(), 3u);
+  EXPECT_EQ(r.outputs[0].worst[0].index, 11);
+  EXPECT_EQ(r.outputs[0].worst[1].index, 6);
+  EXPECT_EQ(r.outputs[0].worst[2].index, 1);
+  const auto j = r.to_json();
+  EXPECT_EQ(j["outputs"][0]["worst"][0]["at"], "[2, 3]");
+  EXPECT_EQ(j["outputs"][0]["worst"][0]["got"], -9.0);
+  // A NaN counts among the worst (infinitely wrong) and is written as FlashInfer-Bench writes it.
+  x.set_from_double(0, NAN);
+  const auto n = check_default({"out"}, {x}, {y}, Tolerance{0.01, 0.01, 1.0}).to_json();
+  EXPECT_EQ(n["outputs"][0]["worst"][0]["at"], "[0, 0]");
+  EXPECT_EQ(n["outputs"][0]["worst"][0]["got"], "NaN");
+  EXPECT_EQ(index_string(5, {}), "[5]");
+  EXPECT_EQ(index_string(7, {2, 2, 2}), "[1, 1, 1]");
+}
+
 // The block-decoded, multi-threaded path must count exactly what an element-by-element reading of
 // the rule counts: every failure once, the first failure's index, the maxima.
 TEST(Compare, LargeOutputsSplitOverThreadsCountExactly) {
@@ -632,6 +664,29 @@ TEST(Evaluate, WrongCrashingAbortingAndHangingFixtures) {
       EXPECT_NE(w.message.find(c.reason), std::string::npos) << c.name << ": " << w.message;
     }
   }
+}
+
+// A build failure says why in the verdict itself: the compiler's first error with the solution's
+// own file and line, or the builder's hint for an entry point with C++ linkage (the whole log stays
+// in the trace's log).
+TEST(Evaluate, CompileErrorsNameTheFileLineAndTheFix) {
+  auto o = fast_options();
+  o.workloads = "dev";
+  auto r = run("tasks/host/rmsnorm", fixture("host_rmsnorm", "compile_error"), o);
+  ASSERT_FALSE(r.workloads.empty());
+  for (const auto& w : r.workloads) {
+    EXPECT_EQ(w.verdict, Verdict::kCompileError);
+    EXPECT_EQ(w.reason, "compile_error");
+    EXPECT_NE(w.message.find("the candidate does not build: compile error: kernel.cc:11:"), std::string::npos)
+        << w.message;
+    EXPECT_EQ(w.message.find("src/kernel.cc"), std::string::npos) << w.message;
+    EXPECT_NE(w.log.find("error"), std::string::npos);
+  }
+  auto c = run("tasks/host/rmsnorm", fixture("host_rmsnorm", "cpp_linkage"), o);
+  ASSERT_FALSE(c.workloads.empty());
+  EXPECT_EQ(c.workloads[0].verdict, Verdict::kCompileError);
+  EXPECT_NE(c.workloads[0].message.find("entry point run not exported"), std::string::npos) << c.workloads[0].message;
+  EXPECT_NE(c.workloads[0].message.find("declare it extern \"C\""), std::string::npos) << c.workloads[0].message;
 }
 
 // The runners start together (their loads overlap); each side's failure stays its own. A candidate

@@ -350,7 +350,8 @@ Status Session::build_all() {
   report_.build = {{"candidate", cand_lib_.info}, {"reference", ref_lib_.info}};
   if (have_baseline_) report_.build["baseline"] = base_lib_.info;
   if (!cand_lib_.ok) {
-    candidate_blocked_ = Failure{Verdict::kCompileError, "compile_error", "the candidate does not build", cand_lib_.log};
+    candidate_blocked_ = Failure{Verdict::kCompileError, "compile_error",
+                                 "the candidate does not build: " + build_failure_summary(cand_lib_), cand_lib_.log};
     return {};
   }
   report_.static_gates = static_gates(cand_lib_, pack_.settings);

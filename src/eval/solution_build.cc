@@ -32,4 +32,11 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   return lib;
 }
 
+std::string build_failure_summary(const BuiltLibrary& lib) {
+  std::string status = lib.info.value("status", std::string("does not build"));
+  if (status.find("error") == std::string::npos) return status;
+  const auto lines = build::error_lines(lib.log, 1);
+  return lines.empty() ? status : status + ": " + lines.front();
+}
+
 }  // namespace kda::eval

@@ -24,6 +24,11 @@ struct BuiltLibrary {
   nlohmann::json info = nlohmann::json::object();  // cache key, hit, language, resources (ptxas)
 };
 
+// Why a library did not build, in one line: the builder's status ("compile error", "entry point run
+// not exported (found C++ symbol ...)") and, for compile and link errors, the log's first error line
+// (build::error_lines), e.g. "compile error: kernel.cu:3:1: error: expected ';'".
+std::string build_failure_summary(const BuiltLibrary& lib);
+
 // Errors are the environment's (no compiler, cache not writable); a solution that does not compile
 // is a BuiltLibrary with ok == false.
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings);

@@ -151,7 +151,7 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
   }
   if (!lib.ok) {
     r.compile_log = lib.log;
-    r.message = "the solution does not build";
+    r.message = "the solution does not build: " + build_failure_summary(lib);
     r.wall_s = seconds_since(t0);
     return r;
   }
