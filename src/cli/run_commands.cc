@@ -106,6 +106,18 @@ void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
   out << fmt::format("incumbent: {} ({:.3f}x geomean vs the baseline){}\n", o.incumbent, o.incumbent_speedup,
                      o.criteria_met ? ", acceptance criteria met on all workloads" : "");
   out << fmt::format("rounds: {}\n", o.rounds);
+  if (!o.round_rows.empty()) {
+    out << fmt::format("  {:>5}  {:<12} {:<9} {:<14} {:>9}  {}\n", "round", "candidate", "outcome", "reason", "geomean",
+                       "reviewer");
+    for (const auto& r : o.round_rows) {
+      const bool accepted = r.value("accepted", false);
+      const std::string review = r.value("review", "");
+      out << fmt::format("  {:>5}  {:<12} {:<9} {:<14} {:>8.3f}x  {}\n", r.value("round", 0), r.value("candidate", ""),
+                         accepted ? "accepted" : "rejected", r.value("reason", ""), r.value("geomean", 0.0),
+                         review.empty() ? "-" : review);
+      if (!accepted) out << "         " << r.value("detail", "").substr(0, 200) << "\n";
+    }
+  }
   out << fmt::format("final solution: {}\n", (o.run_dir / "final" / "solution.json").string());
 }
 

@@ -107,6 +107,27 @@ std::string human_tokens(int64_t n) {
   return std::to_string(n);
 }
 
+// Why a round ended as it did, as the next round's contract states it (a fixed vocabulary; the
+// first verifier check that failed decides, in the order kda runs them).
+struct RoundOutcome {
+  const char* code;
+  const char* what;
+};
+constexpr RoundOutcome kOutcomeAccepted{"accepted", "verified, an improvement, and the reviewer advanced it: the new incumbent"};
+constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
+    {"protected_files", {"integrity", "kda's own files were changed"}},
+    {"finish_round", {"no_finish", "finish_round was not called"}},
+    {"diff_scope", {"out_of_scope", "files outside the solution were changed"}},
+    {"solution_loads", {"bad_solution", "solution.json did not load"}},
+    {"definition", {"bad_solution", "the solution names another definition"}},
+    {"all_passed", {"incorrect", "not every dev workload PASSED"}},
+    {"claim", {"false_claim", "a claim did not match kda's measurement (or named what kda does not measure)"}},
+};
+constexpr RoundOutcome kOutcomeRejected{"rejected", "rejected by kda's verifier"};  // a check not in the table
+constexpr RoundOutcome kOutcomeNotImproved{"not_improved", "verified, but not faster than the incumbent by the required margin"};
+constexpr RoundOutcome kOutcomeRegressed{"regression", "verified and measured, but the reviewer judged it a regression"};
+constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
+
 class Runner {
  public:
   Runner(stdfs::path dir, LoopEnv env) : dir_(std::move(dir)), env_(std::move(env)) {
@@ -159,6 +180,17 @@ class Runner {
   GitWorkspace workspace() const { return GitWorkspace(dir_ / "workspace", dir_ / "git"); }
   std::string contract_text() const;
   std::string previous_round_block() const;
+  // Why round `round` ended as it did, from its files (measured: false when it has no verify.json).
+  struct RoundExplanation {
+    bool measured = false, accepted = false;
+    RoundOutcome outcome{"", ""};
+    std::string detail, review;
+    double geomean = 0;
+  };
+  RoundExplanation explain_round(int round) const;
+  // One row per measured round: candidate, accepted, reason (kOutcome* codes), detail, geomean, the
+  // reviewer's verdict.
+  json rounds_json() const;
   std::string plan_text() const { return read_or_empty(dir_ / "plan" / "plan.md"); }
   RunOutcome outcome() const;
 
@@ -690,57 +722,62 @@ Status Runner::freeze_plan() {
   return save_state();
 }
 
-// Why a round ended as it did, as the next round's contract states it (a fixed vocabulary; the
-// first verifier check that failed decides, in the order kda runs them).
-struct RoundOutcome {
-  const char* code;
-  const char* what;
-};
-constexpr RoundOutcome kOutcomeAccepted{"accepted", "verified, an improvement, and the reviewer advanced it: the new incumbent"};
-constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
-    {"protected_files", {"integrity", "kda's own files were changed"}},
-    {"finish_round", {"no_finish", "finish_round was not called"}},
-    {"diff_scope", {"out_of_scope", "files outside the solution were changed"}},
-    {"solution_loads", {"bad_solution", "solution.json did not load"}},
-    {"definition", {"bad_solution", "the solution names another definition"}},
-    {"all_passed", {"incorrect", "not every dev workload PASSED"}},
-    {"claim", {"false_claim", "a claim did not match kda's measurement (or named what kda does not measure)"}},
-};
-constexpr RoundOutcome kOutcomeRejected{"rejected", "rejected by kda's verifier"};  // a check not in the table
-constexpr RoundOutcome kOutcomeNotImproved{"not_improved", "verified, but not faster than the incumbent by the required margin"};
-constexpr RoundOutcome kOutcomeRegressed{"regression", "verified and measured, but the reviewer judged it a regression"};
-constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
 
-std::string Runner::previous_round_block() const {
-  if (state_.round <= 1) return {};
-  const std::string name = round_name(state_.round - 1);
+Runner::RoundExplanation Runner::explain_round(int round) const {
+  const std::string name = round_name(round);
   const json v = json::parse(read_or_empty(dir_ / "rounds" / name / "verify.json"), nullptr, false);
   const json d = json::parse(read_or_empty(dir_ / "rounds" / name / "verdict.json"), nullptr, false);
-  if (!v.is_object()) return {};
-  const Candidate* c = ledger_.find(candidate_id(state_.round - 1));
-  RoundOutcome o = kOutcomeNotAdvanced;
-  std::string detail;
-  if (c != nullptr && c->accepted) {
-    o = kOutcomeAccepted;
+  RoundExplanation e;
+  if (!v.is_object()) return e;
+  e.measured = true;
+  const Candidate* c = ledger_.find(candidate_id(round));
+  e.accepted = c != nullptr && c->accepted;
+  e.outcome = kOutcomeNotAdvanced;
+  if (e.accepted) {
+    e.outcome = kOutcomeAccepted;
   } else if (!v.value("verified", false)) {
-    o = kOutcomeRejected;
+    e.outcome = kOutcomeRejected;
     for (const auto& chk : v.value("checks", json::array())) {
       if (chk.value("passed", true)) continue;
       for (const auto& [check, outcome] : kRejectedBy)
-        if (chk.value("name", "") == check) o = outcome;
-      detail = chk.value("detail", "");
+        if (chk.value("name", "") == check) e.outcome = outcome;
+      e.detail = chk.value("detail", "");
       break;
     }
   } else if (!v.value("improvement", false)) {
-    o = kOutcomeNotImproved;
+    e.outcome = kOutcomeNotImproved;
   } else if (d.is_object() && d.value("progress", "") == "REGRESSED") {
-    o = kOutcomeRegressed;
+    e.outcome = kOutcomeRegressed;
   }
-  if (detail.empty()) detail = fmt::format("geomean {:.3f}x against the incumbent's {:.3f}x", v.value("geomean", 0.0),
-                                           v.value("incumbent_speedup", 0.0));
+  if (e.detail.empty()) e.detail = fmt::format("geomean {:.3f}x against the incumbent's {:.3f}x", v.value("geomean", 0.0),
+                                               v.value("incumbent_speedup", 0.0));
+  e.geomean = v.value("geomean", 0.0);
+  if (d.is_object()) {
+    e.review = d.value("decision", "") + ", " + d.value("progress", "");
+    if (!d.value("well_formed", true)) e.review += "; malformed verdict: " + d.value("complaint", "");
+  }
+  return e;
+}
+
+std::string Runner::previous_round_block() const {
+  if (state_.round <= 1) return {};
+  const RoundExplanation e = explain_round(state_.round - 1);
+  if (!e.measured) return {};
   return fmt::format("\n## Previous round\nPREVIOUS_ROUND: {}\nOUTCOME: {}\nREASON: {}\nDETAIL: {}\nEVIDENCE: {}\n",
-                     state_.round - 1, c != nullptr && c->accepted ? "accepted" : "rejected", o.code,
-                     o.what + std::string("; ") + detail, (dir_ / "rounds" / name / "verify.json").string());
+                     state_.round - 1, e.accepted ? "accepted" : "rejected", e.outcome.code,
+                     e.outcome.what + std::string("; ") + e.detail,
+                     (dir_ / "rounds" / round_name(state_.round - 1) / "verify.json").string());
+}
+
+json Runner::rounds_json() const {
+  json rows = json::array();
+  for (int r = 1; r <= state_.round; ++r) {
+    const RoundExplanation e = explain_round(r);
+    if (!e.measured) continue;
+    rows.push_back({{"round", r}, {"candidate", candidate_id(r)}, {"accepted", e.accepted}, {"reason", e.outcome.code},
+                    {"detail", e.detail}, {"geomean", e.geomean}, {"review", e.review}});
+  }
+  return rows;
 }
 
 std::string Runner::contract_text() const {
@@ -1024,7 +1061,14 @@ Status Runner::round_decide() {
                                            {"progress", progress}, {"stalls", state_.stalls}}));
   GitWorkspace ws = workspace();
   KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
-  status_line(fmt::format("round {} {} ({}, {})", state_.round, accepted ? "accepted" : "not accepted", decision, progress));
+  if (accepted) {
+    status_line(fmt::format("round {} accepted: geomean {:.3f}x (reviewer {}, {})", state_.round, state_.incumbent_speedup,
+                            decision, progress));
+  } else {
+    const RoundExplanation e = explain_round(state_.round);
+    status_line(fmt::format("round {} not accepted: {}: {} (reviewer {})", state_.round, e.outcome.code,
+                            e.detail.substr(0, 300), e.review));
+  }
   state_.round += 1;
   state_.step = "writer";
   state_.candidate_commit.clear();
@@ -1148,6 +1192,7 @@ RunOutcome Runner::outcome() const {
   o.incumbent_speedup = state_.incumbent_speedup;
   o.rounds = state_.phase == "plan" || state_.phase == "setup" ? 0 : state_.round - 1;
   o.criteria_met = state_.phase == "done";
+  o.round_rows = rounds_json();
   return o;
 }
 
@@ -1197,7 +1242,7 @@ Result<RunOutcome> Runner::drive() {
 nlohmann::json RunOutcome::to_json() const {
   return {{"run_dir", run_dir.string()}, {"phase", phase},         {"stop_reason", stop_reason},
           {"incumbent", incumbent},      {"speedup", incumbent_speedup}, {"rounds", rounds},
-          {"criteria_met", criteria_met}};
+          {"criteria_met", criteria_met}, {"round_table", round_rows}};
 }
 
 Result<RunOutcome> start_run(const std::filesystem::path& run_dir, const LoopOptions& options, const LoopEnv& env) {

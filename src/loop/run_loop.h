@@ -45,6 +45,8 @@ struct RunOutcome {
   double incumbent_speedup = 0;  // geomean vs the baseline (the final check's when done)
   int rounds = 0;                // rounds decided
   bool criteria_met = false;
+  // Per measured round: round, candidate, accepted, reason, detail, geomean, review.
+  nlohmann::json round_rows = nlohmann::json::array();
   nlohmann::json to_json() const;
 };
 
