@@ -211,6 +211,29 @@ TEST(Stats, QuantilesAndMeans) {
 // Fresh-versus-repeat: one distribution on both sides never convicts, even with a slow fresh outlier
 // or a small systematic gap; remembered outputs (repeats several times faster) always do; too few
 // samples on either side make the test not apply.
+// The geomean speedup's interval over trials: each trial's geomean is a replicate; identical trials
+// give a zero-width interval, spread trials a Student-t interval centred on the reported geomean.
+TEST(Stats, GeomeanSpeedupIntervalOverTrials) {
+  EXPECT_DOUBLE_EQ(student_t95(2), 4.303);
+  EXPECT_DOUBLE_EQ(student_t95(100), 1.96);
+  EXPECT_FALSE(geomean_speedup_ci({{1.0}}, {{2.0}}, 2.0).has_value());  // one trial: no interval
+  auto same = geomean_speedup_ci({{1, 1, 1}, {2, 2, 2}}, {{2, 2, 2}, {8, 8, 8}}, std::sqrt(8.0));
+  ASSERT_TRUE(same.has_value());
+  EXPECT_NEAR(same->low, std::sqrt(8.0), 1e-12);
+  EXPECT_NEAR(same->high, std::sqrt(8.0), 1e-12);
+  // One workload, trials with speedups 2, 2*e^0.1, 2*e^-0.1: sd(log) = 0.1, half = 4.303 * 0.1 / sqrt(3).
+  auto spread = geomean_speedup_ci({{1, 1, 1}}, {{2, 2 * std::exp(0.1), 2 * std::exp(-0.1)}}, 2.0);
+  ASSERT_TRUE(spread.has_value());
+  const double half = 4.303 * 0.1 / std::sqrt(3.0);
+  EXPECT_NEAR(spread->low, 2 * std::exp(-half), 1e-9);
+  EXPECT_NEAR(spread->high, 2 * std::exp(half), 1e-9);
+  EXPECT_FALSE(geomean_speedup_ci({{1, 0}}, {{1, 1}}, 1.0).has_value());  // a missing latency
+  auto m = mean_ci95({1, 2, 3});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_NEAR(m->low, 2 - 4.303 / std::sqrt(3.0), 1e-9);
+  EXPECT_FALSE(mean_ci95({5}).has_value());
+}
+
 TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
   std::vector<double> repeat, fresh;
   for (int i = 0; i < 132; ++i) repeat.push_back(1.0 + 0.05 * std::sin(1.7 * i));

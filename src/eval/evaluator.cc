@@ -997,6 +997,8 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   wr.baseline = summarize(base_all);
   wr.latency_ms = arithmetic_mean(cand_medians);
   wr.baseline_ms = arithmetic_mean(base_medians);
+  wr.trial_ms = cand_medians;
+  wr.baseline_trial_ms = base_medians;
   wr.speedup = wr.latency_ms > 0 && wr.baseline_ms > 0 ? wr.baseline_ms / wr.latency_ms : 0;
   if (cuda()) {
     wr.kda["kernels"] = std::vector<std::string>(kernels_seen.begin(), kernels_seen.end());
@@ -1356,6 +1358,14 @@ Result<EvalReport> Session::run() {
   report_.all_passed = all_passed;
   report_.score_mean = all_passed ? arithmetic_mean(speedups) : 0;
   report_.score_geomean = all_passed ? geometric_mean(speedups) : 0;
+  if (all_passed && have_baseline_) {
+    std::vector<std::vector<double>> cand, base;
+    for (const auto& w : report_.workloads) {
+      cand.push_back(w.trial_ms);
+      base.push_back(w.baseline_trial_ms);
+    }
+    report_.geomean_ci = geomean_speedup_ci(cand, base, report_.score_geomean);
+  }
   report_.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   report_.phases = phases_;
   return report_;

@@ -65,6 +65,7 @@ struct WorkloadResult {
   SampleStats baseline;
   double latency_ms = 0;      // mean over trials of the median over iterations
   double baseline_ms = 0;
+  std::vector<double> trial_ms, baseline_trial_ms;  // each trial's median (interleaved, trial by trial)
   double reference_ms = 0;
   double speedup = 0;         // baseline / candidate
   std::optional<double> roofline_floor_ms;
@@ -104,6 +105,9 @@ struct EvalReport {
   bool all_passed = false;
   double score_mean = 0;      // FlashInfer-Bench score: arithmetic mean of speedups (0 if any failed)
   double score_geomean = 0;
+  // 95 % interval of score_geomean over the trials (geomean_speedup_ci; absent with one trial, a
+  // failure or no baseline).
+  std::optional<Interval> geomean_ci;
   double wall_s = 0;          // evaluator wall time
   double in_call_s = 0;       // time spent inside reference/baseline/candidate calls (runner-reported)
   EvalPhases phases;

@@ -82,8 +82,10 @@ nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, con
   kda["message"] = w.message;
   kda["seed"] = report.seed;
   kda["candidate"] = stats_json(w.candidate);
+  if (!w.trial_ms.empty()) kda["candidate"]["trials_ms"] = w.trial_ms;
   if (w.baseline.n > 0) {
     kda["baseline"] = {{"name", report.baseline_name}, {"latency_ms", w.baseline_ms}, {"stats", stats_json(w.baseline)}};
+    if (!w.baseline_trial_ms.empty()) kda["baseline"]["stats"]["trials_ms"] = w.baseline_trial_ms;
     kda["speedup_vs_baseline"] = w.speedup;
   }
   if (w.roofline_floor_ms) kda["roofline_floor_ms"] = *w.roofline_floor_ms;
@@ -105,6 +107,8 @@ nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, con
 }
 
 nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack) {
+  nlohmann::json score = {{"mean_speedup", report.score_mean}, {"geomean_speedup", report.score_geomean}};
+  if (report.geomean_ci) score["geomean_ci95"] = {report.geomean_ci->low, report.geomean_ci->high};
   nlohmann::json traces = nlohmann::json::array();
   for (const auto& w : report.workloads) traces.push_back(trace_json(report, w, pack));
   return {{"definition", report.definition},
@@ -112,7 +116,7 @@ nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack)
           {"backend", report.backend},
           {"seed", report.seed},
           {"all_passed", report.all_passed},
-          {"score", {{"mean_speedup", report.score_mean}, {"geomean_speedup", report.score_geomean}}},
+          {"score", score},
           {"baseline", report.baseline_name},
           {"wall_s", report.wall_s},
           {"in_call_s", report.in_call_s},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 namespace kda::eval {
@@ -46,6 +47,48 @@ double geometric_mean(const std::vector<double>& xs) {
     s += std::log(x);
   }
   return std::exp(s / static_cast<double>(xs.size()));
+}
+
+double student_t95(int df) {
+  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                  2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                  2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1) return 0;
+  return df <= 30 ? kT[df - 1] : 1.96;
+}
+
+std::optional<Interval> mean_ci95(const std::vector<double>& xs) {
+  if (xs.size() < 2) return std::nullopt;
+  const double mean = arithmetic_mean(xs);
+  double ss = 0;
+  for (double x : xs) ss += (x - mean) * (x - mean);
+  const double n = static_cast<double>(xs.size());
+  const double half = student_t95(static_cast<int>(xs.size()) - 1) * std::sqrt(ss / (n - 1)) / std::sqrt(n);
+  return Interval{mean - half, mean + half};
+}
+
+std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>>& candidate_trials,
+                                           const std::vector<std::vector<double>>& baseline_trials, double geomean) {
+  if (candidate_trials.empty() || candidate_trials.size() != baseline_trials.size() || !(geomean > 0)) return std::nullopt;
+  size_t trials = SIZE_MAX;
+  for (size_t i = 0; i < candidate_trials.size(); ++i)
+    trials = std::min({trials, candidate_trials[i].size(), baseline_trials[i].size()});
+  if (trials < 2) return std::nullopt;
+  std::vector<double> log_g(trials, 0.0);
+  for (size_t t = 0; t < trials; ++t) {
+    for (size_t i = 0; i < candidate_trials.size(); ++i) {
+      const double c = candidate_trials[i][t], b = baseline_trials[i][t];
+      if (!(c > 0) || !(b > 0)) return std::nullopt;
+      log_g[t] += std::log(b / c);
+    }
+    log_g[t] /= static_cast<double>(candidate_trials.size());
+  }
+  const double mean = arithmetic_mean(log_g);
+  double ss = 0;
+  for (double x : log_g) ss += (x - mean) * (x - mean);
+  const double sd = std::sqrt(ss / static_cast<double>(trials - 1));
+  const double half = student_t95(static_cast<int>(trials) - 1) * sd / std::sqrt(static_cast<double>(trials));
+  return Interval{geomean * std::exp(-half), geomean * std::exp(half)};
 }
 
 FreshRepeat fresh_versus_repeat(const std::vector<double>& fresh, const std::vector<double>& repeat) {

@@ -1,6 +1,7 @@
 // Summary statistics of latency samples.
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,22 @@ SampleStats summarize(std::vector<double> samples);
 double quantile_sorted(const std::vector<double>& sorted, double q);
 double geometric_mean(const std::vector<double>& xs);
 double arithmetic_mean(const std::vector<double>& xs);
+
+// The two-sided 95 % quantile of Student's t with `df` degrees of freedom (df >= 1; 1.96 beyond 30).
+double student_t95(int df);
+
+// A 95 % confidence interval for a geomean speedup from its trials: per workload i and trial t the
+// candidate's and the baseline's median latencies, interleaved in the same trial (so a trial's ratio
+// cancels what drifts within it). Each trial's geomean speedup G_t over the workloads is one
+// replicate; the interval is geomean * exp(+-t95(T-1) * sd(log G_t) / sqrt(T)), centred on the
+// reported geomean. nullopt with fewer than two trials (or a missing, non-positive latency).
+struct Interval {
+  double low = 0, high = 0;
+};
+// A 95 % t-interval of the mean of `xs` (nullopt with fewer than two values).
+std::optional<Interval> mean_ci95(const std::vector<double>& xs);
+std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>>& candidate_trials,
+                                           const std::vector<std::vector<double>>& baseline_trials, double geomean);
 
 // The fresh-versus-repeat test against remembered outputs: latencies of timed calls whose input set
 // the candidate had never been called on (fresh), against calls on sets it had seen (repeat). A cache

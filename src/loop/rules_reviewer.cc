@@ -157,6 +157,7 @@ Result<RoundEvidence> read_round_evidence(const stdfs::path& round_dir) {
   e.violation = v.contains("violation");
   e.verified = v.value("verified", false);
   e.improvement = v.value("improvement", false);
+  e.improvement_detail = v.value("improvement_detail", "");
   e.geomean = v.value("geomean", 0.0);
   e.incumbent_speedup = v.value("incumbent_speedup", 0.0);
   if (v.contains("eval") && v["eval"].is_object()) e.all_passed = v["eval"].value("all_passed", false);
@@ -226,6 +227,12 @@ RulesVerdict review_round(const RoundEvidence& e) {
                fmt::format("Verified gain: {}, at least the {:.0f}% threshold; claims confirmed: {}.{}", measured,
                            kRulesAdvanceGain * 100, e.claims_confirmed,
                            !more && !e.next.empty() ? " The writer has nothing left: complete." : ""));
+  if (gain >= kRulesAdvanceGain)  // and the verifier did not count it
+    return set(on_stall, Progress::kStalled, Rule::kStalled,
+               fmt::format("Gain within the measurement's noise: {}; {}.{}", measured,
+                           e.improvement_detail.empty() ? "the verifier did not count it as an improvement"
+                                                        : e.improvement_detail,
+                           stall_tail));
   if (gain < -kRulesRegressLoss)
     return set(on_stall, Progress::kRegressed, Rule::kSlower,
                fmt::format("Slower than the incumbent: {}.{}", measured, stall_tail));

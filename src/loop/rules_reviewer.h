@@ -37,6 +37,7 @@ struct RoundEvidence {
   bool verified = false;        // every verify check passed (no rejections)
   bool all_passed = false;      // every dev workload PASSED
   bool improvement = false;     // the loop's own improvement test (--min-improvement)
+  std::string improvement_detail;  // verify.json's: why the gain does or does not count
   double geomean = 0;           // measured geomean speedup vs the baseline
   double incumbent_speedup = 0; // the incumbent's, when the round started
   int claims_confirmed = 0, claims_false = 0, claims_unverifiable = 0;

@@ -95,7 +95,8 @@ nlohmann::json RunState::to_json() const {
           {"plan_draft", plan_draft},
           {"round", round},
           {"candidate_commit", candidate_commit},
-          {"incumbent", {{"id", incumbent_id}, {"commit", incumbent_commit}, {"speedup", incumbent_speedup}}},
+          {"incumbent", {{"id", incumbent_id}, {"commit", incumbent_commit}, {"speedup", incumbent_speedup},
+                         {"ci95", {incumbent_ci_low, incumbent_ci_high}}}},
           {"baseline_commit", baseline_commit},
           {"task_digest", task_digest},
           {"plan_digest", plan_digest},
@@ -127,6 +128,10 @@ Result<RunState> RunState::from_json(const nlohmann::json& j) {
     s.incumbent_id = j.at("incumbent").at("id").get<std::string>();
     s.incumbent_commit = j.at("incumbent").at("commit").get<std::string>();
     s.incumbent_speedup = j.at("incumbent").at("speedup").get<double>();
+    if (const auto& inc = j.at("incumbent"); inc.contains("ci95")) {  // absent in states of older runs
+      s.incumbent_ci_low = inc.at("ci95").at(0).get<double>();
+      s.incumbent_ci_high = inc.at("ci95").at(1).get<double>();
+    }
     s.baseline_commit = j.at("baseline_commit").get<std::string>();
     s.task_digest = j.at("task_digest").get<std::string>();
     s.plan_digest = j.at("plan_digest").get<std::string>();

@@ -32,8 +32,12 @@ struct LoopOptions {
   std::optional<int> final_trials;         // trials of the completion check; default 2x the round trials
   int plan_reviews = 2;                    // bounded plan-review rounds
   int alignment_every = 0;                 // a full alignment review every K rounds; 0: never
-  double claim_tolerance = 0.25;           // relative: |claimed - measured| <= tol * measured
-  double min_improvement = 0.02;           // relative geomean gain over the incumbent that counts
+  // A claim is confirmed inside the measurement's 95 % interval over trials, widened to at least
+  // +-claim_tolerance (relative) around the measured value.
+  double claim_tolerance = 0.25;
+  // An improvement counts when the geomean gains at least min_improvement over the incumbent's and,
+  // where both have intervals, the candidate's interval lies above the incumbent's.
+  double min_improvement = 0.02;
   int max_evals_per_round = 8;             // writer's `evaluate` tool calls per round
   // Writer's `profile` tool calls per round; 0 (the default): not offered, because the runner under
   // ncu cannot be sandboxed, so profiled code runs with the user's rights (opt in with --max-profiles).
@@ -57,6 +61,7 @@ struct RunState {
   std::string incumbent_id = "c000";
   std::string incumbent_commit;
   double incumbent_speedup = 0;            // geomean vs the baseline, as verified
+  double incumbent_ci_low = 0, incumbent_ci_high = 0;  // its 95 % interval over trials (0, 0: none)
   std::string baseline_commit;
   std::string task_digest;                 // manifest digest of <run>/task when sealed
   std::string plan_digest;                 // manifest digest of <run>/plan when frozen ("" before)

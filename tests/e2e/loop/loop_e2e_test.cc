@@ -288,3 +288,29 @@ TEST_F(LoopE2E, NativeApiAgentsAgainstFakeLlm) {
 }
 
 }  // namespace
+
+// Noise must not decide (issue 20): the same kernel measured again (a comment edit) is never an
+// improvement, in ten runs with fresh seeds at the pack's own timing (3 trials, so the verifier has
+// 95 % intervals to compare), and its honest claim (1.0, the baseline against itself) is confirmed.
+TEST_F(LoopE2E, AnUnchangedKernelIsNeverAnImprovementInTenRuns) {
+  for (int i = 0; i < 10; ++i) {
+    const stdfs::path run_dir = tmp_ / ("unchanged" + std::to_string(i));
+    auto r = run({KDA_BINARY, "run", (kSource / "tasks/host/rmsnorm").string(), "--writer",
+                  "scripted:" + (kHere / "writer_unchanged.json").string(), "--reviewer", "rules", "--run-dir",
+                  run_dir.string(), "--max-rounds", "1", "--json"});
+    json v = read_json(run_dir / "rounds/001/verify.json");
+    ASSERT_TRUE(v.is_object()) << r.stdout_text << r.stderr_text;
+    EXPECT_TRUE(v["verified"].get<bool>()) << v.dump(1);
+    EXPECT_FALSE(v["improvement"].get<bool>()) << "run " << i << ": " << v["improvement_detail"];
+    ASSERT_TRUE(v.contains("geomean_ci95")) << v.dump(1);
+    EXPECT_LE(v["geomean_ci95"][0].get<double>(), v["geomean"].get<double>());
+    EXPECT_GE(v["geomean_ci95"][1].get<double>(), v["geomean"].get<double>());
+    ASSERT_EQ(v["claims"].size(), 1u);
+    EXPECT_EQ(v["claims"][0]["status"], "confirmed") << v["claims"][0].dump();
+    json ledger = read_json(run_dir / "ledger.json");
+    for (const auto& c : ledger["candidates"])
+      if (c["id"] == "c001") EXPECT_FALSE(c["accepted"].get<bool>()) << "run " << i;
+    json state = read_json(run_dir / "state.json");
+    EXPECT_EQ(state["incumbent"]["id"], "c000") << "run " << i;
+  }
+}
