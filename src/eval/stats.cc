@@ -83,11 +83,8 @@ std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>
     }
     log_g[t] /= static_cast<double>(candidate_trials.size());
   }
-  const double mean = arithmetic_mean(log_g);
-  double ss = 0;
-  for (double x : log_g) ss += (x - mean) * (x - mean);
-  const double sd = std::sqrt(ss / static_cast<double>(trials - 1));
-  const double half = student_t95(static_cast<int>(trials) - 1) * sd / std::sqrt(static_cast<double>(trials));
+  const Interval log_ci = *mean_ci95(log_g);  // trials >= 2
+  const double half = (log_ci.high - log_ci.low) / 2;
   return Interval{geomean * std::exp(-half), geomean * std::exp(half)};
 }
 

@@ -119,6 +119,9 @@ std::optional<double> claim_measurement(const eval::EvalReport& r, const std::st
   return std::nullopt;
 }
 
+// An interval as verify.json and state.json write it: [low, high].
+json interval_json(const eval::Interval& i) { return json::array({i.low, i.high}); }
+
 // The values a claim may take and still be confirmed by one measurement: its 95 % interval over
 // trials, widened to at least +-tolerance around the measured value.
 struct ClaimRange {
@@ -989,7 +992,7 @@ Status Runner::round_verify() {
         }
         cj["measured"] = *measured;
         cj["accepted_range"] = {range.low, range.high};
-        if (range.ci) cj["measured_ci95"] = {range.ci->low, range.ci->high};
+        if (range.ci) cj["measured_ci95"] = interval_json(*range.ci);
         cj["status"] = c.value >= range.low && c.value <= range.high ? "confirmed" : "false";
         cj["detail"] = fmt::format("claimed {:.4g}, measured {:.4g} ({:+.0f}%); accepted {:.4g}..{:.4g}{}{}", c.value,
                                    *measured, (c.value / *measured - 1) * 100, range.low, range.high,
@@ -1016,6 +1019,7 @@ Status Runner::round_verify() {
   // the baseline's place, interleaved in one evaluation, must be min_improvement faster, its
   // interval above 1.
   json head_to_head;
+  std::string head_to_head_detail;
   if (improvement && intervals) {
     GitWorkspace iws = workspace();
     KDA_RETURN_IF_ERROR(iws.reset_to(state_.incumbent_commit));
@@ -1028,7 +1032,11 @@ Status Runner::round_verify() {
       const bool faster = h.all_passed && h.score_geomean > 1 + state_.options.min_improvement &&
                           (!h.geomean_ci || h.geomean_ci->low > 1);
       head_to_head = {{"geomean", h.score_geomean}, {"all_passed", h.all_passed}, {"faster", faster}};
-      if (h.geomean_ci) head_to_head["geomean_ci95"] = {h.geomean_ci->low, h.geomean_ci->high};
+      if (h.geomean_ci) head_to_head["geomean_ci95"] = interval_json(*h.geomean_ci);
+      head_to_head_detail = fmt::format(
+          "; head-to-head against the incumbent {:.4g}x{}: {}", h.score_geomean,
+          h.geomean_ci ? fmt::format(" ({:.4g}..{:.4g})", h.geomean_ci->low, h.geomean_ci->high) : std::string(),
+          faster ? "faster" : "not faster beyond the noise");
       improvement = faster;
     }
   }
@@ -1040,15 +1048,7 @@ Status Runner::round_verify() {
                                  report->score_geomean, state_.incumbent_speedup)
       : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}", report->geomean_ci->low,
                     report->geomean_ci->high, state_.incumbent_ci_low, state_.incumbent_ci_high,
-                    clears ? "apart" : "overlapping (within noise)",
-                    head_to_head.is_object()
-                        ? fmt::format("; head-to-head against the incumbent {:.4g}x{}: {}", head_to_head.value("geomean", 0.0),
-                                      head_to_head.contains("geomean_ci95")
-                                          ? fmt::format(" ({:.4g}..{:.4g})", head_to_head["geomean_ci95"][0].get<double>(),
-                                                        head_to_head["geomean_ci95"][1].get<double>())
-                                          : std::string(),
-                                      head_to_head.value("faster", false) ? "faster" : "not faster beyond the noise")
-                        : std::string());
+                    clears ? "apart" : "overlapping (within noise)", head_to_head_detail);
   json verify = {{"checks", checks},
                  {"claims", claims},
                  {"verified", verified},
@@ -1059,8 +1059,8 @@ Status Runner::round_verify() {
                  {"eval", summary},
                  {"rejections", rejections},
                  {"profiles", round_profiles()}};
-  if (report && report->geomean_ci) verify["geomean_ci95"] = {report->geomean_ci->low, report->geomean_ci->high};
-  if (state_.incumbent_ci_high > 0) verify["incumbent_ci95"] = {state_.incumbent_ci_low, state_.incumbent_ci_high};
+  if (report && report->geomean_ci) verify["geomean_ci95"] = interval_json(*report->geomean_ci);
+  if (state_.incumbent_ci_high > 0) verify["incumbent_ci95"] = interval_json({state_.incumbent_ci_low, state_.incumbent_ci_high});
   if (head_to_head.is_object()) verify["head_to_head"] = head_to_head;
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
