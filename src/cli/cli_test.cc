@@ -32,6 +32,8 @@ TEST(Args, ParsesOptionsAndPositionals) {
   EXPECT_EQ(a->values("tag"), (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(a->positional("task"), "t1");
   EXPECT_EQ(a->positionals("more"), (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(a->given("limit"));
+  EXPECT_TRUE(a->given("seed"));
 }
 
 TEST(Args, DefaultsAndEnvironment) {
@@ -44,6 +46,9 @@ TEST(Args, DefaultsAndEnvironment) {
   EXPECT_EQ(a->value("seed"), "42");
   EXPECT_EQ(a->value("limit"), "5");
   EXPECT_FALSE(a->flag("json"));
+  EXPECT_TRUE(a->given("seed"));    // from the environment: the user set it
+  EXPECT_FALSE(a->given("limit"));  // only the default applies
+  EXPECT_FALSE(a->given("json"));
 }
 
 TEST(Args, RejectsBadUsage) {

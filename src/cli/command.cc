@@ -1,5 +1,6 @@
 #include "cli/command.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -41,6 +42,10 @@ bool Args::flag(std::string_view name) const {
   for (const auto& [n, v] : options_)
     if (n == name) return true;
   return false;
+}
+
+bool Args::given(std::string_view name) const {
+  return flag(name) && std::find(defaulted_.begin(), defaulted_.end(), name) == defaulted_.end();
 }
 
 std::optional<std::string> Args::value(std::string_view name) const {
@@ -150,6 +155,7 @@ Result<Args> parse_args(const CommandSpec& spec, std::span<const std::string> ar
       else if (std::string_view(e) != "0") args.options_.emplace_back(o.name, "1");
     } else if (!o.default_value.empty()) {
       args.options_.emplace_back(o.name, o.default_value);
+      args.defaulted_.push_back(o.name);
     }
   }
   size_t p = 0;

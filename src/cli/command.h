@@ -38,6 +38,8 @@ struct PositionalSpec {
 class Args {
  public:
   bool flag(std::string_view name) const;
+  // True when the user set the option (command line or environment), false when only its default applies.
+  bool given(std::string_view name) const;
   // Command line, then env fallback, then default (resolved at parse time); nullopt when none applies.
   std::optional<std::string> value(std::string_view name) const;
   std::string value_or(std::string_view name, std::string fallback) const;
@@ -52,6 +54,7 @@ class Args {
   friend Result<Args> parse_args(const struct CommandSpec&, std::span<const std::string>);
   std::vector<std::pair<std::string, std::string>> options_;  // (name, value); flags get "1"
   std::vector<std::pair<std::string, std::string>> positionals_;
+  std::vector<std::string> defaulted_;  // options whose value is the spec's default
 };
 
 // Output streams of a command: results to out, diagnostics and progress to err.

@@ -90,14 +90,21 @@ Status read_numbers(const Args& args, loop::LoopOptions& o) {
        {"min-improvement", [&](double v) { o.min_improvement = v; }}});
 }
 
-// The budgets a resumed run may change (only those given are set).
+// The budgets a resumed run may change: only those the user gave are set (a default such as
+// --max-rounds 10 is a new run's, and must not extend, or reopen, a resumed one).
 Status read_budgets(const Args& args, loop::BudgetChange& b) {
-  return read_options(args,
-                      {{"max-rounds", [&](long long v) { b.max_rounds = static_cast<int>(v); }, 1},
-                       {"budget-tokens", [&](long long v) { b.budget_tokens = v; }, 0}},
-                      {{"hours", [&](double v) { b.hours = v; }},
-                       {"budget-usd", [&](double v) { b.budget_usd = v; }},
-                       {"gpu-minutes", [&](double v) { b.gpu_minutes = v; }}});
+  auto given = [&](const char* name, auto set) {
+    return [&args, name, set](auto v) {
+      if (args.given(name)) set(v);
+    };
+  };
+  return read_options(
+      args,
+      {{"max-rounds", given("max-rounds", [&](long long v) { b.max_rounds = static_cast<int>(v); }), 1},
+       {"budget-tokens", given("budget-tokens", [&](long long v) { b.budget_tokens = v; }), 0}},
+      {{"hours", given("hours", [&](double v) { b.hours = v; })},
+       {"budget-usd", given("budget-usd", [&](double v) { b.budget_usd = v; })},
+       {"gpu-minutes", given("gpu-minutes", [&](double v) { b.gpu_minutes = v; })}});
 }
 
 void print_outcome(const loop::RunOutcome& o, std::ostream& out) {

@@ -143,6 +143,15 @@ TEST_F(LoopE2E, ScriptedWriterImprovesGemmAndAuditVerifies) {
   EXPECT_TRUE(out["criteria_met"].get<bool>());
   EXPECT_NE(r.stderr_text.find("kda run: round 4/6"), std::string::npos);  // live status
   expect_scenario_result(run_dir);
+  // Resuming a done run without budgets reports it as it is (the defaults of a new run's
+  // options, such as --max-rounds 10, are no budget change): exit 0, no budget change logged.
+  auto again = run({KDA_BINARY, "run", "--resume", run_dir.string(), "--json"});
+  ASSERT_EQ(again.exit.exit_code, 0) << again.stderr_text;
+  EXPECT_EQ(json::parse(again.stdout_text, nullptr, false)["phase"], "done");
+  EXPECT_EQ(kda::fs::read_file(run_dir / "audit.jsonl")->find("budgets_changed"), std::string::npos);
+  auto reopen = run({KDA_BINARY, "run", "--resume", run_dir.string(), "--max-rounds", "12"});
+  EXPECT_EQ(reopen.exit.exit_code, 2) << reopen.stdout_text << reopen.stderr_text;
+  EXPECT_NE(reopen.stderr_text.find("the run is done"), std::string::npos) << reopen.stderr_text;
 
   auto ok = run({KDA_BINARY, "audit", "verify", run_dir.string()});
   EXPECT_EQ(ok.exit.exit_code, 0) << ok.stdout_text << ok.stderr_text;
