@@ -22,6 +22,7 @@ std::string commands_markdown();
 std::vector<CommandSpec> audit_commands();  // audit verify
 CommandSpec docs_command();
 CommandSpec eval_command();  // eval
+CommandSpec report_command();  // report (HTML pages, src/report)
 CommandSpec run_command();  // run (the agent loop, src/loop)
 std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff

@@ -18,6 +18,7 @@
 #include "loop/criteria.h"
 #include "loop/git_workspace.h"
 #include "loop/kda_tools.h"
+#include "loop/round_outcome.h"
 #include "loop/knowledge_tools.h"
 #include "loop/verdict.h"
 #include "task/manifest.h"
@@ -43,9 +44,6 @@ constexpr const char* kReviewerSystem =
     "summary, the diff and kda's own measurements (which you trust over the writer's words). Be strict: progress "
     "counts only when kda measured it. End your answer with exactly these two lines and no other lines starting "
     "with those words:\nDECISION: CONTINUE|COMPLETE|STOP\nPROGRESS: ADVANCED|STALLED|REGRESSED";
-
-std::string round_name(int round) { return fmt::format("{:03d}", round); }
-std::string candidate_id(int round) { return "c" + round_name(round); }
 
 json eval_summary(const eval::EvalReport& r) {
   json ws = json::array();
@@ -145,27 +143,6 @@ ClaimRange claim_range(const eval::EvalReport& r, const std::string& metric, con
   return out;
 }
 
-// Why a round ended as it did, as the next round's contract states it (a fixed vocabulary; the
-// first verifier check that failed decides, in the order kda runs them).
-struct RoundOutcome {
-  const char* code;
-  const char* what;
-};
-constexpr RoundOutcome kOutcomeAccepted{"accepted", "verified, an improvement, and the reviewer advanced it: the new incumbent"};
-constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
-    {"protected_files", {"integrity", "kda's own files were changed"}},
-    {"finish_round", {"no_finish", "finish_round was not called"}},
-    {"diff_scope", {"out_of_scope", "files outside the solution were changed"}},
-    {"solution_loads", {"bad_solution", "solution.json did not load"}},
-    {"definition", {"bad_solution", "the solution names another definition"}},
-    {"all_passed", {"incorrect", "not every dev workload PASSED"}},
-    {"claim", {"false_claim", "a claim did not match kda's measurement (or named what kda does not measure)"}},
-};
-constexpr RoundOutcome kOutcomeRejected{"rejected", "rejected by kda's verifier"};  // a check not in the table
-constexpr RoundOutcome kOutcomeNotImproved{"not_improved", "verified, but not faster than the incumbent by the required margin, beyond the noise"};
-constexpr RoundOutcome kOutcomeRegressed{"regression", "verified and measured, but the reviewer judged it a regression"};
-constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
-
 class Runner {
  public:
   Runner(stdfs::path dir, LoopEnv env) : dir_(std::move(dir)), env_(std::move(env)) {
@@ -223,17 +200,8 @@ class Runner {
     state_.incumbent_ci_low = ci ? ci->low : 0;
     state_.incumbent_ci_high = ci ? ci->high : 0;
   }
-  // Why round `round` ended as it did, from its files (measured: false when it has no verify.json).
-  struct RoundExplanation {
-    bool measured = false, accepted = false;
-    RoundOutcome outcome{"", ""};
-    std::string detail, review;
-    double geomean = 0;
-  };
-  RoundExplanation explain_round(int round) const;
-  // One row per measured round: candidate, accepted, reason (kOutcome* codes), detail, geomean, the
-  // reviewer's verdict.
-  json rounds_json() const;
+  RoundExplanation explain_round(int round) const { return loop::explain_round(dir_, round, ledger_); }
+  json rounds_json() const { return round_table(dir_, state_.round, ledger_); }
   std::string plan_text() const { return read_or_empty(dir_ / "plan" / "plan.md"); }
   RunOutcome outcome() const;
 
@@ -769,43 +737,6 @@ Status Runner::freeze_plan() {
 }
 
 
-Runner::RoundExplanation Runner::explain_round(int round) const {
-  const std::string name = round_name(round);
-  const json v = json::parse(read_or_empty(dir_ / "rounds" / name / "verify.json"), nullptr, false);
-  const json d = json::parse(read_or_empty(dir_ / "rounds" / name / "verdict.json"), nullptr, false);
-  RoundExplanation e;
-  if (!v.is_object()) return e;
-  e.measured = true;
-  const Candidate* c = ledger_.find(candidate_id(round));
-  e.accepted = c != nullptr && c->accepted;
-  e.outcome = kOutcomeNotAdvanced;
-  if (e.accepted) {
-    e.outcome = kOutcomeAccepted;
-  } else if (!v.value("verified", false)) {
-    e.outcome = kOutcomeRejected;
-    for (const auto& chk : v.value("checks", json::array())) {
-      if (chk.value("passed", true)) continue;
-      for (const auto& [check, outcome] : kRejectedBy)
-        if (chk.value("name", "") == check) e.outcome = outcome;
-      e.detail = chk.value("detail", "");
-      break;
-    }
-  } else if (!v.value("improvement", false)) {
-    e.outcome = kOutcomeNotImproved;
-    e.detail = v.value("improvement_detail", "");
-  } else if (d.is_object() && d.value("progress", "") == "REGRESSED") {
-    e.outcome = kOutcomeRegressed;
-  }
-  if (e.detail.empty()) e.detail = fmt::format("geomean {:.3f}x against the incumbent's {:.3f}x", v.value("geomean", 0.0),
-                                               v.value("incumbent_speedup", 0.0));
-  e.geomean = v.value("geomean", 0.0);
-  if (d.is_object()) {
-    e.review = d.value("decision", "") + ", " + d.value("progress", "");
-    if (!d.value("well_formed", true)) e.review += "; malformed verdict: " + d.value("complaint", "");
-  }
-  return e;
-}
-
 std::string Runner::previous_round_block() const {
   if (state_.round <= 1) return {};
   const RoundExplanation e = explain_round(state_.round - 1);
@@ -814,17 +745,6 @@ std::string Runner::previous_round_block() const {
                      state_.round - 1, e.accepted ? "accepted" : "rejected", e.outcome.code,
                      e.outcome.what + std::string("; ") + e.detail,
                      (dir_ / "rounds" / round_name(state_.round - 1) / "verify.json").string());
-}
-
-json Runner::rounds_json() const {
-  json rows = json::array();
-  for (int r = 1; r <= state_.round; ++r) {
-    const RoundExplanation e = explain_round(r);
-    if (!e.measured) continue;
-    rows.push_back({{"round", r}, {"candidate", candidate_id(r)}, {"accepted", e.accepted}, {"reason", e.outcome.code},
-                    {"detail", e.detail}, {"geomean", e.geomean}, {"review", e.review}});
-  }
-  return rows;
 }
 
 std::string Runner::contract_text() const {
