@@ -14,6 +14,7 @@ const std::vector<CommandSpec>& all_commands() {
     v.push_back(tune_command());
     v.push_back(run_command());
     v.push_back(report_command());
+    v.push_back(monitor_command());
     add(ncu_commands());
     add(mcp_commands());
     add(audit_commands());

@@ -23,6 +23,7 @@ std::vector<CommandSpec> audit_commands();  // audit verify
 CommandSpec docs_command();
 CommandSpec eval_command();  // eval
 CommandSpec report_command();  // report (HTML pages, src/report)
+CommandSpec monitor_command();  // monitor (a live view of a run, src/report)
 CommandSpec run_command();  // run (the agent loop, src/loop)
 std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff

@@ -1,12 +1,19 @@
 // `kda report`: one self-contained HTML page of a run directory, an evaluation's JSON or a tuning
 // directory (src/report, docs/report.md).
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <ostream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "report/monitor.h"
 #include "report/provenance.h"
 #include "report/report.h"
 #include "util/fs.h"
@@ -49,7 +56,79 @@ int run_report(const Args& args, Io& io) {
   return kExitOk;
 }
 
+int terminal_width() {
+  winsize ws{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) return ws.ws_col;
+  if (const char* c = std::getenv("COLUMNS"); c != nullptr && std::atoi(c) > 20) return std::atoi(c);
+  return 120;
+}
+
+int run_monitor(const Args& args, Io& io) {
+  const stdfs::path dir = args.positional("run");
+  auto interval = args.number("interval");
+  auto wait = args.number("wait");
+  auto lines = args.integer("activity");
+  for (const auto* r : {&interval, &wait}) {
+    if (!r->ok()) {
+      io.err << "kda monitor: " << r->status().message() << "\n";
+      return kExitBadInput;
+    }
+  }
+  if (!lines.ok() || (*lines && **lines < 0)) {
+    io.err << "kda monitor: --activity: must be a whole number >= 0\n";
+    return kExitBadInput;
+  }
+  const double every = std::max(0.05, interval->value_or(1.0));
+  const double wait_s = wait->value_or(60.0);
+  const bool once = args.flag("once"), as_json = args.flag("json");
+  const auto started = std::chrono::steady_clock::now();
+  std::string last;
+  while (true) {
+    auto snap = report::monitor_snapshot(dir, terminal_width(), static_cast<int>(lines->value_or(8)));
+    if (!snap.ok()) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (snap.status().kind() != ErrorKind::kNotFound || once || waited >= wait_s) {
+        io.err << "kda monitor: " << snap.status().message() << "\n";
+        return snap.status().kind() == ErrorKind::kNotFound ? kExitBadInput : exit_code_for(snap.status());
+      }
+      if (last.empty()) io.err << "kda monitor: waiting for " << (dir / "state.json").string() << "\n" << std::flush;
+      last = "waiting";
+    } else {
+      const std::string shown = as_json ? snap->json.dump() + "\n" : snap->frame;
+      if (shown != last) {
+        // A frame replaces the previous one in place (cursor home, clear); --once and --json append.
+        io.out << (once || as_json ? "" : "\x1b[H\x1b[2J") << shown << std::flush;
+        last = shown;
+      }
+      if (once || snap->finished) return snap->phase == "done" || once ? kExitOk : kExitFailed;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(every));
+  }
+}
+
 }  // namespace
+
+CommandSpec monitor_command() {
+  return {
+      .name = "monitor",
+      .summary = "Watch a running kda run live in the terminal (phase, round, incumbent, budgets, verdicts, activity)",
+      .description =
+          "Redraws a frame every --interval seconds from the run directory's files alone (state.json, ledger.json,\n"
+          "rounds/, the tail of audit.jsonl), so it never touches the run and can watch one another process drives:\n"
+          "phase and round of max, the incumbent with its speedup and interval against the target, budget bars, the\n"
+          "last rounds with why each ended, and the newest audit-log records (the agents' tool calls and file\n"
+          "writes, evaluations). Waits up to --wait seconds for a run that has not started. Ends by itself when the\n"
+          "run ends: exit 0 done, 1 stopped; --once prints one frame and exits 0. --json prints the frame's data as\n"
+          "one JSON object per change (JSON lines). 2 when there is no run at <run>.",
+      .positionals = {{.name = "run", .help = "run directory (kda run --run-dir)"}},
+      .options = {{.name = "interval", .metavar = "S", .help = "seconds between frames", .default_value = "1"},
+                  {.name = "wait", .metavar = "S", .help = "seconds to wait for the run's state.json to appear", .default_value = "60"},
+                  {.name = "activity", .metavar = "N", .help = "audit-log records shown", .default_value = "8"},
+                  {.name = "once", .help = "print one frame and exit"},
+                  json_option()},
+      .run = run_monitor,
+  };
+}
 
 CommandSpec report_command() {
   return {
