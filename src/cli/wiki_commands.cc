@@ -34,7 +34,15 @@ std::vector<OptionSpec> filter_options() {
           {.name = "language", .metavar = "LANG", .help = "only this language: cuda, cpp, python, markdown, json, diff"}};
 }
 
-wiki::Filters filters_of(const Args& a) {
+// The kinds of wiki entries; "" is no filter (search) or each file's own kind (ingest).
+const std::vector<std::string> kKinds = {"", "page", "doc", "code", "pr", "ncu", "lesson"};
+
+Status check_kind(const std::string& kind) {
+  if (std::find(kKinds.begin(), kKinds.end(), kind) != kKinds.end()) return {};
+  return Status::bad_input("--kind: expected page, doc, code, pr, ncu or lesson, got '" + kind + "'");
+}
+
+Result<wiki::Filters> filters_of(const Args& a) {
   wiki::Filters f;
   f.arch = a.value_or("arch", "");
   f.op = a.value_or("op", "");
@@ -42,6 +50,7 @@ wiki::Filters filters_of(const Args& a) {
   f.kind = a.value_or("kind", "");
   f.repo = a.value_or("repo", "");
   f.language = a.value_or("language", "");
+  KDA_RETURN_IF_ERROR(check_kind(f.kind));
   return f;
 }
 
@@ -70,9 +79,7 @@ int run_ingest(const Args& a, Io& io) {
   wiki::IngestOptions opt;
   opt.repo = a.value_or("repo", "");
   opt.kind = a.value_or("kind", "");
-  static const std::vector<std::string> kKinds = {"", "page", "doc", "code", "pr", "ncu", "lesson"};
-  if (std::find(kKinds.begin(), kKinds.end(), opt.kind) == kKinds.end())
-    return fail(io, Status::bad_input("--kind: expected page, doc, code, pr, ncu or lesson, got '" + opt.kind + "'"));
+  if (Status st = check_kind(opt.kind); !st.ok()) return fail(io, st);
   std::vector<stdfs::path> paths;
   for (const auto& p : a.positionals("path")) paths.emplace_back(p);
   auto st = (*index)->ingest(paths, opt, &io.err);
@@ -100,7 +107,9 @@ int run_search(const Args& a, Io& io) {
   wiki::SearchRequest req;
   for (const auto& w : a.positionals("query")) req.query += (req.query.empty() ? "" : " ") + w;
   req.limit = static_cast<int>(limit->value_or(10));
-  req.filters = filters_of(a);
+  auto filters = filters_of(a);
+  if (!filters.ok()) return fail(io, filters.status());
+  req.filters = *filters;
   auto index = open_from(a, io);
   if (!index.ok()) return fail(io, index.status());
   auto hits = (*index)->search(req);
@@ -178,9 +187,11 @@ int run_show(const Args& a, Io& io) {
 int run_grep(const Args& a, Io& io) {
   auto limit = a.integer("limit");
   if (!limit.ok()) return fail(io, limit.status());
+  auto filters = filters_of(a);
+  if (!filters.ok()) return fail(io, filters.status());
   auto index = open_from(a, io);
   if (!index.ok()) return fail(io, index.status());
-  auto hits = (*index)->grep(a.positional("regex"), filters_of(a), static_cast<int>(limit->value_or(100)));
+  auto hits = (*index)->grep(a.positional("regex"), *filters, static_cast<int>(limit->value_or(100)));
   if (!hits.ok()) return fail(io, hits.status());
   if (a.flag("json")) {
     json arr = json::array();

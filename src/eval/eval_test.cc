@@ -934,3 +934,34 @@ TEST(Evaluate, BaselineOverrideIsTimedInThePacksPlace) {
 
 }  // namespace
 }  // namespace kda::eval
+
+namespace kda::eval {
+namespace {
+
+// A CUDA pack on a machine without an NVIDIA driver is refused up front, saying so (it was exit 3
+// with cudaErrorInsufficientDriver from the reference runner); host packs never ask.
+TEST(GpuMachine, ACudaPackNeedsAnNvidiaDriver) {
+  auto cuda = task::load_task_pack(std::filesystem::path(KDA_SOURCE_DIR) / "tasks/cuda/rmsnorm");
+  auto host = task::load_task_pack(std::filesystem::path(KDA_SOURCE_DIR) / "tasks/host/rmsnorm");
+  ASSERT_TRUE(cuda.ok() && host.ok());
+  const std::vector<std::filesystem::path> absent = {"/nonexistent/kda/nvidia/version"};
+  Status st = check_gpu_machine(*cuda, absent);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.kind(), ErrorKind::kBadInput);
+  EXPECT_NE(st.message().find("a CUDA task pack, and this machine has no NVIDIA GPU driver"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("/nonexistent/kda/nvidia/version"), std::string::npos);
+  EXPECT_TRUE(check_gpu_machine(*host, absent).ok());
+  EXPECT_TRUE(check_gpu_machine(*cuda, {KDA_SOURCE_DIR}).ok());  // a driver file that exists
+  // And evaluate() says it too, on this machine, where there is no driver.
+  if (!check_gpu_machine(*cuda).ok()) {
+    auto sol = task::load_solution(std::filesystem::path(KDA_SOURCE_DIR) / "tasks/cuda/rmsnorm/baselines/naive");
+    ASSERT_TRUE(sol.ok()) << sol.status().message();
+    auto r = evaluate(*cuda, *sol, EvalOptions{});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
+    EXPECT_NE(r.status().message().find("no NVIDIA GPU driver"), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace kda::eval

@@ -1386,6 +1386,7 @@ Status check_candidate(const task::TaskPack& pack, const task::Solution& candida
 }
 
 Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
+  KDA_RETURN_IF_ERROR(check_gpu_machine(pack));
   if (!opts.seed) opts.seed = fresh_secret_seed();
   if (opts.reference != "pack" && opts.reference != "torch")
     return Status::bad_input("--reference must be 'pack' or 'torch', not '" + opts.reference + "'");
@@ -1400,6 +1401,22 @@ Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
 }
 
 }  // namespace
+
+Status check_gpu_machine(const task::TaskPack& pack, const std::vector<std::filesystem::path>& driver_files) {
+  if (pack.backend != task::Backend::kCuda) return {};
+  static const std::vector<std::filesystem::path> kDriverFiles = {"/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0",
+                                                                  "/dev/dxg"};
+  const auto& files = driver_files.empty() ? kDriverFiles : driver_files;
+  std::error_code ec;
+  for (const auto& f : files)
+    if (std::filesystem::exists(f, ec)) return {};
+  std::string looked;
+  for (const auto& f : files) looked += (looked.empty() ? "" : ", ") + f.string();
+  return Status::bad_input(fmt::format(
+      "{}: a CUDA task pack, and this machine has no NVIDIA GPU driver (none of {} exists); evaluate it on a machine "
+      "with an NVIDIA GPU (the host packs in tasks/host run anywhere)",
+      pack.root.string(), looked));
+}
 
 Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options) {
   EvalOptions opts = options;

@@ -115,8 +115,14 @@ struct EvalReport {
   std::vector<Gate> static_gates;
 };
 
+// A CUDA pack needs a machine with an NVIDIA driver: kBadInput saying so when none of
+// `driver_files` exists (by default /proc/driver/nvidia/version, /dev/nvidiactl, /dev/nvidia0 and
+// WSL's /dev/dxg), instead of a runner failing later with cudaErrorInsufficientDriver.
+Status check_gpu_machine(const task::TaskPack& pack, const std::vector<std::filesystem::path>& driver_files = {});
+
 // Evaluates `candidate` on `pack`. Errors are the evaluator's own (bad pack, reference does not
-// build, runner missing); everything the candidate does wrong is a verdict in the report.
+// build, runner missing, a CUDA pack where no GPU driver is); everything the candidate does wrong is
+// a verdict in the report.
 Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options);
 
 // What a screening session did (Screener::stats).

@@ -140,7 +140,11 @@ class CudaBackend final : public Backend {
   std::vector<std::string> capabilities() const override { return {"device_inputs", "deferred_records"}; }
 
   Status init() override {
-    if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) return Status::io("cudaSetDevice: " + cuda_error(e));
+    if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess)
+      return Status::io("cudaSetDevice: " + cuda_error(e) +
+                        (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver
+                             ? " (no usable NVIDIA GPU here: is one present and its driver loaded? nvidia-smi tells)"
+                             : ""));
     // The host thread sleeps in synchronisations instead of spinning, so the CPU time a call uses is
     // the candidate's own host work (the host-CPU-time gate compares it with the GPU's kernel time).
     blocking_sync_ = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaSuccess;

@@ -20,8 +20,9 @@ struct Run {
   std::string out;
 };
 
-Run kda(const std::string& args) {
-  std::string cmd = std::string(KDA_BINARY) + " " + args + " 2>/dev/null";
+// stdout (and stderr too with `with_stderr`) of `kda <args>`.
+Run kda(const std::string& args, bool with_stderr = false) {
+  std::string cmd = std::string(KDA_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -71,6 +72,11 @@ TEST_F(WikiCli, BadInputExitsTwo) {
   EXPECT_EQ(kda("wiki ingest " + (dir_ / "missing").string() + db_).code, 2);
   EXPECT_EQ(kda("wiki ingest --kind bogus " + (dir_ / "src").string() + db_).code, 2);
   EXPECT_EQ(kda("wiki search --limit x tma" + db_).code, 2);
+  // An unknown kind is an error, not an empty result (it was exit 0 with no hits).
+  const auto bogus = kda("wiki search --kind bogus tma" + db_, /*with_stderr=*/true);
+  EXPECT_EQ(bogus.code, 2);
+  EXPECT_NE(bogus.out.find("--kind: expected page, doc, code, pr, ncu or lesson, got 'bogus'"), std::string::npos) << bogus.out;
+  EXPECT_EQ(kda("wiki grep --kind bogus tma" + db_).code, 2);
   EXPECT_EQ(kda("wiki search" + db_).code, 2);
   EXPECT_EQ(kda("wiki grep '('" + db_).code, 2);
   EXPECT_EQ(kda("wiki eval " + (dir_ / "nope.jsonl").string() + db_).code, 2);
