@@ -9,6 +9,7 @@ const std::vector<CommandSpec>& all_commands() {
       for (auto& c : group) v.push_back(std::move(c));
     };
     add(task_commands());
+    add(solution_commands());
     v.push_back(eval_command());
     v.push_back(sanitize_command());
     v.push_back(tune_command());

@@ -27,6 +27,7 @@ CommandSpec monitor_command();  // monitor (a live view of a run, src/report)
 CommandSpec run_command();  // run (the agent loop, src/loop)
 std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
+std::vector<CommandSpec> solution_commands();  // solution init (src/task/scaffold.h)
 CommandSpec sanitize_command();  // sanitize (the compute-sanitizer gate)
 std::vector<CommandSpec> task_commands();  // task validate|list|show
 CommandSpec tune_command();  // tune (src/tune)

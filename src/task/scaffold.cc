@@ -1,0 +1,194 @@
+#include "task/scaffold.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace kda::task {
+
+namespace {
+
+using tensor::DType;
+
+struct CType {
+  const char* cpp;   // element type a host (C++) solution uses
+  const char* cuda;  // element type a CUDA solution uses
+  const char* note;  // what the bits are, where the C type does not say it
+};
+
+CType c_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return {"float", "float", ""};
+    case DType::kFloat16: return {"uint16_t", "__half", "IEEE half bits"};
+    case DType::kBFloat16: return {"uint16_t", "__nv_bfloat16", "bfloat16 bits"};
+    case DType::kFloat8E4M3FN: return {"uint8_t", "__nv_fp8_e4m3", "fp8 e4m3fn bits"};
+    case DType::kFloat8E5M2: return {"uint8_t", "__nv_fp8_e5m2", "fp8 e5m2 bits"};
+    case DType::kFloat4E2M1: return {"uint8_t", "uint8_t", "two fp4 e2m1 per byte, low nibble first"};
+    case DType::kInt64: return {"int64_t", "int64_t", ""};
+    case DType::kInt32: return {"int32_t", "int32_t", ""};
+    case DType::kInt16: return {"int16_t", "int16_t", ""};
+    case DType::kInt8: return {"int8_t", "int8_t", ""};
+    case DType::kUInt8: return {"uint8_t", "uint8_t", ""};
+    case DType::kBool: return {"bool", "bool", "one byte each"};
+  }
+  return {"uint8_t", "uint8_t", ""};
+}
+
+// DLPack's name for a type code (DLPack 1.0's fp8/fp4 codes have none in Debian's 0.6 header).
+std::string code_name(int code) {
+  switch (code) {
+    case kDLInt: return "kDLInt";
+    case kDLUInt: return "kDLUInt";
+    case kDLFloat: return "kDLFloat";
+    case kDLBfloat: return "kDLBfloat";
+    default: return std::to_string(code);
+  }
+}
+
+std::string identifier(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "t_" + s;
+  return s;
+}
+
+std::string shape_text(const TensorSpec& t) {
+  if (t.is_scalar()) return "scalar (a 0-d tensor in host memory)";
+  std::string s;
+  for (const auto& a : *t.shape) s += (s.empty() ? "" : ", ") + a;
+  return "[" + s + "]";
+}
+
+// One DLTensor argument: where it lives in the call and what the definition says it is.
+struct Arg {
+  const TensorSpec* spec;
+  std::string array;  // "inputs" | "outputs"
+  int index;
+};
+
+std::string source(const TaskPack& pack, const std::string& language, const std::string& entry) {
+  const Definition& d = pack.definition;
+  const bool cuda = language == "cuda";
+  std::vector<Arg> args;
+  for (size_t i = 0; i < d.inputs.size(); ++i) args.push_back({&d.inputs[i], "inputs", static_cast<int>(i)});
+  for (size_t i = 0; i < d.outputs.size(); ++i) args.push_back({&d.outputs[i], "outputs", static_cast<int>(i)});
+
+  std::string s = fmt::format(
+      "// A kda solution of {}\n// ({}), scaffolded by `kda solution init`: it builds, loads and checks its arguments;\n"
+      "// computing the outputs is yours (search for \"Compute\"). The ABI is docs/solutions.md.\n",
+      d.name, d.op_type.empty() ? "no op type" : d.op_type);
+  s += "//\n// Arguments, in the definition's order:\n";
+  for (const Arg& a : args)
+    s += fmt::format("//   {}[{}] {}: {} {}{}\n", a.array, a.index, a.spec->name, tensor::dtype_name(a.spec->dtype), shape_text(*a.spec),
+                     a.spec->description.empty() ? "" : " - " + a.spec->description);
+  s += "#include <dlpack/dlpack.h>\n#include <stdint.h>\n";
+  if (cuda) s += "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <cuda_fp8.h>\n#include <cuda_runtime.h>\n";
+  s += fmt::format(R"(
+namespace {{
+
+// The entry point's return values: 0 is success; kda eval reports any other as a RUNTIME_ERROR
+// ("entry point returned N").
+constexpr int kBadArity = 1, kBadTensor = 2, kBadShape = 3, kNotImplemented = {};
+
+// dtype code and bits (DLPack; fp8/fp4 use DLPack 1.0's codes), rank, and where the data lives.
+bool is(const DLTensor& t, int code, int bits, int ndim, DLDeviceType device) {{
+  return t.dtype.code == code && t.dtype.bits == bits && t.dtype.lanes == 1 && t.ndim == ndim &&
+         t.device.device_type == device;
+}}
+
+// The first element: data plus byte_offset (kda passes views whose offset need not be 0).
+template <class T>
+T* data_of(const DLTensor& t) {{
+  return reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset);
+}}
+
+)",
+                   kScaffoldNotImplemented);
+  if (cuda) s += "// Your kernels go here (tasks/*/baselines/ and solutions/ have examples for the built-in packs).\n\n";
+  s += "}  // namespace\n\n";
+  s += fmt::format(
+      "extern \"C\" int {}(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs,\n"
+      "                     void* stream) {{\n",
+      entry);
+  s += fmt::format("  if (num_inputs != {} || num_outputs != {}) return kBadArity;\n", d.inputs.size(), d.outputs.size());
+  for (const Arg& a : args) {
+    const DLDataType dl = tensor::to_dlpack(a.spec->dtype);
+    const bool host = a.spec->is_scalar() || !cuda;
+    s += fmt::format("  if (!is({}[{}], {}, {}, {}, {})) return kBadTensor;  // {}{}\n", a.array, a.index, code_name(dl.code), dl.bits,
+                     a.spec->is_scalar() ? 0 : a.spec->shape->size(), host ? "kDLCPU" : "kDLCUDA", a.spec->name,
+                     code_name(dl.code) == std::to_string(dl.code) ? fmt::format(" ({})", tensor::dtype_name(a.spec->dtype)) : "");
+  }
+  // Axes: each variable axis read from the first tensor that has it; every other use checked.
+  std::map<std::string, std::string> read;  // axis -> C expression
+  std::string checks;
+  s += "  // Axes, from the shapes:\n";
+  for (const Arg& a : args) {
+    if (a.spec->is_scalar()) continue;
+    for (size_t k = 0; k < a.spec->shape->size(); ++k) {
+      const std::string& axis = (*a.spec->shape)[k];
+      const std::string at = fmt::format("{}[{}].shape[{}]", a.array, a.index, k);
+      const AxisSpec* spec = d.axis(axis);
+      if (spec != nullptr && spec->kind == AxisSpec::Kind::kConst) {
+        checks += fmt::format("  if ({} != {}) return kBadShape;  // {} is constant\n", at, spec->value, axis);
+      } else if (read.count(axis) == 0) {
+        read[axis] = at;
+        s += fmt::format("  const int64_t {} = {};\n", identifier(axis), at);
+      } else {
+        checks += fmt::format("  if ({} != {}) return kBadShape;\n", at, identifier(axis));
+      }
+    }
+  }
+  s += checks;
+  s += "  // Typed views of the data:\n";
+  for (const Arg& a : args) {
+    const CType t = c_type(a.spec->dtype);
+    const bool in = a.array == "inputs";
+    const std::string type = cuda && !a.spec->is_scalar() ? t.cuda : t.cpp;
+    // The note says what the bits are where the C type is a stand-in (uint16_t for bfloat16 ...).
+    const bool stand_in = type.find("int") != std::string::npos && tensor::is_float(a.spec->dtype);
+    s += fmt::format("  {}{}* {} = data_of<{}{}>({}[{}]);{}\n", in ? "const " : "", type, identifier(a.spec->name), in ? "const " : "",
+                     type, a.array, a.index, stand_in || a.spec->dtype == DType::kBool ? std::string("  // ") + t.note : "");
+  }
+  if (cuda) s += "  cudaStream_t s = static_cast<cudaStream_t>(stream);  // launch on this stream only\n";
+  s += "  // Compute: write every element of every output";
+  s += cuda ? " (launch on `s`; kda synchronises and times the stream).\n" : ".\n";
+  s += "  // Until then this solution says so instead of returning garbage:\n";
+  std::vector<std::string> names;
+  for (const auto& [axis, expr] : read) names.push_back(identifier(axis));
+  for (const Arg& a : args) names.push_back(identifier(a.spec->name));
+  names.push_back(cuda ? "s" : "stream");
+  std::string line = " ";
+  for (const auto& n : names) {
+    if (line.size() + n.size() + 8 > 100) s += line + "\n", line = " ";
+    line += " (void)" + n + ";";
+  }
+  s += line + "\n";
+  s += "  return kNotImplemented;\n}\n";
+  return s;
+}
+
+}  // namespace
+
+Result<Solution> scaffold_solution(const TaskPack& pack, const ScaffoldOptions& options) {
+  const bool cuda_pack = pack.backend == Backend::kCuda;
+  const std::string language = options.language.empty() ? (cuda_pack ? "cuda" : "cpp") : options.language;
+  if (language != "cpp" && language != "cuda")
+    return Status::bad_input("--language: kda scaffolds cpp or cuda solutions, not '" + language + "'");
+  if (cuda_pack != (language == "cuda"))
+    return Status::bad_input(fmt::format("--language {}: {} is a {} pack; its solutions are {}", language, pack.root.string(),
+                                         cuda_pack ? "CUDA" : "host", cuda_pack ? "cuda" : "cpp"));
+  Solution s;
+  s.name = options.name.empty() ? pack.definition.name + "_" + language + "_draft" : options.name;
+  s.definition = pack.definition.name;
+  s.author = options.author;
+  s.spec.language = language;
+  s.spec.target_hardware = {cuda_pack ? "H200" : "cpu"};
+  const std::string file = cuda_pack ? "kernel.cu" : "kernel.cc";
+  s.spec.entry_point = file + "::run";
+  s.spec.destination_passing_style = true;
+  s.sources.push_back({file, source(pack, language, "run")});
+  s.description = "Scaffolded by kda solution init: builds and checks its arguments; the computation is still to be written.";
+  return s;
+}
+
+}  // namespace kda::task
