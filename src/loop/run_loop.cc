@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -189,6 +190,7 @@ class Runner {
   json round_profiles() const;
   Result<std::vector<std::string>> protected_problems();
   Status protect(const std::string& rel);
+  Status write_final_solution(const task::Solution& s);
   Status export_final(const std::optional<eval::EvalReport>& final_report);
   std::string round_dir_rel() const { return "rounds/" + round_name(state_.round); }
   stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
@@ -1147,12 +1149,33 @@ Status Runner::finalize() {
   return save_state();
 }
 
+// final/ is a solution directory: solution.json naming the sources and the sources beside it (a
+// source whose path is one of kda's own files in final/ stays inline). Files of an earlier export
+// that the solution no longer has are removed first.
+Status Runner::write_final_solution(const task::Solution& s) {
+  const stdfs::path final_dir = dir_ / "final";
+  static const std::set<std::string> kOwn = {"solution.json", "traces.jsonl", "check.json", "report.html"};
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(final_dir));
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(final_dir, ec))
+    if (!kOwn.count(e.path().filename().string())) stdfs::remove_all(e.path(), ec);
+  nlohmann::json j = s.to_json();
+  for (auto& src : j["sources"]) {
+    const std::string path = src.value("path", "");
+    if (kOwn.count(path)) continue;
+    const stdfs::path file = final_dir / path;
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(file.parent_path()));
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(file, src.value("content", "")));
+    src.erase("content");
+  }
+  return fs::write_file_atomic(final_dir / "solution.json", j.dump(2) + "\n");
+}
+
 Status Runner::export_final(const std::optional<eval::EvalReport>& final_report) {
   GitWorkspace ws = workspace();
   KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
   KDA_ASSIGN_OR_RETURN(task::Solution s, task::load_solution(dir_ / "workspace"));
-  KDA_RETURN_IF_ERROR(fs::ensure_dir(dir_ / "final"));
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "final" / "solution.json", s.to_json().dump(2) + "\n"));
+  KDA_RETURN_IF_ERROR(write_final_solution(s));
   std::string traces;
   if (final_report) {
     for (const auto& w : final_report->workloads) traces += eval::trace_json(*final_report, w, *pack_).dump() + "\n";

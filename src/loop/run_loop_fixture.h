@@ -13,6 +13,7 @@
 
 #include "agent/scripted_backend.h"
 #include "audit/audit_log.h"
+#include "task/solution.h"
 #include "util/fs.h"
 
 namespace kda::loop::testing_fixture {
@@ -70,6 +71,14 @@ struct FakeEval {
     return r;
   }
 };
+
+// The sources of the run's final/ solution directory, concatenated (solution.json names them).
+inline Result<std::string> final_sources(const stdfs::path& run) {
+  KDA_ASSIGN_OR_RETURN(task::Solution s, task::load_solution(run / "final"));
+  std::string all;
+  for (const auto& f : s.sources) all += f.content;
+  return all;
+}
 
 inline json writer_session(const std::string& phase, int index, json steps, const std::string& final_text = "done",
                     int tokens = 0) {
@@ -223,7 +232,7 @@ inline void expect_full_scenario_result(const stdfs::path& run, const RunOutcome
   bool complained = false;
   for (const auto& c : state->complaints) complained = complained || c.find("round 3: malformed") != std::string::npos;
   EXPECT_TRUE(complained);
-  auto final_solution = fs::read_file(run / "final/solution.json");
+  auto final_solution = final_sources(run);
   ASSERT_TRUE(final_solution.ok());
   EXPECT_NE(final_solution->find("fake-speedup: 4.0"), std::string::npos);
   auto traces = fs::read_file(run / "final/traces.jsonl");

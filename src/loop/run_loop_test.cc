@@ -88,7 +88,7 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
     EXPECT_EQ(o->phase, "stopped");
     EXPECT_NE(o->stop_reason.find("integrity violation: the audit log was altered"), std::string::npos) << o->stop_reason;
     EXPECT_EQ(o->incumbent, "c001");
-    auto sol = fs::read_file(run_ / "final/solution.json");
+    auto sol = final_sources(run_);
     ASSERT_TRUE(sol.ok());
     EXPECT_NE(sol->find("fake-speedup: 2.0"), std::string::npos);
     EXPECT_EQ(stdfs::exists(run_ / "audit.altered.jsonl"), c.alter != nullptr);
@@ -212,7 +212,7 @@ TEST_F(RunLoopTest, TokenBudgetStopsGracefullyWithIncumbent) {
   EXPECT_EQ(o->phase, "stopped");
   EXPECT_NE(o->stop_reason.find("budget"), std::string::npos) << o->stop_reason;
   EXPECT_EQ(o->incumbent, "c001");
-  auto sol = fs::read_file(run_ / "final/solution.json");
+  auto sol = final_sources(run_);
   ASSERT_TRUE(sol.ok());
   EXPECT_NE(sol->find("fake-speedup: 2.0"), std::string::npos);
 }
@@ -231,7 +231,7 @@ TEST_F(RunLoopTest, PlanTamperingIsAViolationThatStopsTheRun) {
   EXPECT_EQ(o->phase, "stopped");
   EXPECT_NE(o->stop_reason.find("plan hash violation"), std::string::npos) << o->stop_reason;
   EXPECT_EQ(o->incumbent, "c000");
-  auto sol = fs::read_file(run_ / "final/solution.json");
+  auto sol = final_sources(run_);
   ASSERT_TRUE(sol.ok());
   EXPECT_EQ(sol->find("fake-speedup"), std::string::npos);
 }

@@ -124,7 +124,10 @@ class LoopE2E : public ::testing::Test {
     EXPECT_EQ(check["eval"]["workloads"].size(), 8u);
     json solution = read_json(run_dir / "final/solution.json");
     EXPECT_EQ(solution["name"], "host_gemm_f32_ikj_blocked");
-    EXPECT_EQ(solution["sources"][0]["content"], *kda::fs::read_file(kHere / "kernel_blocked.cc"));
+    // final/ is a solution directory: the source beside solution.json, not inline.
+    EXPECT_FALSE(solution["sources"][0].contains("content"));
+    EXPECT_EQ(*kda::fs::read_file(run_dir / "final" / solution["sources"][0]["path"].get<std::string>()),
+              *kda::fs::read_file(kHere / "kernel_blocked.cc"));
     auto traces = kda::fs::read_file(run_dir / "final/traces.jsonl");
     ASSERT_TRUE(traces.ok());
     EXPECT_EQ(std::count(traces->begin(), traces->end(), '\n'), 8);
@@ -278,7 +281,7 @@ TEST_F(LoopE2E, NativeApiAgentsAgainstFakeLlm) {
   EXPECT_FALSE(v2["verified"].get<bool>());
   EXPECT_EQ(v2["claims"][0]["status"], "false");
   json solution = read_json(run_dir / "final/solution.json");
-  EXPECT_EQ(solution["sources"][0]["content"], blocked);
+  EXPECT_EQ(*kda::fs::read_file(run_dir / "final" / solution["sources"][0]["path"].get<std::string>()), blocked);
   json check = read_json(run_dir / "final/check.json");
   EXPECT_TRUE(check["met"].get<bool>());
   auto ok = run({KDA_BINARY, "audit", "verify", run_dir.string()});
