@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 
@@ -28,15 +29,49 @@ std::filesystem::path runner_path() {
   return "kda-runner";
 }
 
-void print_table(const eval::EvalReport& r, std::ostream& out, bool explain) {
-  out << fmt::format("{:<38} {:<28} {:>12} {:>12} {:>9}\n", "workload", "verdict", "latency_ms", "baseline_ms", "speedup");
+std::string ms_text(double ms) {
+  if (ms >= 100) return fmt::format("{:.1f} ms", ms);
+  if (ms >= 1) return fmt::format("{:.3f} ms", ms);
+  return fmt::format("{:.2f} us", ms * 1000);
+}
+
+std::string axes_text(const nlohmann::json& axes) {
+  std::string s;
+  for (const auto& [k, v] : axes.items()) s += (s.empty() ? "" : " ") + k + "=" + v.dump();
+  return s;
+}
+
+// The rate a latency means for the pack's roofline formulas ("812 GB/s", "0.41 TFLOP/s") and, on
+// the GPU, the fraction of the roofline floor reached; "" where the pack has no formula.
+std::string achieved_text(const task::TaskPack& pack, const eval::WorkloadResult& w) {
+  if (w.latency_ms <= 0) return "";
+  std::map<std::string, int64_t> axes;
+  for (const auto& [k, v] : w.axes.items())
+    if (v.is_number_integer()) axes[k] = v.get<int64_t>();
+  std::string s;
+  const double seconds = w.latency_ms * 1e-3;
+  if (pack.settings.roofline_bytes)
+    if (auto b = pack.settings.roofline_bytes->evaluate(axes); b.ok() && *b > 0) s += fmt::format("{:.3g} GB/s", *b / seconds / 1e9);
+  if (pack.settings.roofline_flops)
+    if (auto f = pack.settings.roofline_flops->evaluate(axes); f.ok() && *f > 0)
+      s += fmt::format("{}{:.3g} TFLOP/s", s.empty() ? "" : ", ", *f / seconds / 1e12);
+  if (w.roofline_floor_ms && *w.roofline_floor_ms > 0) s += fmt::format(" ({:.0f} % of floor)", 100 * *w.roofline_floor_ms / w.latency_ms);
+  return s;
+}
+
+void print_table(const task::TaskPack& pack, const eval::EvalReport& r, std::ostream& out, bool explain) {
+  // Each latency with its spread over the timed calls (p10-p90); workloads by uuid prefix (accepted
+  // by --workloads) and axes.
+  out << fmt::format("{:<9} {:<26} {:<20} {:>10} {:>21} {:>10} {:>8}  {}\n", "workload", "axes", "verdict", "latency", "p10 - p90",
+                     "baseline", "speedup", "achieved");
   const std::string* last_message = nullptr;
   for (const auto& w : r.workloads) {
-    bool ok = w.verdict == eval::Verdict::kPassed;
-    out << fmt::format("{:<38} {:<28} {:>12} {:>12} {:>9}\n", w.uuid, eval::verdict_name(w.verdict),
-                       ok ? fmt::format("{:.5f}", w.latency_ms) : "-",
-                       ok && w.baseline_ms > 0 ? fmt::format("{:.5f}", w.baseline_ms) : "-",
-                       ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-");
+    const bool ok = w.verdict == eval::Verdict::kPassed;
+    const std::string spread = ok && w.candidate.n > 1 ? ms_text(w.candidate.p10) + " - " + ms_text(w.candidate.p90) : "-";
+    out << fmt::format("{:<9} {:<26} {:<20} {:>10} {:>21} {:>10} {:>8}  {}\n", w.uuid.substr(0, 8), axes_text(w.axes),
+                       eval::verdict_name(w.verdict), ok ? ms_text(w.latency_ms) : "-", spread,
+                       ok && w.baseline_ms > 0 ? ms_text(w.baseline_ms) : "-", ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-",
+                       ok ? achieved_text(pack, w) : "");
     // A reason shared by consecutive rows (a build failure blocks every workload) is printed once.
     if (!ok && (explain || last_message == nullptr || *last_message != w.message)) {
       out << "    " << w.message << "\n";
@@ -59,8 +94,11 @@ void print_table(const eval::EvalReport& r, std::ostream& out, bool explain) {
   for (const auto& w : r.workloads) passed += w.verdict == eval::Verdict::kPassed;
   const bool timed = std::any_of(r.workloads.begin(), r.workloads.end(), [](const auto& w) { return w.speedup > 0; });
   const std::string score = timed || !r.all_passed
-                                ? fmt::format("score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x", r.score_mean,
-                                              r.score_geomean)
+                                ? fmt::format("score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x{}", r.score_mean,
+                                              r.score_geomean,
+                                              r.geomean_ci ? fmt::format(" (95 % interval over trials {:.3f}x - {:.3f}x)",
+                                                                         r.geomean_ci->low, r.geomean_ci->high)
+                                                           : "")
                                 : std::string("not timed");
   out << fmt::format("summary: {}/{} PASSED; {}; {} backend; seed {}; {:.1f} s ({:.2f} s inside calls)\n", passed,
                      r.workloads.size(), score, r.backend, r.seed, r.wall_s, r.in_call_s);
@@ -146,7 +184,7 @@ int run_eval(const Args& args, Io& io) {
   if (args.flag("json"))
     io.out << eval::report_json(*report, *pack).dump(2) << "\n";
   else
-    print_table(*report, io.out, args.flag("explain"));
+    print_table(*pack, *report, io.out, args.flag("explain"));
   return report->all_passed ? kExitOk : kExitFailed;
 }
 
@@ -164,7 +202,7 @@ CommandSpec eval_command() {
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
       .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
                   {.name = "workloads", .short_name = 'w', .metavar = "SET",
-                   .help = "all | dev | holdout | uuid[,uuid...]", .default_value = "dev"},
+                   .help = "all | dev | holdout | uuid[,uuid...] (a unique prefix of a uuid will do)", .default_value = "dev"},
                   {.name = "holdout", .help = "evaluate on the hidden holdout workloads (same as --workloads holdout)"},
                   {.name = "seed", .metavar = "N", .help = "master seed, to reproduce a run (default: fresh secret seed)"},
                   {.name = "trials", .metavar = "N", .help = "override task.toml [timing] trials"},

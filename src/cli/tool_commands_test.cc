@@ -89,6 +89,26 @@ TEST_F(ToolCommands, EvalTableShowsCompilerErrorsOnce) {
   EXPECT_NE(out_.find("COMPILE_ERROR"), std::string::npos) << out_;
 }
 
+// Spread and names on screen (issue 21 item 2): rows by uuid prefix with their axes, each latency
+// with its p10-p90 spread, the rate the pack's roofline formulas give, the geomean's interval over
+// trials; --workloads takes a unique prefix and says which workloads an ambiguous one matches.
+TEST_F(ToolCommands, EvalTableShowsAxesSpreadRatesAndTakesUuidPrefixes) {
+  const std::string fast = kSource + "/tests/fixtures/solutions/host_gemm/fast", task = kSource + "/tasks/host/gemm";
+  ASSERT_EQ(run({"eval", fast, "--task", task, "--workloads", "ff23,5d7c", "--quiet"}), 0) << err_;
+  EXPECT_NE(out_.find("p10 - p90"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("ff23df9b  K=64 M=1 N=64"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("5d7ca068  K=128 M=256 N=256"), std::string::npos) << out_;
+  EXPECT_NE(out_.find(" us - "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("GB/s"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("TFLOP/s"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("95 % interval over trials"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("summary: 2/2 PASSED"), std::string::npos) << out_;
+  EXPECT_EQ(run({"eval", fast, "--task", task, "--workloads", "f", "--quiet"}), 2);
+  EXPECT_NE(err_.find("'f' is the start of 3 workloads"), std::string::npos) << err_;
+  EXPECT_EQ(run({"eval", fast, "--task", task, "--workloads", "0000", "--quiet"}), 2);
+  EXPECT_NE(err_.find("no workload '0000'"), std::string::npos) << err_;
+}
+
 TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {
   // Host pack: the whole run completes under the fake (profile_range is ignored on the host), but
   // the fake writes no report, so the command fails and shows ncu's log tail.

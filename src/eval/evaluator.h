@@ -25,7 +25,7 @@ namespace kda::eval {
 
 struct EvalOptions {
   std::filesystem::path runner_binary;   // kda-runner
-  std::string workloads = "dev";         // all | dev | holdout | uuid[,uuid...]
+  std::string workloads = "dev";         // all | dev | holdout | uuid[,uuid...] (unique prefixes too)
   std::optional<uint64_t> seed;          // master seed (reproduce a run); fresh secret seed otherwise
   bool with_baseline = true;             // time the pack's baseline interleaved with the candidate
   // Time this solution as the baseline instead of the pack's (a head-to-head of two solutions on the

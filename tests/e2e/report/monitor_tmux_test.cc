@@ -9,6 +9,8 @@
 #include <chrono>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "proc/subprocess.h"
 #include "util/fs.h"
 
@@ -86,17 +88,20 @@ TEST_F(MonitorTmux, WatchesALiveRunUntilItIsDone) {
     saw_done = last.find("MONITOR_EXIT=") != std::string::npos;
   }
   auto exit = run->wait_or_kill(kda::proc::Deadline::after(std::chrono::seconds(300)));
-  EXPECT_TRUE(exit.success()) << exit.describe();
+  EXPECT_TRUE(exit.exit_code == 0 || exit.exit_code == 1) << exit.describe();  // done, or stopped
   EXPECT_TRUE(saw_round) << "never saw a round in progress; last screen:\n" << last;
   ASSERT_TRUE(saw_done) << last;
-  // The final frame stays on screen above the exit line.
-  EXPECT_NE(last.find("phase done"), std::string::npos) << last;
-  EXPECT_NE(last.find("incumbent c004"), std::string::npos) << last;
-  EXPECT_NE(last.find("MET"), std::string::npos) << last;
-  EXPECT_NE(last.find("false_claim"), std::string::npos) << last;
-  EXPECT_NE(last.find("rounds         4 / 6"), std::string::npos) << last;
+  // The final frame stays on screen above the exit line, and says what state.json says (the
+  // scenario's outcome may differ on a loaded machine; what the monitor shows may not).
+  auto state = nlohmann::json::parse(*kda::fs::read_file(run_dir / "state.json"), nullptr, false);
+  ASSERT_TRUE(state.is_object());
+  const std::string phase = state["phase"].get<std::string>(), incumbent = state["incumbent"]["id"].get<std::string>();
+  EXPECT_NE(last.find("phase " + phase), std::string::npos) << last;
+  EXPECT_NE(last.find("incumbent " + incumbent), std::string::npos) << last;
+  EXPECT_EQ(last.find("MET") != std::string::npos, phase == "done") << last;
+  EXPECT_NE(last.find("false_claim"), std::string::npos) << last;  // round 2's 1000x claim, always false
   EXPECT_NE(last.find("activity (audit log)"), std::string::npos) << last;
-  EXPECT_NE(last.find("MONITOR_EXIT=0"), std::string::npos) << last;
+  EXPECT_NE(last.find(phase == "done" ? "MONITOR_EXIT=0" : "MONITOR_EXIT=1"), std::string::npos) << last;
   for (size_t at = 0, line = 0; at < last.size(); at = last.find('\n', at) + 1, ++line) {
     const size_t end = last.find('\n', at);
     EXPECT_LE((end == std::string::npos ? last.size() : end) - at, 120u) << "line " << line << " wider than the pane";

@@ -132,7 +132,9 @@ TEST_F(ReportChromium, ARunItsEvaluationAndATuningRenderOfflineWithNumbersFromTh
                 "--max-rounds", "6", "--eval-trials", "1", "--eval-iterations", "5", "--eval-warmup", "1", "--final-trials", "2",
                 "--min-improvement", "0.1", "--quiet", "--json"},
                600);
-  ASSERT_EQ(r.exit.exit_code, 0) << r.stderr_text;
+  // Done (0) or, on a loaded machine where a round's gain stayed inside the noise, stopped (1): the
+  // page must show either as it is.
+  ASSERT_TRUE(r.exit.exit_code == 0 || r.exit.exit_code == 1) << r.stderr_text;
   const json outcome = json::parse(r.stdout_text, nullptr, false);
 
   const json page = report(run_dir, tmp_ / "run.html");
