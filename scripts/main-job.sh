@@ -22,27 +22,28 @@ if [ ! -f "$run_dir/final/solution.json" ]; then
   exit 1
 fi
 
-# Geomeans of the latency, baseline and speedup columns of `kda eval`'s table; PASSED count.
+# From the FlashInfer-Bench traces `kda eval --traces` writes (JSON lines): PASSED count, workload
+# count and, over the PASSED workloads, the geomeans of the baseline latency, the tuned latency and
+# the speedup.
 summarise() {
-  awk '$2 ~ /^[A-Z_]+$/ && $NF ~ /x$/ && NF >= 5 {
-         n++; if ($2 == "PASSED") p++;
-         lat += log($3); base += log($4); s = $5; sub(/x$/, "", s); sp += log(s)
-       }
-       END { if (n == 0) { print "0 0 0 0 0"; exit }
-             printf "%d %d %.6g %.6g %.4f\n", p, n, exp(base / n), exp(lat / n), exp(sp / n) }'
+  jq -rs '[.[].evaluation] as $e | [$e[] | select(.status == "PASSED")] as $p
+         | def gm(f): if ($p | length) == 0 then 0 else ([$p[] | f | log] | add / length | exp) end;
+         "\($p | length) \($e | length) \(gm(.kda.baseline.latency_ms)) \(gm(.performance.latency_ms)) \(gm(.kda.speedup_vs_baseline))"'
 }
-all_out=$(build/kda eval "$run_dir/final" --task "$pack" --workloads all 2>/dev/null)
-holdout_out=$(build/kda eval "$run_dir/final" --task "$pack" --holdout 2>/dev/null)
-echo "$all_out"
-echo "$holdout_out"
-read -r all_p all_n all_base all_lat all_speedup <<<"$(echo "$all_out" | summarise)"
-read -r ho_p ho_n ho_base ho_lat ho_speedup <<<"$(echo "$holdout_out" | summarise)"
+if ! command -v jq >/dev/null 2>&1; then
+  echo "main job: needs jq (scripts/install-deps.sh installs it)" >&2
+  exit 1
+fi
+build/kda eval "$run_dir/final" --task "$pack" --workloads all --traces "$run_dir/main-job-all.jsonl" --quiet || true
+build/kda eval "$run_dir/final" --task "$pack" --holdout --traces "$run_dir/main-job-holdout.jsonl" --quiet || true
+read -r all_p all_n all_base all_lat all_speedup <<<"$(summarise <"$run_dir/main-job-all.jsonl" 2>/dev/null || echo 0 0 0 0 0)"
+read -r ho_p ho_n ho_base ho_lat ho_speedup <<<"$(summarise <"$run_dir/main-job-holdout.jsonl" 2>/dev/null || echo 0 0 0 0 0)"
 
 echo
 echo "== kda main job: $pack, tuned offline by kda run --writer tuner --reviewer rules ($run_dir)"
-printf 'all workloads: %s/%s PASSED; baseline %s ms, tuned %s ms (geomeans); speedup %sx\n' \
+printf 'all workloads: %s/%s PASSED; baseline %.4g ms, tuned %.4g ms (geomeans); speedup %.3fx\n' \
   "$all_p" "$all_n" "$all_base" "$all_lat" "$all_speedup"
-printf 'holdout:       %s/%s PASSED; baseline %s ms, tuned %s ms (geomeans); speedup %sx\n' \
+printf 'holdout:       %s/%s PASSED; baseline %.4g ms, tuned %.4g ms (geomeans); speedup %.3fx\n' \
   "$ho_p" "$ho_n" "$ho_base" "$ho_lat" "$ho_speedup"
 if [ "$all_n" -eq 0 ] || [ "$all_p" -ne "$all_n" ] || [ "$ho_p" -ne "$ho_n" ] ||
    ! awk -v s="$all_speedup" 'BEGIN { exit !(s > 1) }'; then
