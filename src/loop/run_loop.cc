@@ -191,6 +191,7 @@ class Runner {
   Result<std::vector<std::string>> protected_problems();
   Status protect(const std::string& rel);
   Status write_final_solution(const task::Solution& s);
+  std::optional<std::string> futile_completion(bool accepted) const;
   Status export_final(const std::optional<eval::EvalReport>& final_report);
   std::string round_dir_rel() const { return "rounds/" + round_name(state_.round); }
   stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
@@ -1108,10 +1109,35 @@ Status Runner::round_decide() {
   if (state_.stalls >= 3) return stop("three stalled rounds in a row");
   if (decision == "STOP") return stop("the reviewer decided STOP");
   if (decision == "COMPLETE") {
+    if (auto futile = futile_completion(accepted)) {
+      // The round changed nothing the check would measure: say why instead of spending it.
+      KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "completion check skipped"}, {"why", *futile}}));
+      state_.note = "the reviewer asked for COMPLETE, but no completion check was run: " + *futile;
+      state_.complaints.push_back("COMPLETE on round " + std::to_string(state_.round - 1) + ": " + *futile);
+      status_line("completion check skipped: " + *futile);
+      if (state_.round > state_.options.max_rounds) return stop("the reviewer asked for COMPLETE and no rounds are left: " + *futile);
+      return save_state();
+    }
     state_.phase = "finalize";
     state_.step = "check";
   }
   return save_state();
+}
+
+// Why a completion check after a round that was not accepted could not pass, if it could not: the
+// incumbent is the one the last failed check measured, or its geomean (with its interval, widened
+// by the claim tolerance) is below the target. nullopt: run the check.
+std::optional<std::string> Runner::futile_completion(bool accepted) const {
+  if (accepted) return std::nullopt;
+  const json last = json::parse(read_or_empty(dir_ / "final" / "check.json"), nullptr, false);
+  if (last.is_object() && !last.value("met", false) && last.value("incumbent", "") == state_.incumbent_id)
+    return fmt::format("the incumbent {} is unchanged since the last completion check, which failed", state_.incumbent_id);
+  const double bound = std::max(state_.incumbent_ci_high, state_.incumbent_speedup * (1 + state_.options.claim_tolerance));
+  if (bound < criteria_.min_geomean_speedup)
+    return fmt::format("this round was not accepted, and the incumbent {} measured {:.3f}x (at most {:.3f}x within its "
+                       "interval and the claim tolerance) against the target {:.3f}x",
+                       state_.incumbent_id, state_.incumbent_speedup, bound, criteria_.min_geomean_speedup);
+  return std::nullopt;
 }
 
 Status Runner::finalize() {

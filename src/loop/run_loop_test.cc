@@ -263,10 +263,42 @@ TEST_F(RunLoopTest, FailedCompletionCheckReturnsToRounds) {
   auto o = start_run(run_, opts, env());
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o->phase, "stopped");
-  EXPECT_NE(o->stop_reason.find("completion check failed"), std::string::npos) << o->stop_reason;
   auto c2 = fs::read_file(run_ / "rounds/002/contract.md");
   ASSERT_TRUE(c2.ok());
   EXPECT_NE(c2->find("completion check failed"), std::string::npos);
+  // Round 2 changed nothing and the reviewer asked again: the same incumbent is not checked twice.
+  EXPECT_NE(o->stop_reason.find("the incumbent c001 is unchanged since the last completion check, which failed"),
+            std::string::npos) << o->stop_reason;
+  auto log = fs::read_file(run_ / "audit.jsonl");
+  ASSERT_TRUE(log.ok());
+  size_t checks = 0;
+  for (size_t at = log->find("\"why\":\"completion check\""); at != std::string::npos; at = log->find("\"why\":\"completion check\"", at + 1)) ++checks;
+  EXPECT_EQ(checks, 1u);
+}
+
+// A COMPLETE on a round that was not accepted, with the incumbent far below the target, runs no
+// completion check (it would measure the unchanged incumbent and fail): the next contract says why.
+TEST_F(RunLoopTest, CompleteOnARejectedRoundBelowTheTargetRunsNoCheck) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing changed")}}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: STALLED"}});
+  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("still nothing")}}});
+  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: STALLED"}});
+  auto opts = options("10x");
+  opts.max_rounds = 2;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "stopped");
+  EXPECT_NE(o->stop_reason.find("the reviewer asked for COMPLETE and no rounds are left"), std::string::npos) << o->stop_reason;
+  EXPECT_FALSE(stdfs::exists(run_ / "final/check.json"));  // no completion check ran
+  auto log = fs::read_file(run_ / "audit.jsonl");
+  ASSERT_TRUE(log.ok());
+  EXPECT_EQ(log->find("\"completion check\""), std::string::npos);
+  EXPECT_NE(log->find("\"completion check skipped\""), std::string::npos);
+  auto c2 = fs::read_file(run_ / "rounds/002/contract.md");
+  ASSERT_TRUE(c2.ok());
+  EXPECT_NE(c2->find("no completion check was run: this round was not accepted, and the incumbent c000"), std::string::npos) << *c2;
 }
 
 TEST_F(RunLoopTest, AlignmentReviewEveryKRounds) {
