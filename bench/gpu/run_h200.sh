@@ -16,7 +16,8 @@
 #                                   (memcheck) of the CUDA rmsnorm baseline (expect clean) and of the oob
 #                                   fixture (expect a failure), unless SKIP_SANITIZE is set
 #   bench/gpu/run_h200.sh hacks     the CUDA adversarial suite (tests/fixtures/hacks/cuda)
-#   bench/gpu/run_h200.sh fixtures  the CUDA evaluator fixtures (tests/fixtures/solutions/cuda_*);
+#   bench/gpu/run_h200.sh fixtures  the CUDA evaluator fixtures (tests/fixtures/solutions/cuda_*; FIXTURES
+#                                   selects some, FIXTURES_FULL=1 runs them on all workloads + holdout);
 #                                   after hacks, fixtures or core, bench/gpu/check_expected.py checks
 #                                   every fixture's outcome against its expected.json
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
@@ -146,11 +147,19 @@ if has hacks; then
   done
 fi
 if has fixtures; then
-  # The CUDA evaluator fixtures (tests/fixtures/solutions/cuda_*: fast, wrong, crash, hang, oob) on
-  # their pack's dev workloads.
-  for f in tests/fixtures/solutions/cuda_*/*/; do
+  # The CUDA evaluator fixtures (tests/fixtures/solutions/cuda_*: fast, wrong, crash, hang, oob,
+  # tvm_ffi) on their pack's dev workloads. FIXTURES selects some ("cuda_rmsnorm/tvm_ffi ...");
+  # FIXTURES_FULL=1 evaluates each on all workloads and on the holdout at the pack's own timing.
+  dirs=""
+  [ -n "${FIXTURES:-}" ] && dirs=$(for n in $FIXTURES; do echo "tests/fixtures/solutions/$n/"; done)
+  for f in ${dirs:-tests/fixtures/solutions/cuda_*/*/}; do
     task=$(python3 -c "import json;print(json.load(open('$f/expected.json'))['task'])")
-    record 60 "$f" --task "$task" --workloads dev --trials 1 --iterations 5 --call-timeout 5
+    if [ "${FIXTURES_FULL:-0}" = 1 ]; then
+      record 120 "$f" --task "$task" --workloads all; cp "$OUT/last.json" "$OUT/$(echo "$f" | tr / _)all.json"
+      record 60 "$f" --task "$task" --workloads holdout; cp "$OUT/last.json" "$OUT/$(echo "$f" | tr / _)holdout.json"
+    else
+      record 60 "$f" --task "$task" --workloads dev --trials 1 --iterations 5 --call-timeout 5
+    fi
   done
 fi
 if has hacks || has fixtures || has core || has all; then

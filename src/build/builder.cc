@@ -63,6 +63,19 @@ Result<std::string> compiler_identity(const std::string& compiler) {
   return r.stdout_text;
 }
 
+// The line of `--version` output that names the version: nvcc's "Cuda compilation tools, release
+// ...", otherwise the first line ("g++ (Debian 12.2.0-14) 12.2.0").
+std::string version_line(const std::string& text) {
+  std::istringstream in(text);
+  std::string first;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line.find(", release ") != std::string::npos) return line;
+    if (first.empty()) first = line;
+  }
+  return first;
+}
+
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
@@ -74,6 +87,7 @@ struct Plan {
   std::string compiler;  // resolved path
   std::string host_compiler;  // cuda: the C++ compiler nvcc drives (resolved), if found
   std::string identity;  // --version output(s)
+  std::vector<std::string> versions;  // one line per compiler (version_line), for provenance
   std::vector<std::string> compile_flags;
   std::vector<std::string> link_flags;
   std::vector<stdfs::path> include_roots;  // where headers may come from (besides the sources)
@@ -127,6 +141,9 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
 #ifdef KDA_DLPACK_INCLUDE_DIR
   if (!is_system_include_dir(KDA_DLPACK_INCLUDE_DIR)) includes.push_back(std::string("-I") + KDA_DLPACK_INCLUDE_DIR);
 #endif
+#ifdef KDA_TVM_FFI_INCLUDE_DIR
+  includes.push_back(std::string("-I") + KDA_TVM_FFI_INCLUDE_DIR);  // tvm/ffi/*.h: kda's tvm-ffi subset
+#endif
   for (const auto& d : req.include_dirs) includes.push_back("-I" + d);
   const std::string opt = "-O" + std::to_string(req.opt_level);
 
@@ -136,6 +153,7 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
     if (!cxx_path.ok()) return Status::not_found("C++ compiler '" + cxx + "' not found (set KDA_CXX)");
     plan.compiler = cxx_path->string();
     KDA_ASSIGN_OR_RETURN(plan.identity, compiler_identity(plan.compiler));
+    plan.versions = {version_line(plan.identity)};
     plan.compile_flags = {"-std=c++20", opt, "-fPIC"};
     if (req.debug_lineinfo) plan.compile_flags.push_back("-g");
     plan.link_flags = {"-shared", "-Wl,-z,relro,-z,now"};
@@ -150,11 +168,15 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
     if (!nvcc_path.ok()) return Status::not_found("CUDA compiler '" + nvcc + "' not found (set KDA_NVCC)");
     plan.compiler = nvcc_path->string();
     KDA_ASSIGN_OR_RETURN(plan.identity, compiler_identity(plan.compiler));
+    plan.versions = {version_line(plan.identity)};
     // nvcc drives the host compiler found on PATH; its version matters too.
     if (cxx_path.ok()) {
       plan.host_compiler = cxx_path->string();
       auto host = compiler_identity(cxx_path->string());
-      if (host.ok()) plan.identity += "\n" + *host;
+      if (host.ok()) {
+        plan.identity += "\n" + *host;
+        plan.versions.push_back(version_line(*host));
+      }
     }
     const std::string gencode = "-gencode=arch=compute_" + req.cuda_arch + ",code=sm_" + req.cuda_arch;
     plan.compile_flags = {"-std=c++17", opt, "-Xcompiler", "-fPIC", gencode, "-Xptxas", "-v"};
@@ -174,6 +196,9 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
 #ifdef KDA_DLPACK_INCLUDE_DIR
   plan.include_roots.push_back(KDA_DLPACK_INCLUDE_DIR);
 #endif
+#ifdef KDA_TVM_FFI_INCLUDE_DIR
+  plan.include_roots.push_back(KDA_TVM_FFI_INCLUDE_DIR);
+#endif
   for (const auto& d : req.include_dirs) plan.include_roots.push_back(d);
   for (auto& r : plan.include_roots) r = normalized(r);
   for (const auto& l : req.libraries) plan.link_flags.push_back("-l" + l);
@@ -183,6 +208,7 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
 std::string compute_key(const BuildRequest& req, const Plan& plan) {
   Sha256 h;
   h.update_field(kCacheFormat).update_field(req.language).update_field(req.entry_file).update_field(req.entry_symbol);
+  h.update_field("binding:" + req.binding);
   std::vector<const SourceFile*> sorted;
   for (const auto& s : req.sources) sorted.push_back(&s);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->path < b->path; });
@@ -263,6 +289,7 @@ std::optional<BuildResult> load_entry(const stdfs::path& dir, const std::string&
     r.log = log.ok() ? *log : std::string();
     r.resources = meta.at("resources").get<std::vector<KernelResources>>();
     r.compile_seconds = meta.value("compile_seconds", 0.0);
+    r.entry_export = meta.value("entry_export", meta.value("entry_symbol", std::string()));
     return r;
   } catch (const json::exception&) {
     return std::nullopt;
@@ -294,6 +321,7 @@ Result<BuildResult> publish(const stdfs::path& root, const std::string& key, con
       stdfs::remove_all(staging, ec);
       winner->log = built.log;  // we did compile; our log says so
       winner->compile_seconds = built.compile_seconds;
+      winner->compilers = built.compilers;
       return *winner;
     }
     const stdfs::path stale = root / ("stale-" + key + "-" + random_suffix());
@@ -349,6 +377,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   // Phase 2: a valid cached entry wins.
   if (auto hit = load_entry(root / key, key)) {
     hit->cache_hit = true;
+    hit->compilers = plan.versions;
     return *hit;
   }
 
@@ -403,6 +432,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   env.push_back("TMPDIR=" + (staging / "tmp").string());  // compilers' scratch stays in the staging dir
   BuildResult result;
   result.key = key;
+  result.compilers = plan.versions;
   std::string log = sandbox_note;
   std::string ptxas_text;
   auto t0 = std::chrono::steady_clock::now();
@@ -459,7 +489,17 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
     result.status = "unreadable library: " + elf.status().message();
     return result;
   }
-  if (elf->find_export(req.entry_symbol) == nullptr) {
+  const std::string tvm_ffi_export = "__tvm_ffi_" + req.entry_symbol;
+  if (req.binding == "tvm-ffi") {
+    if (elf->find_export(tvm_ffi_export) == nullptr) {
+      result.status = "entry point " + req.entry_symbol + " not exported: binding tvm-ffi needs TVM_FFI_DLL_EXPORT_TYPED_FUNC(" +
+                      req.entry_symbol + ", <function>) in " + req.entry_file;
+      return result;
+    }
+    result.entry_export = tvm_ffi_export;
+  } else if (elf->find_export(req.entry_symbol) == nullptr && elf->find_export(tvm_ffi_export) != nullptr) {
+    result.entry_export = tvm_ffi_export;  // binding null: a tvm-ffi export, as FlashInfer-Bench defaults
+  } else if (elf->find_export(req.entry_symbol) == nullptr) {
     result.status = "entry point " + req.entry_symbol + " not exported";
     for (const auto& e : elf->exports) {
       if (e.name != req.entry_symbol && e.name.find(req.entry_symbol) != std::string::npos) {
@@ -468,6 +508,8 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
       }
     }
     return result;
+  } else {
+    result.entry_export = req.entry_symbol;
   }
 
   // Phase 6: record the headers the compile read (outside the staging dir) with their hashes.
@@ -499,6 +541,7 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
                {"key", key},
                {"language", req.language},
                {"entry_symbol", req.entry_symbol},
+               {"entry_export", result.entry_export},
                {"compiler", plan.compiler},
                {"compile_flags", plan.compile_flags},
                {"link_flags", plan.link_flags},

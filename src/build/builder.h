@@ -46,6 +46,9 @@ struct BuildRequest {
   bool debug_lineinfo = false;  // -lineinfo (cuda) / -g (cpp), for Nsight Compute source views
   int opt_level = 3;            // -O<n>, 0..3
   bool nvtx = false;            // cuda: keep NVTX ranges (otherwise -DNVTX_DISABLE; part of the key)
+  // FlashInfer-Bench spec.binding: "tvm-ffi" (the library must export __tvm_ffi_<entry_symbol>, what
+  // TVM_FFI_DLL_EXPORT_TYPED_FUNC makes) or "" (kda's C ABI <entry_symbol>, or else a tvm-ffi export).
+  std::string binding;
 };
 
 struct BuildResult {
@@ -53,6 +56,8 @@ struct BuildResult {
   // "ok", "compile error", "link error", "entry point X not exported", "compiler timed out", ...
   std::string status;
   std::filesystem::path library;  // <cache_root>/<key>/lib.so when ok
+  std::vector<std::string> compilers;  // each compiler's version line (nvcc's release, g++ (...) 12.2.0)
+  std::string entry_export;       // the symbol to call: entry_symbol, or __tvm_ffi_<entry_symbol> (tvm-ffi)
   std::string log;                // compiler commands and output (capped)
   bool cache_hit = false;
   std::string key;

@@ -426,6 +426,8 @@ std::optional<Failure> Session::ensure_runners() {
     if (!st.client) continue;
     auto o = st.client->receive();
     if (o.kind == CallOutcome::Kind::kOk) {
+      if (report_.environment.empty() && o.reply.contains("environment") && o.reply["environment"].is_object())
+        report_.environment = o.reply["environment"];
       *st.slot = std::move(*st.client);
       if (st.role == RunnerRole::kCandidate) {
         cand_loaded_ = st.lib->library;

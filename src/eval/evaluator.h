@@ -112,6 +112,9 @@ struct EvalReport {
   double in_call_s = 0;       // time spent inside reference/baseline/candidate calls (runner-reported)
   EvalPhases phases;
   nlohmann::json build = nlohmann::json::object();
+  // The machine the runners reported ("hardware", on CUDA "driver", "cuda_driver_api",
+  // "cuda_runtime"), for the traces' environment.
+  nlohmann::json environment = nlohmann::json::object();
   std::vector<Gate> static_gates;
 };
 

@@ -1,7 +1,9 @@
 // The evaluator <-> runner protocol: frames (proc/frame.h) whose payload is one JSON object.
 //
 //   runner -> evaluator  kHello   {"pid", "backend", "device", "capabilities"}
-//   evaluator -> runner  kLoad    {"library", "symbol", "sandbox", "reload_root"}      -> kReply {"sandbox"}
+//   evaluator -> runner  kLoad    {"library", "symbol", "sandbox", "reload_root"}
+//                                  (symbol "__tvm_ffi_<name>": the tvm-ffi packed convention)
+//                                                                -> kReply {"sandbox", "environment"}
 //                        kLoad    {"library", "symbol", "reload": true}  (a further library from under the
 //                                  first load's reload_root: screening)               -> kReply {"loads"}
 //   evaluator -> runner  kLayout  ArenaLayout JSON (the arena memfd is the runner's fd 5) -> kReply

@@ -44,14 +44,30 @@ nlohmann::json gates_json(const std::vector<Gate>& gates) {
   return a;
 }
 
+// What was present, as the runners and the builder reported it: the hardware, the driver and CUDA
+// versions, the compilers of the candidate's build.
+nlohmann::json environment_json(const EvalReport& report) {
+  nlohmann::json libs{{"kda", "0.1.0"}};
+  for (const auto& [name, value] : report.environment.items())
+    if (name != "hardware" && value.is_string()) libs[name] = value;
+  const nlohmann::json compilers =
+      report.build.contains("candidate") ? report.build["candidate"].value("compilers", nlohmann::json::array())
+                                         : nlohmann::json::array();
+  if (compilers.is_array()) {
+    if (compilers.size() > 0 && compilers[0].is_string()) libs["compiler"] = compilers[0];
+    if (compilers.size() > 1 && compilers[1].is_string()) libs["host_compiler"] = compilers[1];
+  }
+  const std::string hardware = report.environment.value("hardware", std::string("unknown (no runner reported it)"));
+  return {{"hardware", hardware}, {"libs", libs}};
+}
+
 }  // namespace
 
 nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, const task::TaskPack& pack) {
   nlohmann::json eval;
   const std::string status(verdict_status(w.verdict));
   eval["status"] = status;
-  eval["environment"] = {{"hardware", report.backend == "cuda" ? "NVIDIA H200 (sm_90a)" : "host CPU"},
-                         {"libs", {{"kda", "0.1.0"}}}};
+  eval["environment"] = environment_json(report);
   eval["timestamp"] = iso_now();
   std::string log = w.message;
   if (!w.log.empty()) log += "\n" + w.log;

@@ -4,6 +4,18 @@
 
 namespace kda::eval {
 
+std::optional<std::string> unsupported_binding(const task::Solution& solution) {
+  const auto& spec = solution.spec;
+  if (spec.binding == "torch")
+    return "binding \"torch\" is not built by this version of kda (it calls kda's C ABI or a tvm-ffi export; "
+           "docs/solutions.md)";
+  const bool tvm_ffi = spec.binding == "tvm-ffi";
+  if (tvm_ffi && !spec.destination_passing_style)
+    return "binding \"tvm-ffi\" with destination_passing_style false (outputs returned by the function) is not "
+           "supported by this version of kda: take the outputs as the last parameters";
+  return std::nullopt;
+}
+
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings) {
   const std::string& ep = solution.spec.entry_point;
   const auto sep = ep.find("::");
@@ -14,13 +26,20 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   for (const auto& s : solution.sources) req.sources.push_back({s.path, s.content});
   req.entry_file = ep.substr(0, sep);
   req.entry_symbol = ep.substr(sep + 2);
+  req.binding = solution.spec.binding.value_or("");
   req.cuda_arch = settings.cuda_arch;
+  if (auto refused = unsupported_binding(solution)) {
+    BuiltLibrary lib;
+    lib.log = *refused + "\n";
+    lib.info = {{"language", req.language}, {"status", *refused}, {"cache_hit", false}};
+    return lib;
+  }
   req.debug_lineinfo = settings.lineinfo;
   KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
   BuiltLibrary lib;
   lib.ok = r.ok;
   lib.library = r.library;
-  lib.symbol = req.entry_symbol;
+  lib.symbol = r.entry_export.empty() ? req.entry_symbol : r.entry_export;
   lib.log = r.log;
   nlohmann::json resources = nlohmann::json::array();
   for (const auto& k : r.resources)
@@ -28,7 +47,8 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
                          {"shared_mem_static", k.shared_mem_static}, {"spill_stores", k.spill_stores},
                          {"spill_loads", k.spill_loads}, {"stack", k.stack}});
   lib.info = {{"language", req.language}, {"status", r.status}, {"cache_hit", r.cache_hit}, {"key", r.key},
-              {"compile_seconds", r.compile_seconds}, {"resources", resources}};
+              {"compile_seconds", r.compile_seconds}, {"resources", resources},
+              {"compilers", r.compilers}};
   return lib;
 }
 

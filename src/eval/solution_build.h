@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,10 @@ struct BuiltLibrary {
 // not exported (found C++ symbol ...)") and, for compile and link errors, the log's first error line
 // (build::error_lines), e.g. "compile error: kernel.cu:3:1: error: expected ';'".
 std::string build_failure_summary(const BuiltLibrary& lib);
+
+// Why kda cannot build a solution's binding as declared (a torch binding; tvm-ffi without
+// destination passing), or nullopt. build_solution answers such a solution with ok == false.
+std::optional<std::string> unsupported_binding(const task::Solution& solution);
 
 // Errors are the environment's (no compiler, cache not writable); a solution that does not compile
 // is a BuiltLibrary with ok == false.

@@ -3,6 +3,11 @@
 
 #include <dlfcn.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "runner/tvm_ffi_abi.h"
+
 namespace kda::runner {
 
 Status Backend::load(const std::filesystem::path& library, const std::string& symbol) {
@@ -10,8 +15,45 @@ Status Backend::load(const std::filesystem::path& library, const std::string& sy
   if (handle_ == nullptr) return Status::failed(std::string("dlopen: ") + ::dlerror());
   void* sym = ::dlsym(handle_, symbol.c_str());
   if (sym == nullptr) return Status::failed("entry point '" + symbol + "' not found in " + library.string());
-  entry_ = reinterpret_cast<EntryFn>(sym);
+  abi_ = symbol.rfind(kTvmFfiSymbolPrefix, 0) == 0 ? Abi::kTvmFfi : Abi::kKda;
+  entry_ = abi_ == Abi::kKda ? reinterpret_cast<EntryFn>(sym) : nullptr;
+  tvm_ffi_entry_ = abi_ == Abi::kTvmFfi ? sym : nullptr;
   return {};
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  }
+  return {};
+}
+
+std::string nvidia_kernel_driver_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  std::getline(in, line);
+  const auto at = line.find("Kernel Module");
+  if (at == std::string::npos) return {};
+  std::istringstream words(line.substr(at + 13));
+  std::string version;
+  words >> version;
+  return version;
+}
+
+bool Backend::call_entry(void* stream, int* rc, std::string* error) {
+  if (abi_ == Abi::kTvmFfi) {
+    *rc = call_tvm_ffi(tvm_ffi_entry_, inputs_, outputs_, stream, error);
+    return *rc == 0;
+  }
+  *rc = entry_(inputs_.data(), static_cast<int64_t>(inputs_.size()), outputs_.data(),
+               static_cast<int64_t>(outputs_.size()), stream);
+  if (*rc != 0) *error = "entry point returned " + std::to_string(*rc);
+  return *rc == 0;
 }
 
 void Backend::describe_tensors(const eval::ArenaLayout& layout,
@@ -19,9 +61,18 @@ void Backend::describe_tensors(const eval::ArenaLayout& layout,
   inputs_.clear();
   outputs_.clear();
   shapes_.clear();
+  strides_.clear();
   shapes_.reserve(layout.inputs.size() + layout.outputs.size());  // no reallocation: pointers stay valid
+  strides_.reserve(layout.inputs.size() + layout.outputs.size());
   auto make = [&](const eval::Slot& s) {
     shapes_.push_back(s.shape);
+    std::vector<int64_t> strides(s.shape.size());
+    int64_t step = 1;
+    for (size_t i = s.shape.size(); i-- > 0;) {
+      strides[i] = step;
+      step *= s.shape[i];
+    }
+    strides_.push_back(std::move(strides));
     auto [data, device] = place(s);
     DLTensor t{};
     t.data = data;
@@ -29,6 +80,7 @@ void Backend::describe_tensors(const eval::ArenaLayout& layout,
     t.ndim = static_cast<int32_t>(s.shape.size());
     t.dtype = tensor::to_dlpack(s.dtype);
     t.shape = shapes_.back().data();
+    if (abi_ == Abi::kTvmFfi && t.ndim > 0) t.strides = strides_.back().data();
     return t;
   };
   for (const auto& s : layout.inputs) inputs_.push_back(make(s));

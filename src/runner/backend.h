@@ -77,7 +77,9 @@ class Backend {
   virtual Status init() = 0;
   // Device files the sandbox must leave usable (e.g. /dev/nvidia*).
   virtual std::vector<std::filesystem::path> sandbox_devices() const = 0;
-  // dlopen (RTLD_NOW | RTLD_LOCAL) + dlsym of the entry point.
+  // dlopen (RTLD_NOW | RTLD_LOCAL) + dlsym of the entry point. A symbol `__tvm_ffi_<name>`
+  // (TVM_FFI_DLL_EXPORT_TYPED_FUNC) is called with the tvm-ffi packed convention (tvm_ffi_abi.h),
+  // any other with kda's C ABI (docs/solutions.md).
   Status load(const std::filesystem::path& library, const std::string& symbol);
   virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;
   // Called before the arena of the current layout is unmapped (a new layout, or the end).
@@ -89,6 +91,9 @@ class Backend {
   // The CUPTI summaries of the deferred timed calls since the last collect, in call order (each with
   // its "seq"); an empty array where nothing is deferred.
   virtual nlohmann::json collect_records() { return nlohmann::json::array(); }
+  // The machine as this backend sees it after init(), for the traces' provenance: "hardware" (CPU
+  // model, or GPU name and compute capability), and on CUDA the "driver" and "cuda_runtime" versions.
+  virtual nlohmann::json environment() const = 0;
 
  protected:
   // Rebuilds the DLTensors passed to the entry point, in definition order; `place` gives each
@@ -96,11 +101,24 @@ class Backend {
   void describe_tensors(const eval::ArenaLayout& layout,
                         const std::function<std::pair<void*, DLDevice>(const eval::Slot&)>& place);
 
+  // One call of the entry point on the described tensors; false with *error set when it failed
+  // (kda ABI: "entry point returned N"; tvm-ffi: what the function raised).
+  bool call_entry(void* stream, int* rc, std::string* error);
+
+  enum class Abi { kKda, kTvmFfi };
   EntryFn entry_ = nullptr;
+  void* tvm_ffi_entry_ = nullptr;
+  Abi abi_ = Abi::kKda;
   void* handle_ = nullptr;
   std::vector<DLTensor> inputs_, outputs_;
-  std::vector<std::vector<int64_t>> shapes_;  // storage the DLTensors' shape pointers refer to
+  std::vector<std::vector<int64_t>> shapes_;   // storage the DLTensors' shape pointers refer to
+  std::vector<std::vector<int64_t>> strides_;  // tvm-ffi: compact row-major strides (kda ABI: null)
 };
+
+// /proc/cpuinfo's "model name" ("" where there is none); the NVIDIA kernel module's version from
+// /proc/driver/nvidia/version ("" where there is none).
+std::string cpu_model_name();
+std::string nvidia_kernel_driver_version();
 
 std::unique_ptr<Backend> make_host_backend();
 // nullptr when kda was built without CUDA.

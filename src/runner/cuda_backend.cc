@@ -166,12 +166,25 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, 0);
     device_name_ = prop.name;
+    compute_capability_ = std::to_string(prop.major) + std::to_string(prop.minor);
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
       cupti_ok_ = false;
     return {};
+  }
+
+  nlohmann::json environment() const override {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    nlohmann::json env{{"hardware", device_name_ + " (sm_" + compute_capability_ + ")"},
+                       {"cuda_driver_api", version(driver)},
+                       {"cuda_runtime", version(runtime)}};
+    if (const std::string kernel = nvidia_kernel_driver_version(); !kernel.empty()) env["driver"] = kernel;
+    return env;
   }
 
   std::vector<std::filesystem::path> sandbox_devices() const override {
@@ -264,8 +277,8 @@ class CudaBackend final : public Backend {
     if (req.profile_range) cudaProfilerStart();
     const int64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     cudaEventRecord(start_, stream_);
-    r.rc = entry_(inputs_.data(), static_cast<int64_t>(inputs_.size()), outputs_.data(),
-                  static_cast<int64_t>(outputs_.size()), stream_);
+    std::string entry_error;
+    const bool entry_ok = call_entry(stream_, &r.rc, &entry_error);
     // Driver functions the call asked for by name and was refused (entry_point_guard.h).
     if (auto refused = take_refused_entry_points(); !refused.empty()) r.extra["driver_entry_points_refused"] = refused;
     cudaError_t sync = cudaDeviceSynchronize();  // device-wide: work on side streams is waited for
@@ -317,8 +330,8 @@ class CudaBackend final : public Backend {
     r.extra["harness_ns"] = {{"poison", t_poisoned - t_enter}, {"flush", t_flushed - t_poisoned},
                              {"wait", t_enter + pre_ns - t_flushed}, {"records", t_records - t_after},
                              {"download", t_done - t_records}};
-    r.ok = r.rc == 0;
-    if (!r.ok) r.error = "entry point returned " + std::to_string(r.rc);
+    r.ok = entry_ok;
+    if (!r.ok) r.error = entry_error;
     return r;
   }
 
@@ -538,6 +551,7 @@ class CudaBackend final : public Backend {
   uint64_t digest_key_ = 0;
   uint64_t* digest_scratch_ = nullptr;
   std::string device_name_;
+  std::string compute_capability_;
   bool cupti_ok_ = true;
   bool blocking_sync_ = false;
 };

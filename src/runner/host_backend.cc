@@ -54,6 +54,10 @@ class HostBackend final : public Backend {
     return {};
   }
   std::vector<std::filesystem::path> sandbox_devices() const override { return {}; }
+  nlohmann::json environment() const override {
+    const std::string cpu = cpu_model_name();
+    return {{"hardware", cpu.empty() ? std::string("host CPU") : cpu + " (host CPU)"}};
+  }
 
   Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) override {
     arena_ = arena.data();
@@ -69,13 +73,10 @@ class HostBackend final : public Backend {
     const auto t_enter = std::chrono::steady_clock::now();
     if (req.flush) flush();
     auto t0 = std::chrono::steady_clock::now();
-    r.rc = entry_(inputs_.data(), static_cast<int64_t>(inputs_.size()), outputs_.data(),
-                  static_cast<int64_t>(outputs_.size()), nullptr);
+    r.ok = call_entry(nullptr, &r.rc, &r.error);
     auto t1 = std::chrono::steady_clock::now();
     r.elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
     r.extra["pre_ns"] = std::chrono::duration_cast<std::chrono::nanoseconds>(t0 - t_enter).count();  // the cache flush
-    r.ok = r.rc == 0;
-    if (!r.ok) r.error = "entry point returned " + std::to_string(r.rc);
     return r;
   }
 

@@ -80,6 +80,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
       return kda::Status::failed(library.string() + " is not under the reload root " + loads.root.string());
   }
   KDA_RETURN_IF_ERROR(backend.init());
+  out["environment"] = backend.environment();  // read before the sandbox hides /proc files
   json sandbox = json::object();
   if (msg.value("sandbox", false)) {
     auto ll = kda::sandbox::apply_landlock(candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend));
