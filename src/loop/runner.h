@@ -1,0 +1,122 @@
+// The loop's driver, Runner, shared by the files that implement it: run_loop.cc (set-up,
+// persistence, agent sessions, evaluations, finalize and the state machine that drives the
+// phases), plan_phases.cc (setup and the plan) and round_phases.cc (one round: writer, verify,
+// review, decide). Internal to src/loop; the public interface is run_loop.h.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "loop/run_loop.h"
+#include "agent/workspace_tools.h"
+#include "audit/audit_log.h"
+#include "eval/ncu_profile.h"
+#include "loop/backend_factory.h"
+#include "loop/criteria.h"
+#include "loop/git_workspace.h"
+#include "loop/kda_tools.h"
+#include "loop/round_outcome.h"
+#include "loop/knowledge_tools.h"
+#include "loop/verdict.h"
+#include "task/manifest.h"
+#include "util/fs.h"
+#include "util/sha256.h"
+
+namespace kda::loop::detail {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+// An evaluation as the loop records it (verify.json, the tools) and as a table for prompts.
+json eval_summary(const eval::EvalReport& r);
+std::string eval_table(const json& summary);
+// The file's text, or "" when it cannot be read.
+std::string read_or_empty(const stdfs::path& p);
+
+class Runner {
+ public:
+  Runner(stdfs::path dir, LoopEnv env) : dir_(std::move(dir)), env_(std::move(env)) {
+    if (!env_.evaluate) env_.evaluate = eval::evaluate;
+    if (!env_.make_backend) env_.make_backend = make_backend;
+    started_ = std::chrono::steady_clock::now();
+  }
+  ~Runner() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+  }
+
+  Status create(const LoopOptions& options);
+  Status open_existing();
+  Status extend(const BudgetChange& budgets);
+  Result<RunOutcome> drive();
+
+ private:
+  // --- phases
+  Status setup_measure();
+  Status plan_draft();
+  Status plan_review();
+  Status freeze_plan();
+  Status round_writer();
+  Status round_verify();
+  Status round_review();
+  Status round_decide();
+  Status finalize();
+  Status stop(const std::string& reason);
+
+  // --- helpers
+  Status lock();
+  Status load_runtime();
+  Status save_state();
+  Status log(const std::string& type, const std::string& actor, const json& data);
+  void status_line(const std::string& what);
+  std::optional<std::string> budget_exceeded() const;
+  Result<std::unique_ptr<agent::Backend>>& backend_for(agent::Role role);
+  Result<agent::SessionResult> session(agent::Role role, const std::string& phase, int index, std::string prompt);
+  eval::EvalOptions eval_options(const std::string& workloads, std::optional<int> trials) const;
+  Result<eval::EvalReport> run_eval(const task::Solution& s, const std::string& workloads, std::optional<int> trials,
+                                    const std::string& why, const task::Solution* baseline = nullptr);
+  Result<agent::ToolOutcome> tool_evaluate();
+  Result<ProfileTaken> tool_profile(const ProfileRequest& req);
+  json round_profiles() const;
+  Result<std::vector<std::string>> protected_problems();
+  Status protect(const std::string& rel);
+  Status write_final_solution(const task::Solution& s);
+  std::optional<std::string> futile_completion(bool accepted) const;
+  Status export_final(const std::optional<eval::EvalReport>& final_report);
+  std::string round_dir_rel() const { return "rounds/" + round_name(state_.round); }
+  stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
+  GitWorkspace workspace() const { return GitWorkspace(dir_ / "workspace", dir_ / "git"); }
+  std::string contract_text() const;
+  std::string previous_round_block() const;
+  void set_incumbent_score(double geomean, const std::optional<eval::Interval>& ci) {
+    state_.incumbent_speedup = geomean;
+    state_.incumbent_ci_low = ci ? ci->low : 0;
+    state_.incumbent_ci_high = ci ? ci->high : 0;
+  }
+  RoundExplanation explain_round(int round) const { return loop::explain_round(dir_, round, ledger_); }
+  json rounds_json() const { return round_table(dir_, state_.round, ledger_); }
+  std::string plan_text() const { return read_or_empty(dir_ / "plan" / "plan.md"); }
+  RunOutcome outcome() const;
+
+  stdfs::path dir_;
+  LoopEnv env_;
+  RunState state_;
+  Ledger ledger_;
+  std::optional<audit::AuditLog> audit_;
+  std::optional<task::TaskPack> pack_;
+  std::optional<task::Manifest> manifest_;
+  Criteria criteria_;
+  std::optional<Result<std::unique_ptr<agent::Backend>>> writer_, reviewer_;
+  std::unique_ptr<KdaToolHost> tools_;
+  std::string state_sha_;  // sha256 of the state.json we last wrote
+  std::chrono::steady_clock::time_point started_;
+  double elapsed_base_ = 0;
+  int lock_fd_ = -1;
+  std::string session_audit_error_;
+};
+
+}  // namespace kda::loop::detail
