@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "fakellm/server.h"
@@ -324,5 +325,101 @@ TEST_F(LoopE2E, AnUnchangedKernelIsNeverAnImprovementInTenRuns) {
       if (c["id"] == "c001") EXPECT_FALSE(c["accepted"].get<bool>()) << "run " << i;
     json state = read_json(run_dir / "state.json");
     EXPECT_EQ(state["incumbent"]["id"], "c000") << "run " << i;
+  }
+}
+
+namespace {
+
+// The scripted writer of TwentyRoundsKeepTheIncumbentInTheLedger: every round reads the ledger
+// first; round 1 writes the fast fixture kernel, every later round only edits its first comment.
+json twenty_round_writer(const stdfs::path& fast_kernel) {
+  json sessions = json::array();
+  sessions.push_back({{"role", "writer"},
+                      {"phase", "plan"},
+                      {"final_text",
+                       "# Plan\nBaseline: the naive row loop.\n\nHypotheses: independent lanes in the sum of squares.\n\n"
+                       "Directions, ranked: 1. Sixteen-lane sum.\n\nRisks: rounding.\n\nFirst steps: write it.\n"
+                       "CRITERION: all workloads PASSED\n"}});
+  for (int round = 1; round <= 20; ++round) {
+    json steps = json::array({{{"tool", "ledger"}, {"arguments", json::object()}}});
+    if (round == 1) {
+      steps.push_back({{"write_file", {{"path", "kernel.cc"}, {"content_file", fast_kernel.string()}}}});
+    } else {
+      steps.push_back({{"tool", "edit_file"},
+                       {"arguments", {{"path", "kernel.cc"},
+                                      {"old_string", "// Fixture fast (must PASS)"},
+                                      {"new_string", "// Round " + std::to_string(round) + " (a comment only). Fixture fast (must PASS)"}}}});
+    }
+    steps.push_back({{"tool", "finish_round"},
+                     {"arguments", {{"summary", round == 1 ? "Sixteen-lane sum of squares." : "A comment edit only."},
+                                    {"claims", json::array()}}}});
+    sessions.push_back({{"role", "writer"}, {"phase", "round"}, {"index", round}, {"steps", steps}});
+  }
+  return {{"sessions", sessions}};
+}
+
+json twenty_round_reviewer() {
+  json sessions = json::array({{{"role", "reviewer"}, {"phase", "plan_review"}, {"final_text", "Grounded.\nPLAN: APPROVE"}}});
+  for (int round = 1; round <= 20; ++round)
+    sessions.push_back({{"role", "reviewer"},
+                        {"phase", "review"},
+                        {"index", round},
+                        {"final_text", "Keep going.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"}});
+  return {{"sessions", sessions}};
+}
+
+}  // namespace
+
+// Issue 20: through twenty rounds the ledger tool shows the writer the incumbent first, as it is at
+// that round (c000 before round 1's faster kernel is accepted, c001 after), and no round that only
+// edits a comment is accepted as an improvement.
+TEST_F(LoopE2E, TwentyRoundsKeepTheIncumbentInTheLedger) {
+  const stdfs::path writer = tmp_ / "writer20.json", reviewer = tmp_ / "reviewer20.json";
+  ASSERT_TRUE(kda::fs::write_file_atomic(
+                  writer, twenty_round_writer(kSource / "tests/fixtures/solutions/host_rmsnorm/fast/kernel.cc").dump(1))
+                  .ok());
+  ASSERT_TRUE(kda::fs::write_file_atomic(reviewer, twenty_round_reviewer().dump(1)).ok());
+  const stdfs::path run_dir = tmp_ / "twenty";
+  auto r = run({KDA_BINARY, "run", (kSource / "tasks/host/rmsnorm").string(), "--writer", "scripted:" + writer.string(),
+                "--reviewer", "scripted:" + reviewer.string(), "--run-dir", run_dir.string(), "--max-rounds", "20",
+                "--eval-trials", "3", "--eval-iterations", "10", "--eval-warmup", "2", "--final-trials", "2", "--json"},
+               900);  // 3 trials: intervals narrow enough to tell 2x from noise (2 were not, once)
+  json state = read_json(run_dir / "state.json");
+  ASSERT_TRUE(state.is_object()) << r.stderr_text;
+  EXPECT_EQ(state["round"].get<int>(), 21) << state.dump(1);
+  json ledger = read_json(run_dir / "ledger.json");
+  ASSERT_EQ(ledger["candidates"].size(), 21u) << ledger.dump(1);
+  std::map<int, bool> accepted;  // round -> accepted
+  for (const auto& c : ledger["candidates"])
+    if (c.value("round", 0) > 0) accepted[c["round"].get<int>()] = c["accepted"].get<bool>();
+  ASSERT_EQ(accepted.size(), 20u);
+  EXPECT_TRUE(accepted[1]) << "the fast kernel must be an improvement over the naive baseline";
+  for (int round = 2; round <= 20; ++round) EXPECT_FALSE(accepted[round]) << "round " << round << " changed only a comment";
+
+  // Each round's ledger tool result, from the audit log, names the incumbent of that round first.
+  std::ifstream log(run_dir / "audit.jsonl");
+  ASSERT_TRUE(log.good());
+  std::map<int, std::string> ledger_text;  // round -> what the ledger tool returned
+  int round = 0;
+  for (std::string line; std::getline(log, line);) {
+    const json e = json::parse(line, nullptr, false);
+    if (!e.is_object()) continue;
+    const json data = e.value("data", json::object());
+    if (data.value("event", "") == "round started") round = data.value("round", 0);
+    if (e.value("type", "") != "agent_event" || data.value("kind", "") != "tool_call") continue;
+    const json detail = data.value("detail", json::object());
+    if (detail.value("name", "") == "ledger" && round > 0 && !ledger_text.count(round))
+      ledger_text[round] = detail.value("result", "");
+  }
+  ASSERT_EQ(ledger_text.size(), 20u);
+  std::string incumbent = "c000";  // the incumbent at the start of round n
+  for (const auto& [n, text] : ledger_text) {
+    if (n > 1 && accepted[n - 1]) incumbent = fmt::format("c{:03d}", n - 1);
+    const auto at_incumbent = text.find("\"incumbent\"");
+    ASSERT_NE(at_incumbent, std::string::npos) << "round " << n << ": " << text;
+    const auto at_id = text.find("\"" + incumbent + "\"", at_incumbent);
+    EXPECT_NE(at_id, std::string::npos) << "round " << n << ": " << text.substr(0, 600);
+    const auto at_candidates = text.find("\"candidates\"");
+    if (at_candidates != std::string::npos && at_id != std::string::npos) EXPECT_LT(at_id, at_candidates) << "round " << n;
   }
 }
