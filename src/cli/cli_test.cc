@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "util/fs.h"
 
@@ -88,6 +90,29 @@ TEST(Dispatch, ExitCodes) {
   EXPECT_NE(err.find("unknown command"), std::string::npos);
   EXPECT_EQ(run({"docs", "--bogus"}, nullptr, &err), kExitBadInput);
   EXPECT_EQ(run({"--version"}, &out), kExitOk);
+}
+
+// --json on a failure that wrote no result: one JSON object on stdout with the exit code and what
+// stderr said (was: nothing on stdout, issue 21), for a bad option and for a command's own error.
+TEST(Dispatch, JsonOnAFailureIsAJsonError) {
+  std::string out, err;
+  EXPECT_EQ(run({"eval", "/nonexistent/solution", "--task", "/nonexistent/pack", "--json"}, &out, &err), kExitBadInput);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["exit_code"], kExitBadInput);
+  EXPECT_EQ(j["kind"], "bad_input");
+  EXPECT_NE(j["error"].get<std::string>().find("/nonexistent"), std::string::npos) << j.dump();
+  EXPECT_FALSE(err.empty());  // stderr still says it
+
+  EXPECT_EQ(run({"eval", "x", "--json", "--no-such-option"}, &out, &err), kExitBadInput);
+  j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_NE(j["error"].get<std::string>().find("no-such-option"), std::string::npos) << j.dump();
+
+  // Without --json nothing changes: stdout stays empty.
+  EXPECT_EQ(run({"eval", "/nonexistent/solution", "--task", "/nonexistent/pack"}, &out, &err), kExitBadInput);
+  EXPECT_TRUE(out.empty()) << out;
 }
 
 TEST(Dispatch, EveryCommandHasHelp) {
