@@ -223,8 +223,9 @@ std::vector<CommandSpec> ncu_commands() {
       .summary = "Say what moved between two Nsight Compute reports (per matched kernel, absolute and %)",
       .description =
           "Kernels are matched by demangled name and launch order, then by function name (a changed signature),\n"
-          "then a single leftover kernel on each side (a rename). Compares duration, throughputs, occupancy, IPC, warp stalls, cache hit rates, bank\n"
-          "conflicts, sectors per request and spills, and the ranked priorities before and after.",
+          "then a single leftover kernel on each side as a rename, when the two share a word of their names or their\n"
+          "launch configuration (unrelated kernels stay unpaired). Compares duration, throughputs, occupancy, IPC, warp\n"
+          "stalls, cache hit rates, bank conflicts, sectors per request and spills, and the ranked priorities before and after.",
       .positionals = {{.name = "before", .help = "the baseline report (.ncu-rep or CSV page)"},
                       {.name = "after", .help = "the new report"}},
       .options = {json_option(),

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -82,6 +84,43 @@ KernelDiff diff_kernel(const Report& ra, const KernelResult& a, const Report& rb
   return d;
 }
 
+// The words of a kernel's function name ("rmsnorm_vec4Kernel" -> rmsnorm, vec4): lower case, split
+// at non-alphanumerics and lower-to-upper steps, without words every kernel may carry.
+std::set<std::string> name_words(const KernelResult& k) {
+  static const std::set<std::string> generic = {"kernel", "void", "const", "float", "double", "half", "int", "unsigned",
+                                                "char", "bool", "long", "device", "global", "impl", "cuda", "launch",
+                                                "anonymous", "namespace", "std", "true", "false"};
+  const std::string name = k.function_name.empty() ? k.name.substr(0, k.name.find('(')) : k.function_name;
+  std::set<std::string> words;
+  std::string w;
+  auto flush = [&] {
+    if (w.size() >= 3 && !generic.count(w)) words.insert(w);
+    w.clear();
+  };
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (!std::isalnum(c)) {
+      flush();
+      continue;
+    }
+    if (std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(name[i - 1]))) flush();
+    w += static_cast<char>(std::tolower(c));
+  }
+  flush();
+  return words;
+}
+
+bool look_like_one_kernel(const KernelResult& a, const KernelResult& b) {
+  const auto wa = name_words(a), wb = name_words(b);
+  for (const auto& w : wa)
+    if (wb.count(w)) return true;
+  auto same = [&](const char* metric) {
+    auto x = metric_value(a, metric), y = metric_value(b, metric);
+    return x && y && *x == *y;
+  };
+  return same("launch__grid_size") && same("launch__block_size");
+}
+
 }  // namespace
 
 ReportDiff diff_reports(const Report& before, const Report& after) {
@@ -116,9 +155,15 @@ ReportDiff diff_reports(const Report& before, const Report& after) {
     unmatched_after.erase(partner);
     it = unmatched_before.erase(it);
   }
-  // One renamed kernel on each side (a rewrite of the same kernel): still compare them.
-  if (out.kernels.empty() && unmatched_before.size() == 1 && unmatched_after.size() == 1) {
-    out.kernels.push_back(diff_kernel(before, *unmatched_before[0], after, *unmatched_after[0]));
+  // One renamed kernel on each side (a rewrite of the same kernel): still compare them, but only when
+  // the two look like one kernel — a word of the name in common or the same launch configuration —
+  // so that two unrelated kernels are never reported as a speedup (issue 21).
+  if (out.kernels.empty() && unmatched_before.size() == 1 && unmatched_after.size() == 1 &&
+      look_like_one_kernel(*unmatched_before[0], *unmatched_after[0])) {
+    KernelDiff d = diff_kernel(before, *unmatched_before[0], after, *unmatched_after[0]);
+    d.renamed_from = unmatched_before[0]->name;
+    d.verdict = "compared as a rename of " + unmatched_before[0]->name + ": " + d.verdict;
+    out.kernels.push_back(std::move(d));
     return out;
   }
   for (const auto* k : unmatched_before) out.only_before.push_back(k->name);
@@ -135,6 +180,7 @@ nlohmann::json to_json(const ReportDiff& diff) {
       deltas.push_back({{"metric", d.metric}, {"unit", d.unit}, {"before", d.before}, {"after", d.after}, {"delta", d.delta}, {"delta_pct", d.delta_pct}});
     kernels.push_back({{"name", k.name}, {"id_before", k.id_before}, {"id_after", k.id_after}, {"verdict", k.verdict}, {"deltas", deltas},
                        {"priorities_before", k.priorities_before}, {"priorities_after", k.priorities_after}});
+    if (!k.renamed_from.empty()) kernels.back()["renamed_from"] = k.renamed_from;
   }
   return {{"kernels", kernels}, {"only_before", diff.only_before}, {"only_after", diff.only_after}};
 }

@@ -231,6 +231,29 @@ TEST(Analyze, TensorCoreKernelIsComputeBound) {
   EXPECT_NEAR(ka.priorities[0].expected_gain_pct, 10, 1e-9);
 }
 
+// An FP32 kernel below the ridge stays memory-bound with a percent of tensor-pipe noise and busier
+// SM sub-units than memory (issue 21: it was called compute-bound).
+TEST(Analyze, TensorPipeNoiseDoesNotMakeAnFp32KernelComputeBound) {
+  Report r;
+  KernelResult k;
+  k.name = "fp32_stencil";
+  k.metrics = {number_metric("gpu__time_duration.sum", 1e6),
+               number_metric("smsp__cycles_elapsed.avg.per_second", 1.5e9),
+               number_metric("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed", 2600),
+               number_metric("dram__bytes.sum.per_second", 1e12),
+               number_metric("sm__throughput.avg.pct_of_peak_sustained_elapsed", 60),
+               number_metric("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 55),
+               number_metric("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 1.2)};
+  k.reindex();
+  r.kernels.push_back(k);
+  auto a = analyze(r);
+  ASSERT_TRUE(a.ok());
+  const Roofline& roof = a->kernels[0].roofline;
+  EXPECT_NEAR(roof.arithmetic_intensity, 7.8, 1e-9);
+  EXPECT_GT(roof.ridge_point, roof.arithmetic_intensity);
+  EXPECT_EQ(roof.bound, "memory");
+}
+
 // A metric set from another architecture resolves through the aliases (sm_100 tensor pipe name).
 TEST(Analyze, AliasesResolveOtherArchitectures) {
   Report r;

@@ -78,5 +78,31 @@ TEST(Diff, MatchesLaunchesByNameAndOrder) {
   EXPECT_EQ(find(launches.kernels[0], "gpu__time_duration.sum")->delta, 151264.0 - 152032.0);
 }
 
+// One unmatched kernel on each side is compared as a rename only when they look like one kernel
+// (a name word in common, or the same launch configuration); two unrelated kernels are reported as
+// unpaired instead of as a speedup (issue 21).
+TEST(Diff, RenamePairingNeedsAKernelThatLooksTheSame) {
+  Report a = load("multi.ncu-rep");
+  Report saxpy = a, smem = a;
+  saxpy.kernels = {a.kernels[0]};
+  smem.kernels = {a.kernels[2]};
+  ASSERT_NE(saxpy.kernels[0].function_name, smem.kernels[0].function_name);
+  ReportDiff unrelated = diff_reports(saxpy, smem);
+  EXPECT_TRUE(unrelated.kernels.empty()) << unrelated.kernels[0].verdict;
+  ASSERT_EQ(unrelated.only_before.size(), 1u);
+  ASSERT_EQ(unrelated.only_after.size(), 1u);
+
+  // The same smem kernel under a new name that keeps a word of the old one: compared, and said so.
+  Report renamed = smem;
+  renamed.kernels[0].name = "smem_padded(float *)";
+  renamed.kernels[0].function_name = "smem_padded";
+  ReportDiff rename = diff_reports(smem, renamed);
+  ASSERT_EQ(rename.kernels.size(), 1u);
+  EXPECT_EQ(rename.kernels[0].renamed_from, "smem(float *)");
+  EXPECT_NE(rename.kernels[0].verdict.find("compared as a rename of smem(float *)"), std::string::npos)
+      << rename.kernels[0].verdict;
+  EXPECT_EQ(to_json(rename)["kernels"][0]["renamed_from"], "smem(float *)");
+}
+
 }  // namespace
 }  // namespace kda::ncu
