@@ -6,7 +6,7 @@
 #include <iterator>
 #include <ostream>
 
-#include "agent/cli_guard.h"
+#include "backends/cli_guard.h"
 #include "agent/workspace_tools.h"
 #include "cli/commands.h"
 #include "loop/knowledge_tools.h"

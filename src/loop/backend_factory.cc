@@ -3,8 +3,8 @@
 #include <functional>
 #include <utility>
 
-#include "agent/api_backend.h"
-#include "agent/cli_backend_spec.h"
+#include "backends/api_backend.h"
+#include "backends/cli_backend_spec.h"
 #include "agent/scripted_backend.h"
 #include "llm/provider_config.h"
 #include "loop/rules_reviewer.h"

@@ -18,8 +18,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/cli_claude.h"
-#include "agent/cli_codex.h"
+#include "backends/cli_claude.h"
+#include "backends/cli_codex.h"
 #include "fakellm/server.h"
 #include "proc/subprocess.h"
 #include "sandbox/landlock.h"

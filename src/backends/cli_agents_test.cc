@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/cli_claude.h"
-#include "agent/cli_codex.h"
-#include "agent/cli_common.h"
-#include "agent/cli_guard.h"
+#include "backends/cli_claude.h"
+#include "backends/cli_codex.h"
+#include "backends/cli_common.h"
+#include "backends/cli_guard.h"
 #include "mcp/tool_socket.h"
 #include "util/fs.h"
 
@@ -304,7 +304,7 @@ TEST(CliCommon, RunCliKillsTheGroupOnTimeoutAndCut) {
 }  // namespace
 }  // namespace kda::agent
 
-#include "agent/cli_backend_spec.h"
+#include "backends/cli_backend_spec.h"
 
 namespace kda::agent {
 namespace {

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/backend.h"
-#include "agent/cli_common.h"
+#include "backends/cli_common.h"
 
 namespace kda::agent {
 

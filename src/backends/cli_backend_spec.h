@@ -9,8 +9,8 @@
 #include <string>
 
 #include "agent/backend.h"
-#include "agent/cli_claude.h"
-#include "agent/cli_codex.h"
+#include "backends/cli_claude.h"
+#include "backends/cli_codex.h"
 #include "util/status.h"
 
 namespace kda::agent {

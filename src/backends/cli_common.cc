@@ -1,4 +1,4 @@
-#include "agent/cli_common.h"
+#include "backends/cli_common.h"
 
 #include <poll.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-#include "agent/cli_codex.h"
+#include "backends/cli_codex.h"
 
 #include <algorithm>
 
-#include "agent/cli_parse_util.h"
+#include "backends/cli_parse_util.h"
 #include "mcp/tool_socket.h"
 
 namespace kda::agent {

@@ -1,4 +1,4 @@
-#include "agent/cli_guard.h"
+#include "backends/cli_guard.h"
 
 namespace kda::agent {
 

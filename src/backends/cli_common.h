@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "agent/backend.h"
-#include "agent/cli_parse_util.h"
+#include "backends/cli_parse_util.h"
 #include "mcp/tool_socket.h"
 #include "proc/subprocess.h"
 #include "sandbox/landlock.h"

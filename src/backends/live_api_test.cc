@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/api_backend.h"
+#include "backends/api_backend.h"
 
 namespace kda::agent {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/api_backend.h"
+#include "backends/api_backend.h"
 
 #include <map>
 

@@ -1,4 +1,4 @@
-#include "agent/cli_backend_spec.h"
+#include "backends/cli_backend_spec.h"
 
 #include <cctype>
 
