@@ -137,9 +137,16 @@ int dispatch(std::span<const std::string> argv, Io& io) {
   }
   // With --json, a command that fails without writing a result answers with error_json on stdout.
   const bool json = has_json_option(*cmd) && std::find(rest.begin(), rest.end(), "--json") != rest.end();
+  if (!json) {
+    auto args = parse_args(*cmd, rest);
+    if (!args.ok()) {
+      io.err << args.status().message() << "\n";
+      return kExitBadInput;
+    }
+    return cmd->run(*args, io);
+  }
   WatchBuf out_watch(io.out.rdbuf(), 0), err_watch(io.err.rdbuf(), 16 * 1024);
-  std::ostream out(json ? static_cast<std::streambuf*>(&out_watch) : io.out.rdbuf());
-  std::ostream err(json ? static_cast<std::streambuf*>(&err_watch) : io.err.rdbuf());
+  std::ostream out(&out_watch), err(&err_watch);
   Io watched{out, err};
   int rc = kExitOk;
   auto args = parse_args(*cmd, rest);
@@ -151,7 +158,7 @@ int dispatch(std::span<const std::string> argv, Io& io) {
   }
   out.flush();
   err.flush();
-  if (json && rc != kExitOk && out_watch.written() == 0) io.out << error_json(rc, err_watch.kept()).dump(2) << "\n";
+  if (rc != kExitOk && out_watch.written() == 0) io.out << error_json(rc, err_watch.kept()).dump(2) << "\n";
   return rc;
 }
 
