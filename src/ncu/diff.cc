@@ -89,7 +89,11 @@ KernelDiff diff_kernel(const Report& ra, const KernelResult& a, const Report& rb
 std::set<std::string> name_words(const KernelResult& k) {
   static const std::set<std::string> generic = {"kernel", "void", "const", "float", "double", "half", "int", "unsigned",
                                                 "char", "bool", "long", "device", "global", "impl", "cuda", "launch",
-                                                "anonymous", "namespace", "std", "true", "false"};
+                                                "anonymous", "namespace", "std", "true", "false",
+                                                // what a rewrite says about itself, not which kernel it is
+                                                "naive", "fast", "faster", "opt", "optimized", "fused", "tiled",
+                                                "vec", "simple", "baseline", "ref", "reference", "run", "main",
+                                                "compute", "new", "old"};
   const std::string name = k.function_name.empty() ? k.name.substr(0, k.name.find('(')) : k.function_name;
   std::set<std::string> words;
   std::string w;

@@ -92,6 +92,12 @@ TEST(Diff, RenamePairingNeedsAKernelThatLooksTheSame) {
   ASSERT_EQ(unrelated.only_before.size(), 1u);
   ASSERT_EQ(unrelated.only_after.size(), 1u);
 
+  // Words that say how a kernel was written, not which kernel it is, do not make two kernels one.
+  saxpy.kernels[0].function_name = "saxpy_naive";
+  smem.kernels[0].function_name = "smem_naive";
+  EXPECT_TRUE(diff_reports(saxpy, smem).kernels.empty());
+  smem.kernels[0].function_name = a.kernels[2].function_name;
+
   // The same smem kernel under a new name that keeps a word of the old one: compared, and said so.
   Report renamed = smem;
   renamed.kernels[0].name = "smem_padded(float *)";
