@@ -84,8 +84,9 @@ json tensor_json(const task::TensorSpec& t) {
 int run_validate(const Args& args, Io& io) {
   std::vector<stdfs::path> paths;
   for (const auto& p : args.positionals("path")) paths.emplace_back(p);
-  task::ValidationReport report = task::validate_paths(paths);
+  task::ValidationReport report = task::validate_paths(paths, {.schema_only = args.flag("schema-only")});
   print_problems(report.problems, io.err);
+  for (const auto& w : report.warnings.items()) io.err << "warning: " << w.to_string() << "\n";
   if (args.flag("json")) {
     io.out << dump(report.to_json()) << "\n";
   } else {
@@ -94,6 +95,8 @@ int run_validate(const Args& args, Io& io) {
                           report.valid() ? "valid" : "invalid", c.definitions, c.workloads, c.solutions, c.traces,
                           c.packs, c.blobs, c.settings);
     if (!report.valid()) io.out << fmt::format("; {} problems (listed on stderr)", report.problems.size());
+    if (!report.warnings.empty())
+      io.out << fmt::format("; {} warnings (listed on stderr)", report.warnings.size());
     io.out << "\n";
   }
   return report.valid() ? kExitOk : kExitBadInput;
@@ -324,9 +327,14 @@ std::vector<CommandSpec> task_commands() {
           "file (kind detected from its location and content). Every problem is listed on stderr as "
           "file:line: /json/pointer: message (line only for JSONL). Safetensors inputs must exist relative to the "
           "dataset root / pack and hold the tensor key with the exact shape and dtype. Exit 0 when everything is "
-          "valid, 2 otherwise. --json prints {valid, problems:[{file,line,pointer,message}], counts}.",
+          "valid, 2 otherwise. A solution that is valid FlashInfer-Bench but that kda eval cannot evaluate (its "
+          "language or binding) is a warning, which does not make the result invalid. --json prints {valid, "
+          "problems:[{file,line,pointer,message}], warnings:[...], counts}.",
       .positionals = {{.name = "path", .help = "dataset, pack, solution directory or file", .variadic = true}},
-      .options = {json_option()},
+      .options = {{.name = "schema-only",
+                   .help = "schemas and cross-references only: do not open safetensors inputs (a dataset without "
+                           "its blobs)"},
+                  json_option()},
       .run = run_validate,
   });
   v.push_back({

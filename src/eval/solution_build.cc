@@ -5,15 +5,8 @@
 namespace kda::eval {
 
 std::optional<std::string> unsupported_binding(const task::Solution& solution) {
-  const auto& spec = solution.spec;
-  if (spec.binding == "torch")
-    return "binding \"torch\" is not built by this version of kda (it calls kda's C ABI or a tvm-ffi export; "
-           "docs/solutions.md)";
-  const bool tvm_ffi = spec.binding == "tvm-ffi";
-  if (tvm_ffi && !spec.destination_passing_style)
-    return "binding \"tvm-ffi\" with destination_passing_style false (outputs returned by the function) is not "
-           "supported by this version of kda: take the outputs as the last parameters";
-  return std::nullopt;
+  if (solution.spec.language != "cpp" && solution.spec.language != "cuda") return std::nullopt;  // the builder says
+  return task::not_evaluable_reason(solution);
 }
 
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings) {

@@ -179,4 +179,17 @@ std::string solution_hash(const Solution& s) {
   return h.hex_digest();
 }
 
+std::optional<std::string> not_evaluable_reason(const Solution& solution) {
+  const auto& spec = solution.spec;
+  if (spec.language != "cpp" && spec.language != "cuda")
+    return "language \"" + spec.language + "\" is not built by this version of kda (it builds cpp and cuda solutions)";
+  if (spec.binding == "torch")
+    return "binding \"torch\" is not built by this version of kda (it calls kda's C ABI or a tvm-ffi export; "
+           "docs/solutions.md)";
+  if (spec.binding == "tvm-ffi" && !spec.destination_passing_style)
+    return "binding \"tvm-ffi\" with destination_passing_style false (outputs returned by the function) is not "
+           "supported by this version of kda: take the outputs as the last parameters";
+  return std::nullopt;
+}
+
 }  // namespace kda::task

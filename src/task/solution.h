@@ -61,4 +61,9 @@ Result<Solution> load_solution(const std::filesystem::path& path);
 // destination_passing_style and the (path, content) pairs sorted by path. Not the name, author or text.
 std::string solution_hash(const Solution& s);
 
+// Why this version of kda cannot evaluate a solution that is valid FlashInfer-Bench, or nullopt:
+// a language it does not build (python, triton, ...), the torch binding, or tvm-ffi without
+// destination passing. `kda task validate` warns with it; the evaluator answers COMPILE_ERROR.
+std::optional<std::string> not_evaluable_reason(const Solution& solution);
+
 }  // namespace kda::task

@@ -81,9 +81,11 @@ void check_lines(const std::vector<NumberedTrace>& lines, const std::string& fil
 void check_solution_context(const Solution& s, const std::string& file, const Context& ctx, ValidationReport& report) {
   if (ctx.known && !ctx.definitions.contains(s.definition))
     report.problems.add(file, 0, "/definition", "unknown definition '" + s.definition + "'");
+  if (auto why = not_evaluable_reason(s))
+    report.warnings.add(file, 0, "/spec", "valid FlashInfer-Bench, but kda eval cannot evaluate it: " + *why);
 }
 
-void validate_dataset(const stdfs::path& root, ValidationReport& report) {
+void validate_dataset(const stdfs::path& root, const ValidationOptions& options, ValidationReport& report) {
   Context ctx;
   ctx.root = root;
   ctx.known = true;
@@ -109,7 +111,8 @@ void validate_dataset(const stdfs::path& root, ValidationReport& report) {
     check_solution_context(*s, p.string(), ctx, report);
   }
   for (const auto& p : files_under(root / "workloads", ".jsonl"))
-    check_lines(load_trace_lines(p, report.problems, /*workloads_only=*/true), p.string(), ctx, true, report);
+    check_lines(load_trace_lines(p, report.problems, /*workloads_only=*/true), p.string(), ctx, !options.schema_only,
+                report);
   for (const auto& p : files_under(root / "traces", ".jsonl"))
     check_lines(load_trace_lines(p, report.problems), p.string(), ctx, false, report);
 }
@@ -223,10 +226,15 @@ nlohmann::json ValidationCounts::to_json() const {
 nlohmann::json ValidationReport::to_json() const {
   nlohmann::json problems_json = nlohmann::json::array();
   for (const auto& d : problems.items()) problems_json.push_back(d.to_json());
-  return {{"valid", valid()}, {"problems", std::move(problems_json)}, {"counts", counts.to_json()}};
+  nlohmann::json warnings_json = nlohmann::json::array();
+  for (const auto& d : warnings.items()) warnings_json.push_back(d.to_json());
+  return {{"valid", valid()},
+          {"problems", std::move(problems_json)},
+          {"warnings", std::move(warnings_json)},
+          {"counts", counts.to_json()}};
 }
 
-ValidationReport validate_paths(const std::vector<stdfs::path>& paths) {
+ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const ValidationOptions& options) {
   ValidationReport report;
   for (const auto& path : paths) {
     std::error_code ec;
@@ -236,7 +244,7 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths) {
     }
     std::string file = path.string();
     switch (detect_path_kind(path)) {
-      case PathKind::kDataset: validate_dataset(path, report); break;
+      case PathKind::kDataset: validate_dataset(path, options, report); break;
       case PathKind::kTaskPack: validate_pack(path, report); break;
       case PathKind::kSolutionDir:
       case PathKind::kSolution: {
@@ -250,8 +258,8 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths) {
         if (load_definition(path, report.problems)) ++report.counts.definitions;
         break;
       case PathKind::kWorkloads:
-        check_lines(load_trace_lines(path, report.problems, /*workloads_only=*/true), file, context_of(path), true,
-                    report);
+        check_lines(load_trace_lines(path, report.problems, /*workloads_only=*/true), file, context_of(path),
+                    !options.schema_only, report);
         break;
       case PathKind::kTraces: check_lines(load_trace_lines(path, report.problems), file, context_of(path), false, report); break;
       case PathKind::kSettings:

@@ -41,13 +41,21 @@ struct ValidationCounts {
 
 struct ValidationReport {
   Diagnostics problems;
+  // Valid FlashInfer-Bench that this kda cannot evaluate (a solution's language or binding); they do
+  // not make the report invalid.
+  Diagnostics warnings;
   ValidationCounts counts;
   bool valid() const { return problems.empty(); }
-  nlohmann::json to_json() const;  // {valid, problems:[{file,line,pointer,message}], counts}
+  nlohmann::json to_json() const;  // {valid, problems:[{file,line,pointer,message}], warnings:[...], counts}
+};
+
+struct ValidationOptions {
+  // Schemas and cross-references only: safetensors inputs are not opened (a dataset without its blobs).
+  bool schema_only = false;
 };
 
 // Validates each path (dataset directory, task pack, solution directory, or a single file). Single
 // workload/trace/solution files are also checked against the definitions of the pack or dataset they sit in.
-ValidationReport validate_paths(const std::vector<std::filesystem::path>& paths);
+ValidationReport validate_paths(const std::vector<std::filesystem::path>& paths, const ValidationOptions& options = {});
 
 }  // namespace kda::task

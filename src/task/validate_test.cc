@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include "task/definition.h"
@@ -110,6 +111,56 @@ TEST(Validate, DatasetBlobsRelativeToRoot) {
   stdfs::remove(blob);
   r = validate_paths({root});
   EXPECT_TRUE(names(r.problems, "workloads/elementwise/vector_add_f32.jsonl", "/workload/inputs/a/path", 2));
+  stdfs::remove_all(root.parent_path());
+}
+
+// A dataset without its blobs validates with --schema-only (every safetensors input unopened), and
+// fails without it, naming the missing file.
+TEST(Validate, SchemaOnlySkipsTheBlobs) {
+  stdfs::path root = copy_of("good_dataset");
+  stdfs::remove_all(root / "blob");
+  ValidationReport full = validate_paths({root});
+  EXPECT_TRUE(names(full.problems, "workloads/elementwise/vector_add_f32.jsonl", "/workload/inputs/a/path", 2));
+  ValidationReport schema = validate_paths({root}, {.schema_only = true});
+  EXPECT_TRUE(schema.valid()) << all_problems(schema.problems);
+  EXPECT_EQ(schema.counts.blobs, 0);
+  EXPECT_EQ(schema.counts.workloads, 4);
+  stdfs::remove_all(root.parent_path());
+}
+
+// A solution that is valid FlashInfer-Bench but that kda eval cannot evaluate is a warning (the
+// report stays valid): a Python one, a torch binding, tvm-ffi without destination passing.
+TEST(Validate, WarnsWhereKdaCannotEvaluateAValidSolution) {
+  stdfs::path root = copy_of("good_dataset");
+  const stdfs::path sol = root / "solutions/elementwise/vector_add_f32/vector_add_cpp_naive.json";
+  auto base = nlohmann::json::parse(*fs::read_file(sol));
+  ValidationReport clean = validate_paths({root});
+  EXPECT_TRUE(clean.warnings.empty()) << all_problems(clean.warnings);
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"python", [](nlohmann::json& j) { j["spec"]["language"] = "python"; }, "language \"python\" is not built"},
+      {"torch", [](nlohmann::json& j) { j["spec"]["binding"] = "torch"; }, "binding \"torch\" is not built"},
+      {"tvm-ffi, no DPS",
+       [](nlohmann::json& j) {
+         j["spec"]["binding"] = "tvm-ffi";
+         j["spec"]["destination_passing_style"] = false;
+       },
+       "destination_passing_style false"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = base;
+    c.edit(j);
+    ASSERT_TRUE(fs::write_file_atomic(sol, j.dump(2)).ok());
+    ValidationReport r = validate_paths({root});
+    EXPECT_TRUE(r.valid()) << c.what << all_problems(r.problems);
+    ASSERT_EQ(r.warnings.size(), 1u) << c.what << all_problems(r.warnings);
+    EXPECT_NE(r.warnings.items()[0].message.find(c.says), std::string::npos) << r.warnings.items()[0].message;
+    EXPECT_EQ(r.to_json()["warnings"].size(), 1u);
+  }
   stdfs::remove_all(root.parent_path());
 }
 
