@@ -490,16 +490,18 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
     return result;
   }
   const std::string tvm_ffi_export = "__tvm_ffi_" + req.entry_symbol;
+  const bool has_c_abi = elf->find_export(req.entry_symbol) != nullptr;
+  const bool has_tvm_ffi = elf->find_export(tvm_ffi_export) != nullptr;
   if (req.binding == "tvm-ffi") {
-    if (elf->find_export(tvm_ffi_export) == nullptr) {
+    if (!has_tvm_ffi) {
       result.status = "entry point " + req.entry_symbol + " not exported: binding tvm-ffi needs TVM_FFI_DLL_EXPORT_TYPED_FUNC(" +
                       req.entry_symbol + ", <function>) in " + req.entry_file;
       return result;
     }
     result.entry_export = tvm_ffi_export;
-  } else if (elf->find_export(req.entry_symbol) == nullptr && elf->find_export(tvm_ffi_export) != nullptr) {
+  } else if (!has_c_abi && has_tvm_ffi) {
     result.entry_export = tvm_ffi_export;  // binding null: a tvm-ffi export, as FlashInfer-Bench defaults
-  } else if (elf->find_export(req.entry_symbol) == nullptr) {
+  } else if (!has_c_abi) {
     result.status = "entry point " + req.entry_symbol + " not exported";
     for (const auto& e : elf->exports) {
       if (e.name != req.entry_symbol && e.name.find(req.entry_symbol) != std::string::npos) {

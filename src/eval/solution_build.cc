@@ -4,11 +4,6 @@
 
 namespace kda::eval {
 
-std::optional<std::string> unsupported_binding(const task::Solution& solution) {
-  if (solution.spec.language != "cpp" && solution.spec.language != "cuda") return std::nullopt;  // the builder says
-  return task::not_evaluable_reason(solution);
-}
-
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings) {
   const std::string& ep = solution.spec.entry_point;
   const auto sep = ep.find("::");
@@ -21,7 +16,9 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   req.entry_symbol = ep.substr(sep + 2);
   req.binding = solution.spec.binding.value_or("");
   req.cuda_arch = settings.cuda_arch;
-  if (auto refused = unsupported_binding(solution)) {
+  // A language the builder does not know is its own error; a binding kda does not build is a verdict.
+  const bool buildable = req.language == "cpp" || req.language == "cuda";
+  if (auto refused = buildable ? task::not_evaluable_reason(solution) : std::nullopt) {
     BuiltLibrary lib;
     lib.log = *refused + "\n";
     lib.info = {{"language", req.language}, {"status", *refused}, {"cache_hit", false}};

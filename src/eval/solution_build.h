@@ -2,7 +2,6 @@
 #pragma once
 
 #include <filesystem>
-#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,12 +29,8 @@ struct BuiltLibrary {
 // (build::error_lines), e.g. "compile error: kernel.cu:3:1: error: expected ';'".
 std::string build_failure_summary(const BuiltLibrary& lib);
 
-// Why kda cannot build a solution's binding as declared (a torch binding; tvm-ffi without
-// destination passing), or nullopt. build_solution answers such a solution with ok == false.
-std::optional<std::string> unsupported_binding(const task::Solution& solution);
-
-// Errors are the environment's (no compiler, cache not writable); a solution that does not compile
-// is a BuiltLibrary with ok == false.
+// Errors are the environment's (no compiler, cache not writable); a solution that does not compile,
+// or whose binding kda does not build (task::not_evaluable_reason), is a BuiltLibrary with ok == false.
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings);
 
 }  // namespace kda::eval

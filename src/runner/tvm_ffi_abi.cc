@@ -14,6 +14,13 @@ thread_local void* current_stream = nullptr;
 thread_local std::string raised_error;
 thread_local bool error_set = false;
 
+template <typename T>
+int64_t read(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return static_cast<int64_t>(v);
+}
+
 bool is_scalar(const DLTensor& t) { return t.ndim == 0 && t.device.device_type == kDLCPU; }
 
 TVMFFIAny pack_scalar(const DLTensor& t) {
@@ -22,27 +29,21 @@ TVMFFIAny pack_scalar(const DLTensor& t) {
   const DLDataType d = t.dtype;
   if (d.code == kDLFloat && d.bits == 32) {
     float v;
-    std::memcpy(&v, p, 4);
+    std::memcpy(&v, p, sizeof v);
     a.type_index = kTVMFFIFloat;
     a.v_float64 = v;
   } else if (d.code == kDLFloat && d.bits == 64) {
     a.type_index = kTVMFFIFloat;
     std::memcpy(&a.v_float64, p, 8);
-  } else if ((d.code == kDLInt || d.code == kDLUInt) && (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64)) {
-    int64_t v = 0;
-    if (d.code == kDLInt) {
-      if (d.bits == 8) v = *reinterpret_cast<const int8_t*>(p);
-      if (d.bits == 16) { int16_t x; std::memcpy(&x, p, 2); v = x; }
-      if (d.bits == 32) { int32_t x; std::memcpy(&x, p, 4); v = x; }
-      if (d.bits == 64) std::memcpy(&v, p, 8);
-    } else {
-      if (d.bits == 8) v = *reinterpret_cast<const uint8_t*>(p);
-      if (d.bits == 16) { uint16_t x; std::memcpy(&x, p, 2); v = x; }
-      if (d.bits == 32) { uint32_t x; std::memcpy(&x, p, 4); v = x; }
-      if (d.bits == 64) { uint64_t x; std::memcpy(&x, p, 8); v = static_cast<int64_t>(x); }
-    }
+  } else if (d.code == kDLInt && (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64)) {
     a.type_index = kTVMFFIInt;
-    a.v_int64 = v;
+    a.v_int64 = d.bits == 8 ? read<int8_t>(p) : d.bits == 16 ? read<int16_t>(p) : d.bits == 32 ? read<int32_t>(p) : read<int64_t>(p);
+  } else if (d.code == kDLUInt && (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64)) {
+    a.type_index = kTVMFFIInt;
+    a.v_int64 = d.bits == 8    ? read<uint8_t>(p)
+                : d.bits == 16 ? read<uint16_t>(p)
+                : d.bits == 32 ? read<uint32_t>(p)
+                               : read<uint64_t>(p);
   } else if (d.code == 6 /* kDLBool, DLPack 1.0 */ && d.bits == 8) {
     a.type_index = kTVMFFIBool;
     a.v_int64 = *reinterpret_cast<const uint8_t*>(p) != 0;
@@ -74,8 +75,9 @@ namespace kda::runner {
 
 int call_tvm_ffi(void* fn, std::vector<DLTensor>& inputs, std::vector<DLTensor>& outputs, void* stream,
                  std::string* raised) {
-  std::vector<TVMFFIAny> args;
-  args.reserve(inputs.size() + outputs.size());
+  // Reused from call to call: no allocation inside a timed call after the first.
+  static thread_local std::vector<TVMFFIAny> args;
+  args.clear();
   for (auto* group : {&inputs, &outputs}) {
     for (DLTensor& t : *group) {
       if (is_scalar(t)) {

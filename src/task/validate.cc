@@ -224,14 +224,12 @@ nlohmann::json ValidationCounts::to_json() const {
 }
 
 nlohmann::json ValidationReport::to_json() const {
-  nlohmann::json problems_json = nlohmann::json::array();
-  for (const auto& d : problems.items()) problems_json.push_back(d.to_json());
-  nlohmann::json warnings_json = nlohmann::json::array();
-  for (const auto& d : warnings.items()) warnings_json.push_back(d.to_json());
-  return {{"valid", valid()},
-          {"problems", std::move(problems_json)},
-          {"warnings", std::move(warnings_json)},
-          {"counts", counts.to_json()}};
+  auto list = [](const Diagnostics& d) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& item : d.items()) a.push_back(item.to_json());
+    return a;
+  };
+  return {{"valid", valid()}, {"problems", list(problems)}, {"warnings", list(warnings)}, {"counts", counts.to_json()}};
 }
 
 ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const ValidationOptions& options) {
