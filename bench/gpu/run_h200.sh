@@ -20,6 +20,7 @@
 #                                   selects some, FIXTURES_FULL=1 runs them on all workloads + holdout);
 #                                   after hacks, fixtures or core, bench/gpu/check_expected.py checks
 #                                   every fixture's outcome against its expected.json
+#   bench/gpu/run_h200.sh ctest     the GPU tests alone: every test of ctest label gpu (target gpu-tests)
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
 #   bench/gpu/run_h200.sh overhead  what each per-call primitive of the CUDA runner costs (call_overhead_bench),
@@ -31,7 +32,7 @@
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (quick, overhead, spread, core, hacks, fixtures, final, contest, fidelity, timers, profile), sharing one
+# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, final, contest, fidelity, timers, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -79,11 +80,16 @@ if [ $? -ge 2 ]; then
   if [ $? -ge 2 ]; then echo "STILL FAILING; continuing with --no-sandbox"; SANDBOX="--no-sandbox"; fi
 fi
 
+if has ctest; then
+  ( cmake --build --preset gpu -j 16 --target gpu-tests > "$OUT/gpu_tests_build.log" 2>&1 || { grep -m 20 error "$OUT/gpu_tests_build.log"; false; } ) &&
+    ctest --test-dir $B -L gpu --output-on-failure --timeout "$(cap 400 || echo 20)" || echo "gpu ctest failed"
+fi
+
 if has quick; then
   # GPU tests, then one evaluation of each kind: a CUDA pack on all workloads (overhead), the same
   # with host-generated inputs (the old path, for comparison), and each contest baseline on its
   # first two dev workloads.
-  ( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+  ( cmake --build --preset gpu -j 16 --target gpu-tests > "$OUT/gpu_tests_build.log" 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all
   record 100 tasks/cuda/rmsnorm/baselines/naive --task tasks/cuda/rmsnorm --workloads all --host-inputs
   for d in tasks/contest/*/; do
@@ -130,7 +136,7 @@ for h in tests/fixtures/hacks/cuda/*/; do
   wl=$(python3 -c "import json;print(json.load(open('$h/expected.json')).get('workloads','dev'))")
   record 60 "$h" --task "$task" --workloads "$wl" --trials 1 --iterations 5
 done
-( cmake --build --preset gpu -j 16 --target generate_cuda_test_bin device_inputs_test > /dev/null 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
+( cmake --build --preset gpu -j 16 --target gpu-tests > "$OUT/gpu_tests_build.log" 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
 fi
 if has hacks; then
   # The CUDA adversarial suite alone (every fixture under tests/fixtures/hacks/cuda; HACKS selects a

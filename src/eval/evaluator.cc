@@ -213,7 +213,7 @@ class Session {
   // with host_values, for inputs the evaluator transforms before they are uploaded).
   Result<MaterializedInputs> materialize(uint64_t seed, bool host_values) {
     PhaseTimer timer(phases_.materialize_s);
-    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values);
+    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values, generator_seed());
     if (in.ok()) {
       in->id = ++next_set_id_;
       in->seed = seed;
@@ -275,6 +275,11 @@ class Session {
   bool cuda() const { return report_.backend == "cuda"; }
   // False only in knock-out tests (EvalOptions::disabled_gates).
   bool gate_on(const char* name) const { return !options_.disabled_gates.contains(name); }
+  // Knock-out "fresh-inputs": the pack's generator gets trial seed 0 (what the bench tools pass), so
+  // generated inputs are the same in every set, trial and run, as before issue 17.
+  std::optional<uint64_t> generator_seed() const {
+    return gate_on("fresh-inputs") ? std::nullopt : std::optional<uint64_t>(0);
+  }
   uint64_t outputs_begin() const { return layout_.outputs.empty() ? 0 : layout_.outputs.front().offset - kGuardBytes; }
 
   const task::TaskPack& pack_;
@@ -681,7 +686,9 @@ Result<std::vector<MaterializedInputs>> Session::materialize_all(const std::vect
   std::vector<std::pair<uint64_t, uint64_t>> todo;
   for (uint64_t i = 0; i < seeds.size(); ++i)
     if (!kept[i]) todo.emplace_back(i, i + 1);
-  auto make = [&](uint64_t i) { made[i] = materialize_inputs(pack_, resolved_, seeds[i], blobs_, host_values_); };
+  auto make = [&](uint64_t i) {
+    made[i] = materialize_inputs(pack_, resolved_, seeds[i], blobs_, host_values_, generator_seed());
+  };
   if (!todo.empty()) make(todo.front().first);
   if (todo.size() > 1)
     util::run_ranges(std::vector<std::pair<uint64_t, uint64_t>>(todo.begin() + 1, todo.end()),

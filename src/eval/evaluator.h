@@ -47,7 +47,8 @@ struct EvalOptions {
   // Knock-out tests only (not reachable from the CLI): gates switched off to prove that each one is
   // what rejects its hack. Names: import-audit, timing-clock, threads, guard-bands, input-check,
   // unwritten, recheck, random-rechecks, determinism, host-cpu, roofline, launch-attestation,
-  // probes, fresh-vs-repeat (fresh input sets are still timed; only the verdict is off).
+  // probes, fresh-vs-repeat (fresh input sets are still timed; only the verdict is off), fresh-inputs
+  // (the pack's generator gets trial seed 0: generated inputs fixed per workload, as before issue 17).
   std::set<std::string> disabled_gates;
   // Called with one line per event worth showing on stderr (progress on long runs).
   std::function<void(const std::string&)> progress;

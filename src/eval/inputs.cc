@@ -58,7 +58,8 @@ Status set_scalar(tensor::Tensor& t, const nlohmann::json& v, const std::string&
 }  // namespace
 
 Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
-                                              uint64_t trial_seed, BlobCache& blobs, bool host_values) {
+                                              uint64_t trial_seed, BlobCache& blobs, bool host_values,
+                                              std::optional<uint64_t> generator_seed) {
   const auto& def = pack.definition;
   const auto& w = *rw.workload;
   MaterializedInputs out;
@@ -70,7 +71,7 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
       return Status::bad_input(fmt::format("{}: task.toml [inputs] generator '{}' is unknown",
                                            pack.root.string(), pack.settings.inputs_generator));
     KDA_RETURN_IF_ERROR(
-        (*gen)(rw.axes, contest::workload_seed_from_uuid(w.uuid), trial_seed, generated)
+        (*gen)(rw.axes, contest::workload_seed_from_uuid(w.uuid), generator_seed.value_or(trial_seed), generated)
             .with_context("generator " + pack.settings.inputs_generator + " for workload " + w.uuid));
   }
   for (size_t i = 0; i < def.inputs.size(); ++i) {

@@ -54,8 +54,11 @@ struct MaterializedInputs {
 };
 
 // host_values = false skips the host fill of plain random inputs (they are described by `random`).
+// generator_seed: the trial seed handed to the pack's generator instead of `trial_seed` (knock-out
+// tests only: with a constant one, generated inputs are a function of the public uuid again).
 Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
-                                              uint64_t trial_seed, BlobCache& blobs, bool host_values = true);
+                                              uint64_t trial_seed, BlobCache& blobs, bool host_values = true,
+                                              std::optional<uint64_t> generator_seed = std::nullopt);
 
 // Copies the "fingerprint" of `from` into `to` for plain random inputs: the first and last 16
 // elements and every 64th element (eval/fingerprint.h). A cache keyed on a sparse sample of the inputs then sees the
