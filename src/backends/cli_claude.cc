@@ -171,12 +171,10 @@ Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& reque
 
   std::vector<std::string> argv = {binary.string(), "-p", request.prompt, "--output-format", "stream-json", "--verbose",
                                    "--no-session-persistence"};
-  if (socket) {
-    json mcp_config = {{"mcpServers",
-                        {{"kda",
-                          {{"type", "stdio"},
-                           {"command", kda.string()},
-                           {"args", {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)}}}}}}};
+  std::vector<std::string> mcp_args = config_.mcp_server_args;
+  if (mcp_args.empty() && socket) mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+  if (!mcp_args.empty()) {
+    json mcp_config = {{"mcpServers", {{"kda", {{"type", "stdio"}, {"command", kda.string()}, {"args", mcp_args}}}}}};
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(dirs.kda / "mcp.json", mcp_config.dump(2)));
     argv.insert(argv.end(), {"--mcp-config", (dirs.kda / "mcp.json").string(), "--strict-mcp-config"});
   }

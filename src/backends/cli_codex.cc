@@ -145,10 +145,14 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
     for (const auto& w : request.writable) roots.push_back(w.string());
     if (!reviewer && !roots.empty()) config_arg("sandbox_workspace_write.writable_roots=" + toml_string_array(roots));
   }
-  if (socket) {
+  std::vector<std::string> mcp_args = config_.mcp_server_args;
+  if (mcp_args.empty() && socket) mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+  if (!mcp_args.empty()) {
     config_arg("mcp_servers.kda.command=" + toml_string(kda.string()));
-    config_arg("mcp_servers.kda.args=" +
-               toml_string_array({"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)}));
+    config_arg("mcp_servers.kda.args=" + toml_string_array(mcp_args));
+    // kda's own server: its tools run without Codex's per-call MCP approval (which `codex exec`
+    // cannot ask for and, outside full access, cancels).
+    config_arg("mcp_servers.kda.default_tools_approval_mode=\"approve\"");
   }
   if (!request.system_prompt.empty()) config_arg("developer_instructions=" + toml_string(request.system_prompt));
   if (!config_.model.empty()) argv.insert(argv.end(), {"-m", config_.model});

@@ -48,6 +48,10 @@ struct CliAgentConfig {
   int api_retries = 2;                // the CLI's own retries of a failed API request (0 in tests)
   bool keep_session_dirs = false;     // for debugging; default: removed after the session
   std::vector<std::string> extra_args;
+  // Arguments of the kda MCP server the CLI starts (`kda <args>`); empty: `mcp --connect` to this
+  // session's tool socket. E.g. {"mcp", "--workspace", DIR, "--task", PACK}: the CLI as a user runs
+  // it with kda's standalone server, whose tools kda does not serve from this process.
+  std::vector<std::string> mcp_server_args;
 };
 
 // Finds a CLI: `configured` if set, else $<env_var>, else <cache>/<subdir>/node_modules/.bin/<name>

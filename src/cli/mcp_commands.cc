@@ -9,7 +9,10 @@
 #include "backends/cli_guard.h"
 #include "agent/workspace_tools.h"
 #include "cli/commands.h"
+#include "eval/tool_run.h"
+#include "loop/kda_tools.h"
 #include "loop/knowledge_tools.h"
+#include "loop/workspace_session.h"
 #include "mcp/mcp_server.h"
 #include "mcp/tool_socket.h"
 
@@ -30,10 +33,17 @@ int run_mcp(const Args& args, Io& io) {
               "(standalone workspace tools)\n";
     return kExitBadInput;
   }
+  if (args.value("task") && !workspace) {
+    io.err << "kda mcp: --task needs --workspace DIR (the solution it evaluates)\n";
+    return kExitBadInput;
+  }
   std::unique_ptr<agent::ToolHost> host;
-  // Standalone: the workspace file tools in front of the knowledge tools (KernelWiki, Nsight Compute).
+  // Standalone: the workspace file tools in front of the knowledge tools (KernelWiki, Nsight Compute),
+  // and with --task kda's evaluate and ledger tools, run here, outside the agent's sandbox.
   std::unique_ptr<agent::ToolHost> files;
   std::unique_ptr<loop::KnowledgeTools> knowledge;
+  std::unique_ptr<loop::WorkspaceSession> session;
+  std::unique_ptr<loop::KdaToolHost> kda_tools;
   if (socket) {
     auto remote = mcp::SocketToolHost::connect(*socket);
     if (!remote.ok()) {
@@ -50,6 +60,41 @@ int run_mcp(const Args& args, Io& io) {
     agent::WorkspaceToolsOptions wo;
     wo.workspace = std::filesystem::absolute(*workspace);
     for (const auto& w : args.values("writable")) wo.writable.emplace_back(w);
+    if (auto task = args.value("task")) {
+      // The pack must not be writable from the session (its manifest is sealed here too).
+      const auto pack = std::filesystem::weakly_canonical(std::filesystem::absolute(*task), ec);
+      for (const auto& w : wo.writable) {
+        const auto wp = std::filesystem::weakly_canonical(w.is_absolute() ? w : wo.workspace / w, ec);
+        const auto rel = pack.lexically_relative(wp);
+        if (!rel.empty() && *rel.begin() != "..") {
+          io.err << "kda mcp: --writable " << w.string() << " contains the task pack " << pack.string()
+                 << ": the session could change what it is judged by\n";
+          return kExitBadInput;
+        }
+      }
+      loop::WorkspaceSessionOptions so;
+      so.workspace = wo.workspace;
+      so.pack = pack;
+      so.runner_binary = eval::default_runner_binary();
+      so.workloads = args.value_or("eval-workloads", "dev");
+      so.log = args.value_or("log", "");
+      so.cuda_arch = args.value_or("arch", "90a");
+      const std::string max_evals = args.value_or("max-evals", "20");
+      try {
+        so.max_evals = std::stoi(max_evals);
+      } catch (...) {
+        io.err << "kda mcp: --max-evals must be an integer, not '" << max_evals << "'\n";
+        return kExitBadInput;
+      }
+      auto opened = loop::WorkspaceSession::open(std::move(so));
+      if (!opened.ok()) {
+        io.err << "kda mcp: " << opened.status().message() << "\n";
+        return exit_code_for(opened.status());
+      }
+      session = std::move(*opened);
+      kda_tools = std::make_unique<loop::KdaToolHost>(session->hooks());
+      if (role == "writer") kda_tools->begin_round(session->max_evals());
+    }
     for (const auto& r : args.values("readable")) wo.readable.emplace_back(r);
     wo.read_only = role == "reviewer";
     loop::KnowledgeToolsOptions ko;
@@ -59,14 +104,21 @@ int run_mcp(const Args& args, Io& io) {
     files = std::make_unique<agent::WorkspaceTools>(std::move(wo));
     knowledge = std::make_unique<loop::KnowledgeTools>(std::move(ko));
     auto composite = std::make_unique<agent::CompositeToolHost>();
+    if (kda_tools) composite->add(kda_tools.get());
     composite->add(files.get());
     composite->add(knowledge.get());
     host = std::move(composite);
   }
   mcp::ServerOptions options;
   options.read_only_tools = role == "reviewer";
-  options.instructions = "kda's tools for this " + role +
-                         " session (evaluation, ledger, finish_round, files, KernelWiki search, Nsight Compute analysis, ...).";
+  // What the session offers, from the tools themselves (a standalone session without --task has no
+  // evaluation to advertise).
+  std::string offered;
+  for (const auto& t : host->tools()) offered += (offered.empty() ? "" : ", ") + t.name;
+  options.instructions = "kda's tools for this " + role + " session: " + offered + ".";
+  if (kda_tools && role == "writer")
+    options.instructions += " evaluate runs kda's official evaluator (fresh secret seeds, the task's baseline interleaved) on "
+                            "the workspace's solution.json and sources as they are when you call it.";
   mcp::McpServer server(host.get(), options);
   io.out.flush();
   Status s = server.serve(STDIN_FILENO, STDOUT_FILENO);
@@ -106,13 +158,28 @@ std::vector<CommandSpec> mcp_commands() {
           "workspace tools (list_files, read_file, grep; for writers also write_file, edit_file and a sandboxed "
           "run_command) on DIR, writing only the --writable paths, and kda's knowledge tools (wiki_search, "
           "wiki_show over the KernelWiki index; ncu_analyze, ncu_diff of Nsight Compute reports inside DIR or a "
-          "--readable root), for use from your own Claude Code or Codex setup.",
+          "--readable root), for use from your own Claude Code or Codex setup. With --task PACK it also offers "
+          "evaluate (kda's official evaluator on the workspace's solution, run by this process, outside the "
+          "agent's sandbox, on the pack as sealed at start, fresh secret seeds, at most --max-evals calls) and "
+          "ledger (this session's evaluations, the best fully passing one as the incumbent). A --writable path "
+          "that contains the pack is refused. Claude Code: claude mcp add kda -- kda mcp --workspace DIR "
+          "--writable solution.json --writable kernel.cu --task PACK; Codex: [mcp_servers.kda] command = \"kda\", "
+          "args = [\"mcp\", \"--workspace\", \"DIR\", \"--task\", \"PACK\", ...] and default_tools_approval_mode = "
+          "\"approve\" (codex exec cannot ask for approval) in ~/.codex/config.toml.",
       .options = {{.name = "connect", .metavar = "SOCKET", .help = "unix socket of the session's tool server"},
                   {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"},
                   {.name = "workspace", .metavar = "DIR", .help = "standalone: serve workspace tools on DIR"},
                   {.name = "writable", .metavar = "PATH", .help = "standalone: a path the tools may write (relative to DIR)",
                    .repeatable = true},
                   {.name = "readable", .metavar = "PATH", .help = "standalone: an extra read-only root", .repeatable = true},
+                  {.name = "task", .metavar = "PACK",
+                   .help = "standalone: offer evaluate and ledger, judging the workspace's solution by this task pack"},
+                  {.name = "max-evals", .metavar = "N", .help = "standalone with --task: evaluate calls in the session",
+                   .default_value = "20"},
+                  {.name = "eval-workloads", .metavar = "SEL", .help = "standalone with --task: dev, all or uuids",
+                   .default_value = "dev"},
+                  {.name = "arch", .metavar = "SM", .help = "standalone with --task: CUDA architecture", .default_value = "90a"},
+                  {.name = "log", .metavar = "FILE", .help = "standalone with --task: append each evaluation as a JSON line"},
                   {.name = "wiki-db", .metavar = "PATH",
                    .help = "standalone: KernelWiki index (default: $KDA_WIKI_DIR/wiki.db, else $XDG_DATA_HOME/kda/wiki.db)"}},
       .run = run_mcp,

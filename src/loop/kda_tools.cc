@@ -95,7 +95,8 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
     t.push_back({"evaluate",
                  "Evaluate the workspace's solution (solution.json and its sources) with kda's official evaluator "
                  "on the dev workloads, with fresh secret seeds: correctness verdict, latency and speedup vs the "
-                 "baseline per workload, and the geomean speedup. Limited number of calls per round.",
+                 "baseline per workload, and the geomean speedup. Limited number of calls (per round in a kda run, per "
+                 "session under kda mcp --task).",
                  {{"type", "object"}, {"properties", nlohmann::json::object()}, {"additionalProperties", false}},
                  false});
   }
@@ -126,7 +127,7 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
                   {"additionalProperties", false}},
                  true});
   }
-  if (in_round_) {
+  if (in_round_ && hooks_.rounds) {
     t.push_back(
         {"finish_round",
          "End this round. summary: what you changed and why, what you measured. claims: measurable claims kda "
@@ -153,14 +154,18 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
 
 agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::json& arguments) {
   if (name == "evaluate" && hooks_.evaluate && in_round_) {
-    if (evals_left_ <= 0) return {"evaluate: no evaluations left this round", true, {{"error", "eval_limit"}}};
+    if (evals_left_ <= 0)
+      return {hooks_.rounds ? "evaluate: no evaluations left this round" : "evaluate: no evaluations left in this session",
+              true, {{"error", "eval_limit"}}};
     --evals_left_;
     auto r = hooks_.evaluate();
     if (!r.ok())
-      return {fmt::format("evaluate: {}\n(evaluate calls left this round: {})", r.status().message(), evals_left_), true,
+      return {fmt::format("evaluate: {}\n(evaluate calls left this {}: {})", r.status().message(),
+                          hooks_.rounds ? "round" : "session", evals_left_),
+              true,
               {{"error", r.status().message()}, {"evals_left", evals_left_}}};
     agent::ToolOutcome out = *r;
-    out.text += fmt::format("\n(evaluate calls left this round: {})", evals_left_);
+    out.text += fmt::format("\n(evaluate calls left this {}: {})", hooks_.rounds ? "round" : "session", evals_left_);
     if (out.data.is_object() || out.data.is_null()) out.data["evals_left"] = evals_left_;
     return out;
   }
@@ -174,7 +179,7 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
       return {"ledger: page must be >= 1 and per_page in 1..20", true, {{"error", "bad_arguments"}}};
     return {ledger_page(hooks_.ledger(), page, per_page).dump(1), false, {}};
   }
-  if (name == "finish_round" && in_round_) {
+  if (name == "finish_round" && in_round_ && hooks_.rounds) {
     auto f = FinishRound::from_json(arguments);
     if (!f) {
       return {"finish_round: expected {summary: string, claims: [{metric, value, workload?}]}", true,

@@ -68,6 +68,9 @@ class KdaToolHost final : public agent::ToolHost {
     std::function<Result<ProfileTaken>(const ProfileRequest&)> profile;
     std::string ncu;                   // the ncu binary (--ncu); "": ncu on PATH, else /usr/local/cuda/bin/ncu
     int max_profiles_per_round = 2;    // `profile` calls per writer round
+    // false: a session without rounds (kda mcp --workspace --task): begin_round() opens the session's
+    // evaluation budget once and finish_round is never offered.
+    bool rounds = true;
     size_t max_profile_chars = 16000;  // the analysis text shown to the model
   };
   explicit KdaToolHost(Hooks hooks) : hooks_(std::move(hooks)) {}

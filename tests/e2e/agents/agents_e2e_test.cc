@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "backends/cli_claude.h"
 #include "backends/cli_codex.h"
@@ -544,6 +545,170 @@ INSTANTIATE_TEST_SUITE_P(Pairs, AgentsFullRun,
                            return std::string(info.param.first[0] == 'c' && info.param.first[1] == 'l' ? "ClaudeWritesCodexReviews"
                                                                                                       : "CodexWritesClaudeReviews");
                          });
+
+}  // namespace
+}  // namespace kda::agent
+
+namespace kda::agent {
+namespace {
+
+// A workspace holding a solution for the host rmsnorm pack, and a copy of that pack, as a user
+// who runs their own agent has them.
+struct OwnWorkspace {
+  stdfs::path root, ws, pack;
+  std::string uuid;  // one dev workload: each evaluation stays short
+  static OwnWorkspace make(const std::string& name) {
+    OwnWorkspace o;
+    auto d = fs::make_temp_dir(stdfs::temp_directory_path(), name);
+    EXPECT_TRUE(d.ok());
+    o.root = stdfs::canonical(*d);
+    o.ws = o.root / "ws";
+    o.pack = o.root / "pack";
+    const stdfs::path source = KDA_SOURCE_DIR;
+    stdfs::copy(source / "tests/fixtures/solutions/host_rmsnorm/fast", o.ws, stdfs::copy_options::recursive);
+    stdfs::copy(source / "tasks/host/rmsnorm", o.pack, stdfs::copy_options::recursive);
+    auto lines = fs::read_file(o.pack / "workloads.jsonl");
+    EXPECT_TRUE(lines.ok());
+    o.uuid = json::parse(lines->substr(0, lines->find('\n')))["workload"]["uuid"].get<std::string>();
+    return o;
+  }
+  std::vector<std::string> mcp_args() const {
+    return {"mcp", "--workspace", ws.string(), "--writable", "kernel.cc", "--task", pack.string(),
+            "--eval-workloads", uuid, "--max-evals", "3"};
+  }
+  std::string pack_toml() const { return *fs::read_file(pack / "task.toml"); }
+};
+
+// `kda mcp --workspace --task` over stdio (no agent CLI): evaluate and ledger are offered (no
+// finish_round), evaluate gives the official verdict, a write to the pack is refused, and a
+// --writable path that contains the pack is refused at start.
+TEST(KdaMcp, StandaloneEvaluateJudgesTheWorkspaceAndRefusesPackWrites) {
+  const std::string kda = kda_binary();
+  if (!stdfs::exists(kda)) GTEST_SKIP() << "kda binary not built: " << kda;
+  OwnWorkspace own = OwnWorkspace::make("kda-mcp-task");
+  const std::string toml = own.pack_toml();
+  json write = {{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tools/call"},
+                {"params", {{"name", "write_file"}, {"arguments", {{"path", (own.pack / "task.toml").string()}, {"content", "x"}}}}}};
+  std::ofstream(own.root / "requests.jsonl")
+      << R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
+      << "\n"
+      << R"({"jsonrpc":"2.0","method":"notifications/initialized"})" << "\n"
+      << R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})" << "\n"
+      << R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"evaluate","arguments":{}}})" << "\n"
+      << write.dump() << "\n"
+      << R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ledger","arguments":{}}})" << "\n";
+  proc::RunOptions o;
+  o.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" < \"$KDA_REQUESTS\"", kda};
+  for (const auto& a : own.mcp_args()) o.argv.push_back(a);
+  o.env = proc::current_environment();
+  o.env->push_back("KDA_REQUESTS=" + (own.root / "requests.jsonl").string());
+  o.env->push_back("KDA_CACHE_DIR=" + (own.root / "cache").string());
+  o.timeout_seconds = 120;
+  auto r = proc::run(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->exit.success()) << r->stderr_text;
+  std::vector<json> replies;
+  size_t start = 0;
+  for (size_t nl; (nl = r->stdout_text.find('\n', start)) != std::string::npos; start = nl + 1)
+    replies.push_back(json::parse(r->stdout_text.substr(start, nl - start)));
+  ASSERT_EQ(replies.size(), 5u) << r->stdout_text;
+  EXPECT_NE(replies[0]["result"]["instructions"].get<std::string>().find("evaluate"), std::string::npos);
+  std::set<std::string> names;
+  for (const auto& t : replies[1]["result"]["tools"]) names.insert(t["name"].get<std::string>());
+  EXPECT_TRUE(names.count("evaluate") && names.count("ledger") && names.count("write_file"));
+  EXPECT_FALSE(names.count("finish_round"));
+  EXPECT_EQ(replies[2]["result"]["isError"], false) << replies[2].dump();
+  const std::string verdict = replies[2]["result"]["content"][0]["text"];
+  EXPECT_NE(verdict.find("PASSED"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find(own.uuid), std::string::npos) << verdict;
+  const bool refused = replies[3].contains("error") || replies[3]["result"]["isError"] == true;
+  EXPECT_TRUE(refused) << replies[3].dump();
+  EXPECT_EQ(own.pack_toml(), toml);
+  EXPECT_NE(replies[4]["result"]["content"][0]["text"].get<std::string>().find("\"incumbent\": \"e1\""), std::string::npos)
+      << replies[4].dump();
+
+  proc::RunOptions bad;
+  bad.argv = {kda, "mcp", "--workspace", own.root.string(), "--writable", ".", "--task", own.pack.string()};
+  bad.timeout_seconds = 30;
+  auto b = proc::run(bad);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->exit.exit_code, 2);
+  EXPECT_NE(b->stderr_text.find("contains the task pack"), std::string::npos) << b->stderr_text;
+  stdfs::remove_all(own.root);
+}
+
+// The real CLIs as a user runs them with their own MCP configuration (kda mcp --workspace --task,
+// no kda session behind it, no kda sandbox around the CLI): the scripted agent tries to rewrite
+// the pack through kda's write_file, then evaluates and quotes the verdict. The verdict is kda's
+// official one and the pack is unchanged.
+class OwnAgentEvaluates : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(OwnAgentEvaluates, ThroughKdaMcpTask) {
+  const std::string kda = kda_binary();
+  if (!stdfs::exists(kda)) GTEST_SKIP() << "kda binary not built: " << kda;
+  const bool is_claude = std::string(GetParam()) == "claude";
+  if (!find_agent_cli("", is_claude ? "KDA_CLAUDE_BIN" : "KDA_CODEX_BIN", GetParam()).ok())
+    GTEST_SKIP() << GetParam() << " CLI not installed: run scripts/install-agent-clis.sh";
+  OwnWorkspace own = OwnWorkspace::make("kda-own-agent");
+  const std::string toml = own.pack_toml();
+  fakellm::Options fo;
+  json steps = json::array();
+  steps.push_back({{"tool", "write_file"}, {"input", {{"path", (own.pack / "task.toml").string()}, {"content", "atol = 1e9\n"}}}});
+  steps.push_back({{"tool", "evaluate"}, {"input", json::object()}});
+  steps.push_back({{"text", "Verdict: ${last_tool_result}"}});
+  fo.scenarios = json::array();
+  fo.scenarios.push_back({{"name", "own"}, {"match", "evaluate my kernel"}, {"steps", steps}});
+  fo.workdir = own.ws;
+  fo.log_path = own.root / "fake-requests.jsonl";
+  auto server = fakellm::Server::start(fo);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  std::unique_ptr<Backend> backend;
+  auto common = [&](CliAgentConfig& c) {
+    c.kda_binary = kda;
+    c.sessions_dir = own.root / "sessions";
+    c.api_retries = 0;
+    c.os_sandbox = false;  // the user's own CLI: kda does not sandbox it
+    c.require_os_sandbox = false;
+    c.mcp_server_args = own.mcp_args();
+    c.env = {"KDA_CACHE_DIR=" + (own.root / "cache").string()};
+  };
+  if (is_claude) {
+    ClaudeCodeConfig c;
+    common(c);
+    c.base_url = (*server)->base_url();
+    c.model = "claude-sonnet-4-5";
+    c.env.push_back("ANTHROPIC_API_KEY=fake-key");
+    c.guard_hook = false;
+    backend = make_claude_code_backend(c);
+  } else {
+    CodexConfig c;
+    common(c);
+    c.base_url = (*server)->base_url() + "/v1";
+    c.model = "gpt-5.5";
+    c.api_key_env = "KDA_E2E_CODEX_KEY";
+    c.env.push_back("KDA_E2E_CODEX_KEY=fake-key");
+    backend = make_codex_backend(c);
+  }
+  setenv("KDA_E2E_CODEX_KEY", "fake-key", 1);
+  SessionRequest req;
+  req.role = Role::kWriter;
+  req.phase = "round";
+  req.prompt = "Please evaluate my kernel.";
+  req.workspace = own.ws;
+  req.writable = {own.ws / "kernel.cc"};
+  req.timeout = std::chrono::seconds(240);
+  req.max_turns = 20;
+  auto r = backend->run_session(req);
+  (*server)->stop();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NE(r->final_text.find("PASSED"), std::string::npos) << r->final_text;
+  EXPECT_NE(r->final_text.find(own.uuid), std::string::npos) << r->final_text;
+  EXPECT_EQ(own.pack_toml(), toml) << "the pack was changed from the session";
+  if (!HasFailure()) stdfs::remove_all(own.root);
+}
+
+INSTANTIATE_TEST_SUITE_P(Clis, OwnAgentEvaluates, ::testing::Values("claude", "codex"),
+                         [](const auto& info) { return std::string(info.param) == "claude" ? "Claude" : "Codex"; });
 
 }  // namespace
 }  // namespace kda::agent
