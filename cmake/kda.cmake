@@ -1,3 +1,18 @@
+# kda_discover_tests(<target> LABELS <label>... TIMEOUT <s> [TEST_FILTER <filter>])
+# gtest_discover_tests with its labels as ONE label joined by '-' (eval-gpu, tune-slow): CMake 3.25's
+# discovery writes PROPERTIES as a flat list, so a second label became a property name and the TIMEOUT
+# after it was lost. `ctest -L` / `-LE` match a regular expression, so -L slow still selects tune-slow
+# and the presets' gpu exclusion still excludes eval-gpu.
+function(kda_discover_tests target)
+  cmake_parse_arguments(ARG "" "TIMEOUT;TEST_FILTER" "LABELS" ${ARGN})
+  list(JOIN ARG_LABELS "-" label)
+  set(filter)
+  if(ARG_TEST_FILTER)
+    set(filter TEST_FILTER "${ARG_TEST_FILTER}")
+  endif()
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST ${filter} PROPERTIES LABELS "${label}" TIMEOUT ${ARG_TIMEOUT})
+endfunction()
+
 # kda_module(<name> SOURCES ... [DEPS ...] [TESTS ...] [TEST_DEPS ...] [TEST_LABELS ...])
 # Declares the static library kda_<name> and, for each test source, a GoogleTest executable.
 function(kda_module name)
@@ -12,8 +27,7 @@ function(kda_module name)
       target_link_libraries(${test_name} PRIVATE kda_${name} ${ARG_TEST_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
       target_compile_definitions(${test_name} PRIVATE
         KDA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" KDA_BINARY_DIR="${PROJECT_BINARY_DIR}")
-      gtest_discover_tests(${test_name} DISCOVERY_MODE PRE_TEST
-        PROPERTIES LABELS "${name};${ARG_TEST_LABELS}" TIMEOUT 300)
+      kda_discover_tests(${test_name} LABELS ${name} ${ARG_TEST_LABELS} TIMEOUT 300)
     endforeach()
   endif()
 endfunction()

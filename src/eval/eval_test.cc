@@ -870,6 +870,51 @@ TEST(Screener, OneSessionManyCandidatesWithEvaluatesVerdicts) {
   EXPECT_FALSE(refused.ok());  // another definition: refused before anything runs
 }
 
+// Screening's check levels: rung 0 (ScreenChecks::kCorrectness) runs the correctness trial and the
+// timed re-checks, and records the determinism repeat and the probes as skipped for the rung; a
+// later rung (kAll) runs them; a rung after that, on the same inputs, records what this candidate
+// already passed as skipped, saying so, and checks only the new trial's inputs. A wrong candidate
+// is still rejected at rung 0.
+TEST(Screener, RungZeroChecksCorrectnessLaterRungsDoNotRepeatPassedChecks) {
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  auto screener = Screener::open(*pack, fast_options());
+  ASSERT_TRUE(screener.ok()) << screener.status().message();
+  auto fast = task::load_solution(fixture("host_rmsnorm", "fast"));
+  ASSERT_TRUE(fast.ok());
+  auto gate = [](const EvalReport& r, const std::string& name) {
+    for (const auto& g : r.workloads.front().gates)
+      if (g.name == name) return g;
+    return Gate{};
+  };
+  auto rung0 = (*screener)->evaluate(*fast, "dev", 1, 1, 4, ScreenChecks::kCorrectness);
+  ASSERT_TRUE(rung0.ok() && rung0->all_passed) << (rung0.ok() ? "" : rung0.status().message());
+  EXPECT_EQ(gate(*rung0, "correctness").status, GateStatus::kPass);
+  for (const char* g : {"determinism", "probes"}) {
+    EXPECT_EQ(gate(*rung0, g).status, GateStatus::kSkipped) << g;
+    EXPECT_NE(gate(*rung0, g).detail.find("checks correctness only"), std::string::npos) << gate(*rung0, g).detail;
+  }
+  auto rung1 = (*screener)->evaluate(*fast, "dev", 2, 1, 4, ScreenChecks::kAll);
+  ASSERT_TRUE(rung1.ok() && rung1->all_passed);
+  for (const char* g : {"correctness", "determinism", "probes"}) EXPECT_EQ(gate(*rung1, g).status, GateStatus::kPass) << g;
+  // The same two trials again and a third: the first two were passed before, the third is new.
+  auto rung2 = (*screener)->evaluate(*fast, "dev", 3, 1, 4, ScreenChecks::kAll);
+  ASSERT_TRUE(rung2.ok() && rung2->all_passed);
+  EXPECT_EQ(gate(*rung2, "correctness").status, GateStatus::kPass);
+  EXPECT_NE(gate(*rung2, "correctness").detail.find("2 of them passed by this candidate"), std::string::npos)
+      << gate(*rung2, "correctness").detail;
+  for (const char* g : {"determinism", "probes"}) {
+    EXPECT_EQ(gate(*rung2, g).status, GateStatus::kSkipped) << g;
+    EXPECT_NE(gate(*rung2, g).detail.find("earlier in this screening session"), std::string::npos) << gate(*rung2, g).detail;
+  }
+  auto wrong = task::load_solution(fixture("host_rmsnorm", "wrong"));
+  ASSERT_TRUE(wrong.ok());
+  auto bad = (*screener)->evaluate(*wrong, "dev", 1, 1, 4, ScreenChecks::kCorrectness);
+  ASSERT_TRUE(bad.ok());
+  ASSERT_FALSE(bad->workloads.empty());
+  EXPECT_EQ(bad->workloads.front().verdict, Verdict::kIncorrectNumerical);
+}
+
 // A runner loads one library unless its first load named a reload root, and then only from under it.
 TEST(RunnerProtocol, FurtherLoadsOnlyFromUnderTheReloadRoot) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/gemm");

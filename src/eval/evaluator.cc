@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -157,6 +158,7 @@ class Session {
   // its outputs are remembered per input set (the master seed is fixed for the session, so every
   // candidate meets the same sets), and the candidate runner loads each next library in place.
   void enable_screening() { screening_ = true; }
+  void set_screen_checks(ScreenChecks c) { screen_checks_ = c; }
   // The next candidate: everything about the previous one is forgotten but the runners.
   Result<EvalReport> rerun(const task::Solution& candidate);
   ScreenStats screen_stats() const { return screen_stats_; }
@@ -316,6 +318,20 @@ class Session {
   mutable EvalPhases phases_;
   // Screening only.
   bool screening_ = false;
+  ScreenChecks screen_checks_ = ScreenChecks::kAll;
+  // Screening: the checks a candidate passed, by (built library, workload, inputs seed, check): a
+  // later rung re-timing the same configuration does not repeat them on the same inputs.
+  std::set<std::tuple<std::string, std::string, uint64_t, int>> verified_;
+  enum CheckKind : int { kCheckCorrectness = 0, kCheckDeterminism = 1, kCheckProbe = 2 };
+  bool verified_before(uint64_t seed, CheckKind kind) const {
+    return screening_ && verified_.contains({cand_lib_.library.string(), current_uuid_, seed, kind});
+  }
+  void mark_verified(uint64_t seed, CheckKind kind) {
+    if (screening_) verified_.insert({cand_lib_.library.string(), current_uuid_, seed, kind});
+  }
+  static constexpr const char* kVerifiedBefore = "passed by this candidate on the same inputs earlier in this screening session";
+  static constexpr const char* kScreenRungZero =
+      "screening's first look at a configuration checks correctness only; this check runs when it goes on";
   std::filesystem::path cand_loaded_;  // the library the live candidate runner calls
   std::map<std::pair<std::string, uint64_t>, Outputs> ref_cache_;  // (workload, input set seed)
   std::map<std::tuple<std::string, uint64_t, int>, std::shared_ptr<const MaterializedInputs>> set_cache_;
@@ -1178,8 +1194,15 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   for (int t = 0; t < std::max(1, trials()); ++t) check_seeds.push_back(derive_seed(*options_.seed, w.uuid, t, kInputsCheck));
   auto check_sets = materialize_all(check_seeds);
   if (!check_sets.ok()) return fail({Verdict::kRuntimeError, "runtime_error", check_sets.status().message(), {}});
+  int verified_earlier = 0;
   for (int t = 0; t < std::max(1, trials()); ++t) {
     MaterializedInputs* inputs = &(*check_sets)[static_cast<size_t>(t)];
+    const bool full = !screening_ || screen_checks_ == ScreenChecks::kAll;
+    if (verified_before(check_seeds[t], kCheckCorrectness) && (t > 0 || !full || verified_before(check_seeds[t], kCheckDeterminism))) {
+      ++verified_earlier;
+      if (t == 0 && full) gates_.skip(GateId::kDeterminism, kVerifiedBefore);
+      continue;
+    }
     auto ref = reference_outputs(*inputs);
     if (!ref.ok()) return fail({Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}});
     std::vector<tensor::Tensor> got;
@@ -1190,8 +1213,11 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
       return fail(*f);
     }
     gates_.ran(GateId::kCorrectness);
+    mark_verified(check_seeds[t], kCheckCorrectness);
     if (t == 0 && !gate_on("determinism")) {
       gate_off(GateId::kDeterminism);
+    } else if (t == 0 && !full) {
+      gates_.skip(GateId::kDeterminism, kScreenRungZero);
     } else if (t == 0) {
       std::vector<tensor::Tensor> again;
       if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
@@ -1203,13 +1229,18 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
         return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message,
                      {}, GateId::kDeterminism});
       gates_.ran(GateId::kDeterminism);
+      mark_verified(check_seeds[t], kCheckDeterminism);
       gates_.note(GateId::kDeterminism, pack_.settings.determinism == task::Determinism::kBitwise
                                             ? "the same inputs twice gave bitwise identical outputs"
                                             : "the same inputs twice gave outputs within tolerance (policy: tolerance)");
     }
   }
-  gates_.note(GateId::kCorrectness, fmt::format("{} trial(s), each on inputs drawn from its own secret seed{}",
-                                                std::max(1, trials()), fresh_wording()));
+  if (verified_earlier == std::max(1, trials()))
+    gates_.skip(GateId::kCorrectness, kVerifiedBefore);
+  else
+    gates_.note(GateId::kCorrectness, fmt::format("{} trial(s), each on inputs drawn from its own secret seed{}{}",
+                                                  std::max(1, trials()), fresh_wording(),
+                                                  verified_earlier > 0 ? fmt::format(" ({} of them {})", verified_earlier, kVerifiedBefore) : ""));
   if (auto f = probe_trials()) return fail(*f);
   if (auto f = timing_phase(wr)) return fail(*f);
   wr.reference_ms = summarize(reference_samples_).median;
@@ -1241,6 +1272,10 @@ std::optional<Failure> Session::probe_trials() {
     gates_.skip(GateId::kProbes, "the task names no probes (task.toml [probes])");
     return std::nullopt;
   }
+  if (screening_ && screen_checks_ == ScreenChecks::kCorrectness) {
+    gates_.skip(GateId::kProbes, kScreenRungZero);
+    return std::nullopt;
+  }
   std::string detail;
   std::vector<task::Probe> kinds;  // distinct, in task.toml order
   for (const auto& [input, list] : probes)
@@ -1248,6 +1283,10 @@ std::optional<Failure> Session::probe_trials() {
       if (std::find(kinds.begin(), kinds.end(), p) == kinds.end()) kinds.push_back(p);
   for (size_t k = 0; k < kinds.size(); ++k) {
     const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kProbe);
+    if (verified_before(seed, kCheckProbe)) {
+      if (gates_.runs(GateId::kProbes) == 0) gates_.skip(GateId::kProbes, kVerifiedBefore);
+      continue;
+    }
     auto no_probed_input = [&] {  // this workload gives the probed inputs no plain random values
       if (gates_.runs(GateId::kProbes) == 0)
         gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
@@ -1292,6 +1331,7 @@ std::optional<Failure> Session::probe_trials() {
                      GateId::kProbes};
     detail += fmt::format("{}{} ({})", detail.empty() ? "" : "; ", task::probe_name(kinds[k]), what);
     gates_.ran(GateId::kProbes);
+    mark_verified(seed, kCheckProbe);
     gates_.note(GateId::kProbes, "correct on off-distribution inputs: " + detail);
   }
   return std::nullopt;
@@ -1476,8 +1516,9 @@ Screener::Screener() = default;
 Screener::~Screener() = default;
 
 Result<EvalReport> Screener::evaluate(const task::Solution& candidate, const std::string& workloads, int trials,
-                                     int warmup, int iterations) {
+                                     int warmup, int iterations, ScreenChecks checks) {
   KDA_RETURN_IF_ERROR(check_candidate(impl_->pack, candidate));
+  impl_->session.set_screen_checks(checks);
   impl_->options.workloads = workloads;
   impl_->options.trials = trials;
   impl_->options.warmup = warmup;

@@ -148,13 +148,23 @@ struct ScreenStats {
 // once; and the candidate runner stays alive, loading each next library from the build cache into
 // the same process (replaced after any failure). A screening number is a ranking, not a result:
 // candidates share a process, so only a fresh official evaluate() counts (kda tune ends with one).
+// What a screening evaluation checks before it times a candidate.
+enum class ScreenChecks {
+  // The correctness trials and the timed re-checks only: the first look at many configurations
+  // (the determinism repeat and the probes wait for the ones that go on).
+  kCorrectness,
+  // Every check; one this candidate passed on the same inputs earlier in the session (a later rung
+  // re-timing it) is recorded as skipped, saying so.
+  kAll,
+};
+
 class Screener {
  public:
   static Result<std::unique_ptr<Screener>> open(const task::TaskPack& pack, EvalOptions options);
   ~Screener();
   // `workloads`: as EvalOptions::workloads (all | dev | holdout | uuid[,uuid...]).
   Result<EvalReport> evaluate(const task::Solution& candidate, const std::string& workloads, int trials, int warmup,
-                              int iterations);
+                              int iterations, ScreenChecks checks = ScreenChecks::kAll);
   ScreenStats stats() const;
 
  private:

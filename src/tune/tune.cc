@@ -94,7 +94,9 @@ class EvalMeasurer : public Measurer {
         e.progress = nullptr;
         KDA_ASSIGN_OR_RETURN(screener_, eval::Screener::open(pack_, e));
       }
-      KDA_ASSIGN_OR_RETURN(report, screener_->evaluate(*sol, list, trials, o_.screen_warmup, iterations));
+      // Rung 0 looks at every configuration: correctness only; the ones that go on get every check.
+      KDA_ASSIGN_OR_RETURN(report, screener_->evaluate(*sol, list, trials, o_.screen_warmup, iterations,
+                                                       rung == 0 ? eval::ScreenChecks::kCorrectness : eval::ScreenChecks::kAll));
     } else {
       eval::EvalOptions e = o_.eval;
       e.with_baseline = false;
