@@ -1,0 +1,464 @@
+// Session: builds, runners, layouts, checked calls, reference outputs and input loads (session.h).
+#include "eval/session.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "eval/arena.h"
+#include "eval/attestation.h"
+#include "eval/input_digest.h"
+#include "eval/inputs.h"
+#include "eval/probes.h"
+#include "eval/roofline.h"
+#include "eval/runner_client.h"
+#include "eval/solution_build.h"
+#include "eval/static_gate.h"
+#include "eval/topk_checker.h"
+#include "eval/torch_oracle.h"
+#include "util/parallel.h"
+#include "util/strings.h"
+
+namespace kda::eval::detail {
+
+Status Session::build_all() {
+  BuildSettings bs{.cuda_arch = options_.cuda_arch};
+  if (!screening_ || !ref_lib_.ok) {
+    progress("building reference");
+    KDA_ASSIGN_OR_RETURN(ref_lib_, build_solution(pack_.reference, bs));
+  }
+  if (!ref_lib_.ok)
+    return Status::bad_input(fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
+  const task::Solution* base = !options_.with_baseline ? nullptr
+                               : options_.baseline   ? &*options_.baseline
+                                                     : pack_.baseline();
+  if (base != nullptr) {
+    report_.baseline_name = options_.baseline ? options_.baseline->name : pack_.baseline_name;
+    progress("building baseline " + report_.baseline_name);
+    KDA_ASSIGN_OR_RETURN(base_lib_, build_solution(*base, bs));
+    if (!base_lib_.ok)
+      return Status::bad_input(fmt::format("{}: baseline '{}' does not build:\n{}", pack_.root.string(), report_.baseline_name,
+                                           base_lib_.log));
+    have_baseline_ = true;
+  }
+  progress("building candidate " + candidate_->name);
+  KDA_ASSIGN_OR_RETURN(cand_lib_, build_solution(*candidate_, bs));
+  report_.build = {{"candidate", cand_lib_.info}, {"reference", ref_lib_.info}};
+  if (have_baseline_) report_.build["baseline"] = base_lib_.info;
+  if (!cand_lib_.ok) {
+    candidate_blocked_ = Failure{Verdict::kCompileError, "compile_error",
+                                 "the candidate does not build: " + build_failure_summary(cand_lib_), cand_lib_.log};
+    return {};
+  }
+  report_.static_gates = static_gates(cand_lib_, pack_.settings);
+  for (const auto& g : report_.static_gates) {
+    if (g.failed() && gate_on("import-audit")) {
+      candidate_blocked_ = Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}, GateId::kImportAudit};
+      break;
+    }
+  }
+  return {};
+}
+
+std::optional<Failure> Session::ensure_runners() {
+  auto harness = [this](const std::string& message) {
+    harness_error_ = Status::internal(message);
+    return Failure{Verdict::kRuntimeError, "harness_error", message, {}};
+  };
+  PhaseTimer timer(phases_.runners_s);
+  if (!ref_.alive() && options_.reference == "torch") {
+    auto r = start_torch_reference(options_.runner_binary, report_.backend, pack_.root / "definition.json",
+                                   std::max(120.0, call_timeout()));
+    if (!r.ok()) return harness("torch reference: " + r.status().message());
+    ref_ = std::move(*r);
+  }
+  struct Start {
+    RunnerClient* slot;
+    RunnerRole role;
+    const BuiltLibrary* lib;
+    std::optional<RunnerClient> client;
+    std::string error;
+  };
+  std::vector<Start> starts;
+  if (!ref_.alive()) starts.push_back({&ref_, RunnerRole::kReference, &ref_lib_, {}, {}});
+  if (have_baseline_ && !base_.alive()) starts.push_back({&base_, RunnerRole::kBaseline, &base_lib_, {}, {}});
+  const double load_timeout = std::max(60.0, call_timeout());
+  // Screening: a live candidate runner takes the next candidate's library in place; one that
+  // cannot is replaced.
+  if (screening_ && cand_.alive() && cand_loaded_ != cand_lib_.library) {
+    auto o = cand_.reload(cand_lib_.library, cand_lib_.symbol, load_timeout);
+    if (o.kind == CallOutcome::Kind::kOk) {
+      cand_loaded_ = cand_lib_.library;
+      ++screen_stats_.reloads;
+    } else {
+      cand_.stop();
+    }
+  }
+  if (!cand_.alive()) starts.push_back({&cand_, RunnerRole::kCandidate, &cand_lib_, {}, {}});
+  for (Start& st : starts) {
+    RunnerOptions ro{.runner_binary = options_.runner_binary,
+                     .backend = report_.backend,
+                     .role = st.role,
+                     .sandbox = options_.sandbox && st.role != RunnerRole::kReference};
+    // The build cache: where every later candidate's library comes from.
+    if (screening_ && st.role == RunnerRole::kCandidate) ro.reload_root = st.lib->library.parent_path().parent_path();
+    auto r = RunnerClient::spawn(ro);
+    if (!r.ok()) {
+      st.error = r.status().message();
+      continue;
+    }
+    st.client.emplace(std::move(*r));
+  }
+  for (Start& st : starts) {
+    if (!st.client) continue;
+    if (Status h = st.client->await_hello(); !h.ok()) {
+      st.error = h.message();
+      st.client.reset();
+      continue;
+    }
+    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout);
+  }
+  for (Start& st : starts) {
+    if (!st.client) continue;
+    auto o = st.client->receive();
+    if (o.kind == CallOutcome::Kind::kOk) {
+      if (report_.environment.empty() && o.reply.contains("environment") && o.reply["environment"].is_object())
+        report_.environment = o.reply["environment"];
+      *st.slot = std::move(*st.client);
+      if (st.role == RunnerRole::kCandidate) {
+        cand_loaded_ = st.lib->library;
+        ++screen_stats_.candidate_runner_starts;
+      }
+      continue;
+    }
+    st.error = fmt::format("{} runner could not load {}: {}{}", role_name(st.role), st.lib->library.string(), o.message,
+                           o.log.empty() ? "" : "\n" + o.log);
+  }
+  for (const Start& st : starts)
+    if (!st.error.empty() && st.role != RunnerRole::kCandidate) return harness(st.error);
+  for (const Start& st : starts)
+    if (!st.error.empty()) return Failure{Verdict::kRuntimeError, "runtime_error", st.error, {}};
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::send_layouts() {
+  PhaseTimer timer(phases_.layout_s);
+  std::vector<RunnerClient*> live;
+  for (RunnerClient* r : {&ref_, &base_, &cand_}) {
+    if (!r->alive()) continue;
+    r->send_layout(layout_, 120);
+    live.push_back(r);
+  }
+  std::optional<Failure> first;
+  for (RunnerClient* r : live) {
+    auto f = classify(r->receive());  // every reply is read, so no runner is left mid-request
+    if (!f || first) continue;
+    if (r != &cand_)
+      harness_error_ = Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));
+    first = f;
+  }
+  return first;
+}
+
+std::optional<Failure> Session::classify(const CallOutcome& o) const {
+  switch (o.kind) {
+    case CallOutcome::Kind::kOk: return std::nullopt;
+    case CallOutcome::Kind::kTimeout: return Failure{Verdict::kTimeout, "timeout", o.message, o.log};
+    case CallOutcome::Kind::kCrashed:
+      if (o.signal == SIGSYS)
+        return Failure{Verdict::kSandboxViolation, "sandbox_killed", "runner killed by SIGSYS: a forbidden system call (fork, exec, "
+                                                   "ptrace, process_vm_*) was attempted", o.log};
+      return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
+    case CallOutcome::Kind::kFailed: return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
+  }
+  return std::nullopt;
+}
+
+Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& inputs) {
+  const std::pair<std::string, uint64_t> key{current_uuid_, inputs.seed};
+  if (screening_) {
+    if (auto it = ref_cache_.find(key); it != ref_cache_.end()) {
+      ++screen_stats_.reference_reused;
+      return it->second;
+    }
+  }
+  bool full_upload = false;
+  if (auto f = load_inputs(ref_, inputs, &full_upload)) {
+    if (!harness_error_)
+      harness_error_ = Status::internal(fmt::format("the reference runner could not take the inputs of workload {}: {}",
+                                                    current_uuid_, f->message));
+    return *harness_error_;
+  }
+  json call{{"flush", true}, {"upload", true}, {"upload_from", full_upload ? 0 : outputs_begin()}, {"download", true},
+            {"timed", true}};
+  if (device_inputs(ref_)) {  // poisoned on the device: nothing to upload
+    json poison = json::array();
+    for (size_t k = 0; k < layout_.outputs.size(); ++k) poison.push_back({k, ++seq_});
+    call["poison"] = std::move(poison);
+    call["upload"] = false;
+  } else {
+    for (const auto& s : layout_.outputs) ref_.arena().poison(s, ++seq_);
+  }
+  call["seq"] = ++seq_;
+  auto o = ref_.call(call, std::max(call_timeout(), 600.0));
+  account_call(o);
+  if (o.kind != CallOutcome::Kind::kOk) {
+    harness_error_ = Status::internal(fmt::format("the reference failed on workload {}: {}{}", current_uuid_, o.message,
+                                                  o.log.empty() ? "" : "\n" + o.log));
+    return *harness_error_;
+  }
+  reference_samples_.push_back(static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e6);
+  report_.in_call_s += static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e9;
+  PhaseTimer timer(phases_.verify_call_s);
+  auto out = std::make_shared<const std::vector<tensor::Tensor>>(read_outputs(ref_));
+  ++screen_stats_.reference_calls;
+  if (screening_ && reserve_screen_bytes(*out)) ref_cache_.emplace(key, out);
+  return out;
+}
+
+std::optional<Failure> Session::checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
+                                             std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
+                                             json* reply_extra) {
+  // One secret guard pattern per workload: on CUDA, calls that upload only the outputs leave the
+  // device copy of the input guards as they were, so the pattern must not change between calls.
+  const uint64_t guard_seed = this->guard_seed();
+  // Only the candidate's checks are its gates' record (the baseline's failures are the harness's).
+  GateLedger& led = &runner == &cand_ ? gates_ : baseline_gates_;
+  SharedArena& arena = runner.arena();
+  const bool download = call.value("download", true);
+  bool fresh_inputs = false;
+  if (auto f = load_inputs(runner, inputs, &fresh_inputs)) return f;
+  call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
+  // Output i's poison for this call: written before it, looked for after it (unwritten elements).
+  auto poison_seed = [&](size_t i) { return derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison); };
+  // On the host the candidate works in the shared arena itself, so guards are refilled only with
+  // fresh inputs: damage done by an unchecked call stays visible until the next checked one.
+  int threads_before = 0;
+  {
+    PhaseTimer timer(phases_.prepare_call_s);
+    if (device_inputs(runner)) {
+      // Outputs are poisoned on the device from the same seeded blocks, and nothing is uploaded: the
+      // guard bands have lived there since kPrepare.
+      json poison = json::array();
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) poison.push_back({i, poison_seed(i)});
+      call["poison"] = std::move(poison);
+      call["upload"] = false;
+    } else {
+      if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
+      for (size_t i = 0; i < layout_.outputs.size(); ++i) arena.poison(layout_.outputs[i], poison_seed(i));
+    }
+    threads_before = runner.thread_count();
+  }
+  call["seq"] = ++seq_;
+  auto o = runner.call(call, call_timeout());
+  account_call(o);
+  // Driver functions fetched by name that are not tensor-map encoders: refused by the runner, and a
+  // violation whatever the call then did (src/runner/entry_point_guard.h).
+  if (o.reply.is_object()) {
+    const json refused = o.reply.value("extra", json::object()).value("driver_entry_points_refused", json::array());
+    if (refused.is_array() && !refused.empty())
+      return Failure{Verdict::kForbiddenImport, "forbidden_import:driver_entry_point",
+                     "the call fetched driver function(s) by name that only tensor-map encoding may fetch: " +
+                         refused.dump(), {}, GateId::kImportAudit};
+  }
+  if (auto f = classify(o)) return f;
+  const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
+  report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;
+  if (elapsed_ms) *elapsed_ms = static_cast<double>(elapsed_ns) / 1e6;
+  if (reply_extra) *reply_extra = o.reply.value("extra", json::object());
+  // The runner's clock is a claim: it cannot exceed the evaluator's own clock around the request.
+  if (!gate_on("timing-clock")) {
+    led.skip(GateId::kTimingClock, kOff);
+  } else if (static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3) {
+    return Failure{Verdict::kTimingInconsistent, "timing_inconsistent",
+                   fmt::format("runner reported {:.3f} ms but the request took {:.3f} ms", elapsed_ns / 1e6, o.wall_s * 1e3),
+                   {}, GateId::kTimingClock};
+  } else {
+    led.ran(GateId::kTimingClock);
+  }
+  const int threads_after = runner.thread_count();
+  if (!gate_on("threads")) {
+    led.skip(GateId::kThreads, kOff);
+  } else if (pack_.settings.threads) {
+    led.skip(GateId::kThreads, "task policy allows threads (threads = true)");
+  } else if (threads_before <= 0 || threads_after <= 0) {
+    led.skip(GateId::kThreads, "the runner's thread count could not be read");
+  } else if (threads_after > threads_before) {
+    return Failure{Verdict::kThreadLeak, "thread_count_changed",
+                   fmt::format("runner had {} threads before the call and {} after: work may continue after return "
+                               "(task policy: threads = false)", threads_before, threads_after), {}, GateId::kThreads};
+  } else {
+    led.ran(GateId::kThreads);
+  }
+  if (!download) return std::nullopt;
+  // {"download_outputs": false}: guard bands and inputs only (the runner copies no outputs back).
+  const bool with_outputs = call.value("download_outputs", true);
+  PhaseTimer timer(phases_.verify_call_s);
+  if (!gate_on("guard-bands")) {
+    led.skip(GateId::kGuardBands, kOff);
+  } else if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
+    std::string names;
+    for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
+    return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}, GateId::kGuardBands};
+  } else {
+    led.ran(GateId::kGuardBands);
+  }
+  // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
+  // them leave any mutation in place, so a checked call sees what every earlier call did.
+  // Device-side inputs are digested by the runner after the call under the evaluation's secret key;
+  // scalars (passed as host values) and host-side inputs are compared in the arena.
+  const bool by_digest = device_inputs(runner);
+  const auto& want = loaded_[&runner].digests;
+  const json got_digests = o.reply.value("extra", json::object()).value("input_digests", json::array());
+  std::string mutated;
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    bool same;
+    if (by_digest && !layout_.inputs[i].scalar)
+      same = i < want.size() && i < got_digests.size() && got_digests[i].is_array() && got_digests[i].size() == 2 &&
+             got_digests[i][0].get<uint64_t>() == want[i].lo && got_digests[i][1].get<uint64_t>() == want[i].hi;
+    else
+      same = arena.equals(layout_.inputs[i], inputs.tensors[i]);
+    if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+  }
+  if (!gate_on("input-check")) {
+    led.skip(GateId::kInputCheck, kOff);
+  } else if (!mutated.empty()) {
+    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}, GateId::kInputCheck};
+  } else {
+    led.ran(GateId::kInputCheck);
+  }
+  if (!with_outputs) return std::nullopt;
+  std::vector<tensor::Tensor> got = read_outputs(runner);
+  if (!gate_on("unwritten")) led.skip(GateId::kUnwritten, kOff);
+  for (size_t k = 0; k < got.size() && gate_on("unwritten"); ++k) {
+    // Elements whose bits still equal the poison written before the call.
+    int64_t left = count_poisoned(layout_.outputs[k].dtype, poison_seed(k), got[k].data(), static_cast<uint64_t>(got[k].nbytes()));
+    if (left > 0)
+      return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
+                     fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
+                                 got[k].numel(), layout_.outputs[k].name), {}, GateId::kUnwritten};
+  }
+  if (gate_on("unwritten")) led.ran(GateId::kUnwritten);
+  if (outputs) *outputs = std::move(got);
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
+                                        const MaterializedInputs& inputs, std::optional<CheckResult>* check) const {
+  PhaseTimer timer(phases_.check_s);
+  Tolerance tol{pack_.settings.atol, pack_.settings.rtol, pack_.settings.matched_ratio};
+  CheckResult c = pack_.settings.checker == task::Checker::kTopkIndices
+                      ? check_topk_indices(pack_.definition, inputs.tensors, cand, ref, tol)
+                      : check_default(output_names(), cand, ref, tol, pack_.settings.compare_outputs);
+  bool pass = c.verdict == CheckVerdict::kPass;
+  Verdict v = c.verdict == CheckVerdict::kIncorrectShape   ? Verdict::kIncorrectShape
+              : c.verdict == CheckVerdict::kIncorrectDtype ? Verdict::kIncorrectDtype
+                                                           : Verdict::kIncorrectNumerical;
+  std::string msg = c.message;
+  std::string reason = v == Verdict::kIncorrectShape   ? "incorrect_shape"
+                       : v == Verdict::kIncorrectDtype ? "incorrect_dtype"
+                                                       : "incorrect_numerical";
+  if (check && (!check->has_value() || !pass || c.max_abs > (*check)->max_abs)) *check = std::move(c);
+  if (pass) return std::nullopt;
+  return Failure{v, reason, msg, {}};
+}
+
+Result<std::vector<MaterializedInputs>> Session::materialize_all(const std::vector<uint64_t>& seeds) {
+  std::vector<MaterializedInputs> out;
+  if (seeds.empty()) return out;
+  PhaseTimer timer(phases_.materialize_s);
+  std::vector<std::optional<Result<MaterializedInputs>>> made(seeds.size());
+  std::vector<bool> kept(seeds.size(), false);
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (auto k = kept_set(seeds[i], kRawSet)) {
+      made[i] = std::move(*k);
+      kept[i] = true;
+    }
+  std::vector<std::pair<uint64_t, uint64_t>> todo;
+  for (uint64_t i = 0; i < seeds.size(); ++i)
+    if (!kept[i]) todo.emplace_back(i, i + 1);
+  auto make = [&](uint64_t i) {
+    made[i] = materialize_inputs(pack_, resolved_, seeds[i], blobs_, host_values_, generator_seed());
+  };
+  if (!todo.empty()) make(todo.front().first);
+  if (todo.size() > 1)
+    util::run_ranges(std::vector<std::pair<uint64_t, uint64_t>>(todo.begin() + 1, todo.end()),
+                     [&](size_t, uint64_t begin, uint64_t) { make(begin); });
+  for (size_t i = 0; i < made.size(); ++i) {
+    if (!made[i]->ok()) return made[i]->status();
+    out.push_back(std::move(**made[i]));
+    if (kept[i]) continue;
+    out.back().id = ++next_set_id_;
+    out.back().seed = seeds[i];
+    keep_set(out.back(), kRawSet);
+  }
+  return out;
+}
+
+std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload) {
+  Loaded& loaded = loaded_[&r];
+  *full_upload = false;
+  if (loaded.id == in.id) return std::nullopt;
+  loaded = {};
+  SharedArena& arena = r.arena();
+  if (!device_inputs(r)) {
+    if (!in.host_values) return Failure{Verdict::kRuntimeError, "harness_error", "inputs have no host values", {}};
+    PhaseTimer timer(phases_.load_s);
+    for (size_t i = 0; i < layout_.inputs.size(); ++i) arena.write(layout_.inputs[i], in.tensors[i]);
+    loaded.id = in.id;
+    *full_upload = true;
+    return std::nullopt;
+  }
+  PhaseTimer timer(phases_.load_s);
+  json specs = json::array();
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    const bool random = in.plain_random[i];
+    if (!random) arena.write(layout_.inputs[i], in.tensors[i]);
+    json spec{{"random", random}};
+    if (random) {
+      spec["seed"] = in.random[i].seed;
+      spec["stream"] = in.random[i].stream;
+      if (in.random[i].fingerprint_seed) spec["fingerprint_seed"] = *in.random[i].fingerprint_seed;
+    }
+    specs.push_back(std::move(spec));
+  }
+  arena.fill_guards(layout_, guard_seed());
+  const uint64_t key = derive_seed(*options_.seed, current_uuid_, 0, kDigestKey);
+  auto o = r.prepare(json{{"inputs", specs}, {"digest_key", key}}, std::max(60.0, call_timeout()));
+  if (auto f = classify(o)) return f;
+  const json digests = o.reply.value("digests", json::array());
+  if (digests.size() != layout_.inputs.size())
+    return Failure{Verdict::kRuntimeError, "harness_error", "the runner returned no digest per input", {}};
+  for (const auto& d : digests) loaded.digests.push_back({d.at(0).get<uint64_t>(), d.at(1).get<uint64_t>()});
+  // Every runner must hold the same inputs: the first to generate a set fixes its digests, and where
+  // the evaluator has host values (the topk checker reads them) they must agree with the device's
+  // (checked on the first set of each workload: hashing on the host is not free).
+  auto [it, first] = set_digests_.try_emplace(in.id, loaded.digests);
+  const bool check_host = first && in.host_values && set_digests_.size() == 1;
+  std::string differs;
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    bool same = it->second[i] == loaded.digests[i];
+    if (same && check_host)
+      same = digest_bytes(in.tensors[i].data(), static_cast<uint64_t>(in.tensors[i].nbytes()), key) == loaded.digests[i];
+    if (!same) differs += (differs.empty() ? "" : ", ") + layout_.inputs[i].name;
+  }
+  if (!differs.empty()) {
+    harness_error_ = Status::internal(fmt::format(
+        "workload {}: the device-generated input(s) {} differ {} (a runner or GPU fault; re-run with --host-inputs)",
+        current_uuid_, differs, first ? "from the host generation" : "between runners"));
+    return Failure{Verdict::kRuntimeError, "harness_error", "device-side inputs disagree", {}};
+  }
+  loaded.id = in.id;
+  return std::nullopt;
+}
+
+}  // namespace kda::eval::detail

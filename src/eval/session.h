@@ -1,0 +1,354 @@
+// eval::detail::Session: one evaluation, its builds, its three runners and its phases; evaluator.h is
+// the interface (evaluate, Screener). The session reads as its phases, one file each:
+//   session.cc           builds, runners, layouts, checked calls, reference outputs, input loads
+//   session_workload.cc  one workload: layout, correctness trials, probes, then timing; the run
+//   session_timing.cc    the timed trials and the gates on them (re-checks, fresh-versus-repeat,
+//                        GPU activity, host CPU time, roofline, launch attestation)
+#pragma once
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "eval/arena.h"
+#include "eval/evaluator.h"
+#include "eval/gates.h"
+#include "eval/input_digest.h"
+#include "eval/inputs.h"
+#include "eval/runner_client.h"
+#include "eval/solution_build.h"
+#include "eval/torch_oracle.h"
+
+namespace kda::eval::detail {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+inline uint64_t fresh_secret_seed() {
+  uint64_t s = 0;
+  if (::getrandom(&s, sizeof(s), 0) != static_cast<ssize_t>(sizeof(s)))
+    s = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
+  return s;
+}
+
+// Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
+enum Purpose : uint64_t {
+  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8,
+  kInputsFresh = 9, kFreshAt = 10, kReloadAt = 11, kInputsWarm = 12
+};
+
+// Accumulates wall time into a phase of the report (where the evaluator's time goes).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double& sink) : sink_(sink), t0_(Clock::now()) {}
+  ~PhaseTimer() { sink_ += std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  double& sink_;
+  Clock::time_point t0_;
+};
+
+// Timed iterations whose outputs (and guards, inputs, poison) are checked: the last of each half
+// (where a pointer- or fingerprint-keyed cache goes stale) and kRandomRechecks more drawn from the
+// secret seed. A kernel that counts calls cannot tell which ones are checked, and one that cheats
+// on the majority of calls (the only way to move a median) is caught with near certainty.
+constexpr int kRandomRechecks = 4;
+
+// The host-CPU-time gate (CUDA): a candidate whose calls burn more than this much CPU time in the
+// calling thread, and more than kHostCpuRatio times the GPU time of its kernels, computes on the host
+// (S3 behind a decoy kernel). Measured on the H200 (bench/results/h200, run 8): honest rmsnorm calls
+// spend 0.47-1.40 ms of thread CPU time (launch, CUPTI, blocking sync) whatever the kernel's length;
+// the S3b hack 9.8 and 64 ms on the two larger dev workloads.
+constexpr double kHostCpuFloorMs = 5.0;
+constexpr double kHostCpuRatio = 2.0;
+
+// The secret schedules of a trial (rechecks, fresh sets, forced reloads) draw from one LCG each,
+// seeded from the master: a draw in [0, bound).
+inline uint64_t draw(uint64_t& state, uint64_t bound) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return (state >> 33) % bound;
+}
+
+inline std::vector<bool> checked_iterations(int n, uint64_t seed, int random_rechecks) {
+  std::vector<bool> out(static_cast<size_t>(std::max(n, 0)), false);
+  if (n <= 0) return out;
+  const int half = n / 2;
+  if (half > 0) out[static_cast<size_t>(half - 1)] = true;
+  out[static_cast<size_t>(n - 1)] = true;
+  uint64_t s = seed;
+  for (int k = 0; k < random_rechecks; ++k) out[static_cast<size_t>(draw(s, static_cast<uint64_t>(n)))] = true;
+  return out;
+}
+
+// A rejection: the verdict, a stable machine-readable reason code (docs/integrity-gates.md), the
+// human explanation with its evidence, and the runner's log where there is one.
+struct Failure {
+  Verdict verdict;
+  std::string reason;
+  std::string message;
+  std::string log;
+  std::optional<GateId> gate;  // the integrity gate that rejected the candidate, if one did
+};
+
+// Fresh input sets at secret places (the host's fresh-versus-repeat test): two per trial (one per 25 iterations; 7-20 % of the host packs' evaluation at one
+// per 10, bench/results/host_overhead.md): with one per trial its fresh calls were slower than the
+// reloaded repeats in 75-89 % of pairs on honest kernels (timing drifts within a trial), close to
+// the 90 % that convicts; with two, 0.43-0.56 on average (host rmsnorm, 10 evaluations x 8 workloads).
+constexpr int kHostFreshPerTrial = 2;
+constexpr int kHostFreshEvery = 25;
+// A screening session remembers reference outputs and input sets up to this many bytes together
+// (then computes the rest per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
+constexpr uint64_t kScreenBytes = uint64_t{8} << 30;
+
+// Where in a trial's n timed iterations the host's fresh input sets are called, drawn from the secret
+// seed; never the last call of either half (the A and B rechecks) nor B's first call (fresh by
+// itself). Empty when the trial is too short to have such a place.
+inline std::vector<int> fresh_iterations(int n, uint64_t seed) {
+  const int half = n / 2;
+  std::vector<int> places;
+  for (int i = 0; i < n; ++i)
+    if (i != half - 1 && i != half && i != n - 1) places.push_back(i);
+  const size_t want = std::min(places.size(), static_cast<size_t>(std::max(kHostFreshPerTrial, n / kHostFreshEvery)));
+  uint64_t s = seed;
+  for (size_t k = 0; k < want; ++k)  // partial Fisher-Yates: only the places kept are drawn
+    std::swap(places[k], places[k + static_cast<size_t>(draw(s, places.size() - k))]);
+  places.resize(want);
+  std::sort(places.begin(), places.end());
+  return places;
+}
+
+// Host: twice as many forced reloads as fresh sets, the repeats the fresh calls are compared with:
+// places that are neither fresh, nor right after one (a reload too, but a cache of one entry holds
+// the fresh set's outputs there, so it misses), nor B's first call, nor the first call (after the
+// warm-up on A).
+inline std::set<int> forced_reloads(int n, const std::vector<int>& fresh, uint64_t seed) {
+  const int half = n / 2;
+  const std::set<int> f(fresh.begin(), fresh.end());
+  std::vector<int> places;
+  for (int i = 1; i < n; ++i)
+    if (!f.contains(i) && !f.contains(i - 1) && i != half) places.push_back(i);
+  std::set<int> out;
+  uint64_t s = seed;
+  while (out.size() < 2 * fresh.size() && out.size() < places.size())
+    out.insert(places[static_cast<size_t>(draw(s, places.size()))]);
+  return out;
+}
+
+// One evaluation: owns the builds and the three runners.
+class Session {
+ public:
+  Session(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options)
+      : pack_(pack), candidate_(&candidate), options_(options) {}
+
+  Result<EvalReport> run();
+
+  // Screening (Screener): the session stays open across candidates. The reference is built once,
+  // its outputs are remembered per input set (the master seed is fixed for the session, so every
+  // candidate meets the same sets), and the candidate runner loads each next library in place.
+  void enable_screening() { screening_ = true; }
+  void set_screen_checks(ScreenChecks c) { screen_checks_ = c; }
+  // The next candidate: everything about the previous one is forgotten but the runners.
+  Result<EvalReport> rerun(const task::Solution& candidate);
+  ScreenStats screen_stats() const { return screen_stats_; }
+
+ private:
+  void progress(const std::string& line) const {
+    if (options_.progress) options_.progress(line);
+  }
+  Status build_all();
+  // Starts every runner that is not alive (the torch reference first, on its own), overlapping
+  // the others' start-up: all are spawned before any hello is awaited (loading the CUDA libraries),
+  // and all are sent their load before any load reply is awaited (creating the CUDA contexts). A
+  // reference or baseline that does not start is the harness's failure (harness_error_), a
+  // candidate that does not, the candidate's.
+  std::optional<Failure> ensure_runners();
+  // Tells every live runner the workload's layout, the three at once (device allocations).
+  std::optional<Failure> send_layouts();
+  WorkloadResult evaluate_workload(const task::Workload& w);
+
+  // Reference outputs for `inputs` (and the reference's own latency sample).
+  // Shared and immutable: a screening session hands the same outputs to every candidate.
+  using Outputs = std::shared_ptr<const std::vector<tensor::Tensor>>;
+  Result<Outputs> reference_outputs(const MaterializedInputs& inputs);
+  // One checked candidate call: guards, poison, input checksum, threads, outputs.
+  std::optional<Failure> checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
+                                      std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
+                                      json* reply_extra);
+  std::optional<Failure> classify(const CallOutcome& o) const;
+  // Adds one call request's wall time, and the runner's own accounting of it, to the phases.
+  void account_call(const CallOutcome& o) {
+    phases_.call_wall_s += o.wall_s;
+    ++phases_.calls;
+    if (!o.reply.is_object()) return;
+    const json extra = o.reply.value("extra", json::object());
+    phases_.runner_pre_s += static_cast<double>(extra.value("pre_ns", int64_t{0})) / 1e9;
+    phases_.runner_post_s += static_cast<double>(extra.value("post_ns", int64_t{0})) / 1e9;
+  }
+  std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
+                                 const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
+  std::optional<Failure> timing_phase(WorkloadResult& wr);
+  // One correctness trial per probe kind of task.toml [probes], on transformed inputs; the probes
+  // gate records what they did, or why none applied to this workload.
+  std::optional<Failure> probe_trials();
+  // How the workload's inputs are drawn, for the correctness gate's record: what was fresh.
+  std::string fresh_wording() const;
+  std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
+  // kCollect: the runner's CUPTI summaries of the trial's deferred timed calls, by call seq.
+  std::optional<Failure> collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq);
+  // Fresh-versus-repeat: a candidate whose repeated input sets run much faster than never-seen ones
+  // remembers outputs (VIOLATION_MEMOIZATION); records the comparison in wr.kda either way.
+  std::optional<Failure> memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr);
+
+  // Inputs of one (workload, trial, purpose): host values only where something needs them (always
+  // with host_values, for inputs the evaluator transforms before they are uploaded).
+  Result<MaterializedInputs> materialize(uint64_t seed, bool host_values) {
+    PhaseTimer timer(phases_.materialize_s);
+    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values, generator_seed());
+    if (in.ok()) {
+      in->id = ++next_set_id_;
+      in->seed = seed;
+    }
+    return in;
+  }
+  // Screening: input sets kept by (workload, seed, kind) within the session's byte budget, shared
+  // with the reference outputs (the same sets recur for every candidate). A kept set comes back as
+  // a copy with a new id: to the runners it is a set like any other.
+  enum SetKind : int { kRawSet = 0, kProbeSet = 1 };
+  std::optional<MaterializedInputs> kept_set(uint64_t seed, SetKind kind) {
+    if (!screening_) return std::nullopt;
+    auto it = set_cache_.find({current_uuid_, seed, kind});
+    if (it == set_cache_.end()) return std::nullopt;
+    ++screen_stats_.input_sets_reused;
+    MaterializedInputs copy = *it->second;
+    copy.id = ++next_set_id_;
+    return copy;
+  }
+  // Takes the tensors' bytes from the session's budget; false (nothing taken) when they do not fit.
+  bool reserve_screen_bytes(const std::vector<tensor::Tensor>& tensors) {
+    uint64_t bytes = 0;
+    for (const auto& t : tensors) bytes += static_cast<uint64_t>(t.nbytes());
+    if (screen_bytes_ + bytes > kScreenBytes) return false;
+    screen_bytes_ += bytes;
+    return true;
+  }
+  void keep_set(const MaterializedInputs& in, SetKind kind) {
+    if (!screening_ || !reserve_screen_bytes(in.tensors)) return;
+    set_cache_.emplace(std::make_tuple(current_uuid_, in.seed, static_cast<int>(kind)),
+                       std::make_shared<const MaterializedInputs>(in));
+  }
+  // Several sets at once, over the host's cores (the structured generators of the contest packs
+  // run on the host: 5-15 s of a contest pack's dev evaluation on the H200, run 26). The first is
+  // made alone, so the safetensors blobs are in the cache before the others only read it.
+  Result<std::vector<MaterializedInputs>> materialize_all(const std::vector<uint64_t>& seeds);
+  // Makes `in` the runner's current input set unless it already is: on the host (and for runners
+  // without device-side inputs) by writing the arena, which the next call uploads whole
+  // (*full_upload); otherwise with kPrepare, the runner generating the random inputs on the device.
+  std::optional<Failure> load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload);
+  bool device_inputs(const RunnerClient& r) const {
+    return cuda() && options_.device_inputs && r.has_capability("device_inputs");
+  }
+  uint64_t guard_seed() const { return derive_seed(*options_.seed, current_uuid_, 0, kGuard); }
+  std::vector<tensor::Tensor> read_outputs(RunnerClient& r) {
+    std::vector<tensor::Tensor> out;
+    for (const auto& s : layout_.outputs) out.push_back(r.arena().read(s));
+    return out;
+  }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> n;
+    for (const auto& o : pack_.definition.outputs) n.push_back(o.name);
+    return n;
+  }
+  double call_timeout() const { return options_.call_timeout_s.value_or(pack_.settings.call_timeout_s); }
+  int trials() const { return options_.trials.value_or(pack_.settings.trials); }
+  int warmup() const { return options_.warmup.value_or(pack_.settings.warmup); }
+  int iterations() const { return options_.iterations.value_or(pack_.settings.iterations); }
+  bool cuda() const { return report_.backend == "cuda"; }
+  // False only in knock-out tests (EvalOptions::disabled_gates).
+  bool gate_on(const char* name) const { return !options_.disabled_gates.contains(name); }
+  // Knock-out "fresh-inputs": the pack's generator gets trial seed 0 (what the bench tools pass), so
+  // generated inputs are the same in every set, trial and run, as before issue 17.
+  std::optional<uint64_t> generator_seed() const {
+    return gate_on("fresh-inputs") ? std::nullopt : std::optional<uint64_t>(0);
+  }
+  uint64_t outputs_begin() const { return layout_.outputs.empty() ? 0 : layout_.outputs.front().offset - kGuardBytes; }
+
+  const task::TaskPack& pack_;
+  const task::Solution* candidate_;
+  const EvalOptions& options_;
+  EvalReport report_;
+  BuiltLibrary ref_lib_, base_lib_, cand_lib_;
+  bool have_baseline_ = false;
+  std::optional<Failure> candidate_blocked_;  // compile error or static-gate violation: every workload fails
+  RunnerClient ref_, base_, cand_;
+  ArenaLayout layout_;
+  ResolvedWorkload resolved_;
+  BlobCache blobs_;
+  uint64_t seq_ = 0;
+  std::string current_uuid_;
+  std::vector<double> reference_samples_;
+  std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
+  // What each gate did on the current workload (reset per workload).
+  GateLedger gates_;
+  // Input sets the candidate has been called on in this workload: a call on any other is fresh.
+  std::set<uint64_t> cand_called_;
+  GateLedger baseline_gates_;  // the same checks on the baseline's calls (not reported)
+  static constexpr const char* kOff = "switched off (knock-out test)";
+  void gate_off(GateId id) { gates_.skip(id, kOff); }
+  // Which input set each runner holds, and the digests of its device-side inputs.
+  struct Loaded {
+    uint64_t id = 0;
+    std::vector<Digest128> digests;
+  };
+  std::map<const RunnerClient*, Loaded> loaded_;
+  std::map<uint64_t, std::vector<Digest128>> set_digests_;  // per input set: what the first runner generated
+  uint64_t next_set_id_ = 0;
+  bool host_values_ = true;  // materialise plain random inputs on the host too
+  mutable EvalPhases phases_;
+  // Screening only.
+  bool screening_ = false;
+  ScreenChecks screen_checks_ = ScreenChecks::kAll;
+  // Screening: the checks a candidate passed, by (built library, workload, inputs seed, check): a
+  // later rung re-timing the same configuration does not repeat them on the same inputs.
+  std::set<std::tuple<std::string, std::string, uint64_t, int>> verified_;
+  enum CheckKind : int { kCheckCorrectness = 0, kCheckDeterminism = 1, kCheckProbe = 2 };
+  bool verified_before(uint64_t seed, CheckKind kind) const {
+    return screening_ && verified_.contains({cand_lib_.library.string(), current_uuid_, seed, kind});
+  }
+  void mark_verified(uint64_t seed, CheckKind kind) {
+    if (screening_) verified_.insert({cand_lib_.library.string(), current_uuid_, seed, kind});
+  }
+  static constexpr const char* kVerifiedBefore = "passed by this candidate on the same inputs earlier in this screening session";
+  static constexpr const char* kScreenRungZero =
+      "screening's first look at a configuration checks correctness only; this check runs when it goes on";
+  std::filesystem::path cand_loaded_;  // the library the live candidate runner calls
+  std::map<std::pair<std::string, uint64_t>, Outputs> ref_cache_;  // (workload, input set seed)
+  std::map<std::tuple<std::string, uint64_t, int>, std::shared_ptr<const MaterializedInputs>> set_cache_;
+  uint64_t screen_bytes_ = 0;  // held by both caches
+  std::map<std::pair<std::string, uint64_t>, std::string> probe_what_;  // what each kept probe set's transforms were
+  ScreenStats screen_stats_;
+
+  std::optional<Failure> baseline_failure(const Failure& f) {
+    harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", report_.baseline_name,
+                                                  current_uuid_, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
+    return Failure{Verdict::kRuntimeError, "harness_error", "the baseline failed", {}};
+  }
+};
+
+// The workloads `which` selects (all | dev | holdout | uuid[,uuid...], unique prefixes too); sets
+// *error and returns {} when it names none or an unknown one.
+std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, const std::string& which,
+                                                    Status* error);
+
+}  // namespace kda::eval::detail

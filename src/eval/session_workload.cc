@@ -1,0 +1,333 @@
+// Session: one workload (layout, correctness trials, probes, then timing) and the run over the
+// selected workloads (session.h).
+#include "eval/session.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "eval/arena.h"
+#include "eval/attestation.h"
+#include "eval/input_digest.h"
+#include "eval/inputs.h"
+#include "eval/probes.h"
+#include "eval/roofline.h"
+#include "eval/runner_client.h"
+#include "eval/solution_build.h"
+#include "eval/static_gate.h"
+#include "eval/topk_checker.h"
+#include "eval/torch_oracle.h"
+#include "util/parallel.h"
+#include "util/strings.h"
+
+namespace kda::eval::detail {
+
+WorkloadResult Session::evaluate_workload(const task::Workload& w) {
+  WorkloadResult wr;
+  wr.uuid = w.uuid;
+  current_uuid_ = w.uuid;
+  reference_samples_.clear();
+  gates_ = {};
+  cand_called_.clear();
+  auto fail = [&](const Failure& f) {
+    wr.verdict = f.verdict;
+    wr.reason = f.reason;
+    wr.message = f.message;
+    wr.log = f.log;
+    if (f.gate) gates_.fail(*f.gate, f.reason, f.message);
+    wr.gates = gates_.records(fmt::format("not reached: the workload stopped at {} ({})", f.reason, verdict_name(f.verdict)));
+    return wr;
+  };
+  auto rw = resolve_workload(pack_, w);
+  if (!rw.ok()) return fail({Verdict::kRuntimeError, "runtime_error", rw.status().message(), {}});
+  resolved_ = *rw;
+  wr.axes = rw->axes;
+  if (candidate_blocked_) {
+    if (candidate_blocked_->verdict == Verdict::kCompileError) gates_.skip(GateId::kImportAudit, "the candidate does not build");
+    return fail(*candidate_blocked_);
+  }
+  if (gate_on("import-audit")) gates_.ran(GateId::kImportAudit);
+  else gate_off(GateId::kImportAudit);
+  for (const auto& g : report_.static_gates)
+    if (g.name == gate_name(GateId::kImportAudit) && g.passed()) gates_.note(GateId::kImportAudit, g.detail);
+
+  // Layout: every tensor in its own guarded slot.
+  std::vector<Slot> ins, outs;
+  for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
+    const auto& spec = pack_.definition.inputs[i];
+    Slot s{spec.name, spec.dtype, rw->input_shapes[i], !spec.shape.has_value()};
+    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
+    ins.push_back(s);
+  }
+  for (size_t i = 0; i < pack_.definition.outputs.size(); ++i) {
+    const auto& spec = pack_.definition.outputs[i];
+    Slot s{spec.name, spec.dtype, rw->output_shapes[i], false};
+    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
+    outs.push_back(s);
+  }
+  layout_ = plan_layout(ins, outs);
+
+  if (auto f = ensure_runners()) return fail(*f);
+  loaded_.clear();
+  set_digests_.clear();
+  host_values_ = !cuda() || pack_.settings.checker == task::Checker::kTopkIndices;  // the topk checker reads inputs
+  for (RunnerClient* r : {&ref_, &base_, &cand_})
+    if (r->alive() && !device_inputs(*r)) host_values_ = true;
+  if (auto f = send_layouts()) return fail(*f);
+
+  // Correctness: fresh secret inputs per trial; on the first, the same call twice (determinism).
+  std::vector<tensor::Tensor> first_outputs;
+  std::vector<uint64_t> check_seeds;
+  for (int t = 0; t < std::max(1, trials()); ++t) check_seeds.push_back(derive_seed(*options_.seed, w.uuid, t, kInputsCheck));
+  auto check_sets = materialize_all(check_seeds);
+  if (!check_sets.ok()) return fail({Verdict::kRuntimeError, "runtime_error", check_sets.status().message(), {}});
+  int verified_earlier = 0;
+  for (int t = 0; t < std::max(1, trials()); ++t) {
+    MaterializedInputs* inputs = &(*check_sets)[static_cast<size_t>(t)];
+    const bool full = !screening_ || screen_checks_ == ScreenChecks::kAll;
+    if (verified_before(check_seeds[t], kCheckCorrectness) && (t > 0 || !full || verified_before(check_seeds[t], kCheckDeterminism))) {
+      ++verified_earlier;
+      if (t == 0 && full) gates_.skip(GateId::kDeterminism, kVerifiedBefore);
+      continue;
+    }
+    auto ref = reference_outputs(*inputs);
+    if (!ref.ok()) return fail({Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}});
+    std::vector<tensor::Tensor> got;
+    json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
+    if (auto f = checked_call(cand_, *inputs, static_cast<uint64_t>(t), &got, call, nullptr, nullptr)) return fail(*f);
+    if (auto f = compare(got, **ref, *inputs, &wr.check)) {
+      f->gate = GateId::kCorrectness;
+      return fail(*f);
+    }
+    gates_.ran(GateId::kCorrectness);
+    mark_verified(check_seeds[t], kCheckCorrectness);
+    if (t == 0 && !gate_on("determinism")) {
+      gate_off(GateId::kDeterminism);
+    } else if (t == 0 && !full) {
+      gates_.skip(GateId::kDeterminism, kScreenRungZero);
+    } else if (t == 0) {
+      std::vector<tensor::Tensor> again;
+      if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
+      if (pack_.settings.determinism == task::Determinism::kBitwise && !outputs_bitwise_equal(got, again))
+        return fail({Verdict::kNondeterministic, "nondeterministic",
+                     "the same inputs gave different outputs on two calls (policy: bitwise determinism)", {},
+                     GateId::kDeterminism});
+      if (auto f = compare(again, **ref, *inputs, nullptr))
+        return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message,
+                     {}, GateId::kDeterminism});
+      gates_.ran(GateId::kDeterminism);
+      mark_verified(check_seeds[t], kCheckDeterminism);
+      gates_.note(GateId::kDeterminism, pack_.settings.determinism == task::Determinism::kBitwise
+                                            ? "the same inputs twice gave bitwise identical outputs"
+                                            : "the same inputs twice gave outputs within tolerance (policy: tolerance)");
+    }
+  }
+  if (verified_earlier == std::max(1, trials()))
+    gates_.skip(GateId::kCorrectness, kVerifiedBefore);
+  else
+    gates_.note(GateId::kCorrectness, fmt::format("{} trial(s), each on inputs drawn from its own secret seed{}{}",
+                                                  std::max(1, trials()), fresh_wording(),
+                                                  verified_earlier > 0 ? fmt::format(" ({} of them {})", verified_earlier, kVerifiedBefore) : ""));
+  if (auto f = probe_trials()) return fail(*f);
+  if (auto f = timing_phase(wr)) return fail(*f);
+  wr.reference_ms = summarize(reference_samples_).median;
+  wr.gates = gates_.records("did not run");
+  return wr;
+}
+
+std::string Session::fresh_wording() const {
+  std::string fixed;
+  for (const auto& in : pack_.definition.inputs) {
+    auto it = resolved_.workload->inputs.find(in.name);
+    if (it == resolved_.workload->inputs.end() || it->second.kind == task::InputSpec::Kind::kRandom) continue;
+    fixed += fmt::format("{}{} ({})", fixed.empty() ? "" : ", ", in.name,
+                         it->second.kind == task::InputSpec::Kind::kScalar ? "scalar" : "safetensors blob");
+  }
+  const std::string& g = pack_.settings.inputs_generator;
+  const std::string gen = g.empty() ? "" : " or by the pack's generator '" + g + "'";
+  if (fixed.empty()) return fmt::format("; every input drawn fresh (seeded random{})", gen);
+  return fmt::format("; fixed by the workload: {}; the others drawn fresh (seeded random{})", fixed, gen);
+}
+
+std::optional<Failure> Session::probe_trials() {
+  const auto& probes = pack_.settings.probes;
+  if (!gate_on("probes")) {
+    gate_off(GateId::kProbes);
+    return std::nullopt;
+  }
+  if (probes.empty()) {
+    gates_.skip(GateId::kProbes, "the task names no probes (task.toml [probes])");
+    return std::nullopt;
+  }
+  if (screening_ && screen_checks_ == ScreenChecks::kCorrectness) {
+    gates_.skip(GateId::kProbes, kScreenRungZero);
+    return std::nullopt;
+  }
+  std::string detail;
+  std::vector<task::Probe> kinds;  // distinct, in task.toml order
+  for (const auto& [input, list] : probes)
+    for (task::Probe p : list)
+      if (std::find(kinds.begin(), kinds.end(), p) == kinds.end()) kinds.push_back(p);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kProbe);
+    if (verified_before(seed, kCheckProbe)) {
+      if (gates_.runs(GateId::kProbes) == 0) gates_.skip(GateId::kProbes, kVerifiedBefore);
+      continue;
+    }
+    auto no_probed_input = [&] {  // this workload gives the probed inputs no plain random values
+      if (gates_.runs(GateId::kProbes) == 0)
+        gates_.skip(GateId::kProbes, "no probed input has plain random values in this workload");
+    };
+    std::string what;
+    const auto known = probe_what_.find({current_uuid_, seed});  // screening: this probe set was made before
+    if (known != probe_what_.end() && known->second.empty()) {
+      no_probed_input();
+      continue;
+    }
+    std::optional<MaterializedInputs> kept = kept_set(seed, kProbeSet);
+    if (kept && known != probe_what_.end()) what = known->second;
+    auto in = kept ? Result<MaterializedInputs>(std::move(*kept)) : materialize(seed, /*host_values=*/true);
+    if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
+    for (const auto& [input, list] : probes) {
+      if (kept) break;  // a kept set is already transformed
+      if (std::find(list.begin(), list.end(), kinds[k]) == list.end()) continue;
+      for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
+        if (pack_.definition.inputs[i].name != input || !in->plain_random[i]) continue;
+        PhaseTimer timer(phases_.materialize_s);
+        ProbeApplied a = apply_probe(kinds[k], derive_seed(seed, input, i, kProbe), input, in->tensors[i]);
+        in->plain_random[i] = false;  // uploaded as transformed, never generated on the device
+        what += (what.empty() ? "" : ", ") + a.description;
+      }
+    }
+    if (!kept && screening_) {
+      if (!what.empty()) keep_set(*in, kProbeSet);
+      probe_what_[{current_uuid_, seed}] = what;
+    }
+    if (what.empty()) {
+      no_probed_input();
+      continue;
+    }
+    auto ref = reference_outputs(*in);
+    if (!ref.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}};
+    std::vector<tensor::Tensor> got;
+    json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
+    if (auto f = checked_call(cand_, *in, 700 + k, &got, call, nullptr, nullptr)) return f;
+    if (auto f = compare(got, **ref, *in, nullptr))
+      return Failure{Verdict::kIncorrectNumerical, "probe_mismatch",
+                     fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message), {},
+                     GateId::kProbes};
+    detail += fmt::format("{}{} ({})", detail.empty() ? "" : "; ", task::probe_name(kinds[k]), what);
+    gates_.ran(GateId::kProbes);
+    mark_verified(seed, kCheckProbe);
+    gates_.note(GateId::kProbes, "correct on off-distribution inputs: " + detail);
+  }
+  return std::nullopt;
+}
+
+std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, const std::string& which,
+                                                    Status* error) {
+  std::vector<const task::Workload*> out;
+  if (which == "all") {
+    for (const auto& w : pack.workloads) out.push_back(&w);
+  } else if (which == "holdout") {
+    for (const auto& w : pack.holdout) out.push_back(&w);
+  } else if (which == "dev") {
+    for (const auto& u : pack.dev_uuids)
+      if (const auto* w = pack.workload(u)) out.push_back(w);
+  } else {
+    for (const std::string& u : util::split_list(which)) {
+      const auto* w = pack.workload(u);
+      if (w == nullptr) {
+        // A unique prefix (the table's first 8 characters, say) names a workload too.
+        std::vector<const task::Workload*> matches;
+        for (const auto& x : pack.workloads)
+          if (x.uuid.starts_with(u)) matches.push_back(&x);
+        if (matches.size() > 1) {
+          std::string names;
+          for (size_t i = 0; i < matches.size() && i < 4; ++i) names += (i ? ", " : "") + matches[i]->uuid;
+          *error = Status::bad_input(fmt::format("--workloads: '{}' is the start of {} workloads of {} ({}{}); give more of it", u,
+                                                 matches.size(), pack.root.string(), names, matches.size() > 4 ? ", ..." : ""));
+          return {};
+        }
+        if (matches.empty()) {
+          *error = Status::bad_input(fmt::format("--workloads: no workload '{}' in {}", u, pack.root.string()));
+          return {};
+        }
+        w = matches.front();
+      }
+      out.push_back(w);
+    }
+  }
+  if (out.empty()) *error = Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
+  return out;
+}
+
+Result<EvalReport> Session::rerun(const task::Solution& candidate) {
+  if (harness_error_) return *harness_error_;  // a reference that failed once is not trusted again
+  candidate_ = &candidate;
+  report_ = EvalReport{};
+  phases_ = EvalPhases{};
+  cand_lib_ = BuiltLibrary{};
+  candidate_blocked_.reset();
+  ++screen_stats_.candidates;
+  return run();
+}
+
+Result<EvalReport> Session::run() {
+  const auto t0 = Clock::now();
+  report_.definition = pack_.definition.name;
+  report_.solution = candidate_->name;
+  report_.backend = pack_.backend == task::Backend::kCuda ? "cuda" : "host";
+  report_.seed = *options_.seed;
+  Status sel;
+  auto selected = select_workloads(pack_, options_.workloads, &sel);
+  if (!sel.ok()) return sel;
+  {
+    PhaseTimer timer(phases_.build_s);
+    KDA_RETURN_IF_ERROR(build_all());
+  }
+  std::vector<double> speedups;
+  bool all_passed = true;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    WorkloadResult wr = evaluate_workload(*selected[i]);
+    // A reference or baseline that fails is the harness's problem, not the candidate's.
+    if (harness_error_) return *harness_error_;
+    progress(fmt::format("[{}/{}] {} {} {}", i + 1, selected.size(), wr.uuid, verdict_name(wr.verdict),
+                         wr.verdict == Verdict::kPassed ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x)",
+                                                                      wr.latency_ms, wr.baseline_ms, wr.speedup)
+                                                        : wr.message));
+    all_passed = all_passed && wr.verdict == Verdict::kPassed;
+    if (wr.verdict == Verdict::kPassed && wr.speedup > 0) speedups.push_back(wr.speedup);
+    // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,
+    // and a violating candidate may have left state behind.
+    const bool failed = wr.verdict != Verdict::kPassed;
+    if (failed && cand_.alive()) cand_.stop();
+    report_.workloads.push_back(std::move(wr));
+    if (failed && screening_) break;  // a screened candidate that failed once is out: the rest is not run
+  }
+  report_.all_passed = all_passed;
+  report_.score_mean = all_passed ? arithmetic_mean(speedups) : 0;
+  report_.score_geomean = all_passed ? geometric_mean(speedups) : 0;
+  if (all_passed && have_baseline_) {
+    std::vector<std::vector<double>> cand, base;
+    for (const auto& w : report_.workloads) {
+      cand.push_back(w.trial_ms);
+      base.push_back(w.baseline_trial_ms);
+    }
+    report_.geomean_ci = geomean_speedup_ci(cand, base, report_.score_geomean);
+  }
+  report_.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  report_.phases = phases_;
+  return report_;
+}
+
+}  // namespace kda::eval::detail
