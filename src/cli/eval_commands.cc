@@ -13,6 +13,7 @@
 #include "build/builder.h"
 #include "cli/commands.h"
 #include "eval/evaluator.h"
+#include "eval/torch_oracle.h"
 #include "task/task_pack.h"
 #include "util/fs.h"
 
@@ -104,16 +105,29 @@ void print_table(const task::TaskPack& pack, const eval::EvalReport& r, std::ost
                      r.workloads.size(), score, r.backend, r.seed, r.wall_s, r.in_call_s);
 }
 
+// The task: a kda task pack, or with --definition one definition of a FlashInfer-Bench dataset
+// (judged by its Python reference through the torch oracle, on the candidate's backend).
+Result<task::TaskPack> load_task(const Args& args, const task::Solution& solution) {
+  const std::string dir = args.value_or("task", "");
+  auto name = args.value("definition");
+  if (!name) return task::load_task_pack(dir);
+  const std::string& lang = solution.spec.language;
+  if (lang != "cpp" && lang != "cuda")
+    return Status::bad_input(fmt::format("solution '{}' is written in '{}'; kda evaluates cpp (host) and cuda solutions",
+                                         solution.name, lang));
+  return task::load_fib_definition(dir, *name, lang == "cuda" ? task::Backend::kCuda : task::Backend::kHost);
+}
+
 int run_eval(const Args& args, Io& io) {
-  auto pack = task::load_task_pack(args.value_or("task", ""));
-  if (!pack.ok()) {
-    io.err << "kda eval: " << pack.status().message() << "\n";
-    return exit_code_for(pack.status());
-  }
   auto solution = task::load_solution(args.positional("solution"));
   if (!solution.ok()) {
     io.err << "kda eval: " << solution.status().message() << "\n";
     return exit_code_for(solution.status());
+  }
+  auto pack = load_task(args, *solution);
+  if (!pack.ok()) {
+    io.err << "kda eval: " << pack.status().message() << "\n";
+    return exit_code_for(pack.status());
   }
   eval::EvalOptions opts;
   opts.runner_binary = runner_path();
@@ -129,7 +143,21 @@ int run_eval(const Args& args, Io& io) {
   }
   opts.sandbox = !args.flag("no-sandbox");
   opts.device_inputs = !args.flag("host-inputs");
-  opts.reference = args.value_or("reference", "pack");
+  opts.reference = args.given("reference") || !pack->python_reference_only ? args.value_or("reference", "pack") : "torch";
+  if (opts.reference == "torch") {
+    // Said before anything is built: without torch (or, on CUDA, without its CUDA device) there is
+    // nothing to judge by.
+    const eval::TorchProbe& probe = eval::torch_probe();
+    const bool cuda = pack->backend == task::Backend::kCuda;
+    if (!probe.importable || (cuda && probe.detail.find("cuda available") == std::string::npos)) {
+      io.err << "kda eval: " << (pack->python_reference_only ? "definition '" + pack->definition.name + "' is judged by its "
+                                                               "Python reference, which"
+                                                             : std::string("--reference torch"))
+             << " needs python3 with torch" << (cuda ? " and a CUDA device" : "") << " (" << probe.python.string() << ": "
+             << probe.detail << ")\n";
+      return kExitBadInput;
+    }
+  }
   opts.cuda_arch = args.value_or("arch", "90a");
   for (const char* name : {"seed", "trials", "warmup", "iterations"}) {
     auto v = args.integer(name);
@@ -200,7 +228,10 @@ CommandSpec eval_command() {
           "candidate interleaved with the baseline. Exit 0 when every selected workload PASSED, 1 otherwise.\n"
           "<solution> is a solution directory (solution.json + sources) or a Solution JSON file.",
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
-      .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
+      .options = {{.name = "task", .short_name = 't', .metavar = "DIR",
+                   .help = "task pack directory, or a FlashInfer-Bench dataset with --definition", .env = "KDA_TASK"},
+                  {.name = "definition", .metavar = "NAME",
+                   .help = "a definition of the FlashInfer-Bench dataset --task names, judged by its Python reference (torch oracle)"},
                   {.name = "workloads", .short_name = 'w', .metavar = "SET",
                    .help = "all | dev | holdout | uuid[,uuid...] (a unique prefix of a uuid will do)", .default_value = "dev"},
                   {.name = "holdout", .help = "evaluate on the hidden holdout workloads (same as --workloads holdout)"},

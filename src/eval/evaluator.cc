@@ -53,6 +53,9 @@ Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
   if (!opts.seed) opts.seed = fresh_secret_seed();
   if (opts.reference != "pack" && opts.reference != "torch")
     return Status::bad_input("--reference must be 'pack' or 'torch', not '" + opts.reference + "'");
+  if (pack.python_reference_only && opts.reference != "torch")
+    return Status::bad_input(fmt::format("{}: definition '{}' has no reference solution, only its Python reference: evaluate "
+                                         "with --reference torch", pack.definition_file.string(), pack.definition.name));
   if (opts.sealed) {
     KDA_ASSIGN_OR_RETURN(task::Manifest now, task::pack_manifest(pack.root));
     task::ManifestDiff diff = task::manifest_diff(*opts.sealed, now);

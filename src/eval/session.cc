@@ -32,11 +32,13 @@ namespace kda::eval::detail {
 
 Status Session::build_all() {
   BuildSettings bs{.cuda_arch = options_.cuda_arch};
-  if (!screening_ || !ref_lib_.ok) {
+  // A FlashInfer-Bench definition taken as a task has no reference solution: the torch oracle runs
+  // the definition's Python reference (check_options made sure).
+  if (!pack_.python_reference_only && (!screening_ || !ref_lib_.ok)) {
     progress("building reference");
     KDA_ASSIGN_OR_RETURN(ref_lib_, build_solution(pack_.reference, bs));
   }
-  if (!ref_lib_.ok)
+  if (!pack_.python_reference_only && !ref_lib_.ok)
     return Status::bad_input(fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
   const task::Solution* base = !options_.with_baseline ? nullptr
                                : options_.baseline   ? &*options_.baseline
@@ -52,7 +54,8 @@ Status Session::build_all() {
   }
   progress("building candidate " + candidate_->name);
   KDA_ASSIGN_OR_RETURN(cand_lib_, build_solution(*candidate_, bs));
-  report_.build = {{"candidate", cand_lib_.info}, {"reference", ref_lib_.info}};
+  report_.build = {{"candidate", cand_lib_.info},
+                   {"reference", pack_.python_reference_only ? json("the definition's Python reference (torch oracle)") : ref_lib_.info}};
   if (have_baseline_) report_.build["baseline"] = base_lib_.info;
   if (!cand_lib_.ok) {
     candidate_blocked_ = Failure{Verdict::kCompileError, "compile_error",
@@ -76,7 +79,7 @@ std::optional<Failure> Session::ensure_runners() {
   };
   PhaseTimer timer(phases_.runners_s);
   if (!ref_.alive() && options_.reference == "torch") {
-    auto r = start_torch_reference(options_.runner_binary, report_.backend, pack_.root / "definition.json",
+    auto r = start_torch_reference(options_.runner_binary, report_.backend, pack_.definition_file,
                                    std::max(120.0, call_timeout()));
     if (!r.ok()) return harness("torch reference: " + r.status().message());
     ref_ = std::move(*r);

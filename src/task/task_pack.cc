@@ -65,6 +65,55 @@ const Solution* TaskPack::baseline() const {
   return it == baselines.end() ? nullptr : &it->second;
 }
 
+std::map<std::string, stdfs::path> fib_definition_files(const stdfs::path& dataset_root) {
+  std::map<std::string, stdfs::path> out;
+  std::error_code ec;
+  for (auto it = stdfs::recursive_directory_iterator(dataset_root / "definitions", ec);
+       !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec) || it->path().extension() != ".json") continue;
+    Diagnostics quiet;
+    if (auto def = load_definition(it->path(), quiet)) out.emplace(def->name, it->path());
+  }
+  return out;
+}
+
+Result<TaskPack> load_fib_definition(const stdfs::path& dataset_root, const std::string& name, Backend backend) {
+  std::error_code ec;
+  if (!stdfs::is_directory(dataset_root / "definitions", ec))
+    return Status::not_found(dataset_root.string() + ": not a FlashInfer-Bench dataset (no definitions/ directory)");
+  const auto defs = fib_definition_files(dataset_root);
+  const auto found = defs.find(name);
+  if (found == defs.end()) {
+    std::string names;
+    for (const auto& [n, f] : defs) names += (names.empty() ? "" : ", ") + n;
+    return Status::not_found(dataset_root.string() + ": no definition '" + name + "' (definitions: " +
+                             (names.empty() ? "none" : names) + ")");
+  }
+  Diagnostics diags;
+  TaskPack pack;
+  pack.root = dataset_root;
+  pack.definition_file = found->second;
+  pack.python_reference_only = true;
+  pack.backend = backend;
+  auto def = load_definition(found->second, diags);
+  if (!def) return diagnostics_status(diags);
+  pack.definition = std::move(*def);
+  if (pack.definition.reference.empty())
+    return Status::bad_input(found->second.string() + ": /reference: the definition has no Python reference to judge by");
+  std::set<std::string> uuids;
+  for (auto it = stdfs::recursive_directory_iterator(dataset_root / "workloads", ec);
+       !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec) || it->path().filename() != name + ".jsonl") continue;
+    auto ws = load_pack_workloads(it->path(), pack.definition, dataset_root, uuids, diags);
+    pack.workloads.insert(pack.workloads.end(), ws.begin(), ws.end());
+  }
+  if (!diags.empty()) return diagnostics_status(diags);
+  if (pack.workloads.empty())
+    return Status::bad_input(dataset_root.string() + ": no workloads for '" + name + "' (workloads/**/" + name + ".jsonl)");
+  pack.dev_uuids = default_dev_uuids(pack.workloads);
+  return pack;
+}
+
 bool is_task_pack(const stdfs::path& dir) {
   std::error_code ec;
   return stdfs::is_regular_file(dir / "definition.json", ec);
@@ -93,6 +142,7 @@ std::optional<TaskPack> load_task_pack(const stdfs::path& dir, Diagnostics& diag
   }
   TaskPack pack;
   pack.root = dir;
+  pack.definition_file = dir / "definition.json";
   std::string toml_file = (dir / "task.toml").string();
 
   // Phase 1: definition and settings.

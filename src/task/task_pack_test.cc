@@ -409,5 +409,36 @@ TEST(Manifest, DetectsChangedAddedRemovedFiles) {
   EXPECT_FALSE(pack_manifest(p.dir() / "missing").ok());
 }
 
+// A FlashInfer-Bench dataset's definition as a task: its workloads from workloads/**/<name>.jsonl,
+// blobs under the dataset root, no reference solution (the Python reference judges), the candidate's
+// backend, default settings; unknown names list the definitions there.
+TEST(FibDefinition, LoadsADatasetDefinitionAsATask) {
+  auto pack = load_fib_definition(kFixtures / "good_dataset", "vector_add_f32", Backend::kHost);
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  EXPECT_EQ(pack->definition.name, "vector_add_f32");
+  EXPECT_TRUE(pack->python_reference_only);
+  EXPECT_EQ(pack->backend, Backend::kHost);
+  EXPECT_EQ(pack->root, kFixtures / "good_dataset");
+  EXPECT_EQ(pack->definition_file, kFixtures / "good_dataset/definitions/elementwise/vector_add_f32.json");
+  EXPECT_EQ(pack->workloads.size(), 2u);
+  EXPECT_EQ(pack->dev_uuids.size(), 2u);
+  EXPECT_TRUE(pack->holdout.empty());
+  EXPECT_EQ(pack->baseline(), nullptr);
+  auto missing = load_fib_definition(kFixtures / "good_dataset", "softmax", Backend::kHost);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().kind(), ErrorKind::kNotFound);
+  EXPECT_NE(missing.status().message().find("definitions: gemm_n64_k32, vector_add_f32"), std::string::npos)
+      << missing.status().message();
+  auto not_dataset = load_fib_definition(kFixtures / "pack_vector_add", "vector_add_f32", Backend::kHost);
+  ASSERT_FALSE(not_dataset.ok());
+  EXPECT_NE(not_dataset.status().message().find("no definitions/ directory"), std::string::npos);
+  // Its workloads are checked like a pack's: the bad dataset's are refused with file, line and pointer.
+  auto bad = load_fib_definition(kFixtures / "bad_dataset", "gemm_n64_k32", Backend::kHost);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().kind(), ErrorKind::kBadInput);
+  EXPECT_NE(bad.status().message().find("gemm_n64_k32.jsonl:1: /workload/inputs/X: 'X' is not an input"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace kda::task
