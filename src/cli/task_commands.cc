@@ -14,6 +14,7 @@
 #include "task/task_pack.h"
 #include "task/validate.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::cli {
 
@@ -45,12 +46,6 @@ std::string shape_text(const task::TensorSpec& t) {
   std::string s = "[";
   for (size_t i = 0; i < t.shape->size(); ++i) s += (i ? ", " : "") + (*t.shape)[i];
   return s + "]";
-}
-
-std::string join(const std::vector<std::string>& v, const char* sep = ",") {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
 }
 
 std::vector<std::string> baseline_names(const task::TaskPack& p) {
@@ -138,7 +133,7 @@ int run_list(const Args& args, Io& io) {
                      {"baseline", pack->baseline_name},
                      {"baselines", baseline_names(*pack)}});
     rows.push_back({rel, pack->definition.op_type, backend, std::to_string(pack->workloads.size()),
-                    std::to_string(pack->dev_uuids.size()), join(baseline_names(*pack)), pack->definition.name});
+                    std::to_string(pack->dev_uuids.size()), util::join(baseline_names(*pack), ","), pack->definition.name});
   }
   if (args.flag("json")) {
     io.out << dump({{"tasks_dir", dir.string()}, {"packs", std::move(packs)}}) << "\n";
@@ -252,7 +247,7 @@ int run_show(const Args& args, Io& io) {
   std::ostream& o = io.out;
   o << def.name << "  (" << def.op_type << ", backend " << task::backend_name(pack->backend) << ")\n";
   if (!def.description.empty()) o << "  " << def.description << "\n";
-  if (!def.tags.empty()) o << "  tags: " << join(def.tags, ", ") << "\n";
+  if (!def.tags.empty()) o << "  tags: " << util::join(def.tags, ", ") << "\n";
   o << "axes:\n";
   for (const auto& a : def.axes)
     o << fmt::format("  {:<22} {}\n", a.name,
@@ -264,18 +259,18 @@ int run_show(const Args& args, Io& io) {
   const task::TaskSettings& s = pack->settings;
   o << "settings:\n";
   o << fmt::format("  checker {}  atol {}  rtol {}  matched_ratio {}  compare {}\n", task::checker_name(s.checker), s.atol,
-                   s.rtol, s.matched_ratio, s.compare_outputs.empty() ? "all outputs" : join(s.compare_outputs));
+                   s.rtol, s.matched_ratio, s.compare_outputs.empty() ? "all outputs" : util::join(s.compare_outputs, ","));
   o << fmt::format("  timing warmup {} iterations {} trials {}  call timeout {} s  workload timeout {} s\n", s.warmup,
                    s.iterations, s.trials, s.call_timeout_s, s.workload_timeout_s);
   o << fmt::format("  policy libraries [{}] cuda_graphs {} streams {} threads {} persistent_state {} determinism {}\n",
-                   join(s.libraries), s.cuda_graphs, s.streams, s.threads, task::persistent_state_name(s.persistent_state),
+                   util::join(s.libraries, ","), s.cuda_graphs, s.streams, s.threads, task::persistent_state_name(s.persistent_state),
                    task::determinism_name(s.determinism));
   if (s.roofline_bytes) o << "  roofline bytes = " << s.roofline_bytes->text() << "\n";
   if (s.roofline_flops) o << "  roofline flops = " << s.roofline_flops->text() << "\n";
   if (!s.inputs_generator.empty()) o << "  inputs generator " << s.inputs_generator << "\n";
   o << "  reference " << s.reference_dir << "/ (" << pack->reference.spec.language << ")";
   if (pack->cpu_reference) o << ", CPU reference " << *s.cpu_reference_dir << "/";
-  o << "\n  baselines: " << (pack->baselines.empty() ? "(none)" : join(baseline_names(*pack), ", ")) << "\n";
+  o << "\n  baselines: " << (pack->baselines.empty() ? "(none)" : util::join(baseline_names(*pack), ", ")) << "\n";
   o << fmt::format("workloads: {} ({} dev, * below; {} holdout, not shown)\n", pack->workloads.size(),
                    pack->dev_uuids.size(), pack->holdout.size());
   for (const auto& w : pack->workloads) {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "util/strings.h"
+
 namespace kda::fakellm {
 namespace {
 
@@ -17,13 +19,6 @@ constexpr size_t kMaxBodyBytes = 256 * 1024 * 1024;
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
 }
 
 }  // namespace
@@ -94,7 +89,7 @@ Result<std::optional<HttpRequest>> HttpConnection::read_request() {
     if (header_bytes > kMaxHeaderBytes) return Status::bad_input("headers too large");
     size_t colon = h.find(':');
     if (colon == std::string::npos) return Status::bad_input("bad header line");
-    req.headers.emplace_back(lower(trim(h.substr(0, colon))), trim(h.substr(colon + 1)));
+    req.headers.emplace_back(lower(util::trimmed(h.substr(0, colon))), util::trimmed(h.substr(colon + 1)));
   }
   const std::string* conn = req.header("connection");
   std::string conn_l = conn ? lower(*conn) : "";

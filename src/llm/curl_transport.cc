@@ -1,6 +1,7 @@
 // libcurl implementation of HttpTransport. One easy handle per request (no shared state between
 // threads besides curl_global_init, done once); no redirects, HTTP(S) only, no signals.
 #include "llm/http_transport.h"
+#include "util/strings.h"
 
 #ifdef KDA_HAVE_CURL
 #include <curl/curl.h>
@@ -52,13 +53,6 @@ size_t on_write(char* data, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
 size_t on_header(char* data, size_t size, size_t nmemb, void* user) {
   auto* st = static_cast<TransferState*>(user);
   size_t n = size * nmemb;
@@ -72,7 +66,7 @@ size_t on_header(char* data, size_t size, size_t nmemb, void* user) {
   if (colon == std::string::npos) return n;
   std::string name = line.substr(0, colon);
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  st->response->headers[trim(name)] = trim(line.substr(colon + 1));
+  st->response->headers[util::trimmed(name)] = util::trimmed(line.substr(colon + 1));
   return n;
 }
 

@@ -2,17 +2,11 @@
 // writer drafts a plan, the reviewer approves or asks for a revision, and the plan is frozen with
 // its criteria.
 #include "loop/runner.h"
+#include "util/strings.h"
 
 namespace kda::loop::detail {
 
 namespace {
-
-std::string trim_copy(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
 
 }  // namespace
 
@@ -67,8 +61,8 @@ Status Runner::plan_draft() {
   stdfs::remove(dir_ / "scratch" / "plan.md", ec);
   KDA_ASSIGN_OR_RETURN(agent::SessionResult r, session(agent::Role::kWriter, "plan", k, prompt));
   std::string text = read_or_empty(dir_ / "scratch" / "plan.md");
-  if (trim_copy(text).empty()) text = r.final_text;
-  if (trim_copy(text).empty()) {
+  if (util::trimmed(text).empty()) text = r.final_text;
+  if (util::trimmed(text).empty()) {
     text = "(the writer gave no plan)";
     state_.complaints.push_back(fmt::format("plan draft {}: the writer gave no plan", k));
   }
@@ -109,8 +103,8 @@ Status Runner::freeze_plan() {
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
-    std::string line = trim_copy(text.substr(pos, end - pos));
-    if (line.rfind("CRITERION:", 0) == 0) c.reviewer.push_back(trim_copy(line.substr(10)));
+    std::string line = util::trimmed(text.substr(pos, end - pos));
+    if (line.rfind("CRITERION:", 0) == 0) c.reviewer.push_back(util::trimmed(line.substr(10)));
     pos = end + 1;
   }
   c.reviewer.push_back("The solution is a general kernel for the definition: no special-casing of the workloads, "

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::loop {
 
@@ -13,13 +14,6 @@ namespace {
 
 namespace stdfs = std::filesystem;
 using nlohmann::json;
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -42,20 +36,20 @@ std::vector<std::string> lines_of(const std::string& text) {
 std::string keyed_value(const std::string& text, const std::string& key) {
   std::string value;
   for (const auto& raw : lines_of(text)) {
-    std::string line = trim(raw);
+    std::string line = util::trimmed(raw);
     // Markdown list items and emphasis around the key are allowed ("- **Tunables:** ...").
     while (!line.empty() && (line[0] == '-' || line[0] == '*' || line[0] == '#' || line[0] == ' ')) line.erase(0, 1);
     if (lower(line.substr(0, key.size())) != lower(key)) continue;
     std::string rest = line.substr(key.size());
     while (!rest.empty() && rest[0] == '*') rest.erase(0, 1);
-    value = trim(rest);
+    value = util::trimmed(rest);
   }
   return value;
 }
 
 bool has_key_line(const std::string& text, const std::string& key) {
   for (const auto& raw : lines_of(text)) {
-    std::string line = trim(raw);
+    std::string line = util::trimmed(raw);
     while (!line.empty() && (line[0] == '-' || line[0] == '*' || line[0] == '#' || line[0] == ' ')) line.erase(0, 1);
     if (lower(line.substr(0, key.size())) == lower(key)) return true;
   }
@@ -66,11 +60,11 @@ bool has_key_line(const std::string& text, const std::string& key) {
 int lines_under(const std::string& text, const std::string& key) {
   auto ls = lines_of(text);
   for (size_t i = 0; i < ls.size(); ++i) {
-    std::string line = trim(ls[i]);
+    std::string line = util::trimmed(ls[i]);
     while (!line.empty() && (line[0] == '-' || line[0] == '*' || line[0] == '#' || line[0] == ' ')) line.erase(0, 1);
     if (lower(line.substr(0, key.size())) != lower(key)) continue;
     int n = 0;
-    for (size_t j = i + 1; j < ls.size() && !trim(ls[j]).empty(); ++j) ++n;
+    for (size_t j = i + 1; j < ls.size() && !util::trimmed(ls[j]).empty(); ++j) ++n;
     return n;
   }
   return 0;

@@ -2,15 +2,11 @@
 
 #include <vector>
 
+#include "util/strings.h"
+
 namespace kda::loop {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 // Values of every line that starts with `key` (case-sensitive, e.g. "DECISION:"), trimmed.
 // A line that mentions the key elsewhere is ignored: prose may quote the grammar.
@@ -20,8 +16,8 @@ std::vector<std::string> keyed_lines(std::string_view text, std::string_view key
   while (pos <= text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = trim(text.substr(pos, end - pos));
-    if (line.substr(0, key.size()) == key) out.emplace_back(trim(line.substr(key.size())));
+    std::string_view line = util::trim_space(text.substr(pos, end - pos));
+    if (line.substr(0, key.size()) == key) out.emplace_back(util::trim_space(line.substr(key.size())));
     pos = end + 1;
   }
   return out;

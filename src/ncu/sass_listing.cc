@@ -4,22 +4,17 @@
 
 #include "proc/subprocess.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::ncu {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // ".section\t.text._Z4smemPf,\"ax\",@progbits" or ".text._Z4smemPf:" -> "_Z4smemPf".
 std::optional<std::string> text_section_name(std::string_view line) {
-  line = trim(line);
+  line = util::trim_space(line);
   if (line.starts_with(".section")) {
-    line = trim(line.substr(8));
+    line = util::trim_space(line.substr(8));
   } else if (!(line.starts_with(".text.") && line.ends_with(':'))) {
     return std::nullopt;
   }
@@ -42,7 +37,7 @@ SassListing parse_nvdisasm_listing(std::string_view text) {
       current = *name;
       continue;
     }
-    std::string_view t = trim(line);
+    std::string_view t = util::trim_space(line);
     if (current.empty() || !t.starts_with("/*")) continue;
     const size_t close = t.find("*/");
     if (close == std::string_view::npos || close <= 2) continue;
@@ -58,11 +53,11 @@ SassListing parse_nvdisasm_listing(std::string_view text) {
       offset = offset * 16 + static_cast<uint64_t>(d);
     }
     if (!ok) continue;  // an encoding comment ("/* 0x000fe4... */") on its own line
-    std::string_view ins = trim(t.substr(close + 2));
+    std::string_view ins = util::trim_space(t.substr(close + 2));
     if (const size_t semi = ins.find(';'); semi != std::string_view::npos) ins = ins.substr(0, semi);
-    ins = trim(ins);
-    if (ins.starts_with('{')) ins = trim(ins.substr(1));  // dual-issue braces of older architectures
-    if (ins.ends_with('}')) ins = trim(ins.substr(0, ins.size() - 1));
+    ins = util::trim_space(ins);
+    if (ins.starts_with('{')) ins = util::trim_space(ins.substr(1));  // dual-issue braces of older architectures
+    if (ins.ends_with('}')) ins = util::trim_space(ins.substr(0, ins.size() - 1));
     if (ins.empty()) continue;
     out[current][offset] = std::string(ins);
   }
@@ -94,7 +89,7 @@ Result<SassListing> disassemble_cubin(std::string_view cubin, const std::filesys
   o.output_cap = 64 << 20;
   KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(o));
   if (!r.exit.success()) {
-    std::string err = std::string(trim(r.stderr_text.substr(0, 400)));
+    std::string err = std::string(util::trim_space(r.stderr_text.substr(0, 400)));
     return Status::io(nvdisasm.string() + " " + r.exit.describe() + (err.empty() ? "" : ": " + err));
   }
   SassListing listing = parse_nvdisasm_listing(r.stdout_text);
@@ -103,10 +98,10 @@ Result<SassListing> disassemble_cubin(std::string_view cubin, const std::filesys
 }
 
 std::string sass_opcode(std::string_view text) {
-  std::string_view t = trim(text);
+  std::string_view t = util::trim_space(text);
   if (t.starts_with('@')) {
     const size_t sp = t.find_first_of(" \t");
-    t = sp == std::string_view::npos ? std::string_view() : trim(t.substr(sp));
+    t = sp == std::string_view::npos ? std::string_view() : util::trim_space(t.substr(sp));
   }
   return std::string(t.substr(0, t.find_first_of(" \t")));
 }

@@ -3,18 +3,12 @@
 #include <fmt/format.h>
 
 #include "util/fs.h"
+#include "util/strings.h"
 #include "wiki/tokenizer.h"
 
 namespace kda::wiki {
 
 namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(b, e - b + 1));
-}
 
 constexpr const char* kBuiltinAliases = R"(# canonical: alternatives
 sm90: hopper, h100, h200, h800, gh200, sm_90, sm_90a, sm90a, compute_90a
@@ -41,14 +35,14 @@ Result<AliasTable> AliasTable::parse(std::string_view text, const std::string& o
     pos = nl + 1;
     ++line_no;
     if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    std::string l = trim(line);
+    std::string l = util::trimmed(line);
     if (l.empty()) continue;
     size_t colon = l.find(": ");
     if (colon == std::string::npos && !l.empty() && l.back() == ':') colon = l.size() - 1;
     if (colon == std::string::npos)
       return Status::bad_input(fmt::format("{}:{}: expected 'canonical: alias, alias, ...'", origin, line_no));
     AliasGroup g;
-    g.canonical = ascii_lower(trim(l.substr(0, colon)));
+    g.canonical = ascii_lower(util::trimmed(l.substr(0, colon)));
     if (g.canonical.empty()) return Status::bad_input(fmt::format("{}:{}: empty canonical name", origin, line_no));
     g.members.push_back(g.canonical);
     std::string rest = l.substr(colon + 1);
@@ -56,7 +50,7 @@ Result<AliasTable> AliasTable::parse(std::string_view text, const std::string& o
     while (s <= rest.size()) {
       size_t c = rest.find(',', s);
       if (c == std::string::npos) c = rest.size();
-      std::string m = trim(std::string_view(rest).substr(s, c - s));
+      std::string m = util::trimmed(std::string_view(rest).substr(s, c - s));
       if (!m.empty()) g.members.push_back(m);
       s = c + 1;
     }

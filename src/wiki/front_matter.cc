@@ -2,16 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "util/strings.h"
+
 namespace kda::wiki {
 
 namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r");
-  return std::string(s.substr(b, e - b + 1));
-}
 
 std::string unquote(std::string s) {
   if (s.size() >= 2 && ((s.front() == '"' && s.back() == '"') || (s.front() == '\'' && s.back() == '\'')))
@@ -33,14 +28,14 @@ Result<std::vector<std::string>> inline_list(const std::string& v, const std::st
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == ',') {
-      if (auto t = trim(cur); !t.empty()) out.push_back(t);
+      if (auto t = util::trimmed(cur); !t.empty()) out.push_back(t);
       cur.clear();
     } else {
       cur += c;
     }
   }
   if (quote) return Status::bad_input(where + ": unterminated quote in inline list");
-  if (auto t = trim(cur); !t.empty()) out.push_back(t);
+  if (auto t = util::trimmed(cur); !t.empty()) out.push_back(t);
   return out;
 }
 
@@ -67,10 +62,10 @@ Result<FrontMatter> parse_front_matter(std::string_view text, const std::string&
     lines.emplace_back(pos, text.substr(pos, end - pos));
     pos = end + 1;
   }
-  if (lines.empty() || trim(lines[0].second) != "---") return fm;
+  if (lines.empty() || util::trimmed(lines[0].second) != "---") return fm;
   size_t close = 0;
   for (size_t i = 1; i < lines.size(); ++i)
-    if (trim(lines[i].second) == "---" || trim(lines[i].second) == "...") {
+    if (util::trimmed(lines[i].second) == "---" || util::trimmed(lines[i].second) == "...") {
       close = i;
       break;
     }
@@ -85,7 +80,7 @@ Result<FrontMatter> parse_front_matter(std::string_view text, const std::string&
   for (size_t i = 1; i < close; ++i) {
     std::string_view raw = lines[i].second;
     std::string where = fmt::format("{}:{}", origin, i + 1);
-    std::string t = trim(raw);
+    std::string t = util::trimmed(raw);
     bool indented = !raw.empty() && (raw[0] == ' ' || raw[0] == '\t');
     if (!block_key.empty()) {
       if (indented || t.empty()) {
@@ -99,7 +94,7 @@ Result<FrontMatter> parse_front_matter(std::string_view text, const std::string&
     if (t.empty() || t[0] == '#') continue;
     if (t[0] == '-' && (t.size() == 1 || t[1] == ' ')) {
       if (list_key.empty()) return Status::bad_input(where + ": list item outside a list");
-      fm.lists[list_key].push_back(unquote(trim(t.substr(1))));
+      fm.lists[list_key].push_back(unquote(util::trimmed(t.substr(1))));
       continue;
     }
     if (indented && !list_key.empty()) {
@@ -112,8 +107,8 @@ Result<FrontMatter> parse_front_matter(std::string_view text, const std::string&
     size_t colon = t.find(':');
     if (colon == std::string::npos || colon == 0)
       return Status::bad_input(where + ": expected 'key: value'");
-    std::string key = trim(t.substr(0, colon));
-    std::string value = trim(t.substr(colon + 1));
+    std::string key = util::trimmed(t.substr(0, colon));
+    std::string value = util::trimmed(t.substr(colon + 1));
     list_key.clear();
     if (value.empty()) {
       list_key = key;

@@ -13,6 +13,7 @@
 
 #include "util/fs.h"
 #include "util/sha256.h"
+#include "util/strings.h"
 #include "wiki/document.h"
 #include "wiki/facets.h"
 #include "wiki/query.h"
@@ -117,12 +118,6 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
 END;
 )sql";
 
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string r;
-  for (size_t i = 0; i < v.size(); ++i) r += (i ? sep : "") + v[i];
-  return r;
-}
-
 std::vector<std::string> split_lines(std::string_view s) {
   std::vector<std::string> out;
   size_t pos = 0;
@@ -201,14 +196,14 @@ Status Index::Impl::store(const std::string& repo, const std::string& root, cons
   insert_file.bind(7, doc.kind).bind(8, doc.language);
   KDA_RETURN_IF_ERROR(insert_file.run());
   int64_t file_id = sqlite3_last_insert_rowid(db->handle());
-  std::string tags = join(doc.tags, "\n"), related = join(doc.related, "\n"), sources = join(doc.sources, "\n");
+  std::string tags = util::join(doc.tags, "\n"), related = util::join(doc.related, "\n"), sources = util::join(doc.sources, "\n");
   int section = 0;
   for (auto& dc : doc.chunks) {
     Chunk& c = dc.chunk;
     std::string key = !dc.page_id.empty() ? (section == 0 ? dc.page_id : fmt::format("{}#{}", dc.page_id, section))
                                           : fmt::format("{}:{}:{}", repo, doc.path, c.start_line);
     ++section;
-    std::string symbols = join(c.symbols, "\n");
+    std::string symbols = util::join(c.symbols, "\n");
     Facets f = detect_facets(c.title + "\n" + symbols + "\n" + doc.path + "\n" + c.body, doc.tags);
     insert_chunk.bind(1, file_id).bind(2, key).bind(3, c.title).bind(4, symbols).bind(5, c.headings);
     insert_chunk.bind(6, c.body).bind(7, doc.path).bind(8, tags).bind_int(9, c.start_line).bind_int(10, c.end_line);
