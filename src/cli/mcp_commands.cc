@@ -2,6 +2,7 @@
 // PreToolUse hook kda installs in Claude Code sessions.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <iterator>
 #include <ostream>
@@ -79,13 +80,12 @@ int run_mcp(const Args& args, Io& io) {
       so.workloads = args.value_or("eval-workloads", "dev");
       so.log = args.value_or("log", "");
       so.cuda_arch = args.value_or("arch", "90a");
-      const std::string max_evals = args.value_or("max-evals", "20");
-      try {
-        so.max_evals = std::stoi(max_evals);
-      } catch (...) {
-        io.err << "kda mcp: --max-evals must be an integer, not '" << max_evals << "'\n";
+      auto max_evals = args.integer("max-evals");
+      if (!max_evals.ok()) {
+        io.err << "kda mcp: " << max_evals.status().message() << "\n";
         return kExitBadInput;
       }
+      if (*max_evals) so.max_evals = static_cast<int>(std::clamp<long long>(**max_evals, -1, 1000000));
       auto opened = loop::WorkspaceSession::open(std::move(so));
       if (!opened.ok()) {
         io.err << "kda mcp: " << opened.status().message() << "\n";
