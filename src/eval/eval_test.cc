@@ -915,6 +915,54 @@ TEST(Screener, RungZeroChecksCorrectnessLaterRungsDoNotRepeatPassedChecks) {
   EXPECT_EQ(bad->workloads.front().verdict, Verdict::kIncorrectNumerical);
 }
 
+// spec.dependencies against the task policy: a library the policy does not allow does not build,
+// and says what is allowed; a header-only one (cutlass) needs nothing; an allowed one is linked.
+TEST(Dependencies, CheckedAgainstThePolicyLinkedWhenAllowed) {
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-deps");
+  ASSERT_TRUE(tmp.ok());
+  stdfs::copy(source_dir() / "tasks/host/rmsnorm", *tmp / "pack", stdfs::copy_options::recursive);
+  auto with_deps = [&](const std::string& name, nlohmann::json deps) {
+    const stdfs::path dir = *tmp / name;
+    stdfs::copy(fixture("host_rmsnorm", "fast"), dir, stdfs::copy_options::recursive);
+    auto j = nlohmann::json::parse(*fs::read_file(dir / "solution.json"));
+    j["spec"]["dependencies"] = deps;
+    EXPECT_TRUE(fs::write_file_atomic(dir / "solution.json", j.dump(2)).ok());
+    return dir;
+  };
+  EvalOptions o = fast_options();
+  o.workloads = "dev";
+  auto eval_in = [&](const stdfs::path& pack_dir, const stdfs::path& sol_dir) {
+    auto pack = task::load_task_pack(pack_dir);
+    EXPECT_TRUE(pack.ok()) << pack.status().message();
+    auto sol = task::load_solution(sol_dir);
+    EXPECT_TRUE(sol.ok()) << sol.status().message();
+    auto r = evaluate(*pack, *sol, o);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : EvalReport{};
+  };
+  EvalReport refused = eval_in(*tmp / "pack", with_deps("cublas", {"cublas"}));
+  ASSERT_FALSE(refused.workloads.empty());
+  EXPECT_EQ(refused.workloads[0].verdict, Verdict::kCompileError);
+  EXPECT_NE(refused.workloads[0].message.find("dependency 'cublas' is not allowed by the task policy ([policy] libraries = []"),
+            std::string::npos) << refused.workloads[0].message;
+  EvalReport header_only = eval_in(*tmp / "pack", with_deps("cutlass", {"cutlass"}));
+  EXPECT_TRUE(header_only.all_passed) << (header_only.workloads.empty() ? "" : header_only.workloads[0].message);
+  // The policy allows libm: linked, and the candidate passes.
+  auto toml = fs::read_file(*tmp / "pack/task.toml");
+  ASSERT_TRUE(toml.ok());
+  std::string t = *toml;
+  t.replace(t.find("[policy]\n"), 9, "[policy]\nlibraries = [\"m\"]\n");
+  ASSERT_TRUE(fs::write_file_atomic(*tmp / "pack/task.toml", t).ok());
+  EvalReport linked = eval_in(*tmp / "pack", with_deps("libm", {"m"}));
+  EXPECT_TRUE(linked.all_passed) << (linked.workloads.empty() ? "" : linked.workloads[0].message);
+  auto sol = task::load_solution(*tmp / "libm");
+  ASSERT_TRUE(sol.ok());
+  auto lib = build_solution(*sol, {.allowed_libraries = {"m"}});
+  ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
+  EXPECT_NE(lib->log.find(" -lm"), std::string::npos) << lib->log;
+  stdfs::remove_all(*tmp);
+}
+
 // A runner loads one library unless its first load named a reload root, and then only from under it.
 TEST(RunnerProtocol, FurtherLoadsOnlyFromUnderTheReloadRoot) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/gemm");

@@ -31,7 +31,7 @@
 namespace kda::eval::detail {
 
 Status Session::build_all() {
-  BuildSettings bs{.cuda_arch = options_.cuda_arch};
+  BuildSettings bs{.cuda_arch = options_.cuda_arch, .allowed_libraries = pack_.settings.libraries};
   // A FlashInfer-Bench definition taken as a task has no reference solution: the torch oracle runs
   // the definition's Python reference (check_options made sure).
   if (!pack_.python_reference_only && (!screening_ || !ref_lib_.ok)) {

@@ -1,5 +1,9 @@
 #include "eval/solution_build.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "build/builder.h"
 
 namespace kda::eval {
@@ -25,6 +29,27 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
     return lib;
   }
   req.debug_lineinfo = settings.lineinfo;
+  // spec.dependencies against the task policy: a library it allows is linked, a header-only one
+  // needs nothing, anything else does not build (and says what the policy allows).
+  for (const std::string& dep : solution.spec.dependencies) {
+    auto in = [&dep](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), dep) != v.end(); };
+    if (in(kHeaderOnlyDependencies)) continue;
+    if (in(settings.allowed_libraries)) {
+      req.libraries.push_back(dep);
+      continue;
+    }
+    std::string allowed;
+    for (const auto& l : settings.allowed_libraries) allowed += (allowed.empty() ? "" : ", ") + l;
+    std::string header_only;
+    for (const auto& l : kHeaderOnlyDependencies) header_only += (header_only.empty() ? "" : ", ") + l;
+    BuiltLibrary lib;
+    lib.info = {{"language", req.language},
+                {"status", fmt::format("dependency '{}' is not allowed by the task policy ([policy] libraries = [{}]; "
+                                       "header-only, always allowed: {})", dep, allowed, header_only)},
+                {"cache_hit", false}};
+    lib.log = lib.info["status"].get<std::string>() + "\n";
+    return lib;
+  }
   KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
   BuiltLibrary lib;
   lib.ok = r.ok;

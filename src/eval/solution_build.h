@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,7 +15,14 @@ namespace kda::eval {
 struct BuildSettings {
   std::string cuda_arch = "90a";
   bool lineinfo = false;  // -lineinfo for profiling
+  // The task policy's libraries (task.toml [policy] libraries): a solution's spec.dependencies may
+  // name these (each is linked, -l<name>) or a header-only library (kHeaderOnlyDependencies).
+  std::vector<std::string> allowed_libraries;
 };
+
+// Dependencies that need no library: headers the CUDA toolkit ships (CUB, Thrust, libcu++ / CCCL)
+// or that a solution carries in its own sources (CUTLASS, CuTe).
+inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub", "cutlass", "cute", "libcudacxx", "thrust"};
 
 struct BuiltLibrary {
   bool ok = false;                 // false: COMPILE_ERROR (log says why)

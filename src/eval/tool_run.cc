@@ -141,7 +141,8 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
 
   // Phase: build (cached; -lineinfo is part of the cache key).
   progress("building " + solution.name + (options.lineinfo ? " (-lineinfo)" : ""));
-  KDA_ASSIGN_OR_RETURN(BuiltLibrary lib, build_solution(solution, {.cuda_arch = options.cuda_arch, .lineinfo = options.lineinfo}));
+  KDA_ASSIGN_OR_RETURN(BuiltLibrary lib, build_solution(solution, {.cuda_arch = options.cuda_arch, .lineinfo = options.lineinfo,
+                                                                      .allowed_libraries = pack.settings.libraries}));
   r.build = lib.info;
   r.build["lineinfo"] = options.lineinfo;
   r.build["cuda_arch"] = options.cuda_arch;
