@@ -105,6 +105,82 @@ void print_table(const task::TaskPack& pack, const eval::EvalReport& r, std::ost
                      r.workloads.size(), score, r.backend, r.seed, r.wall_s, r.in_call_s);
 }
 
+// kda eval A --against B: N evaluations of A with B timed interleaved as the baseline, each in fresh
+// runner processes on fresh seeds, so the interval over them holds what one evaluation's interval
+// over trials does not: the runner processes' own spread (an A/A comparison on one pair of
+// processes read 1.003x-1.054x, "faster", within its interval over trials).
+int run_against(const task::TaskPack& pack, const task::Solution& a, const task::Solution& b, eval::EvalOptions opts,
+                int pairs, const Args& args, Io& io) {
+  opts.baseline = b;
+  std::vector<eval::EvalReport> runs;
+  for (int i = 0; i < pairs; ++i) {
+    if (args.given("seed")) opts.seed = *opts.seed + 1;  // reproducible, and still a fresh set per run
+    else opts.seed.reset();
+    if (!args.flag("quiet")) io.err << fmt::format("kda eval: head-to-head {} of {}\n", i + 1, pairs);
+    auto r = eval::evaluate(pack, a, opts);
+    if (!r.ok()) {
+      io.err << "kda eval: " << r.status().message() << "\n";
+      return exit_code_for(r.status());
+    }
+    if (!r->all_passed) {
+      io.err << fmt::format("kda eval: run {} of {}: not every workload PASSED; no ratio\n", i + 1, pairs);
+      print_table(pack, *r, io.err, false);
+      return kExitFailed;
+    }
+    runs.push_back(std::move(*r));
+  }
+  std::vector<double> geomeans;
+  for (const auto& r : runs) geomeans.push_back(r.score_geomean);
+  const auto est = eval::ratio_ci95(geomeans);
+  const std::string verdict = !est                  ? "undetermined"
+                              : est->ci.low > 1.0   ? "faster"
+                              : est->ci.high < 1.0  ? "slower"
+                                                    : "indistinguishable";
+  nlohmann::json per_workload = nlohmann::json::array();
+  for (size_t w = 0; w < runs.front().workloads.size(); ++w) {
+    std::vector<double> ratios;
+    for (const auto& r : runs) ratios.push_back(r.workloads[w].speedup);
+    const auto e = eval::ratio_ci95(ratios);
+    per_workload.push_back({{"uuid", runs.front().workloads[w].uuid},
+                            {"axes", runs.front().workloads[w].axes},
+                            {"ratios", ratios},
+                            {"ratio", e ? e->geomean : 0.0},
+                            {"ci95", e ? nlohmann::json{e->ci.low, e->ci.high} : nlohmann::json(nullptr)}});
+  }
+  if (args.flag("json")) {
+    nlohmann::json j{{"solution", a.name}, {"against", b.name}, {"pairs", pairs}, {"geomean_ratios", geomeans},
+                     {"geomean_ratio", est ? est->geomean : 0.0},
+                     {"ci95", est ? nlohmann::json{est->ci.low, est->ci.high} : nlohmann::json(nullptr)},
+                     {"verdict", verdict}, {"workloads", per_workload}, {"runs", nlohmann::json::array()}};
+    for (const auto& r : runs) j["runs"].push_back(eval::report_json(r, pack));
+    io.out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  io.out << fmt::format("{} against {}: {} evaluations, each in fresh runner processes on fresh seeds, {} timed "
+                        "interleaved as the baseline; ratio = its latency / {}'s (above 1: {} is faster)\n",
+                        a.name, b.name, pairs, b.name, a.name, a.name);
+  io.out << fmt::format("{:<9} {:<26} {:>9}  {:<23} {}\n", "workload", "axes", "ratio", "95 % interval over runs", "per run");
+  for (const auto& w : per_workload) {
+    std::string each;
+    for (double r : w["ratios"]) each += fmt::format("{}{:.3f}x", each.empty() ? "" : " ", r);
+    const std::string ci = w["ci95"].is_array() ? fmt::format("{:.3f}x - {:.3f}x", w["ci95"][0].get<double>(), w["ci95"][1].get<double>()) : "-";
+    io.out << fmt::format("{:<9} {:<26} {:>8.3f}x  {:<23} {}\n", w["uuid"].get<std::string>().substr(0, 8),
+                          axes_text(w["axes"]), w["ratio"].get<double>(), ci, each);
+  }
+  std::string each;
+  for (double g : geomeans) each += fmt::format("{}{:.3f}x", each.empty() ? "" : " ", g);
+  if (est)
+    io.out << fmt::format("geomean ratio {:.3f}x, 95 % interval over the {} evaluations {:.3f}x - {:.3f}x (each: {})\n",
+                          est->geomean, pairs, est->ci.low, est->ci.high, each);
+  io.out << fmt::format("{}: {}\n", a.name,
+                        verdict == "faster"   ? "faster than " + b.name + " (the whole interval is above 1)"
+                        : verdict == "slower" ? "slower than " + b.name + " (the whole interval is below 1)"
+                        : verdict == "indistinguishable"
+                            ? "not measurably different from " + b.name + " (the interval contains 1)"
+                            : "no interval (fewer than two evaluations)");
+  return kExitOk;
+}
+
 // The task: a kda task pack, or with --definition one definition of a FlashInfer-Bench dataset
 // (judged by its Python reference through the torch oracle, on the candidate's backend).
 Result<task::TaskPack> load_task(const Args& args, const task::Solution& solution) {
@@ -196,6 +272,24 @@ int run_eval(const Args& args, Io& io) {
   opts.progress = [&io, quiet](const std::string& line) {
     if (!quiet) io.err << "kda eval: " << line << "\n";
   };
+  if (auto b = args.value("against")) {
+    if (args.given("baseline") || args.flag("no-baseline")) {
+      io.err << "kda eval: --against times its solution as the baseline: drop --baseline / --no-baseline\n";
+      return kExitBadInput;
+    }
+    auto against = task::load_solution(*b);
+    if (!against.ok()) {
+      io.err << "kda eval: --against " << *b << ": " << against.status().message() << "\n";
+      return exit_code_for(against.status());
+    }
+    auto pairs = args.integer("pairs");
+    if (!pairs.ok() || !*pairs || **pairs < 2 || **pairs > 50) {
+      io.err << "kda eval: --pairs must be an integer in 2..50\n";
+      return kExitBadInput;
+    }
+    opts.with_baseline = true;
+    return run_against(*pack, *solution, *against, opts, static_cast<int>(**pairs), args, io);
+  }
   auto report = eval::evaluate(*pack, *solution, opts);
   if (!report.ok()) {
     io.err << "kda eval: " << report.status().message() << "\n";
@@ -245,6 +339,10 @@ CommandSpec eval_command() {
                   {.name = "no-baseline", .help = "do not time the baseline"},
                   {.name = "baseline", .metavar = "DIR",
                    .help = "time this solution as the baseline instead of the pack's (a head-to-head on the same inputs)"},
+                  {.name = "against", .metavar = "DIR",
+                   .help = "head-to-head: --pairs evaluations against this solution (timed as the baseline), each in "
+                           "fresh processes; the ratio with a 95 % interval over the evaluations, and whether it excludes 1"},
+                  {.name = "pairs", .metavar = "N", .help = "evaluations of --against (2..50)", .default_value = "3"},
                   {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
                   {.name = "reference", .metavar = "WHICH",
                    .help = "pack: the pack's reference solution; torch: the definition's Python reference in the torch "

@@ -234,6 +234,27 @@ TEST(Stats, GeomeanSpeedupIntervalOverTrials) {
   EXPECT_FALSE(mean_ci95({5}).has_value());
 }
 
+// One ratio per independent evaluation: the geometric mean, and the t-interval of the logs mapped back.
+TEST(Stats, RatioIntervalOverEvaluations) {
+  auto same = ratio_ci95({1.5, 1.5, 1.5});
+  ASSERT_TRUE(same.has_value());
+  EXPECT_NEAR(same->geomean, 1.5, 1e-12);
+  EXPECT_NEAR(same->ci.low, 1.5, 1e-12);
+  EXPECT_NEAR(same->ci.high, 1.5, 1e-12);
+  auto spread = ratio_ci95({0.95, 1.0, 1.05});
+  ASSERT_TRUE(spread.has_value());
+  EXPECT_LT(spread->ci.low, 1.0);
+  EXPECT_GT(spread->ci.high, 1.0);
+  // exp(mean log) = cube root of the product; half-width t95(2) * sd(log) / sqrt(3).
+  EXPECT_NEAR(spread->geomean, std::cbrt(0.95 * 1.0 * 1.05), 1e-12);
+  const double l[] = {std::log(0.95), 0.0, std::log(1.05)};
+  const double m = (l[0] + l[1] + l[2]) / 3;
+  const double sd = std::sqrt(((l[0] - m) * (l[0] - m) + m * m + (l[2] - m) * (l[2] - m)) / 2);
+  EXPECT_NEAR(spread->ci.high, std::exp(m + 4.303 * sd / std::sqrt(3.0)), 1e-9);
+  EXPECT_FALSE(ratio_ci95({1.2}).has_value());
+  EXPECT_FALSE(ratio_ci95({1.2, 0.0}).has_value());
+}
+
 TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
   std::vector<double> repeat, fresh;
   for (int i = 0; i < 132; ++i) repeat.push_back(1.0 + 0.05 * std::sin(1.7 * i));

@@ -67,6 +67,17 @@ std::optional<Interval> mean_ci95(const std::vector<double>& xs) {
   return Interval{mean - half, mean + half};
 }
 
+std::optional<RatioEstimate> ratio_ci95(const std::vector<double>& ratios) {
+  std::vector<double> logs;
+  for (double r : ratios) {
+    if (!(r > 0)) return std::nullopt;
+    logs.push_back(std::log(r));
+  }
+  auto ci = mean_ci95(logs);
+  if (!ci) return std::nullopt;
+  return RatioEstimate{std::exp(arithmetic_mean(logs)), Interval{std::exp(ci->low), std::exp(ci->high)}};
+}
+
 std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>>& candidate_trials,
                                            const std::vector<std::vector<double>>& baseline_trials, double geomean) {
   if (candidate_trials.empty() || candidate_trials.size() != baseline_trials.size() || !(geomean > 0)) return std::nullopt;

@@ -32,6 +32,14 @@ struct Interval {
 };
 // A 95 % t-interval of the mean of `xs` (nullopt with fewer than two values).
 std::optional<Interval> mean_ci95(const std::vector<double>& xs);
+// The geometric mean of positive ratios, one per independent replicate (e.g. one per evaluation in
+// fresh processes), with the 95 % t-interval of the mean of their logarithms mapped back; nullopt
+// with fewer than two values or one that is not positive.
+struct RatioEstimate {
+  double geomean = 0;
+  Interval ci;
+};
+std::optional<RatioEstimate> ratio_ci95(const std::vector<double>& ratios);
 std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>>& candidate_trials,
                                            const std::vector<std::vector<double>>& baseline_trials, double geomean);
 
