@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "util/fs.h"
 #include "wiki/eval.h"
+#include "wiki/query_gen.h"
 #include "wiki/wiki.h"
 
 namespace kda::cli {
@@ -240,36 +241,80 @@ int run_eval(const Args& a, Io& io) {
   if (!repeat.ok()) return fail(io, repeat.status());
   auto min_rate = a.number("min-hit-rate");
   if (!min_rate.ok()) return fail(io, min_rate.status());
-  std::string file = a.positional("queries");
-  auto text = fs::read_file(file);
-  if (!text.ok()) return fail(io, text.status());
-  auto queries = wiki::parse_eval_queries(*text, file, static_cast<int>(k->value_or(5)));
-  if (!queries.ok()) return fail(io, queries.status());
+  // Every file first, so a bad one fails before any search.
+  std::vector<std::pair<std::string, std::vector<wiki::EvalQuery>>> sets;
+  for (const std::string& file : a.positionals("queries")) {
+    auto text = fs::read_file(file);
+    if (!text.ok()) return fail(io, text.status());
+    auto queries = wiki::parse_eval_queries(*text, file, static_cast<int>(k->value_or(5)));
+    if (!queries.ok()) return fail(io, queries.status());
+    sets.emplace_back(file, std::move(*queries));
+  }
   auto index = open_from(a, io);
   if (!index.ok()) return fail(io, index.status());
-  auto r = wiki::evaluate(**index, *queries, static_cast<int>(repeat->value_or(3)));
-  if (!r.ok()) return fail(io, r.status());
-  if (a.flag("json")) {
-    json per = json::array();
-    for (const auto& q : r->per_query)
-      per.push_back({{"query", q.query}, {"rank", q.rank}, {"top", q.top}, {"ms", q.ms}, {"cpu_ms", q.cpu_ms}});
-    io.out << json{{"queries", queries->size()}, {"k", k->value_or(5)}, {"hits", r->hits}, {"hit_rate", r->hit_rate},
-                   {"latency_ms", {{"p50", r->p50_ms}, {"p95", r->p95_ms}, {"max", r->max_ms}, {"samples", r->samples}}},
-                   {"cpu_ms", {{"p50", r->cpu_p50_ms}, {"p95", r->cpu_p95_ms}}},
-                   {"per_query", per}}
-                  .dump(2)
-           << "\n";
-  } else {
-    for (const auto& q : r->per_query) {
-      if (q.rank) continue;
-      io.out << "miss: " << q.query << "\n";
-      for (const auto& id : q.top) io.out << "      " << id << "\n";
+  auto ranks = [](const wiki::RankStats& s) {
+    return json{{"n", s.n}, {"hit1", s.hit1}, {"hit5", s.hit5}, {"hit10", s.hit10}, {"mrr", s.mrr}};
+  };
+  json out = json::array();
+  bool below = false;
+  for (const auto& [file, queries] : sets) {
+    auto r = wiki::evaluate(**index, queries, static_cast<int>(repeat->value_or(3)));
+    if (!r.ok()) return fail(io, r.status());
+    below = below || (*min_rate && r->hit_rate < **min_rate);
+    if (a.flag("json")) {
+      json per = json::array();
+      for (const auto& q : r->per_query)
+        per.push_back({{"query", q.query}, {"rank", q.rank}, {"top", q.top}, {"ms", q.ms}, {"cpu_ms", q.cpu_ms}});
+      json kinds = json::object();
+      for (const auto& [kind, ks] : r->by_kind) kinds[kind] = ranks(ks);
+      out.push_back({{"file", file}, {"queries", queries.size()}, {"k", k->value_or(5)}, {"hits", r->hits},
+                     {"hit_rate", r->hit_rate}, {"ranks", ranks(r->all)}, {"by_kind", kinds},
+                     {"latency_ms", {{"p50", r->p50_ms}, {"p95", r->p95_ms}, {"max", r->max_ms}, {"samples", r->samples}}},
+                     {"cpu_ms", {{"p50", r->cpu_p50_ms}, {"p95", r->cpu_p95_ms}}},
+                     {"per_query", per}});
+      continue;
     }
-    io.out << fmt::format("hit@{}: {}/{} = {:.3f}; latency p50 {:.2f} ms, p95 {:.2f} ms, max {:.2f} ms ({} searches)\n",
-                          k->value_or(5), r->hits, queries->size(), r->hit_rate, r->p50_ms, r->p95_ms, r->max_ms, r->samples);
+    if (!a.flag("quiet-misses"))
+      for (size_t i = 0; i < r->per_query.size(); ++i) {
+        const auto& q = r->per_query[i];
+        if (q.rank >= 1 && q.rank <= queries[i].k) continue;
+        io.out << "miss: " << q.query << "\n";
+        for (const auto& id : q.top) io.out << "      " << id << "\n";
+      }
+    io.out << fmt::format("{}: hit@{}: {}/{} = {:.3f}; latency p50 {:.2f} ms, p95 {:.2f} ms, max {:.2f} ms ({} searches)\n",
+                          file, k->value_or(5), r->hits, queries.size(), r->hit_rate, r->p50_ms, r->p95_ms, r->max_ms,
+                          r->samples);
+    for (const auto& [kind, ks] : r->by_kind)
+      io.out << fmt::format("  {:<20} {:>4} queries  hit@1 {:.3f}  hit@5 {:.3f}  hit@10 {:.3f}  MRR {:.3f}\n", kind, ks.n,
+                            ks.hit1, ks.hit5, ks.hit10, ks.mrr);
   }
-  if (*min_rate && r->hit_rate < **min_rate) return kExitFailed;
-  return kExitOk;
+  if (a.flag("json")) io.out << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
+  return below ? kExitFailed : kExitOk;
+}
+
+// ---- queries ------------------------------------------------------------------------------------
+
+int run_queries(const Args& a, Io& io) {
+  wiki::QueryGenOptions o;
+  const std::filesystem::path root = a.positional("dir");
+  o.repo = a.value_or("repo", std::filesystem::absolute(root).lexically_normal().filename().string());
+  auto count = a.integer("count");
+  if (!count.ok()) return fail(io, count.status());
+  auto seed = a.integer("seed");
+  if (!seed.ok()) return fail(io, seed.status());
+  if (*count) o.max_queries = static_cast<size_t>(std::max<long long>(0, **count));
+  if (*seed) o.seed = static_cast<uint64_t>(**seed);
+  auto qs = wiki::generate_queries(root, o);
+  if (!qs.ok()) return fail(io, qs.status());
+  std::string lines;
+  for (const auto& q : *qs) lines += wiki::query_jsonl(q) + "\n";
+  if (auto file = a.value("output")) {
+    if (Status st = fs::write_file_atomic(*file, lines); !st.ok()) return fail(io, st);
+    io.err << fmt::format("wiki queries: {} queries from {} (repo {}) written to {}\n", qs->size(), root.string(), o.repo, *file);
+  } else {
+    io.out << lines;
+  }
+  return qs->empty() ? kExitFailed : kExitOk;
 }
 
 }  // namespace
@@ -333,12 +378,30 @@ std::vector<CommandSpec> wiki_commands() {
                    "Runs each query of a JSONL file ({\"query\": ..., \"expect\": [page ids or repo/path suffixes], "
                    "\"filters\": {...}}) and reports the fraction whose top k contains an expected item, and search "
                    "latency percentiles. Exit code 1 when --min-hit-rate is given and not reached.",
-               .positionals = {{.name = "queries", .help = "JSONL query file (see bench/wiki_queries.jsonl)"}},
+               .positionals = {{.name = "queries", .help = "JSONL query files (bench/wiki_queries.jsonl, kda wiki queries)",
+                                .variadic = true}},
                .options = {json_option(), db_option(),
                            {.name = "k", .metavar = "K", .help = "results considered per query", .default_value = "5"},
                            {.name = "repeat", .metavar = "N", .help = "timed runs per query", .default_value = "3"},
-                           {.name = "min-hit-rate", .metavar = "R", .help = "fail (exit 1) below this hit rate"}},
+                           {.name = "min-hit-rate", .metavar = "R", .help = "fail (exit 1) when a file is below this hit rate"},
+                           {.name = "quiet-misses", .help = "do not list the missed queries"}},
                .run = run_eval});
+  v.push_back({.name = "wiki queries",
+               .summary = "generate a query set from a source tree (queries nobody tuned the ranking to)",
+               .description =
+                   "Walks DIR as wiki ingest does and, for every definition (kernel, function, type) with a comment "
+                   "right above it or at the top of its body and every file that opens with one (licence headers "
+                   "skipped), makes a query of the comment's words (stop words and the definition's own name "
+                   "dropped, then about a third of the rest, the order shuffled, all from --seed) whose answer is "
+                   "the file, as <repo>/<path>. Writes JSONL lines {query, expect, kind, source} for `kda wiki eval`, "
+                   "which reports them per kind (definition_comment, file_comment). Ingest DIR under the same --repo. "
+                   "Exit 1 when the tree gives no query.",
+               .positionals = {{.name = "dir", .help = "source tree"}},
+               .options = {{.name = "repo", .metavar = "NAME", .help = "repository name (default: the directory's name)"},
+                           {.name = "count", .metavar = "N", .help = "at most N queries (a seeded sample)", .default_value = "200"},
+                           {.name = "seed", .metavar = "S", .help = "sampling and paraphrasing seed", .default_value = "1"},
+                           {.name = "output", .short_name = 'o', .metavar = "FILE", .help = "write the JSONL to FILE"}},
+               .run = run_queries});
   return v;
 }
 

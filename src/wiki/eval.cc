@@ -29,7 +29,12 @@ Result<std::vector<EvalQuery>> parse_eval_queries(const std::string& text, const
       return Status::bad_input(where + ": /expect: missing or not a non-empty array");
     EvalQuery q;
     q.request.query = j["query"].get<std::string>();
-    q.request.limit = k;
+    q.k = k;
+    q.request.limit = std::max(k, 10);
+    if (j.contains("kind")) {
+      if (!j["kind"].is_string()) return Status::bad_input(where + ": /kind: not a string");
+      q.kind = j["kind"].get<std::string>();
+    }
     for (const auto& e : j["expect"]) {
       if (!e.is_string()) return Status::bad_input(where + ": /expect: items must be strings");
       q.expect.push_back(e.get<std::string>());
@@ -95,10 +100,24 @@ Result<EvalResult> evaluate(Index& index, const std::vector<EvalQuery>& queries,
     for (size_t i = 0; i < res.size() && !pq.rank; ++i)
       for (const auto& e : q.expect)
         if (hit_matches(res[i], e)) pq.rank = static_cast<int>(i) + 1;
-    for (const auto& h : res) pq.top.push_back(h.id);
-    if (pq.rank) ++r.hits;
+    for (size_t i = 0; i < res.size() && static_cast<int>(i) < q.k; ++i) pq.top.push_back(res[i].id);
+    if (pq.rank && pq.rank <= q.k) ++r.hits;
+    for (RankStats* st : {&r.all, &r.by_kind[q.kind]}) {
+      ++st->n;
+      st->hit1 += pq.rank == 1;
+      st->hit5 += pq.rank >= 1 && pq.rank <= 5;
+      st->hit10 += pq.rank >= 1 && pq.rank <= 10;
+      st->mrr += pq.rank >= 1 && pq.rank <= 10 ? 1.0 / pq.rank : 0.0;
+    }
     r.per_query.push_back(std::move(pq));
   }
+  auto norm = [](RankStats& x) {
+    if (x.n == 0) return;
+    const double n = x.n;
+    x.hit1 /= n, x.hit5 /= n, x.hit10 /= n, x.mrr /= n;
+  };
+  norm(r.all);
+  for (auto& [kind, ks] : r.by_kind) norm(ks);
   r.hit_rate = queries.empty() ? 0 : static_cast<double>(r.hits) / static_cast<double>(queries.size());
   r.p50_ms = percentile(lat, 0.5);
   r.p95_ms = percentile(lat, 0.95);
