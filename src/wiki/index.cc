@@ -138,11 +138,11 @@ std::vector<std::string> split_lines(std::string_view s) {
   return out;
 }
 
-bool skipped_dir(const std::string& name) {
+}  // namespace
+
+bool skipped_directory(const std::string& name) {
   return name.starts_with(".") || name.starts_with("build") || name == "node_modules" || name == "__pycache__";
 }
-
-}  // namespace
 
 struct Index::Impl {
   std::unique_ptr<Database> db;
@@ -334,7 +334,7 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
       const auto& e = *it;
       std::string name = e.path().filename().string();
       if (e.is_directory(ec)) {
-        if (skipped_dir(name)) it.disable_recursion_pending();
+        if (skipped_directory(name)) it.disable_recursion_pending();
         continue;
       }
       if (!e.is_regular_file(ec) || language_of(name).empty()) continue;

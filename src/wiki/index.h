@@ -81,6 +81,9 @@ struct IndexStats {
   std::map<std::string, std::string> repo_commits;
 };
 
+// Directories ingest (and the query generator) do not walk: hidden ones, build*, node_modules, __pycache__.
+bool skipped_directory(const std::string& name);
+
 class Index {
  public:
   // Opens (creating if needed) the database at `db_file`, creating its directory.

@@ -13,6 +13,7 @@
 #include "util/fs.h"
 #include "util/strings.h"
 #include "wiki/chunker.h"
+#include "wiki/index.h"
 #include "wiki/tokenizer.h"
 
 namespace kda::wiki {
@@ -27,14 +28,12 @@ bool source_file(const std::string& name) {
   return false;
 }
 
-bool skipped_dir(const std::string& name) {
-  return name.starts_with(".") || name.starts_with("build") || name == "node_modules" || name == "__pycache__";
-}
-
 // The text of a comment line ("// x", "/* x", " * x", "# x"), or nullopt when the line is not one.
 std::optional<std::string> comment_text(std::string_view line, bool python) {
+  static const std::vector<std::string_view> kPython = {"#"};
+  static const std::vector<std::string_view> kCpp = {"///", "//!", "//", "/**", "/*", "*/", "*"};
   std::string_view t = util::trim_space(line);
-  for (std::string_view lead : python ? std::vector<std::string_view>{"#"} : std::vector<std::string_view>{"///", "//!", "//", "/**", "/*", "*/", "*"}) {
+  for (std::string_view lead : python ? kPython : kCpp) {
     if (t.starts_with(lead)) {
       t.remove_prefix(lead.size());
       if (t.ends_with("*/")) t.remove_suffix(2);
@@ -111,7 +110,7 @@ Result<std::vector<GeneratedQuery>> generate_queries(const stdfs::path& root, co
        !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (it->is_directory(ec)) {
-      if (skipped_dir(name)) it.disable_recursion_pending();
+      if (skipped_directory(name)) it.disable_recursion_pending();
       continue;
     }
     if (it->is_regular_file(ec) && source_file(name)) files.push_back(it->path());
