@@ -891,8 +891,8 @@ TEST(Screener, OneSessionManyCandidatesWithEvaluatesVerdicts) {
   EXPECT_FALSE(refused.ok());  // another definition: refused before anything runs
 }
 
-// Screening's check levels: rung 0 (ScreenChecks::kCorrectness) runs the correctness trial and the
-// timed re-checks, and records the determinism repeat and the probes as skipped for the rung; a
+// Screening's check levels: rung 0 (ScreenChecks::kCorrectness) runs the correctness trial only, and
+// records the determinism repeat, the probes and the timed re-checks as skipped for the rung; a
 // later rung (kAll) runs them; a rung after that, on the same inputs, records what this candidate
 // already passed as skipped, saying so, and checks only the new trial's inputs. A wrong candidate
 // is still rejected at rung 0.
@@ -911,13 +911,14 @@ TEST(Screener, RungZeroChecksCorrectnessLaterRungsDoNotRepeatPassedChecks) {
   auto rung0 = (*screener)->evaluate(*fast, "dev", 1, 1, 4, ScreenChecks::kCorrectness);
   ASSERT_TRUE(rung0.ok() && rung0->all_passed) << (rung0.ok() ? "" : rung0.status().message());
   EXPECT_EQ(gate(*rung0, "correctness").status, GateStatus::kPass);
-  for (const char* g : {"determinism", "probes"}) {
+  for (const char* g : {"determinism", "probes", "timed-output-recheck"}) {
     EXPECT_EQ(gate(*rung0, g).status, GateStatus::kSkipped) << g;
     EXPECT_NE(gate(*rung0, g).detail.find("checks correctness only"), std::string::npos) << gate(*rung0, g).detail;
   }
   auto rung1 = (*screener)->evaluate(*fast, "dev", 2, 1, 4, ScreenChecks::kAll);
   ASSERT_TRUE(rung1.ok() && rung1->all_passed);
-  for (const char* g : {"correctness", "determinism", "probes"}) EXPECT_EQ(gate(*rung1, g).status, GateStatus::kPass) << g;
+  for (const char* g : {"correctness", "determinism", "probes", "timed-output-recheck"})
+    EXPECT_EQ(gate(*rung1, g).status, GateStatus::kPass) << g;
   // The same two trials again and a third: the first two were passed before, the third is new.
   auto rung2 = (*screener)->evaluate(*fast, "dev", 3, 1, 4, ScreenChecks::kAll);
   ASSERT_TRUE(rung2.ok() && rung2->all_passed);

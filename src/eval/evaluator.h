@@ -150,8 +150,8 @@ struct ScreenStats {
 // candidates share a process, so only a fresh official evaluate() counts (kda tune ends with one).
 // What a screening evaluation checks before it times a candidate.
 enum class ScreenChecks {
-  // The correctness trials and the timed re-checks only: the first look at many configurations
-  // (the determinism repeat and the probes wait for the ones that go on).
+  // The correctness trials only: the first look at many configurations (the determinism repeat, the
+  // probes and the re-checks of timed outputs wait for the ones that go on).
   kCorrectness,
   // Every check; one this candidate passed on the same inputs earlier in the session (a later rung
   // re-timing it) is recorded as skipped, saying so.

@@ -323,6 +323,7 @@ class Session {
   // later rung re-timing the same configuration does not repeat them on the same inputs.
   std::set<std::tuple<std::string, std::string, uint64_t, int>> verified_;
   enum CheckKind : int { kCheckCorrectness = 0, kCheckDeterminism = 1, kCheckProbe = 2 };
+  bool screen_first_look() const { return screening_ && screen_checks_ == ScreenChecks::kCorrectness; }
   bool verified_before(uint64_t seed, CheckKind kind) const {
     return screening_ && verified_.contains({cand_lib_.library.string(), current_uuid_, seed, kind});
   }

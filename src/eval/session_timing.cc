@@ -38,6 +38,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       gates_.skip(id, "no timed calls (iterations = 0)");
     return std::nullopt;
   }
+  if (screen_first_look()) gates_.skip(GateId::kTimedRecheck, kScreenRungZero);
   std::vector<double> cand_medians, base_medians, cand_all, base_all;
   // Candidate latencies on input sets it had never been called on, and on sets it had (pooled over
   // the trials): the fresh-versus-repeat test against remembered outputs.
@@ -148,7 +149,10 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
       // A fresh set's first call is re-checked in full, and so is B's: B shares A's sparse
       // fingerprint, so a cache keyed on it replays A's outputs there, whatever came between (a
       // fresh set in B's half refreshes such a cache before B's last call).
-      const bool recheck = (checked[static_cast<size_t>(i)] || fp == i || (half > 0 && i == half)) && gate_on("recheck");
+      // Screening's first look (ScreenChecks::kCorrectness) re-checks no timed output: a configuration
+      // that goes on is re-checked at every later rung, and the tuned solutions by the official evaluation.
+      const bool recheck = (checked[static_cast<size_t>(i)] || fp == i || (half > 0 && i == half)) && gate_on("recheck") &&
+                           !screen_first_look();
       const bool inputs_only = !recheck && inputs_checked[static_cast<size_t>(i)];
       json call{{"flush", true}, {"upload", true}, {"download", recheck || inputs_only}, {"timed", true}};
       if (inputs_only) call["download_outputs"] = false;
