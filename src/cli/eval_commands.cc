@@ -13,6 +13,7 @@
 #include "build/builder.h"
 #include "cli/commands.h"
 #include "eval/evaluator.h"
+#include "eval/tool_run.h"
 #include "eval/torch_oracle.h"
 #include "task/task_pack.h"
 #include "util/fs.h"
@@ -20,15 +21,6 @@
 namespace kda::cli {
 
 namespace {
-
-// kda-runner lives beside the kda binary; KDA_RUNNER overrides.
-std::filesystem::path runner_path() {
-  if (const char* env = std::getenv("KDA_RUNNER"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) return exe.parent_path() / "kda-runner";
-  return "kda-runner";
-}
 
 std::string ms_text(double ms) {
   if (ms >= 100) return fmt::format("{:.1f} ms", ms);
@@ -206,7 +198,7 @@ int run_eval(const Args& args, Io& io) {
     return exit_code_for(pack.status());
   }
   eval::EvalOptions opts;
-  opts.runner_binary = runner_path();
+  opts.runner_binary = eval::default_runner_binary();
   opts.workloads = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
   opts.with_baseline = !args.flag("no-baseline");
   if (auto b = args.value("baseline")) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "eval/tool_run.h"
 #include "loop/backend_factory.h"
 #include "loop/run_loop.h"
 #include "task/task_pack.h"
@@ -17,15 +18,6 @@ namespace kda::cli {
 namespace {
 
 namespace stdfs = std::filesystem;
-
-// kda-runner lives beside the kda binary; KDA_RUNNER overrides.
-stdfs::path run_runner_path() {
-  if (const char* env = std::getenv("KDA_RUNNER"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  auto exe = stdfs::read_symlink("/proc/self/exe", ec);
-  if (!ec) return exe.parent_path() / "kda-runner";
-  return "kda-runner";
-}
 
 stdfs::path default_run_dir(const stdfs::path& task) {
   const std::time_t t = std::time(nullptr);
@@ -130,7 +122,7 @@ void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
 
 int run_run(const Args& args, Io& io) {
   loop::LoopEnv env;
-  env.runner_binary = run_runner_path();
+  env.runner_binary = eval::default_runner_binary();
   env.ncu = args.value_or("ncu", "");
   const bool quiet = args.flag("quiet");
   env.status = [&io, quiet](const std::string& line) {

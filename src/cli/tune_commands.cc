@@ -7,21 +7,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "eval/tool_run.h"
 #include "task/task_pack.h"
 #include "tune/tune.h"
 
 namespace kda::cli {
 
 namespace {
-
-// kda-runner lives beside the kda binary; KDA_RUNNER overrides.
-std::filesystem::path tune_runner_path() {
-  if (const char* env = std::getenv("KDA_RUNNER"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) return exe.parent_path() / "kda-runner";
-  return "kda-runner";
-}
 
 int run_tune(const Args& args, Io& io) {
   auto fail = [&io](const Status& st) {
@@ -34,7 +26,7 @@ int run_tune(const Args& args, Io& io) {
   const std::filesystem::path solution = args.positional("solution");
   // Default outside the pack: a pack sealed by a run must not change under it.
   o.out_dir = args.value_or("out", (std::filesystem::path("kda-tune") / std::filesystem::absolute(solution).lexically_normal().filename()).string());
-  o.eval.runner_binary = tune_runner_path();
+  o.eval.runner_binary = eval::default_runner_binary();
   o.eval.workloads = args.value_or("workloads", "dev");
   o.eval.sandbox = !args.flag("no-sandbox");
   o.eval.cuda_arch = args.value_or("arch", "90a");

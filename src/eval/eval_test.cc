@@ -953,21 +953,13 @@ TEST(Dependencies, CheckedAgainstThePolicyLinkedWhenAllowed) {
   };
   EvalOptions o = fast_options();
   o.workloads = "dev";
-  auto eval_in = [&](const stdfs::path& pack_dir, const stdfs::path& sol_dir) {
-    auto pack = task::load_task_pack(pack_dir);
-    EXPECT_TRUE(pack.ok()) << pack.status().message();
-    auto sol = task::load_solution(sol_dir);
-    EXPECT_TRUE(sol.ok()) << sol.status().message();
-    auto r = evaluate(*pack, *sol, o);
-    EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? *r : EvalReport{};
-  };
-  EvalReport refused = eval_in(*tmp / "pack", with_deps("cublas", {"cublas"}));
+  const std::string pack = (*tmp / "pack").string();  // absolute: run() leaves it as it is
+  EvalReport refused = run(pack, with_deps("cublas", {"cublas"}), o);
   ASSERT_FALSE(refused.workloads.empty());
   EXPECT_EQ(refused.workloads[0].verdict, Verdict::kCompileError);
   EXPECT_NE(refused.workloads[0].message.find("dependency 'cublas' is not allowed by the task policy ([policy] libraries = []"),
             std::string::npos) << refused.workloads[0].message;
-  EvalReport header_only = eval_in(*tmp / "pack", with_deps("cutlass", {"cutlass"}));
+  EvalReport header_only = run(pack, with_deps("cutlass", {"cutlass"}), o);
   EXPECT_TRUE(header_only.all_passed) << (header_only.workloads.empty() ? "" : header_only.workloads[0].message);
   // The policy allows libm: linked, and the candidate passes.
   auto toml = fs::read_file(*tmp / "pack/task.toml");
@@ -975,7 +967,7 @@ TEST(Dependencies, CheckedAgainstThePolicyLinkedWhenAllowed) {
   std::string t = *toml;
   t.replace(t.find("[policy]\n"), 9, "[policy]\nlibraries = [\"m\"]\n");
   ASSERT_TRUE(fs::write_file_atomic(*tmp / "pack/task.toml", t).ok());
-  EvalReport linked = eval_in(*tmp / "pack", with_deps("libm", {"m"}));
+  EvalReport linked = run(pack, with_deps("libm", {"m"}), o);
   EXPECT_TRUE(linked.all_passed) << (linked.workloads.empty() ? "" : linked.workloads[0].message);
   auto sol = task::load_solution(*tmp / "libm");
   ASSERT_TRUE(sol.ok());

@@ -26,6 +26,7 @@
 #include "task/solution.h"
 #include "task/task_pack.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 // tasks/contest/gdn_decode_qk4_v8_d128_k_last/reference_cpu/kernel.cc, compiled into this test.
 extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, void* stream);
@@ -106,12 +107,6 @@ stdfs::path make_fixture(const std::string& name, const std::string& header) {
   return dir;
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
 struct Outcome {
   std::vector<const WorkloadResult*> rejected, passed;
   EvalReport report;
@@ -171,7 +166,7 @@ TEST(PrecomputedOutputs, HostRejectedAndPassesOnlyWithInputsFixedByTheUuid) {
   const stdfs::path dir = make_fixture("gdn_decode_host", header);
   EvalOptions o;
   o.runner_binary = KDA_RUNNER;
-  o.workloads = join(uuids);
+  o.workloads = util::join(uuids, ",");
   o.with_baseline = false;
   o.trials = 2;
   o.warmup = 2;
@@ -191,7 +186,7 @@ TEST(PrecomputedOutputs, CudaRejectedAndPassesOnlyWithInputsFixedByTheUuid) {
   const stdfs::path dir = make_fixture("gdn_decode_cuda", header);
   EvalOptions o;
   o.runner_binary = KDA_RUNNER;
-  o.workloads = join(uuids);
+  o.workloads = util::join(uuids, ",");
   o.trials = 2;
   o.iterations = 10;
   expect_rejected_then_passed(*pack, dir, o, uuids.size());

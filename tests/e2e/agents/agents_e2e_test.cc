@@ -61,6 +61,15 @@ std::string kda_binary() {
   return e && *e ? e : KDA_BINARY;
 }
 
+// The JSON-RPC replies `kda mcp` wrote, one per line.
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> out;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    out.push_back(json::parse(text.substr(start, nl - start)));
+  return out;
+}
+
 const char* kProtected[] = {"pack/task.toml", "plan.md", "state.json", "verdicts/round-1.json", "audit.jsonl"};
 
 class AgentsE2E : public ::testing::Test {
@@ -427,10 +436,7 @@ TEST(KdaMcp, StandaloneWorkspaceToolsOverStdio) {
   auto r = proc::run(o);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->exit.success()) << r->stderr_text;
-  std::vector<json> replies;
-  size_t start = 0;
-  for (size_t nl; (nl = r->stdout_text.find('\n', start)) != std::string::npos; start = nl + 1)
-    replies.push_back(json::parse(r->stdout_text.substr(start, nl - start)));
+  const std::vector<json> replies = json_lines(r->stdout_text);
   ASSERT_EQ(replies.size(), 4u) << r->stdout_text;
   EXPECT_EQ(replies[0]["result"]["protocolVersion"], "2025-06-18");
   bool has_read = false, has_write = false;
@@ -607,10 +613,7 @@ TEST(KdaMcp, StandaloneEvaluateJudgesTheWorkspaceAndRefusesPackWrites) {
   auto r = proc::run(o);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->exit.success()) << r->stderr_text;
-  std::vector<json> replies;
-  size_t start = 0;
-  for (size_t nl; (nl = r->stdout_text.find('\n', start)) != std::string::npos; start = nl + 1)
-    replies.push_back(json::parse(r->stdout_text.substr(start, nl - start)));
+  const std::vector<json> replies = json_lines(r->stdout_text);
   ASSERT_EQ(replies.size(), 5u) << r->stdout_text;
   EXPECT_NE(replies[0]["result"]["instructions"].get<std::string>().find("evaluate"), std::string::npos);
   std::set<std::string> names;
