@@ -236,7 +236,9 @@ CallOutcome RunnerClient::set_layout(const ArenaLayout& layout, double timeout_s
 }
 
 void RunnerClient::send_layout(const ArenaLayout& layout, double timeout_s) {
-  if (layout.size != arena_.size()) {
+  // The memfd only grows: a layout that fits reuses its pages and the runner's mapping of them (and
+  // on CUDA their page-locking), so a session that cycles through workloads maps once per new size.
+  if (layout.size > arena_.size()) {
     if (Status st = arena_.resize(layout.size); !st.ok()) {
       pending_.emplace();
       pending_->failed = CallOutcome{CallOutcome::Kind::kFailed, {}, st.message()};

@@ -81,8 +81,10 @@ class Backend {
   // (TVM_FFI_DLL_EXPORT_TYPED_FUNC) is called with the tvm-ffi packed convention (tvm_ffi_abi.h),
   // any other with kda's C ABI (docs/solutions.md).
   Status load(const std::filesystem::path& library, const std::string& symbol);
+  // A new layout over `arena`, which may be the mapping of the previous layout (kept while the
+  // evaluator's memfd keeps its size) and may be larger than `layout.size`.
   virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;
-  // Called before the arena of the current layout is unmapped (a new layout, or the end).
+  // Called before the arena is unmapped (it grew, or the end).
   virtual void release_layout() {}
   virtual CallReply call(const CallRequest& request) = 0;
   // What the backend offers beyond calls ("device_inputs"); told to the evaluator in kHello.

@@ -198,40 +198,65 @@ class CudaBackend final : public Backend {
   void release_layout() override {
     if (pinned_ != nullptr) cudaHostUnregister(pinned_);
     pinned_ = nullptr;
+    pinned_end_ = 0;
   }
 
   Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) override {
-    release_layout();
     arena_ = &arena;
     layout_ = layout;
     prepared_ = false;
     outputs_begin_ = layout.outputs.empty() ? layout.size : layout.outputs.front().offset - eval::kGuardBytes;
-    if (mirror_ != nullptr) cudaFree(mirror_);
-    mirror_ = nullptr;
     mirror_bytes_ = layout.size;
+    // What a layout needs is kept for the next one that fits (a session cycles through its workloads
+    // once per configuration): the device mirror, the staging buffers, the page-locked outputs.
+    // The mirror is sized in whole 2 MiB pages, so it starts on a page of its own and a slot's place
+    // among the device's pages is the same in every process.
+    if (mirror_capacity_ < layout.size) {
+      if (mirror_ != nullptr) cudaFree(mirror_);
+      mirror_ = nullptr;
+      mirror_capacity_ = 0;
+      const uint64_t bytes = (std::max<uint64_t>(layout.size, 1) + kDevicePage - 1) / kDevicePage * kDevicePage;
+      if (cudaError_t e = cudaMalloc(&mirror_, bytes); e != cudaSuccess)
+        return Status::io("cudaMalloc arena mirror (" + std::to_string(bytes) + " B): " + cuda_error(e));
+      mirror_capacity_ = bytes;
+    }
     // Pinned staging and its device twin: one poison block per output (written on the host, uploaded
     // with one asynchronous copy per call and tiled by a kernel), and per input its two guard bands
     // and digest sums after a checked call. Nothing here needs a synchronisation of its own.
-    release_staging();
-    staging_ = Staging(layout.inputs.size(), layout.outputs.size());
-    if (cudaError_t e = cudaMallocHost(&staging_.host, staging_.host_bytes()); e != cudaSuccess)
-      return Status::io("cudaMallocHost staging: " + cuda_error(e));
-    if (cudaError_t e = cudaMalloc(&staging_.dev, staging_.dev_bytes()); e != cudaSuccess)
-      return Status::io("cudaMalloc staging: " + cuda_error(e));
-    if (cudaError_t e = cudaMalloc(&mirror_, mirror_bytes_); e != cudaSuccess)
-      return Status::io("cudaMalloc arena mirror (" + std::to_string(mirror_bytes_) + " B): " + cuda_error(e));
+    Staging wanted(layout.inputs.size(), layout.outputs.size());
+    if (staging_.host == nullptr || staging_.host_capacity < wanted.host_bytes() || staging_.dev_capacity < wanted.dev_bytes()) {
+      release_staging();
+      wanted.host_capacity = wanted.host_bytes();
+      wanted.dev_capacity = wanted.dev_bytes();
+      if (cudaError_t e = cudaMallocHost(&wanted.host, wanted.host_capacity); e != cudaSuccess)
+        return Status::io("cudaMallocHost staging: " + cuda_error(e));
+      staging_ = wanted;  // owned from here on: release_staging frees what was allocated
+      if (cudaError_t e = cudaMalloc(&staging_.dev, staging_.dev_capacity); e != cudaSuccess) {
+        release_staging();
+        return Status::io("cudaMalloc staging: " + cuda_error(e));
+      }
+    } else {
+      staging_.inputs = wanted.inputs;
+      staging_.outputs = wanted.outputs;
+    }
     // Scalars stay host values (0-d kDLCPU tensors); tensors live in the device mirror.
     // The output region (whole pages) is page-locked, so checked calls' downloads and host-input
     // uploads of outputs run at full PCIe speed instead of through the driver's staging copies.
-    // Optional: where the driver refuses, copies stay pageable.
+    // Only that region: pages of device-generated inputs are never touched on the host, and pinning
+    // them would commit them. Optional: where the driver refuses, copies stay pageable.
     if (layout.size > outputs_begin_) {
       const uintptr_t page = 4096;
       const auto begin = reinterpret_cast<uintptr_t>(arena.data() + outputs_begin_) & ~(page - 1);
       const auto end = (reinterpret_cast<uintptr_t>(arena.data() + layout.size) + page - 1) & ~(page - 1);
-      if (cudaHostRegister(reinterpret_cast<void*>(begin), end - begin, cudaHostRegisterDefault) == cudaSuccess)
-        pinned_ = reinterpret_cast<void*>(begin);
-      else
-        cudaGetLastError();  // not sticky; clear it so the next call does not report it
+      if (pinned_ != reinterpret_cast<void*>(begin) || pinned_end_ != end) {
+        release_layout();
+        if (cudaHostRegister(reinterpret_cast<void*>(begin), end - begin, cudaHostRegisterDefault) == cudaSuccess) {
+          pinned_ = reinterpret_cast<void*>(begin);
+          pinned_end_ = end;
+        } else {
+          cudaGetLastError();  // not sticky; clear it so the next call does not report it
+        }
+      }
     }
     describe_tensors(layout, [&](const eval::Slot& s) {
       return s.scalar ? std::pair<void*, DLDevice>{arena.data() + s.offset, DLDevice{kDLCPU, 0}}
@@ -440,6 +465,7 @@ class CudaBackend final : public Backend {
     size_t inputs = 0, outputs = 0;
     std::byte* host = nullptr;  // pinned
     std::byte* dev = nullptr;
+    size_t host_capacity = 0, dev_capacity = 0;  // allocated bytes (kept for later layouts that fit)
     Staging() = default;
     Staging(size_t in, size_t out) : inputs(in), outputs(out) {}
     size_t host_bytes() const { return std::max<size_t>(1, outputs * eval::kPoisonBlockBytes + inputs * (2 * eval::kGuardBytes + 16)); }
@@ -535,8 +561,11 @@ class CudaBackend final : public Backend {
   void* flush_buf_ = nullptr;
   size_t flush_bytes_ = 0;
   unsigned int* flush_sink_ = nullptr;
+  static constexpr uint64_t kDevicePage = uint64_t{2} << 20;
   std::byte* mirror_ = nullptr;
-  void* pinned_ = nullptr;  // the page-locked part of the arena (cudaHostRegister), or null
+  uint64_t mirror_capacity_ = 0;  // allocated bytes of mirror_, >= mirror_bytes_
+  void* pinned_ = nullptr;        // the page-locked output region of the arena (cudaHostRegister), or null
+  uintptr_t pinned_end_ = 0;      // one past its last byte
   Staging staging_;
   struct Window {
     uint64_t seq = 0, begin = 0, end = 0;  // CUPTI timestamps around a deferred timed call

@@ -61,7 +61,7 @@ class HostBackend final : public Backend {
 
   Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) override {
     arena_ = arena.data();
-    arena_bytes_ = arena.size();
+    arena_bytes_ = layout.size;  // the arena may be larger than the layout: only this much is flushed
     describe_tensors(layout, [&arena](const eval::Slot& s) {
       return std::pair<void*, DLDevice>{arena.data() + s.offset, DLDevice{kDLCPU, 0}};
     });

@@ -3,6 +3,7 @@
 // evaluator's arena (fd 5). As a candidate runner it sandboxes itself before dlopen, so the
 // candidate's static constructors already run confined.
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "eval/arena.h"
@@ -129,14 +131,24 @@ int serve(kda::runner::Backend& backend) {
           break;
         }
         layout = std::move(*l);
-        backend.release_layout();
-        arena = kda::eval::SharedArena();  // unmap the previous size first
-        auto a = kda::eval::SharedArena::map_fd(kda::eval::kRunnerArenaFd, layout.size);
-        if (!a.ok()) {
-          out = error_reply(a.status().message());
+        // The evaluator's memfd only grows; the whole of it is mapped, and the mapping (with what a
+        // backend holds on it) is kept while its size stays the same.
+        struct stat file {};
+        if (::fstat(kda::eval::kRunnerArenaFd, &file) != 0 || static_cast<uint64_t>(file.st_size) < layout.size) {
+          out = error_reply(fmt::format("layout: the arena holds {} bytes, the layout needs {}",
+                                        static_cast<long long>(file.st_size), layout.size));
           break;
         }
-        arena = std::move(*a);
+        if (arena.size() != static_cast<uint64_t>(file.st_size)) {
+          backend.release_layout();
+          arena = kda::eval::SharedArena();  // unmap the previous size first
+          auto a = kda::eval::SharedArena::map_fd(kda::eval::kRunnerArenaFd, static_cast<uint64_t>(file.st_size));
+          if (!a.ok()) {
+            out = error_reply(a.status().message());
+            break;
+          }
+          arena = std::move(*a);
+        }
         Status st = backend.set_layout(layout, arena);
         if (!st.ok()) out = error_reply(st.message());
         break;
