@@ -74,6 +74,7 @@ Status read_numbers(const Args& args, loop::LoopOptions& o) {
           {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
           {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
           {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
+          {"confirm-pairs", [&](long long v) { o.confirm_pairs = static_cast<int>(v); }, 2},
       },
       {{"hours", [&](double v) { o.hours = v; }},
        {"budget-usd", [&](double v) { o.budget_usd = v; }},
@@ -221,6 +222,10 @@ CommandSpec run_command() {
                   {.name = "min-improvement", .metavar = "X",
                    .help = "relative geomean gain over the incumbent that counts as an improvement",
                    .default_value = "0.02"},
+                  {.name = "confirm-pairs", .metavar = "N",
+                   .help = "evaluations in fresh processes that confirm an improvement head-to-head against the "
+                           "incumbent (the 95 % interval over them must lie above 1)",
+                   .default_value = "3"},
                   {.name = "evals-per-round", .metavar = "N", .help = "writer evaluate-tool calls per round",
                    .default_value = "8"},
                   {.name = "max-profiles", .metavar = "N",

@@ -245,9 +245,13 @@ Status Runner::round_verify() {
   bool improvement = verified && gain && clears;
   // Two evaluations can disagree by more than their intervals (on the 2-core host an A/A of the
   // baseline once read 0.73x with a tight interval: the runner processes, not the kernels), so a
-  // gain that looks real is confirmed head-to-head: the candidate timed against the incumbent in
-  // the baseline's place, interleaved in one evaluation, must be min_improvement faster, its
-  // interval above 1.
+  // gain that looks real is confirmed head-to-head, replicated across processes the way
+  // `kda eval --against` is: confirm_pairs evaluations, each in fresh runner processes on fresh
+  // seeds with the incumbent timed interleaved in the baseline's place. The candidate must be
+  // min_improvement faster on the geomean of their ratios, and the 95 % interval over the
+  // evaluations must lie above 1 (an interval over one evaluation's trials does not hold the
+  // processes' own spread). It stops at the first evaluation that is not faster than 1: with one
+  // ratio at or below 1 among a handful, the interval over them reaches below 1 too.
   json head_to_head;
   std::string head_to_head_detail;
   if (improvement && intervals) {
@@ -256,16 +260,30 @@ Status Runner::round_verify() {
     auto incumbent = task::load_solution(dir_ / "workspace");
     KDA_RETURN_IF_ERROR(iws.reset_to(state_.candidate_commit));
     if (incumbent.ok()) {
-      KDA_ASSIGN_OR_RETURN(eval::EvalReport h, run_eval(*solution, "dev", std::nullopt,
-                                                        "round " + std::to_string(state_.round) + " against the incumbent",
-                                                        &*incumbent));
-      const bool faster = h.all_passed && h.score_geomean > 1 + state_.options.min_improvement &&
-                          (!h.geomean_ci || h.geomean_ci->low > 1);
-      head_to_head = {{"geomean", h.score_geomean}, {"all_passed", h.all_passed}, {"faster", faster}};
-      if (h.geomean_ci) head_to_head["geomean_ci95"] = interval_json(*h.geomean_ci);
+      std::vector<double> ratios;
+      bool all_passed = true;
+      for (int i = 0; i < state_.options.confirm_pairs; ++i) {
+        KDA_ASSIGN_OR_RETURN(eval::EvalReport h,
+                             run_eval(*solution, "dev", std::nullopt,
+                                      fmt::format("round {} against the incumbent, {} of {}", state_.round, i + 1,
+                                                  state_.options.confirm_pairs),
+                                      &*incumbent));
+        all_passed = all_passed && h.all_passed;
+        if (h.all_passed) ratios.push_back(h.score_geomean);
+        if (!h.all_passed || h.score_geomean <= 1) break;
+      }
+      const auto est = eval::ratio_ci95(ratios);
+      const bool faster = all_passed && est && est->geomean > 1 + state_.options.min_improvement && est->ci.low > 1;
+      head_to_head = {{"ratios", ratios}, {"all_passed", all_passed}, {"faster", faster},
+                      {"geomean", est ? est->geomean : ratios.empty() ? 0.0 : ratios.front()}};
+      if (est) head_to_head["geomean_ci95"] = interval_json(est->ci);
+      std::string each;
+      for (double r : ratios) each += fmt::format("{}{:.4g}x", each.empty() ? "" : " ", r);
       head_to_head_detail = fmt::format(
-          "; head-to-head against the incumbent {:.4g}x{}: {}", h.score_geomean,
-          h.geomean_ci ? fmt::format(" ({:.4g}..{:.4g})", h.geomean_ci->low, h.geomean_ci->high) : std::string(),
+          "; head-to-head against the incumbent in {} evaluation{} ({}){}: {}", ratios.size(), ratios.size() == 1 ? "" : "s",
+          each.empty() ? "none PASSED" : each,
+          est ? fmt::format(", {:.4g}x, 95% interval over them {:.4g}..{:.4g}", est->geomean, est->ci.low, est->ci.high)
+              : std::string(),
           faster ? "faster" : "not faster beyond the noise");
       improvement = faster;
     }

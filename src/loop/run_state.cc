@@ -50,6 +50,7 @@ nlohmann::json LoopOptions::to_json() const {
           {"alignment_every", alignment_every},
           {"claim_tolerance", claim_tolerance},
           {"min_improvement", min_improvement},
+          {"confirm_pairs", confirm_pairs},
           {"max_evals_per_round", max_evals_per_round},
           {"max_profiles_per_round", max_profiles_per_round},
           {"sandbox", sandbox},
@@ -77,6 +78,7 @@ Result<LoopOptions> LoopOptions::from_json(const nlohmann::json& j) {
     o.alignment_every = j.value("alignment_every", 0);
     o.claim_tolerance = j.value("claim_tolerance", 0.25);
     o.min_improvement = j.value("min_improvement", 0.02);
+    o.confirm_pairs = j.value("confirm_pairs", 3);
     o.max_evals_per_round = j.value("max_evals_per_round", 8);
     o.max_profiles_per_round = j.value("max_profiles_per_round", 0);
     o.sandbox = j.value("sandbox", true);

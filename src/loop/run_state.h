@@ -38,6 +38,9 @@ struct LoopOptions {
   // An improvement counts when the geomean gains at least min_improvement over the incumbent's and,
   // where both have intervals, the candidate's interval lies above the incumbent's.
   double min_improvement = 0.02;
+  // ...and then holds head-to-head against the incumbent over this many evaluations in fresh
+  // processes (the 95 % interval over them above 1).
+  int confirm_pairs = 3;
   int max_evals_per_round = 8;             // writer's `evaluate` tool calls per round
   // Writer's `profile` tool calls per round; 0 (the default): not offered, because the runner under
   // ncu cannot be sandboxed, so profiled code runs with the user's rights (opt in with --max-profiles).
