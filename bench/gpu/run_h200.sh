@@ -28,11 +28,13 @@
 #                                   runner_pre_s, ..., other_s)
 #   bench/gpu/run_h200.sh timers    how CUPTI, %globaltimer and ncu read the same short kernels
 #                                   (bench/gpu/timer_offset.cu and .py): each timer's own offset
+#   bench/gpu/run_h200.sh modes     where a µs kernel's slow calls come from (bench/gpu/latency_modes.cu):
+#                                   flush, warmed translations, idle gaps, place in its page; MODES_PROCS runs
 #   bench/gpu/run_h200.sh spread    run-to-run spread: each CUDA pack's dev workloads SPREAD_RUNS times
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, final, contest, fidelity, timers, profile), sharing one
+# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, final, contest, fidelity, timers, modes, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -50,7 +52,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl \
      ! -name 'files-*.tgz' ! -name kda-bin.tgz -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -239,6 +241,17 @@ if has timers; then
     joins+=("cache_$cc=$OUT/timers/ncu_$cc.csv")
   done
   python3 bench/gpu/timer_offset.py "$OUT/timers/cupti.jsonl" "${joins[@]}" | tee "$OUT/timers.jsonl"
+fi
+if has modes; then
+  # Where a µs kernel's slow calls come from (bench/gpu/latency_modes.cu): an rmsnorm-shaped row kernel
+  # timed as kda eval times a call, with and without the flush, with its pages' translations warmed,
+  # with the GPU idle between calls, and at three places in its 2 MiB page; MODES_PROCS (default 4)
+  # processes in a row, one JSON line per variant into $OUT/modes.jsonl.
+  cmake --build --preset gpu -j 16 --target latency_modes_bench > "$OUT/modes_build.log" 2>&1 || tail -5 "$OUT/modes_build.log"
+  for p in $(seq "${MODES_PROCS:-4}"); do
+    lim=$(cap 60) || break
+    timeout "$lim" $B/src/runner/latency_modes_bench | sed "s/^{/{\"process\": $p, /" | tee -a "$OUT/modes.jsonl"
+  done
 fi
 if has profile; then
   # Results: $OUT/profiles/<name>.ncu-rep (+ .log), $OUT/profiles/<name>/REPORT.md and analysis.json,

@@ -1,0 +1,210 @@
+// Where the two latency modes of a µs kernel come from (issue 18: the CUDA rmsnorm pack's 2.5 µs
+// workloads read about 2.3 µs in some calls and 3.8-4.4 µs in others, in a share that changes from
+// one process to the next). One small kernel shaped like rmsnorm at batch 1, hidden 4096 (one block
+// reads 8 KiB of x and 8 KiB of weight, reduces, writes 8 KiB), timed as `kda eval` times a call:
+// the runner's read flush of 2x the L2 before it (runner/device_inputs.h flush_l2_by_reading), a
+// device-wide synchronise after, CUPTI's kernel record as its latency and %globaltimer inside it.
+//
+//   latency_modes_bench [--reps N]
+//
+// Variants, each N calls (default 300; 60 for the sleeping ones) after 5 untimed ones; one JSON line
+// each with the CUPTI and globaltimer quantiles, the share of "slow" calls (CUPTI above 1.3x that
+// variant's p10) and the SM clock the row ran at (clock64 cycles over %globaltimer ns inside it),
+// over all calls and over the slow ones:
+//   flush            as kda eval times it
+//   noflush          the same without the flush (warm L2 and TLBs)
+//   flush+touch      after the flush, one 16-byte read per 2 MiB page of the buffers (a separate
+//                    one-thread kernel): warms the address translations, leaves their lines cold
+//   flush+gap        as flush, with 200 us of host spin between calls (the GPU idles)
+//   flush+sleep<ms>  as flush, with the host asleep 5 or 50 ms between calls (as between a kda eval
+//                    trial's timed calls and the next trial's checks: does the clock drop meanwhile?)
+//   flush@<k>        the buffers k x 64 KiB into their 2 MiB page (k = 0, 15, 31: x and weight on
+//                    one page, or on two)
+// Several processes in a row show whether the share changes per process (run it a few times).
+#include <cuda_runtime.h>
+#include <cupti.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runner/device_inputs.h"
+
+namespace {
+
+__device__ __forceinline__ uint64_t globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+constexpr int kThreads = 512;
+constexpr int kElems = 4096;  // bf16 elements per row: 8 KiB
+
+// One row: y = x * rsqrt(mean(x^2)) * w on bf16 bit patterns read as halves of floats (the values
+// do not matter, only the memory traffic and the reduction's shape).
+__global__ void timed_row(const uint4* __restrict__ x, const uint4* __restrict__ w, uint4* __restrict__ y,
+                          unsigned long long* span) {
+  const uint64_t start = globaltimer();
+  const long long cycles0 = clock64();
+  __shared__ float partial[kThreads / 32];
+  const int i = threadIdx.x;  // 512 threads x 16 bytes = 8 KiB
+  const uint4 xv = x[i], wv = w[i];
+  const float a = __uint_as_float(xv.x & 0x3f7fffff), b = __uint_as_float(xv.y & 0x3f7fffff);
+  float s = a * a + b * b;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (i % 32 == 0) partial[i / 32] = s;
+  __syncthreads();
+  float total = 0;
+  for (int k = 0; k < kThreads / 32; ++k) total += partial[k];
+  const float r = rsqrtf(total / kElems + 1e-6f);
+  y[i] = make_uint4(__float_as_uint(a * r) ^ wv.x, __float_as_uint(b * r) ^ wv.y, xv.z ^ wv.z, xv.w ^ wv.w);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    span[1] = globaltimer();
+    span[2] = static_cast<unsigned long long>(clock64() - cycles0);
+    span[0] = start;
+  }
+}
+
+__global__ void touch_pages(const unsigned char* base, uint64_t bytes, unsigned int* sink) {
+  unsigned int acc = 0;
+  // the last word of each page: far from the row's lines, which stay cold
+  for (uint64_t off = (uint64_t{2} << 20) - 16; off < bytes; off += uint64_t{2} << 20)
+    acc += *reinterpret_cast<const unsigned int*>(base + off);
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+std::vector<double> g_cupti_us;
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, 1 << 20));
+  *size = 1 << 20;
+  *max_records = 0;
+}
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+    if (k->name != nullptr && std::strstr(k->name, "timed_") != nullptr)
+      g_cupti_us.push_back(static_cast<double>(k->end - k->start) / 1e3);
+  }
+  std::free(buffer);
+}
+
+std::string stats(const std::vector<double>& v) {
+  const double p10 = quantile(v, 0.1);
+  size_t slow = 0;
+  for (double x : v) slow += x > 1.3 * p10;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "{\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"slow_share\": %.3f, \"n\": %zu}",
+                quantile(v, 0.5), p10, quantile(v, 0.9), v.empty() ? 0.0 : static_cast<double>(slow) / v.size(), v.size());
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 300;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (cudaFree(nullptr) != cudaSuccess) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 77;
+  }
+  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+    std::fprintf(stderr, "CUPTI activity API unavailable\n");
+    return 3;
+  }
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  int l2 = 0;
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+  const size_t flush_bytes = 2 * static_cast<size_t>(l2);
+  const uint64_t page = uint64_t{2} << 20, region = 2 * page;
+  void *flush = nullptr, *buf = nullptr;
+  unsigned int* sink = nullptr;
+  unsigned long long* span = nullptr;
+  if (cudaMalloc(&flush, flush_bytes) != cudaSuccess || cudaMalloc(&sink, sizeof(unsigned int)) != cudaSuccess ||
+      cudaMalloc(&buf, region) != cudaSuccess || cudaMalloc(&span, 3 * sizeof(unsigned long long)) != cudaSuccess)
+    return 3;
+  cudaMemset(flush, 0x5A, flush_bytes);
+  cudaMemset(buf, 0x3C, region);
+  auto* base = static_cast<unsigned char*>(buf);
+  std::printf("{\"buffers\": \"0x%llx\", \"flush\": \"0x%llx\", \"l2_bytes\": %d}\n",
+              static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(buf)),
+              static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(flush)), l2);
+
+  struct Variant {
+    const char* name;
+    bool flush, touch;
+    int gap_us;
+    int offset_64k;
+    int sleep_ms = 0;  // x at this many 64 KiB into the region; weight and y follow at 8 KiB steps
+  };
+  const Variant variants[] = {{"flush", true, false, 0, 0},      {"noflush", false, false, 0, 0},
+                              {"flush+touch", true, true, 0, 0}, {"flush+gap", true, false, 200, 0},
+                              {"flush@0", true, false, 0, 0},    {"flush@15", true, false, 0, 15},
+                              {"flush@31", true, false, 0, 31},  {"flush+sleep5", true, false, 0, 0, 5},
+                              {"flush+sleep50", true, false, 0, 0, 50}, {"flush", true, false, 0, 0}};
+  for (const Variant& v : variants) {
+    unsigned char* x = base + static_cast<uint64_t>(v.offset_64k) * (64 << 10);
+    // weight 1 MiB + 8 KiB after x: with x near the end of a page, the weight is on the next one
+    unsigned char* w = x + (v.offset_64k == 31 ? (1 << 20) : (8 << 10));
+    unsigned char* y = w + (8 << 10);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    g_cupti_us.clear();
+    std::vector<double> gt, mhz;
+    const int n = v.sleep_ms > 0 ? std::min(reps, 60) : reps;
+    for (int i = 0; i < n + 5; ++i) {
+      if (v.flush && kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
+      if (v.touch) touch_pages<<<1, 1, 0, s>>>(base, region, sink);
+      timed_row<<<1, kThreads, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w),
+                                       reinterpret_cast<uint4*>(y), span);
+      if (cudaDeviceSynchronize() != cudaSuccess) return 5;
+      unsigned long long host_span[3] = {0, 0, 0};
+      cudaMemcpy(host_span, span, sizeof host_span, cudaMemcpyDeviceToHost);
+      if (i >= 5) {
+        const double ns = static_cast<double>(host_span[1] - host_span[0]);
+        gt.push_back(ns / 1e3);
+        mhz.push_back(ns > 0 ? static_cast<double>(host_span[2]) / ns * 1e3 : 0);
+      }
+      if (v.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(v.sleep_ms));
+      if (v.gap_us > 0) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(v.gap_us);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+    }
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::vector<double> cu;
+    if (g_cupti_us.size() >= static_cast<size_t>(n)) cu.assign(g_cupti_us.end() - n, g_cupti_us.end());
+    // the clock of the slow calls (CUPTI above 1.3x its p10), joined call by call
+    std::vector<double> slow_mhz;
+    const double p10 = quantile(cu, 0.1);
+    for (size_t k = 0; k < cu.size() && k < mhz.size(); ++k)
+      if (cu[k] > 1.3 * p10) slow_mhz.push_back(mhz[k]);
+    std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s, \"globaltimer_us\": %s, \"sm_mhz\": %s, "
+                "\"slow_sm_mhz\": %s}\n",
+                v.name, n, stats(cu).c_str(), stats(gt).c_str(), stats(mhz).c_str(), stats(slow_mhz).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
