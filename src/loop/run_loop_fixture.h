@@ -29,17 +29,32 @@ struct FakeEval {
   int calls = 0;
   int fail_at = -1;  // the call (1-based) that fails, as if the process were killed there
   std::vector<std::string> workload_sets;
+  // With intervals: every report has a 95 % interval of +-3 % around its geomean, so the loop's
+  // head-to-head runs. Head-to-head evaluations (a baseline given) read the candidate's fake speedup
+  // over the baseline's, or the next of `head_to_head` while it lasts (noise, scripted).
+  bool with_intervals = false;
+  std::vector<double> head_to_head;
+  int head_to_head_calls = 0;
+  static double fake_speedup(const task::Solution& s) {
+    double speedup = 1.0;
+    for (const auto& src : s.sources) {
+      auto at = src.content.find("// fake-speedup: ");
+      if (at != std::string::npos) speedup = std::stod(src.content.substr(at + 17));
+    }
+    return speedup;
+  }
   Result<eval::EvalReport> operator()(const task::TaskPack& pack, const task::Solution& s, const eval::EvalOptions& o) {
     ++calls;
     if (calls == fail_at) return Status::io("injected evaluator failure");
     workload_sets.push_back(o.workloads);
-    double speedup = 1.0;
-    bool fail = false;
-    for (const auto& src : s.sources) {
-      auto at = src.content.find("// fake-speedup: ");
-      if (at != std::string::npos) speedup = std::stod(src.content.substr(at + 17));
-      fail = fail || src.content.find("// fake-fail") != std::string::npos;
+    double speedup = fake_speedup(s);
+    if (o.baseline) {
+      speedup /= fake_speedup(*o.baseline);
+      if (static_cast<size_t>(head_to_head_calls) < head_to_head.size()) speedup = head_to_head[head_to_head_calls];
+      ++head_to_head_calls;
     }
+    bool fail = false;
+    for (const auto& src : s.sources) fail = fail || src.content.find("// fake-fail") != std::string::npos;
     eval::EvalReport r;
     r.definition = pack.definition.name;
     r.solution = s.name;
@@ -67,6 +82,7 @@ struct FakeEval {
     }
     r.score_geomean = r.all_passed ? speedup : 0;
     r.score_mean = r.score_geomean;
+    if (with_intervals && r.all_passed) r.geomean_ci = eval::Interval{0.97 * speedup, 1.03 * speedup};
     r.wall_s = 1;
     return r;
   }

@@ -181,6 +181,34 @@ TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) 
   }
 }
 
+// An improvement that one evaluation's interval supports is confirmed head-to-head against the
+// incumbent in --confirm-pairs evaluations: a real 2x in all three; an unchanged kernel that read
+// 1.1x once (its interval apart from the incumbent's) is caught when a head-to-head reads 1 or less,
+// and nothing more is run after it.
+TEST_F(RunLoopTest, AnImprovementIsConfirmedAcrossHeadToHeadEvaluations) {
+  for (const auto& p : plan_sessions()) sessions_.push_back(p);
+  sessions_.push_back(writer_session("round", 1, {write_kernel(2.0), finish("i-k-j order")}));
+  sessions_.push_back(reviewer_session("review", 1, "Measured.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"));
+  sessions_.push_back(writer_session("round", 2, {write_kernel(2.2), finish("a comment, measured lucky")}));
+  sessions_.push_back(reviewer_session("review", 2, "Measured.\nDECISION: STOP\nPROGRESS: ADVANCED"));
+  fake_.with_intervals = true;
+  fake_.head_to_head = {2.0, 1.9, 2.1, 1.04, 0.99};
+  LoopOptions o = options();
+  o.max_rounds = 2;
+  auto r = start_run(run_, o, env());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const json v1 = read_json(run_ / "rounds/001/verify.json");
+  EXPECT_TRUE(v1["improvement"].get<bool>()) << v1.dump(1);
+  EXPECT_EQ(v1["head_to_head"]["ratios"].size(), 3u) << v1.dump(1);
+  EXPECT_GT(v1["head_to_head"]["geomean_ci95"][0].get<double>(), 1.0);
+  const json v2 = read_json(run_ / "rounds/002/verify.json");
+  EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
+  EXPECT_EQ(v2["head_to_head"]["ratios"], json({1.04, 0.99})) << v2.dump(1);
+  EXPECT_NE(v2["improvement_detail"].get<std::string>().find("not faster beyond the noise"), std::string::npos);
+  EXPECT_EQ(fake_.head_to_head_calls, 5);
+  EXPECT_EQ(read_json(run_ / "state.json")["incumbent"]["id"], "c001");
+}
+
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {
   for (const auto& p : plan_sessions()) sessions_.push_back(p);
   sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing")}}});
