@@ -5,7 +5,7 @@
 // the runner's read flush of 2x the L2 before it (runner/device_inputs.h flush_l2_by_reading), a
 // device-wide synchronise after, CUPTI's kernel record as its latency and %globaltimer inside it.
 //
-//   latency_modes_bench [--reps N]
+//   latency_modes_bench [--reps N] [--hold S] [--lib PATH]
 //
 // Variants, each N calls (default 300; 60 for the sleeping ones) after 5 untimed ones; one JSON line
 // each with the CUPTI and globaltimer quantiles, the share of "slow" calls (CUPTI above 1.3x that
@@ -20,9 +20,23 @@
 //                    trial's timed calls and the next trial's checks: does the clock drop meanwhile?)
 //   flush@<k>        the buffers k x 64 KiB into their 2 MiB page (k = 0, 15, 31: x and weight on
 //                    one page, or on two)
+//   flush|sync       the host waits for the flush to end before it launches the row, as kda-runner
+//                    does (the other variants queue the row right behind the flush)
+//   chain8@b<k>      a chain of 8 dependent loads per thread (each 8 KiB past the last: what a
+//                    row loop that is not unrolled does), on each of 8 buffers of their own 2 MiB
+//                    allocation (k = 0..7): if the medians differ between buffers of one process,
+//                    where the data lands in physical memory moves the latency
+// `--lib PATH` times instead a CUDA rmsnorm solution's library (its `run` entry, kda's C ABI) at
+// batch 1, hidden 4096, in the same harness: variants lib@b<k> on 4 buffers of their own
+// allocation. Against kda eval of the same library this separates the kernel from what a kda eval
+// process does around it.
+// `--hold S` only creates a context and sleeps S seconds: run one beside the bench to see whether
+// another process's idle context moves the numbers (kda eval keeps a reference runner alive).
 // Several processes in a row show whether the share changes per process (run it a few times).
 #include <cuda_runtime.h>
 #include <cupti.h>
+#include <dlfcn.h>
+#include <dlpack/dlpack.h>
 
 #include <algorithm>
 #include <chrono>
@@ -73,6 +87,27 @@ __global__ void timed_row(const uint4* __restrict__ x, const uint4* __restrict__
   }
 }
 
+// Each thread: `steps` loads, each address depending on the value before (mask is 0 at run time, so
+// the chain is real but the addresses are fixed), 8 KiB apart.
+__global__ void timed_chain(const uint2* __restrict__ x, int steps, unsigned mask, uint2* __restrict__ out,
+                            unsigned long long* span) {
+  const uint64_t start = globaltimer();
+  const long long cycles0 = clock64();
+  unsigned off = threadIdx.x, acc = 0;
+  for (int i = 0; i < steps; ++i) {
+    const uint2 v = x[off];
+    acc += v.x;
+    off += 1024 + (v.x & mask);
+  }
+  out[threadIdx.x] = make_uint2(acc, off);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    span[1] = globaltimer();
+    span[2] = static_cast<unsigned long long>(clock64() - cycles0);
+    span[0] = start;
+  }
+}
+
 __global__ void touch_pages(const unsigned char* base, uint64_t bytes, unsigned int* sink) {
   unsigned int acc = 0;
   // the last word of each page: far from the row's lines, which stay cold
@@ -97,7 +132,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-    if (k->name != nullptr && std::strstr(k->name, "timed_") != nullptr)
+    if (k->name != nullptr && (std::strstr(k->name, "timed_") != nullptr || std::strstr(k->name, "rmsnorm") != nullptr))
       g_cupti_us.push_back(static_cast<double>(k->end - k->start) / 1e3);
   }
   std::free(buffer);
@@ -116,17 +151,24 @@ std::string stats(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 300;
+  int reps = 300, hold_s = 0;
+  const char* lib = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--hold") == 0 && i + 1 < argc) hold_s = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--reps N] [--hold S] [--lib PATH]\n", argv[0]);
       return 2;
     }
   }
   if (cudaFree(nullptr) != cudaSuccess) {
     std::fprintf(stderr, "no CUDA device\n");
     return 77;
+  }
+  if (hold_s > 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(hold_s));
+    return 0;
   }
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
       cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
@@ -148,22 +190,75 @@ int main(int argc, char** argv) {
   cudaMemset(flush, 0x5A, flush_bytes);
   cudaMemset(buf, 0x3C, region);
   auto* base = static_cast<unsigned char*>(buf);
+  void* chains[8] = {};
+  for (void*& c : chains) {
+    if (cudaMalloc(&c, page) != cudaSuccess) return 3;
+    cudaMemset(c, 0x11, page);
+  }
   std::printf("{\"buffers\": \"0x%llx\", \"flush\": \"0x%llx\", \"l2_bytes\": %d}\n",
               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(buf)),
               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(flush)), l2);
+
+  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+  Entry entry = nullptr;
+  if (lib != nullptr) {
+    void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    entry = h != nullptr ? reinterpret_cast<Entry>(dlsym(h, "run")) : nullptr;
+    if (entry == nullptr) {
+      std::fprintf(stderr, "%s: no entry point run: %s\n", lib, dlerror());
+      return 2;
+    }
+  }
+  if (entry != nullptr) {
+    // batch 1 x hidden 4096 bf16 (0x3C3C, about 0.0115, everywhere), eps a host scalar
+    int64_t xs[2] = {1, kElems}, ws[1] = {kElems};
+    float eps = 1e-6f;
+    const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1};
+    for (int k = 0; k < 4; ++k) {
+      auto* b = static_cast<unsigned char*>(chains[k]);
+      DLTensor in[3] = {{b, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0},
+                        {b + (8 << 10), {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
+                        {&eps, {kDLCPU, 0}, 0, f32, nullptr, nullptr, 0}};
+      DLTensor out[1] = {{b + (16 << 10), {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0}};
+      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      g_cupti_us.clear();
+      for (int i = 0; i < reps + 5; ++i) {
+        if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
+        cudaStreamSynchronize(s);  // as kda-runner: the flush has ended before the call
+        if (int rc = entry(in, 3, out, 1, s); rc != 0) {
+          std::fprintf(stderr, "run returned %d\n", rc);
+          return 5;
+        }
+        if (cudaDeviceSynchronize() != cudaSuccess) return 5;
+      }
+      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      std::vector<double> cu;
+      if (g_cupti_us.size() >= static_cast<size_t>(reps)) cu.assign(g_cupti_us.end() - reps, g_cupti_us.end());
+      std::printf("{\"variant\": \"lib@b%d\", \"reps\": %d, \"cupti_us\": %s}\n", k, reps, stats(cu).c_str());
+      std::fflush(stdout);
+    }
+    return 0;
+  }
 
   struct Variant {
     const char* name;
     bool flush, touch;
     int gap_us;
     int offset_64k;
-    int sleep_ms = 0;  // x at this many 64 KiB into the region; weight and y follow at 8 KiB steps
+    int sleep_ms = 0;
+    bool sync_after_flush = false;
+    int chain_buffer = -1;  // >= 0: the chain kernel on that buffer  // x at this many 64 KiB into the region; weight and y follow at 8 KiB steps
   };
   const Variant variants[] = {{"flush", true, false, 0, 0},      {"noflush", false, false, 0, 0},
                               {"flush+touch", true, true, 0, 0}, {"flush+gap", true, false, 200, 0},
                               {"flush@0", true, false, 0, 0},    {"flush@15", true, false, 0, 15},
                               {"flush@31", true, false, 0, 31},  {"flush+sleep5", true, false, 0, 0, 5},
-                              {"flush+sleep50", true, false, 0, 0, 50}, {"flush", true, false, 0, 0}};
+                              {"flush+sleep50", true, false, 0, 0, 50}, {"flush|sync", true, false, 0, 0, 0, true},
+                              {"chain8@b0", true, false, 0, 0, 0, false, 0}, {"chain8@b1", true, false, 0, 0, 0, false, 1},
+                              {"chain8@b2", true, false, 0, 0, 0, false, 2}, {"chain8@b3", true, false, 0, 0, 0, false, 3},
+                              {"chain8@b4", true, false, 0, 0, 0, false, 4}, {"chain8@b5", true, false, 0, 0, 0, false, 5},
+                              {"chain8@b6", true, false, 0, 0, 0, false, 6}, {"chain8@b7", true, false, 0, 0, 0, false, 7},
+                              {"flush", true, false, 0, 0}};
   for (const Variant& v : variants) {
     unsigned char* x = base + static_cast<uint64_t>(v.offset_64k) * (64 << 10);
     // weight 1 MiB + 8 KiB after x: with x near the end of a page, the weight is on the next one
@@ -176,8 +271,13 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n + 5; ++i) {
       if (v.flush && kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
       if (v.touch) touch_pages<<<1, 1, 0, s>>>(base, region, sink);
-      timed_row<<<1, kThreads, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w),
-                                       reinterpret_cast<uint4*>(y), span);
+      if (v.sync_after_flush) cudaStreamSynchronize(s);
+      if (v.chain_buffer >= 0)
+        timed_chain<<<1, 256, 0, s>>>(static_cast<const uint2*>(chains[v.chain_buffer]), 8, 0u,
+                                      reinterpret_cast<uint2*>(y), span);
+      else
+        timed_row<<<1, kThreads, 0, s>>>(reinterpret_cast<const uint4*>(x), reinterpret_cast<const uint4*>(w),
+                                         reinterpret_cast<uint4*>(y), span);
       if (cudaDeviceSynchronize() != cudaSuccess) return 5;
       unsigned long long host_span[3] = {0, 0, 0};
       cudaMemcpy(host_span, span, sizeof host_span, cudaMemcpyDeviceToHost);

@@ -29,7 +29,8 @@
 #   bench/gpu/run_h200.sh timers    how CUPTI, %globaltimer and ncu read the same short kernels
 #                                   (bench/gpu/timer_offset.cu and .py): each timer's own offset
 #   bench/gpu/run_h200.sh modes     where a µs kernel's slow calls come from (bench/gpu/latency_modes.cu):
-#                                   flush, warmed translations, idle gaps, place in its page; MODES_PROCS runs
+#                                   flush, warmed translations, idle gaps, place in its page; MODES_PROCS runs,
+#                                   then two beside a process holding an idle context
 #   bench/gpu/run_h200.sh spread    run-to-run spread: each CUDA pack's dev workloads SPREAD_RUNS times
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
@@ -251,6 +252,14 @@ if has modes; then
   for p in $(seq "${MODES_PROCS:-4}"); do
     lim=$(cap 60) || break
     timeout "$lim" $B/src/runner/latency_modes_bench | sed "s/^{/{\"process\": $p, /" | tee -a "$OUT/modes.jsonl"
+  done
+  # and twice more beside a process that holds an idle context (as kda eval's other runners do)
+  for p in 1 2; do
+    lim=$(cap 60) || break
+    $B/src/runner/latency_modes_bench --hold 40 & holder=$!
+    sleep 2
+    timeout "$lim" $B/src/runner/latency_modes_bench | sed "s/^{/{\"process\": \"beside_idle_$p\", /" | tee -a "$OUT/modes.jsonl"
+    kill $holder 2> /dev/null; wait $holder 2> /dev/null
   done
 fi
 if has profile; then
