@@ -28,7 +28,8 @@
 //                    where the data lands in physical memory moves the latency
 // `--lib PATH` times instead a CUDA rmsnorm solution's library (its `run` entry, kda's C ABI) at
 // batch 1, hidden 4096, in the same harness: variants lib@b<k> on 4 buffers of their own
-// allocation. Against kda eval of the same library this separates the kernel from what a kda eval
+// allocation, then on the first with the runner's cudaCtxResetPersistingL2Cache, its upload of the
+// output slot, or both, before the flush. Against kda eval of the same library this separates the kernel from what a kda eval
 // process does around it.
 // `--hold S` only creates a context and sleeps S seconds: run one beside the bench to see whether
 // another process's idle context moves the numbers (kda eval keeps a reference runner alive).
@@ -214,8 +215,14 @@ int main(int argc, char** argv) {
     int64_t xs[2] = {1, kElems}, ws[1] = {kElems};
     float eps = 1e-6f;
     const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1};
-    for (int k = 0; k < 4; ++k) {
-      auto* b = static_cast<unsigned char*>(chains[k]);
+    // lib@b<k> on four buffers; then on b0 with what kda-runner does besides: `reset` calls
+    // cudaCtxResetPersistingL2Cache before the flush, `upload` copies the output slot (8 KiB and
+    // its guards) from pinned host memory before the flush, as a timed call's upload does.
+    std::vector<unsigned char> host(64 << 10, 0x5A);
+    cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
+    for (int k = 0; k < 7; ++k) {
+      const bool reset = k == 4 || k == 6, upload = k == 5 || k == 6;
+      auto* b = static_cast<unsigned char*>(chains[k < 4 ? k : 0]);
       DLTensor in[3] = {{b, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0},
                         {b + (8 << 10), {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
                         {&eps, {kDLCPU, 0}, 0, f32, nullptr, nullptr, 0}};
@@ -223,6 +230,8 @@ int main(int argc, char** argv) {
       cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       g_cupti_us.clear();
       for (int i = 0; i < reps + 5; ++i) {
+        if (upload) cudaMemcpy(b + (16 << 10) - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice);
+        if (reset) cudaCtxResetPersistingL2Cache();
         if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
         cudaStreamSynchronize(s);  // as kda-runner: the flush has ended before the call
         if (int rc = entry(in, 3, out, 1, s); rc != 0) {
@@ -234,7 +243,8 @@ int main(int argc, char** argv) {
       cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
       std::vector<double> cu;
       if (g_cupti_us.size() >= static_cast<size_t>(reps)) cu.assign(g_cupti_us.end() - reps, g_cupti_us.end());
-      std::printf("{\"variant\": \"lib@b%d\", \"reps\": %d, \"cupti_us\": %s}\n", k, reps, stats(cu).c_str());
+      const std::string name = k < 4 ? "lib@b" + std::to_string(k) : reset && upload ? "lib+reset+upload" : reset ? "lib+reset" : "lib+upload";
+      std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s}\n", name.c_str(), reps, stats(cu).c_str());
       std::fflush(stdout);
     }
     return 0;
