@@ -1,7 +1,7 @@
 // The loop's driver, Runner, shared by the files that implement it: run_loop.cc (set-up,
 // persistence, agent sessions, evaluations, finalize and the state machine that drives the
-// phases), plan_phases.cc (setup and the plan) and round_phases.cc (one round: writer, verify,
-// review, decide). Internal to src/loop; the public interface is run_loop.h.
+// phases), plan_phases.cc (setup and the plan), round_phases.cc (one round: writer, review,
+// decide) and round_verify.cc (its verify step). Internal to src/loop; the public interface is run_loop.h.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +38,24 @@ std::string eval_table(const json& summary);
 // The file's text, or "" when it cannot be read.
 std::string read_or_empty(const stdfs::path& p);
 
+// The checks of a round's verify step, in order, and the rejections among them (verify.json).
+struct VerifyChecks {
+  json list = json::array();
+  std::vector<std::string> rejections;
+  void add(const std::string& name, bool passed, const std::string& detail);
+};
+// Whether a verified candidate is an improvement over the incumbent, and why (verify.json).
+struct Improvement {
+  bool improvement = false;
+  std::string detail;
+  json head_to_head;  // the head-to-head's record, where one ran
+};
+struct HeadToHead {
+  bool faster = false;
+  json record;
+  std::string detail;  // appended to the improvement's
+};
+
 class Runner {
  public:
   Runner(stdfs::path dir, LoopEnv env) : dir_(std::move(dir)), env_(std::move(env)) {
@@ -62,6 +80,15 @@ class Runner {
   Status freeze_plan();
   Status round_writer();
   Status round_verify();
+  // the parts of round_verify (round_verify.cc)
+  Result<std::optional<std::string>> verify_protected(VerifyChecks& checks);
+  Result<std::optional<task::Solution>> verify_scope(VerifyChecks& checks);
+  Result<eval::EvalReport> verify_evaluate(const task::Solution& solution, VerifyChecks& checks);
+  Result<json> verify_claims(const FinishRound& finish, const eval::EvalReport& report, const task::Solution& solution,
+                             VerifyChecks& checks);
+  Result<Improvement> verify_improvement(const eval::EvalReport* report, bool verified,
+                                         const std::optional<task::Solution>& solution);
+  Result<std::optional<HeadToHead>> confirm_head_to_head(const task::Solution& candidate);
   Status round_review();
   Status round_decide();
   Status finalize();
