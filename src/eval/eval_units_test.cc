@@ -1,0 +1,426 @@
+// eval's units, each on its own: probes, output comparison, attestation, statistics, the gate
+// ledger and the arena. The evaluator end to end is eval_test.cc.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "eval/arena.h"
+#include "eval/attestation.h"
+#include "eval/compare.h"
+#include "eval/evaluator.h"
+#include "eval/gates.h"
+#include "eval/input_digest.h"
+#include "eval/inputs.h"
+#include "eval/probes.h"
+#include "eval/runner_client.h"
+#include "eval/solution_build.h"
+#include "eval/stats.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
+#include "tensor/random_values.h"
+#include "util/fs.h"
+
+namespace kda::eval {
+namespace {
+
+namespace stdfs = std::filesystem;
+using tensor::DType;
+using tensor::Tensor;
+
+Tensor vec(std::vector<float> v) {
+  Tensor t(DType::kFloat32, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.set_from_double(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+
+// Large inputs are transformed over several threads: every element, once (packed fp4 too, two per
+// byte), and the outliers' RMS does not depend on the number of threads.
+TEST(Probes, LargeInputsAreTransformedWhole) {
+  for (DType d : {DType::kFloat32, DType::kFloat4E2M1}) {
+    Tensor base(d, {(int64_t{3} << 20) + 5});
+    for (int64_t i = 0; i < base.numel(); ++i) base.set_from_double(i, (i % 7) * 0.5);
+    Tensor t = base;
+    const std::string what = apply_probe(task::Probe::kScale, 5, "x", t).description;  // "x * 2^k"
+    const double ratio = std::ldexp(1.0, std::stoi(what.substr(what.find('^') + 1)));
+    const double limit = d == DType::kFloat4E2M1 ? 6.0 : 1e30;
+    Tensor want = base;  // the same transform, one element at a time
+    for (int64_t i = 0; i < base.numel(); ++i) want.set_from_double(i, std::clamp(base.get_as_double(i) * ratio, -limit, limit));
+    EXPECT_TRUE(t.bitwise_equal(want)) << tensor::dtype_name(d) << " " << what;
+  }
+}
+
+// Probes transform with secret but reproducible parameters: offset by one constant of magnitude 2-4,
+// scale by an exact power of two, outliers ~1/512 of the elements at 8-16x the RMS; fp8 stays finite.
+TEST(Probes, TransformsAreExactReproducibleAndBounded) {
+  tensor::Tensor base(tensor::DType::kFloat32, {4096});
+  for (int64_t i = 0; i < base.numel(); ++i) base.set_from_double(i, std::sin(0.37 * static_cast<double>(i)));
+  auto probed = [&](task::Probe p, uint64_t seed) {
+    tensor::Tensor t = base;
+    apply_probe(p, seed, "x", t);
+    return t;
+  };
+  tensor::Tensor off = probed(task::Probe::kOffset, 1);
+  const double c = off.get_as_double(0) - base.get_as_double(0);
+  EXPECT_GE(std::fabs(c), 2.0 - 1e-6);
+  EXPECT_LE(std::fabs(c), 4.0 + 1e-6);
+  for (int64_t i = 0; i < base.numel(); ++i) EXPECT_NEAR(off.get_as_double(i) - base.get_as_double(i), c, 1e-5);
+  tensor::Tensor sc = probed(task::Probe::kScale, 2);
+  const double ratio = sc.get_as_double(1) / base.get_as_double(1);
+  int k = 0;
+  EXPECT_EQ(std::frexp(ratio, &k), 0.5) << ratio;  // a power of two
+  EXPECT_NE(ratio, 1.0);
+  for (int64_t i = 0; i < base.numel(); ++i) EXPECT_EQ(sc.get_as_double(i), base.get_as_double(i) * ratio);
+  tensor::Tensor out = probed(task::Probe::kOutliers, 3);
+  int changed = 0;
+  for (int64_t i = 0; i < base.numel(); ++i)
+    if (out.get_as_double(i) != base.get_as_double(i)) {
+      ++changed;
+      EXPECT_GE(std::fabs(out.get_as_double(i)), 8.0 - 1e-6);  // RMS < 1 counts as 1
+      EXPECT_LE(std::fabs(out.get_as_double(i)), 16.0 + 1e-6);
+    }
+  EXPECT_GE(changed, 1);
+  EXPECT_LE(changed, 8);  // 4096 / 512, fewer where positions repeat
+  // Same seed, same transform; another seed, another.
+  EXPECT_EQ(probed(task::Probe::kOffset, 1).get_as_double(7), off.get_as_double(7));
+  EXPECT_NE(probed(task::Probe::kOffset, 99).get_as_double(7), off.get_as_double(7));
+  // fp8 e4m3fn has no infinity: probes saturate at its largest finite value instead of writing NaN.
+  tensor::Tensor f8(tensor::DType::kFloat8E4M3FN, {64});
+  for (int64_t i = 0; i < f8.numel(); ++i) f8.set_from_double(i, 300.0);
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    tensor::Tensor t = f8;
+    apply_probe(task::Probe::kScale, seed, "x", t);
+    for (int64_t i = 0; i < t.numel(); ++i) EXPECT_TRUE(std::isfinite(t.get_as_double(i)));
+  }
+  // Integers are left alone.
+  tensor::Tensor ints(tensor::DType::kInt32, {8});
+  EXPECT_NE(apply_probe(task::Probe::kOffset, 1, "idx", ints).description.find("not floating-point"), std::string::npos);
+  EXPECT_EQ(ints.get_as_double(3), 0.0);
+}
+
+TEST(Compare, ElementFailsOnlyBeyondBothTolerances) {
+  Tolerance tol{0.1, 0.1, 1.0};
+  // |x-y| = 0.5 > atol but rel = 0.05 < rtol: passes. |x-y| = 0.05 < atol: passes.
+  auto r = check_default({"y"}, {vec({10.5f, 0.05f})}, {vec({10.0f, 0.0f})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kPass) << r.message;
+  EXPECT_NEAR(r.max_abs, 0.5, 1e-6);
+  // Both exceeded: fails.
+  r = check_default({"y"}, {vec({2.0f})}, {vec({1.0f})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("'y'"), std::string::npos);
+}
+
+TEST(Compare, InfAndNanAlwaysFailEvenWhenReferenceAgrees) {
+  Tolerance tol;
+  auto r = check_default({"y"}, {vec({INFINITY})}, {vec({INFINITY})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("Inf"), std::string::npos);
+  r = check_default({"y"}, {vec({NAN})}, {vec({1})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("NaN"), std::string::npos);
+}
+
+TEST(Compare, MatchedRatioAndOrder) {
+  Tolerance tol{0.01, 0.01, 0.75};
+  auto r = check_default({"y"}, {vec({1, 1, 1, 5})}, {vec({1, 1, 1, 1})}, tol);
+  EXPECT_EQ(r.verdict, CheckVerdict::kPass);
+  EXPECT_DOUBLE_EQ(r.matched_ratio, 0.75);
+  tol.matched_ratio = 0.8;
+  EXPECT_EQ(check_default({"y"}, {vec({1, 1, 1, 5})}, {vec({1, 1, 1, 1})}, tol).verdict, CheckVerdict::kIncorrectNumerical);
+  // Shape is checked before values, dtype before values.
+  EXPECT_EQ(check_default({"y"}, {vec({1, 2})}, {vec({1})}, tol).verdict, CheckVerdict::kIncorrectShape);
+  Tensor bf(DType::kBFloat16, {1});
+  EXPECT_EQ(check_default({"y"}, {bf}, {vec({0})}, tol).verdict, CheckVerdict::kIncorrectDtype);
+  // Only the selected outputs count.
+  EXPECT_EQ(check_default({"a", "b"}, {vec({9}), vec({1})}, {vec({1}), vec({1})}, tol, {"b"}).verdict, CheckVerdict::kPass);
+}
+
+// An INCORRECT verdict names the worst elements by their indices in the output's shape, with the
+// candidate's and the reference's values, so a person sees what went wrong without the trace.
+TEST(Compare, IncorrectNamesTheWorstElementsWithIndexAndValues) {
+  Tensor x(DType::kFloat32, {3, 4}), y(DType::kFloat32, {3, 4});
+  for (int64_t i = 0; i < 12; ++i) {
+    x.set_from_double(i, 1.0);
+    y.set_from_double(i, 1.0);
+  }
+  x.set_from_double(1 * 4 + 2, 3.0);   // [1, 2]: abs 2
+  x.set_from_double(2 * 4 + 3, -9.0);  // [2, 3]: abs 10, the worst
+  x.set_from_double(0 * 4 + 1, 1.5);   // [0, 1]: abs 0.5, the first
+  auto r = check_default({"out"}, {x}, {y}, Tolerance{0.01, 0.01, 1.0});
+  ASSERT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_NE(r.message.find("3 of 12 elements"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("first at [0, 1]"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("worst [2, 3]: got -9, expected 1 (abs 10, rel 10)"), std::string::npos) << r.message;
+  ASSERT_EQ(r.outputs[0].worst.size(), 3u);
+  EXPECT_EQ(r.outputs[0].worst[0].index, 11);
+  EXPECT_EQ(r.outputs[0].worst[1].index, 6);
+  EXPECT_EQ(r.outputs[0].worst[2].index, 1);
+  const auto j = r.to_json();
+  EXPECT_EQ(j["outputs"][0]["worst"][0]["at"], "[2, 3]");
+  EXPECT_EQ(j["outputs"][0]["worst"][0]["got"], -9.0);
+  // A NaN counts among the worst (infinitely wrong) and is written as FlashInfer-Bench writes it.
+  x.set_from_double(0, NAN);
+  const auto n = check_default({"out"}, {x}, {y}, Tolerance{0.01, 0.01, 1.0}).to_json();
+  EXPECT_EQ(n["outputs"][0]["worst"][0]["at"], "[0, 0]");
+  EXPECT_EQ(n["outputs"][0]["worst"][0]["got"], "NaN");
+  EXPECT_EQ(index_string(5, {}), "[5]");
+  EXPECT_EQ(index_string(7, {2, 2, 2}), "[1, 1, 1]");
+}
+
+// The block-decoded, multi-threaded path must count exactly what an element-by-element reading of
+// the rule counts: every failure once, the first failure's index, the maxima.
+TEST(Compare, LargeOutputsSplitOverThreadsCountExactly) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    const int64_t n = (int64_t{1} << 22) + 77;  // several threads' worth, not a multiple of any block
+    Tensor x(dt, {n}), y(dt, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      y.set_from_double(i, static_cast<double>(i % 97) / 8.0);
+      x.set_from_double(i, static_cast<double>(i % 97) / 8.0);
+    }
+    const std::vector<int64_t> bad = {1'000'003, 2'500'000, n - 1};
+    for (int64_t i : bad) x.set_from_double(i, 1000.0);
+    x.set_from_double(3'000'000, NAN);
+    auto r = check_default({"y"}, {x}, {y}, Tolerance{1e-3, 1e-3, 1.0});
+    ASSERT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(r.outputs[0].failed, 4) << tensor::dtype_name(dt);
+    EXPECT_EQ(r.outputs[0].nan, 1);
+    EXPECT_EQ(r.outputs[0].first_bad_index, 1'000'003);
+    EXPECT_GE(r.outputs[0].max_abs, 1000.0 - 96.0 / 8.0);
+    EXPECT_LE(r.outputs[0].max_abs, 1000.0);
+    EXPECT_EQ(r.verdict, CheckVerdict::kIncorrectNumerical);
+  }
+}
+
+TEST(Attestation, OnlyKernelsOutsideTheCandidatesOwnAreForeign) {
+  const std::set<std::string> own = {"_Z6kernelPf", "_Z4tailPf"};
+  EXPECT_TRUE(foreign_kernels({"_Z6kernelPf"}, own).empty());
+  EXPECT_TRUE(foreign_kernels({}, own).empty());
+  EXPECT_EQ(foreign_kernels({"_Z6kernelPf", "sgemm_128x64_nn", "ampere_h16816gemm"}, own),
+            (std::vector<std::string>{"ampere_h16816gemm", "sgemm_128x64_nn"}));
+}
+
+TEST(Stats, QuantilesAndMeans) {
+  auto s = summarize({5, 1, 3, 2, 4});
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_NEAR(s.cv, std::sqrt(2.5) / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(geometric_mean({1, 4}), 2);
+  EXPECT_DOUBLE_EQ(geometric_mean({1, 0}), 0);
+}
+
+// Fresh-versus-repeat: one distribution on both sides never convicts, even with a slow fresh outlier
+// or a small systematic gap; remembered outputs (repeats several times faster) always do; too few
+// samples on either side make the test not apply.
+// The geomean speedup's interval over trials: each trial's geomean is a replicate; identical trials
+// give a zero-width interval, spread trials a Student-t interval centred on the reported geomean.
+TEST(Stats, GeomeanSpeedupIntervalOverTrials) {
+  EXPECT_DOUBLE_EQ(student_t95(2), 4.303);
+  EXPECT_DOUBLE_EQ(student_t95(100), 1.96);
+  EXPECT_FALSE(geomean_speedup_ci({{1.0}}, {{2.0}}, 2.0).has_value());  // one trial: no interval
+  auto same = geomean_speedup_ci({{1, 1, 1}, {2, 2, 2}}, {{2, 2, 2}, {8, 8, 8}}, std::sqrt(8.0));
+  ASSERT_TRUE(same.has_value());
+  EXPECT_NEAR(same->low, std::sqrt(8.0), 1e-12);
+  EXPECT_NEAR(same->high, std::sqrt(8.0), 1e-12);
+  // One workload, trials with speedups 2, 2*e^0.1, 2*e^-0.1: sd(log) = 0.1, half = 4.303 * 0.1 / sqrt(3).
+  auto spread = geomean_speedup_ci({{1, 1, 1}}, {{2, 2 * std::exp(0.1), 2 * std::exp(-0.1)}}, 2.0);
+  ASSERT_TRUE(spread.has_value());
+  const double half = 4.303 * 0.1 / std::sqrt(3.0);
+  EXPECT_NEAR(spread->low, 2 * std::exp(-half), 1e-9);
+  EXPECT_NEAR(spread->high, 2 * std::exp(half), 1e-9);
+  EXPECT_FALSE(geomean_speedup_ci({{1, 0}}, {{1, 1}}, 1.0).has_value());  // a missing latency
+  auto m = mean_ci95({1, 2, 3});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_NEAR(m->low, 2 - 4.303 / std::sqrt(3.0), 1e-9);
+  EXPECT_FALSE(mean_ci95({5}).has_value());
+}
+
+// One ratio per independent evaluation: the geometric mean, and the t-interval of the logs mapped back.
+TEST(Stats, RatioIntervalOverEvaluations) {
+  auto same = ratio_ci95({1.5, 1.5, 1.5});
+  ASSERT_TRUE(same.has_value());
+  EXPECT_NEAR(same->geomean, 1.5, 1e-12);
+  EXPECT_NEAR(same->ci.low, 1.5, 1e-12);
+  EXPECT_NEAR(same->ci.high, 1.5, 1e-12);
+  auto spread = ratio_ci95({0.95, 1.0, 1.05});
+  ASSERT_TRUE(spread.has_value());
+  EXPECT_LT(spread->ci.low, 1.0);
+  EXPECT_GT(spread->ci.high, 1.0);
+  // exp(mean log) = cube root of the product; half-width t95(2) * sd(log) / sqrt(3).
+  EXPECT_NEAR(spread->geomean, std::cbrt(0.95 * 1.0 * 1.05), 1e-12);
+  const double l[] = {std::log(0.95), 0.0, std::log(1.05)};
+  const double m = (l[0] + l[1] + l[2]) / 3;
+  const double sd = std::sqrt(((l[0] - m) * (l[0] - m) + m * m + (l[2] - m) * (l[2] - m)) / 2);
+  EXPECT_NEAR(spread->ci.high, std::exp(m + 4.303 * sd / std::sqrt(3.0)), 1e-9);
+  EXPECT_FALSE(ratio_ci95({1.2}).has_value());
+  EXPECT_FALSE(ratio_ci95({1.2, 0.0}).has_value());
+}
+
+TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
+  std::vector<double> repeat, fresh;
+  for (int i = 0; i < 132; ++i) repeat.push_back(1.0 + 0.05 * std::sin(1.7 * i));
+  for (int i = 0; i < 18; ++i) fresh.push_back(1.0 + 0.05 * std::cos(2.3 * i));
+  FreshRepeat honest = fresh_versus_repeat(fresh, repeat);
+  EXPECT_TRUE(honest.applies);
+  EXPECT_FALSE(honest.memoized);
+  EXPECT_NEAR(honest.ratio, 1.0, 0.05);
+  EXPECT_NEAR(honest.repeat_faster, 0.5, 0.15);
+  fresh[3] = 40.0;  // one fresh call hit by noise
+  EXPECT_FALSE(fresh_versus_repeat(fresh, repeat).memoized);
+  for (double& f : fresh) f *= 1.2;  // fresh calls systematically 20 % slower: not enough to convict
+  EXPECT_FALSE(fresh_versus_repeat(fresh, repeat).memoized);
+  std::vector<double> hit = repeat;
+  for (double& h : hit) h *= 0.1;  // cache hits: 10x faster
+  FreshRepeat memo = fresh_versus_repeat(fresh, hit);
+  EXPECT_TRUE(memo.memoized);
+  EXPECT_LT(memo.ratio, 0.2);
+  EXPECT_DOUBLE_EQ(memo.repeat_faster, 1.0);
+  EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, hit).applies);
+  EXPECT_FALSE(fresh_versus_repeat(fresh, {0.1, 0.1}).applies);
+  EXPECT_FALSE(fresh_versus_repeat({1.0, 1.0}, {0.1, 0.1}).memoized);
+  // Sub-microsecond calls: a large ratio but a gain below kMemoMinGainMs is not convicted.
+  EXPECT_FALSE(fresh_versus_repeat({0.00034, 0.00035, 0.00033, 0.00034}, {0.00021, 0.00021, 0.0002, 0.00022}).memoized);
+  EXPECT_TRUE(fresh_versus_repeat({0.034, 0.035, 0.033, 0.034}, {0.0021, 0.0021, 0.002, 0.0022}).memoized);
+  // Ties count half: identical samples are not "faster".
+  EXPECT_DOUBLE_EQ(fresh_versus_repeat({1, 1, 1}, {1, 1, 1}).repeat_faster, 0.5);
+}
+
+
+// Paired (CUDA): the same inputs twice, so data-dependent work cancels; too few pairs give no verdict.
+TEST(Stats, FreshVersusRepeatPairedConvictsOnlyRememberedOutputs) {
+  using Pairs = std::vector<std::pair<double, double>>;
+  // Honest: each pair's two calls do the same work, whatever each set's work is (data-dependent work
+  // varies 2x between sets here).
+  Pairs honest_pairs;
+  for (int i = 0; i < 9; ++i) {
+    const double work = 1.0 + (i % 3);
+    honest_pairs.emplace_back(work * (1.0 + 0.05 * std::cos(2.3 * i)), work * (1.0 + 0.05 * std::sin(1.7 * i)));
+  }
+  FreshRepeat honest = fresh_versus_repeat_paired(honest_pairs);
+  EXPECT_TRUE(honest.applies);
+  EXPECT_FALSE(honest.memoized);
+  EXPECT_NEAR(honest.ratio, 1.0, 0.1);
+  EXPECT_NEAR(honest.repeat_faster, 0.5, 0.3);
+  Pairs noisy = honest_pairs;
+  noisy[3].first = 40.0;  // one fresh call hit by noise
+  EXPECT_FALSE(fresh_versus_repeat_paired(noisy).memoized);
+  Pairs slower = honest_pairs;
+  for (auto& p : slower) p.first = 1.2 * p.second;  // first calls systematically 20 % slower: not enough
+  EXPECT_FALSE(fresh_versus_repeat_paired(slower).memoized);
+  Pairs hits = honest_pairs;
+  for (auto& p : hits) p.second = 0.1 * p.first;  // cache hits on the repeat: 10x faster
+  FreshRepeat memo = fresh_versus_repeat_paired(hits);
+  EXPECT_TRUE(memo.memoized);
+  EXPECT_NEAR(memo.ratio, 0.1, 1e-9);
+  EXPECT_DOUBLE_EQ(memo.repeat_faster, 1.0);
+  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{1.0, 0.1}, {1.0, 0.1}}).applies);  // too few pairs
+  // Sub-microsecond calls: a large ratio but a gain below kMemoMinGainMs is not convicted.
+  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{0.00034, 0.00021}, {0.00035, 0.00021}, {0.00033, 0.0002}, {0.00034, 0.00022},
+                                         {0.00034, 0.00021}}).memoized);
+  EXPECT_TRUE(fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}, {0.034, 0.0021}})
+                  .memoized);
+  // Fewer pairs than kMemoMinSamples give no verdict, however clear (a one-trial screening has 3).
+  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}}).applies);
+  // Ties count half: identical calls are not "faster".
+  EXPECT_DOUBLE_EQ(fresh_versus_repeat_paired(Pairs{{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}).repeat_faster, 0.5);
+}
+
+// The ledger reports a gate as passed only after it ran; skipped with the reason given, or the
+// not-reached note; a failure with its reason code.
+TEST(Gates, LedgerRecordsOnlyWhatRan) {
+  GateLedger g;
+  g.ran(GateId::kGuardBands, 3);
+  g.skip(GateId::kProbes, "no probes");
+  g.skip(GateId::kThreads, "policy allows threads");
+  g.ran(GateId::kThreads);  // ran after all: the skip note no longer applies
+  g.fail(GateId::kTimedRecheck, "recheck_mismatch", "iteration 3 wrong");
+  std::vector<Gate> r = g.records("not reached");
+  ASSERT_EQ(r.size(), static_cast<size_t>(kGateCount));
+  auto find = [&](GateId id) {
+    for (const Gate& x : r)
+      if (x.name == gate_name(id)) return x;
+    return Gate{};
+  };
+  EXPECT_EQ(find(GateId::kGuardBands).status, GateStatus::kPass);
+  EXPECT_NE(find(GateId::kGuardBands).detail.find("3 checks"), std::string::npos);
+  EXPECT_EQ(find(GateId::kProbes).status, GateStatus::kSkipped);
+  EXPECT_EQ(find(GateId::kProbes).detail, "no probes");
+  EXPECT_EQ(find(GateId::kThreads).status, GateStatus::kPass);
+  EXPECT_EQ(find(GateId::kTimedRecheck).status, GateStatus::kFail);
+  EXPECT_EQ(find(GateId::kTimedRecheck).reason, "recheck_mismatch");
+  EXPECT_EQ(find(GateId::kMemoization).status, GateStatus::kSkipped);
+  EXPECT_EQ(find(GateId::kMemoization).detail, "not reached");
+  for (int i = 0; i < kGateCount; ++i) {
+    const auto id = static_cast<GateId>(i);
+    EXPECT_EQ(gate_from_name(gate_name(id)), id);
+  }
+  EXPECT_FALSE(gate_from_name("no-such-gate").has_value());
+}
+
+// count_poisoned compares 8 bytes at a time; it must count exactly what an element-by-element compare
+// with the poisoned copy counts, for every lane width, at odd lengths and across 4 KiB blocks.
+TEST(Arena, CountPoisonedEqualsElementwiseCount) {
+  using tensor::DType;
+  for (DType d : {DType::kFloat32, DType::kInt32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3FN, DType::kInt64}) {
+    for (int64_t n : {1, 7, 9, 1000, 4097, 70001}) {
+      SCOPED_TRACE(std::string(tensor::dtype_name(d)) + " x " + std::to_string(n));
+      Slot s{"y", d, {n}, false};
+      s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(d, n));
+      const tensor::Tensor poison = poison_tensor(s, 42);
+      tensor::Tensor out = poison;
+      const int64_t width = tensor::dtype_bits(d) / 8;
+      // Overwrite every element except a pseudo-random ~1/7 of them, with bytes that differ from the poison
+      // in one byte only (the hardest case for a lane test: a near-equal neighbour).
+      int64_t kept = 0;
+      uint64_t state = 99;
+      for (int64_t i = 0; i < n; ++i) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        if ((state >> 33) % 7 == 0) {
+          ++kept;
+          continue;
+        }
+        out.data()[i * width + static_cast<int64_t>((state >> 40) % static_cast<uint64_t>(width))] ^= std::byte{0x01};
+      }
+      EXPECT_EQ(count_poisoned(d, 42, out.data(), s.nbytes), kept);
+      EXPECT_EQ(count_poisoned(d, 42, poison.data(), s.nbytes), n);
+      // Another seed's block: as many matches as an element-by-element compare finds (narrow float
+      // types have few NaN payload bits, fp8 none, so two seeds' poisons share values).
+      const tensor::Tensor other = poison_tensor(s, 43);
+      int64_t equal = 0;
+      for (int64_t i = 0; i < n; ++i) equal += std::memcmp(other.data() + i * width, poison.data() + i * width, width) == 0;
+      EXPECT_EQ(count_poisoned(d, 43, poison.data(), s.nbytes), equal);
+      if (width >= 4) {
+        EXPECT_EQ(equal, 0);
+      }
+    }
+  }
+}
+
+TEST(Arena, GuardsPoisonAndInputCompare) {
+  Slot in{"x", DType::kFloat32, {4}, false, 0, 16};
+  Slot out{"y", DType::kFloat32, {4}, false, 0, 16};
+  ArenaLayout l = plan_layout({in}, {out});
+  ASSERT_EQ(l.inputs[0].offset % 64, 0u);
+  auto a = SharedArena::create(l.size, "test");
+  ASSERT_TRUE(a.ok());
+  a->fill_guards(l, 7);
+  EXPECT_TRUE(a->damaged_guards(l, 7).empty());
+  a->poison(l.outputs[0], 9);
+  Tensor y = a->read(l.outputs[0]);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(y.get_as_double(i)));
+  const Tensor x_before = a->read(l.inputs[0]);
+  EXPECT_TRUE(a->equals(l.inputs[0], x_before));
+  a->data()[l.outputs[0].offset + 16] = std::byte{1};  // one byte past the end of y
+  auto bad = a->damaged_guards(l, 7);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_NE(bad[0].find("y (after the end)"), std::string::npos);
+  a->data()[l.inputs[0].offset] = std::byte{42};
+  EXPECT_FALSE(a->equals(l.inputs[0], x_before));
+  auto round = ArenaLayout::from_json(l.to_json());
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->outputs[0].offset, l.outputs[0].offset);
+}
+
+}  // namespace
+}  // namespace kda::eval
