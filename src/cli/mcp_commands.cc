@@ -38,6 +38,10 @@ int run_mcp(const Args& args, Io& io) {
     io.err << "kda mcp: --task needs --workspace DIR (the solution it evaluates)\n";
     return kExitBadInput;
   }
+  if (args.value("profiles") && !args.value("task")) {
+    io.err << "kda mcp: --profiles needs --task PACK (the pack whose workloads it profiles)\n";
+    return kExitBadInput;
+  }
   std::unique_ptr<agent::ToolHost> host;
   // Standalone: the workspace file tools in front of the knowledge tools (KernelWiki, Nsight Compute),
   // and with --task kda's evaluate and ledger tools, run here, outside the agent's sandbox.
@@ -45,6 +49,7 @@ int run_mcp(const Args& args, Io& io) {
   std::unique_ptr<loop::KnowledgeTools> knowledge;
   std::unique_ptr<loop::WorkspaceSession> session;
   std::unique_ptr<loop::KdaToolHost> kda_tools;
+  std::filesystem::path profiles_root;  // --profiles: ncu_analyze and ncu_diff read its reports
   if (socket) {
     auto remote = mcp::SocketToolHost::connect(*socket);
     if (!remote.ok()) {
@@ -86,6 +91,20 @@ int run_mcp(const Args& args, Io& io) {
         return kExitBadInput;
       }
       if (*max_evals) so.max_evals = static_cast<int>(std::clamp<long long>(**max_evals, -1, 1000000));
+      if (auto profiles = args.value("profiles")) {
+        so.profiles_dir = std::filesystem::absolute(*profiles);
+        so.ncu = args.value_or("ncu", "");
+        auto max_profiles = args.integer("max-profiles");
+        if (!max_profiles.ok()) {
+          io.err << "kda mcp: " << max_profiles.status().message() << "\n";
+          return kExitBadInput;
+        }
+        if (*max_profiles) so.max_profiles = static_cast<int>(std::clamp<long long>(**max_profiles, -1, 1000));
+      } else if (args.given("max-profiles") || args.given("ncu")) {
+        io.err << "kda mcp: --max-profiles and --ncu need --profiles DIR (where the profile tool keeps its reports)\n";
+        return kExitBadInput;
+      }
+      profiles_root = so.profiles_dir;
       auto opened = loop::WorkspaceSession::open(std::move(so));
       if (!opened.ok()) {
         io.err << "kda mcp: " << opened.status().message() << "\n";
@@ -101,6 +120,7 @@ int run_mcp(const Args& args, Io& io) {
     ko.wiki_db = args.value_or("wiki-db", "");
     ko.roots.push_back(wo.workspace);
     for (const auto& r : wo.readable) ko.roots.push_back(r.is_absolute() ? r : wo.workspace / r);
+    if (!profiles_root.empty()) ko.roots.push_back(profiles_root);
     files = std::make_unique<agent::WorkspaceTools>(std::move(wo));
     knowledge = std::make_unique<loop::KnowledgeTools>(std::move(ko));
     auto composite = std::make_unique<agent::CompositeToolHost>();
@@ -161,8 +181,10 @@ std::vector<CommandSpec> mcp_commands() {
           "--readable root), for use from your own Claude Code or Codex setup. With --task PACK it also offers "
           "evaluate (kda's official evaluator on the workspace's solution, run by this process, outside the "
           "agent's sandbox, on the pack as sealed at start, fresh secret seeds, at most --max-evals calls) and "
-          "ledger (this session's evaluations, the best fully passing one as the incumbent). A --writable path "
-          "that contains the pack is refused. Claude Code: claude mcp add kda -- kda mcp --workspace DIR "
+          "ledger (this session's evaluations, the best fully passing one as the incumbent); with --profiles DIR "
+          "also profile (the workspace's solution on one dev workload under ncu, the report kept in DIR, its ranked "
+          "advice returned; at most --max-profiles calls; the profiled runner is not sandboxed, since ncu must "
+          "attach to it). A --writable path that contains the pack is refused. Claude Code: claude mcp add kda -- kda mcp --workspace DIR "
           "--writable solution.json --writable kernel.cu --task PACK; Codex: [mcp_servers.kda] command = \"kda\", "
           "args = [\"mcp\", \"--workspace\", \"DIR\", \"--task\", \"PACK\", ...] and default_tools_approval_mode = "
           "\"approve\" (codex exec cannot ask for approval) in ~/.codex/config.toml.",
@@ -180,6 +202,12 @@ std::vector<CommandSpec> mcp_commands() {
                    .default_value = "dev"},
                   {.name = "arch", .metavar = "SM", .help = "standalone with --task: CUDA architecture", .default_value = "90a"},
                   {.name = "log", .metavar = "FILE", .help = "standalone with --task: append each evaluation as a JSON line"},
+                  {.name = "profiles", .metavar = "DIR",
+                   .help = "standalone with --task: offer profile, keeping its Nsight Compute reports in DIR"},
+                  {.name = "max-profiles", .metavar = "N", .help = "standalone with --profiles: profile calls in the session",
+                   .default_value = "5"},
+                  {.name = "ncu", .metavar = "PATH",
+                   .help = "standalone with --profiles: ncu (default: ncu on PATH, else /usr/local/cuda/bin/ncu)"},
                   {.name = "wiki-db", .metavar = "PATH",
                    .help = "standalone: KernelWiki index (default: $KDA_WIKI_DIR/wiki.db, else $XDG_DATA_HOME/kda/wiki.db)"}},
       .run = run_mcp,

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "loop/fake_ncu.h"
 #include "loop/kda_tools.h"
 #include "loop/run_loop_fixture.h"
 #include "task/task_pack.h"
@@ -14,32 +15,6 @@ namespace {
 
 const stdfs::path kRmsnorm = stdfs::path(KDA_SOURCE_DIR) / "tasks/host/rmsnorm";
 const stdfs::path kSaxpy = stdfs::path(KDA_SOURCE_DIR) / "src/ncu/testdata/saxpy.ncu-rep";
-
-// A fake ncu: appends its argv (one per line, then "--") to `record`, copies `report` to its -o
-// argument and a line to its --log-file, then execs the runner command after its options.
-stdfs::path write_fake_ncu(const stdfs::path& dir, const stdfs::path& record, const stdfs::path& report) {
-  stdfs::create_directories(dir);
-  const stdfs::path script = dir / "ncu";
-  std::ofstream f(script);
-  f << "#!/bin/sh\n"
-       "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '" << record.string() << "'; done\n"
-       "echo -- >> '" << record.string() << "'\n"
-       "out=''; log=''\n"
-       "while [ $# -gt 0 ]; do\n"
-       "  case \"$1\" in\n"
-       "    -o) out=\"$2\"; shift 2 ;;\n"
-       "    --log-file) log=\"$2\"; shift 2 ;;\n"
-       "    */kda-runner) break ;;\n"
-       "    *) shift ;;\n"
-       "  esac\n"
-       "done\n"
-       "if [ -n \"$log\" ]; then echo '==PROF== fake ncu' > \"$log\"; fi\n"
-       "if [ -n \"$out\" ]; then cp '" << report.string() << "' \"$out\"; fi\n"
-       "exec \"$@\"\n";
-  f.close();
-  ::chmod(script.c_str(), 0755);
-  return script;
-}
 
 // The argv of each recorded fake-ncu invocation.
 std::vector<std::vector<std::string>> recorded_runs(const stdfs::path& record) {

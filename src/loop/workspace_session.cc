@@ -1,5 +1,6 @@
 #include "loop/workspace_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -7,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "loop/runner.h"
+#include "eval/ncu_profile.h"
 #include "task/solution.h"
+#include "util/fs.h"
 
 namespace kda::loop {
 
@@ -19,6 +22,8 @@ Result<std::unique_ptr<WorkspaceSession>> WorkspaceSession::open(WorkspaceSessio
   if (!stdfs::is_directory(options.workspace, ec))
     return Status::bad_input("--workspace " + options.workspace.string() + " is not a directory");
   if (options.max_evals < 1) return Status::bad_input(fmt::format("--max-evals must be >= 1, not {}", options.max_evals));
+  if (!options.profiles_dir.empty() && options.max_profiles < 1)
+    return Status::bad_input(fmt::format("--max-profiles must be >= 1 with --profiles, not {}", options.max_profiles));
   KDA_ASSIGN_OR_RETURN(task::TaskPack pack, task::load_task_pack(options.pack));
   KDA_ASSIGN_OR_RETURN(task::Manifest manifest, task::pack_manifest(options.pack));
   return std::unique_ptr<WorkspaceSession>(new WorkspaceSession(std::move(options), std::move(pack), std::move(manifest)));
@@ -29,7 +34,49 @@ KdaToolHost::Hooks WorkspaceSession::hooks() {
   h.evaluate = [this] { return evaluate(); };
   h.ledger = [this] { return ledger(); };
   h.rounds = false;
+  if (!options_.profiles_dir.empty()) {
+    h.profile = [this](const ProfileRequest& req) { return profile(req); };
+    h.ncu = options_.ncu;
+    h.max_profiles_per_round = options_.max_profiles;  // the session is one round
+  }
   return h;
+}
+
+// Phases: the solution and the workload -> a report path that keeps every earlier one -> ncu over
+// the runner (eval::run_ncu_profile) -> its record beside the report.
+Result<ProfileTaken> WorkspaceSession::profile(const ProfileRequest& req) {
+  auto solution = task::load_solution(options_.workspace);
+  if (!solution.ok()) return Status::bad_input("the workspace's solution does not load: " + solution.status().message());
+  const std::string uuid = !req.workload.empty() ? req.workload : pack_.dev_uuids.empty() ? "" : pack_.dev_uuids.front();
+  // workloads.jsonl only: a holdout workload is never run for the agent
+  if (std::none_of(pack_.workloads.begin(), pack_.workloads.end(), [&](const task::Workload& w) { return w.uuid == uuid; }))
+    return Status::not_found("workload '" + uuid + "' is not in the task's workloads.jsonl");
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(options_.profiles_dir));
+  std::string stem = uuid.substr(0, 8);
+  std::error_code ec;
+  for (int k = 2; stdfs::exists(options_.profiles_dir / (stem + ".ncu-rep"), ec) ||
+                  stdfs::exists(options_.profiles_dir / (stem + ".json"), ec);
+       ++k)
+    stem = uuid.substr(0, 8) + "-" + std::to_string(k);  // the same workload again: keep both, for ncu_diff
+  eval::NcuProfileOptions o;
+  o.ncu = req.ncu;
+  o.report = options_.profiles_dir / (stem + ".ncu-rep");
+  o.workload = uuid;
+  o.runner_binary = options_.runner_binary;
+  o.seed = static_cast<uint64_t>(++profiles_);
+  o.cuda_arch = options_.cuda_arch;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = eval::run_ncu_profile(pack_, *solution, o);
+  const Status st = r.ok() ? r->status : r.status();
+  json record = {{"workload", uuid},
+                 {"solution_hash", task::solution_hash(*solution)},
+                 {"report", st.ok() ? json(o.report.string()) : json(nullptr)},
+                 {"ok", st.ok()},
+                 {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+  if (!st.ok()) record["error"] = st.message();
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(options_.profiles_dir / (stem + ".json"), record.dump(2)));
+  if (!st.ok()) return st;
+  return ProfileTaken{uuid, r->report, r->report.string()};
 }
 
 // Phases: load the workspace's solution -> the official evaluation (sealed pack, fresh seed) ->

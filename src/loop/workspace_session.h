@@ -1,5 +1,6 @@
 // kda's evaluator for an agent kda does not drive: `kda mcp --workspace DIR --task PACK` gives your
-// own Claude Code or Codex kda's `evaluate` and `ledger` tools on DIR's solution. kda, not the
+// own Claude Code or Codex kda's `evaluate` and `ledger` tools on DIR's solution (and with
+// --profiles, `profile`: ncu on one workload, the report kept there, its ranked advice returned). kda, not the
 // agent, owns the evaluation: it runs in the kda mcp process (outside the agent's sandbox), on the
 // pack sealed when the session started (a changed pack file fails every later evaluation), on
 // fresh secret seeds, with the pack's baseline interleaved. The ledger lists this session's
@@ -30,6 +31,11 @@ struct WorkspaceSessionOptions {
   std::string cuda_arch = "90a";
   // Appended with one JSON line per evaluation (outside the workspace; "" = none).
   std::filesystem::path log;
+  // Where `profile` keeps its reports (<uuid8>[-k].ncu-rep and a .json record beside each); "" =
+  // no profile tool. The profiled runner is not sandboxed (ncu must attach to it).
+  std::filesystem::path profiles_dir;
+  int max_profiles = 5;  // `profile` calls in the session
+  std::string ncu;       // the ncu binary; "": ncu on PATH, else /usr/local/cuda/bin/ncu
 };
 
 class WorkspaceSession {
@@ -38,7 +44,8 @@ class WorkspaceSession {
   // directory, max_evals < 1.
   static Result<std::unique_ptr<WorkspaceSession>> open(WorkspaceSessionOptions options);
 
-  // The hooks of a KdaToolHost: evaluate and ledger (no rounds, no finish_round).
+  // The hooks of a KdaToolHost: evaluate, ledger and (with profiles_dir) profile; no rounds, no
+  // finish_round.
   KdaToolHost::Hooks hooks();
   int max_evals() const { return options_.max_evals; }
   const task::TaskPack& pack() const { return pack_; }
@@ -46,6 +53,8 @@ class WorkspaceSession {
   // One evaluation of the workspace's solution as it is now (what the `evaluate` tool calls).
   Result<agent::ToolOutcome> evaluate();
   nlohmann::json ledger() const;
+  // The workspace's solution on one workload under ncu (what the `profile` tool calls).
+  Result<ProfileTaken> profile(const ProfileRequest& req);
 
  private:
   WorkspaceSession(WorkspaceSessionOptions o, task::TaskPack p, task::Manifest m)
@@ -55,6 +64,7 @@ class WorkspaceSession {
   task::TaskPack pack_;
   task::Manifest manifest_;
   std::vector<nlohmann::json> evaluations_;  // ledger candidates, oldest first
+  int profiles_ = 0;                         // profiles taken (names the seed of each)
 };
 
 }  // namespace kda::loop

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "loop/fake_ncu.h"
+#include "task/task_pack.h"
 #include "util/fs.h"
 
 namespace kda::loop {
@@ -99,6 +101,51 @@ TEST_F(WorkspaceSessionTest, AChangedPackFailsTheEvaluation) {
   EXPECT_NE(r.status().message().find("task.toml"), std::string::npos) << r.status().message();
 }
 
+// With --profiles the session offers `profile`: the workspace's solution under ncu (a fake one that
+// runs the real runner), the report kept in the profiles directory (a second profile of the same
+// workload beside the first), its advice returned; at most max_profiles calls, a holdout or unknown
+// workload refused without using one up.
+TEST_F(WorkspaceSessionTest, ProfileKeepsReportsOutsideTheWorkspaceWithinItsBudget) {
+  auto o = options(1);
+  o.profiles_dir = dir_ / "profiles";
+  o.max_profiles = 2;
+  o.ncu = testing_fixture::write_fake_ncu(dir_ / "bin", dir_ / "ncu-argv", kSource / "src/ncu/testdata/saxpy.ncu-rep").string();
+  auto session = WorkspaceSession::open(o);
+  ASSERT_TRUE(session.ok()) << session.status().message();
+  KdaToolHost host((*session)->hooks());
+  host.begin_round((*session)->max_evals());
+  bool offered = false;
+  for (const auto& t : host.tools()) offered = offered || t.name == "profile";
+  ASSERT_TRUE(offered);
+
+  auto pack = task::load_task_pack(dir_ / "pack");
+  ASSERT_TRUE(pack.ok());
+  ASSERT_FALSE(pack->holdout.empty());
+  auto holdout = host.call("profile", {{"workload", pack->holdout.front().uuid}});
+  EXPECT_TRUE(holdout.is_error);
+  EXPECT_EQ(holdout.data["error"], "bad_arguments") << holdout.text;
+  EXPECT_NE(holdout.text.find("is not in the task's workloads.jsonl"), std::string::npos) << holdout.text;
+
+  const std::string uuid = first_dev();
+  for (int i = 1; i <= 2; ++i) {
+    auto r = host.call("profile", json::object());
+    ASSERT_FALSE(r.is_error) << r.text;
+    EXPECT_NE(r.text.find("Profiled workload " + uuid), std::string::npos) << r.text;
+    EXPECT_EQ(r.data["profiles_left"], 2 - i);
+  }
+  const std::string stem = uuid.substr(0, 8);
+  EXPECT_TRUE(stdfs::exists(dir_ / "profiles" / (stem + ".ncu-rep")));
+  EXPECT_TRUE(stdfs::exists(dir_ / "profiles" / (stem + "-2.ncu-rep")));
+  auto record = json::parse(*fs::read_file(dir_ / "profiles" / (stem + ".json")));
+  EXPECT_TRUE(record["ok"].get<bool>()) << record.dump();
+  EXPECT_EQ(record["workload"], uuid);
+  EXPECT_FALSE(stdfs::exists(dir_ / "ws" / (stem + ".ncu-rep")));  // nothing lands in the workspace
+
+  auto third = host.call("profile", json::object());
+  EXPECT_TRUE(third.is_error);
+  EXPECT_EQ(third.data["error"], "profile_limit") << third.text;
+}
+
 TEST_F(WorkspaceSessionTest, BadOptionsAreClearErrors) {
   auto o = options(0);
   auto zero = WorkspaceSession::open(o);
@@ -114,6 +161,12 @@ TEST_F(WorkspaceSessionTest, BadOptionsAreClearErrors) {
   auto no_ws = WorkspaceSession::open(o);
   ASSERT_FALSE(no_ws.ok());
   EXPECT_NE(no_ws.status().message().find("nowhere"), std::string::npos);
+  o = options(1);
+  o.profiles_dir = dir_ / "profiles";
+  o.max_profiles = 0;
+  auto no_profiles = WorkspaceSession::open(o);
+  ASSERT_FALSE(no_profiles.ok());
+  EXPECT_NE(no_profiles.status().message().find("--max-profiles"), std::string::npos) << no_profiles.status().message();
 }
 
 }  // namespace

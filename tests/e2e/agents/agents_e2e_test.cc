@@ -637,6 +637,11 @@ TEST(KdaMcp, StandaloneEvaluateJudgesTheWorkspaceAndRefusesPackWrites) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->exit.exit_code, 2);
   EXPECT_NE(b->stderr_text.find("contains the task pack"), std::string::npos) << b->stderr_text;
+  bad.argv = {kda, "mcp", "--workspace", own.root.string(), "--profiles", (own.root / "profiles").string()};
+  b = proc::run(bad);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->exit.exit_code, 2);
+  EXPECT_NE(b->stderr_text.find("--profiles needs --task PACK"), std::string::npos) << b->stderr_text;
   stdfs::remove_all(own.root);
 }
 
