@@ -186,6 +186,7 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
     if (req.debug_lineinfo) plan.compile_flags.push_back("-lineinfo");
     plan.link_flags = {"-shared", "-cudart", "shared", gencode, "-Xlinker", "-z,relro,-z,now"};
   }
+  plan.compile_flags.insert(plan.compile_flags.end(), req.extra_flags.begin(), req.extra_flags.end());
   plan.compile_flags.insert(plan.compile_flags.end(), includes.begin(), includes.end());
   for (const char* r : {"/usr/include", "/usr/lib", "/usr/lib64", "/usr/local/include"}) plan.include_roots.push_back(r);
   if (plan.language == Language::kCuda) {

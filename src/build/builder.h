@@ -43,6 +43,9 @@ struct BuildRequest {
   std::string cuda_arch = "90a";  // -gencode=arch=compute_<a>,code=sm_<a>
   std::vector<std::string> include_dirs;  // extra -I (absolute); DLPack's dir is always added
   std::vector<std::string> libraries;     // extra -l<name> the task policy allows (e.g. "cublas")
+  // Extra compile flags, appended after kda's own (part of the cache key): a solution's build.toml
+  // as eval::parse_build_options validated it (-D, -Isrc/<dir>, allowed flags). Not checked here.
+  std::vector<std::string> extra_flags;
   bool debug_lineinfo = false;  // -lineinfo (cuda) / -g (cpp), for Nsight Compute source views
   int opt_level = 3;            // -O<n>, 0..3
   bool nvtx = false;            // cuda: keep NVTX ranges (otherwise -DNVTX_DISABLE; part of the key)

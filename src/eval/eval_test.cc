@@ -586,6 +586,82 @@ TEST(Dependencies, CheckedAgainstThePolicyLinkedWhenAllowed) {
   stdfs::remove_all(*tmp);
 }
 
+// build.toml (a source of the solution): its defines, include directories inside the solution and
+// allowed flags reach the compiler; a flag off the list, a directory outside the solution or an
+// unknown field is a COMPILE_ERROR that names the file, the line and the field.
+TEST(BuildOptions, DefinesIncludeDirsAndFlagsFromBuildToml) {
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-build-options");
+  ASSERT_TRUE(tmp.ok());
+  stdfs::copy(source_dir() / "tasks/host/rmsnorm", *tmp / "pack", stdfs::copy_options::recursive);
+  auto make = [&](const std::string& name, const std::string& toml) {
+    const stdfs::path dir = *tmp / name;
+    stdfs::copy(fixture("host_rmsnorm", "fast"), dir, stdfs::copy_options::recursive);
+    stdfs::create_directories(dir / "third_party/include");
+    EXPECT_TRUE(fs::write_file_atomic(dir / "third_party/include/rms_lanes.h", "#pragma once\n#define KDA_RMS_HEADER 1\n").ok());
+    const std::string kernel = *fs::read_file(dir / "kernel.cc");
+    EXPECT_TRUE(fs::write_file_atomic(dir / "kernel.cc",
+                                      "#include \"rms_lanes.h\"\n#if !defined(KDA_RMS_HEADER) || KDA_RMS_LANES != 16\n"
+                                      "#error build.toml was not applied\n#endif\n" + kernel)
+                    .ok());
+    auto j = nlohmann::json::parse(*fs::read_file(dir / "solution.json"));
+    j["sources"].push_back({{"path", "third_party/include/rms_lanes.h"}});
+    if (!toml.empty()) {
+      j["sources"].push_back({{"path", "build.toml"}});
+      EXPECT_TRUE(fs::write_file_atomic(dir / "build.toml", toml).ok());
+    }
+    EXPECT_TRUE(fs::write_file_atomic(dir / "solution.json", j.dump(2)).ok());
+    return dir;
+  };
+  EvalOptions o = fast_options();
+  o.workloads = "dev";
+  const std::string pack = (*tmp / "pack").string();
+  const std::string good = "defines = [\"KDA_RMS_LANES=16\"]\ninclude_dirs = [\"third_party/include\"]\nflags = [\"-funroll-loops\"]\n";
+  EvalReport passed = run(pack, make("good", good), o);
+  EXPECT_TRUE(passed.all_passed) << (passed.workloads.empty() ? "" : passed.workloads[0].message);
+  auto sol = task::load_solution(*tmp / "good");
+  ASSERT_TRUE(sol.ok());
+  auto lib = build_solution(*sol, {});
+  ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
+  for (const char* flag : {" -DKDA_RMS_LANES=16", " -Isrc/third_party/include", " -funroll-loops"})
+    EXPECT_NE(lib->log.find(flag), std::string::npos) << flag << "\n" << lib->log;
+
+  EvalReport without = run(pack, make("without", ""), o);
+  ASSERT_FALSE(without.workloads.empty());
+  EXPECT_EQ(without.workloads[0].verdict, Verdict::kCompileError);
+  const std::pair<const char*, const char*> refused[] = {
+      {"flags = [\"-fplugin=/tmp/x.so\"]\n", "build.toml:1: flags: '-fplugin=/tmp/x.so' is not allowed for cpp (allowed: "},
+      {"defines = [\"A=1\"]\ninclude_dirs = [\"../pack\"]\n", "build.toml:2: include_dirs: '../pack' must be a directory inside the solution"},
+      {"include_dirs = [\"include\"]\n", "build.toml:1: include_dirs: 'include' holds none of the solution's sources"},
+      {"defines = [\"A B\"]\n", "build.toml:1: defines: 'A B' is not NAME or NAME=VALUE"},
+      {"cflags = [\"-O2\"]\n", "build.toml:1: cflags: unknown field"},
+  };
+  // CUDA: nvcc gets them too (built only: no GPU needed; skipped without nvcc).
+  {
+    auto cuda = task::load_solution(fixture("cuda_rmsnorm", "fast"));
+    ASSERT_TRUE(cuda.ok());
+    cuda->sources.push_back({"build.toml", "defines = [\"KDA_PROBE=3\"]\nflags = [\"--use_fast_math\", \"-ftz=true\"]\n"});
+    auto built = build_solution(*cuda, {});
+    if (built.ok() && built->log.find("not found") == std::string::npos) {
+      EXPECT_TRUE(built->ok) << built->log;
+      for (const char* flag : {" -DKDA_PROBE=3", " --use_fast_math", " -ftz=true"})
+        EXPECT_NE(built->log.find(flag), std::string::npos) << flag << "\n" << built->log;
+      cuda->sources.back().content = "flags = [\"-funroll-loops\"]\n";  // a C++ flag is not one of nvcc's
+      auto wrong = build_solution(*cuda, {});
+      ASSERT_TRUE(wrong.ok());
+      EXPECT_FALSE(wrong->ok);
+      EXPECT_NE(wrong->log.find("'-funroll-loops' is not allowed for cuda"), std::string::npos) << wrong->log;
+    }
+  }
+  int k = 0;
+  for (const auto& [toml, message] : refused) {
+    EvalReport r = run(pack, make("refused" + std::to_string(k++), toml), o);
+    ASSERT_FALSE(r.workloads.empty());
+    EXPECT_EQ(r.workloads[0].verdict, Verdict::kCompileError) << toml;
+    EXPECT_NE(r.workloads[0].message.find(message), std::string::npos) << r.workloads[0].message;
+  }
+  stdfs::remove_all(*tmp);
+}
+
 // A runner loads one library unless its first load named a reload root, and then only from under it.
 TEST(RunnerProtocol, FurtherLoadsOnlyFromUnderTheReloadRoot) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/gemm");
