@@ -46,6 +46,12 @@ constexpr double kCommonWordFraction = 0.08;
 // mamba held out (bench/results/wiki.md).
 constexpr double kStemBonus = 1.0;
 constexpr double kDirBonus = 0.25;
+// A chunk that defines what the query names (a symbol of two or more identifier parts, most of them
+// query words) is the definition, not one more use: its score is multiplied by 1 + kDefBonus x the
+// best such share among its symbols. Set on the same tuning sets as the file-name bonus, at 108k
+// chunks; FlashMLA, ThunderKittens and mamba held out (bench/results/wiki.md).
+constexpr double kDefBonus = 0.5;
+constexpr size_t kDefMinParts = 2;
 
 // ---- FTS5 tokenizer "kda": identifier-aware terms for documents, whitespace split for queries -------
 
@@ -442,9 +448,9 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   std::string where = im.filter_sql(req.filters, aliases_, binds);
   // Small metadata columns come before `body` in the chunks table, so the join does not read bodies.
   std::string sql = where.empty()
-      ? std::string("SELECT c.id, c.file_id, f.rank, c.kind, c.path FROM (SELECT rowid, rank FROM chunks_fts "
+      ? std::string("SELECT c.id, c.file_id, f.rank, c.kind, c.path, c.symbols FROM (SELECT rowid, rank FROM chunks_fts "
                     "WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2) AS f JOIN chunks c ON c.id = f.rowid")
-      : fmt::format("SELECT c.id, c.file_id, chunks_fts.rank, c.kind, c.path FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+      : fmt::format("SELECT c.id, c.file_id, chunks_fts.rank, c.kind, c.path, c.symbols FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
                     "WHERE chunks_fts MATCH ?1{} ORDER BY chunks_fts.rank LIMIT ?2", where);
   const std::set<std::string> query_words = [&] {
     std::set<std::string> w;
@@ -470,6 +476,17 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
     it->second = 1.0 + kStemBonus * share(identifier_parts(p.stem().string())) + kDirBonus * share(dirs);
     return it->second;
   };
+  auto definition_bonus = [&](std::string_view symbols) {
+    double best_share = 0;
+    for (const auto& sym : split_lines(symbols)) {
+      const auto parts = identifier_parts(sym);
+      if (parts.size() < kDefMinParts) continue;
+      size_t hit = 0;
+      for (const auto& part : parts) hit += query_words.contains(light_stem(part));
+      best_share = std::max(best_share, static_cast<double>(hit) / static_cast<double>(parts.size()));
+    }
+    return 1.0 + kDefBonus * best_share;
+  };
   KDA_ASSIGN_OR_RETURN(Statement q, im.db->prepare(sql));
   struct Cand {
     int64_t id, file;
@@ -488,6 +505,7 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
       double s = -q.double_at(2);
       if (q.view_at(3) == "page") s *= kPageBoost;
       s *= bonus_of(q.text_at(4));
+      s *= definition_bonus(q.view_at(5));
       got.push_back({q.int_at(0), q.int_at(1), s});
     }
     q.reset();
