@@ -5,6 +5,7 @@
 #include <set>
 #include <system_error>
 
+#include "task/build_options.h"
 #include "task/definition.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
@@ -83,6 +84,13 @@ void check_solution_context(const Solution& s, const std::string& file, const Co
     report.problems.add(file, 0, "/definition", "unknown definition '" + s.definition + "'");
   if (auto why = not_evaluable_reason(s))
     report.warnings.add(file, 0, "/spec", "valid FlashInfer-Bench, but kda eval cannot evaluate it: " + *why);
+  const bool built = s.spec.language == "cpp" || s.spec.language == "cuda";
+  if (const SourceFile* opts = built ? s.source(kBuildOptionsFile) : nullptr) {
+    std::vector<std::string> paths;
+    for (const auto& src : s.sources) paths.push_back(src.path);
+    if (auto parsed = parse_build_options(opts->content, s.spec.language, paths); !parsed.ok())
+      report.problems.add(file, 0, "/sources", "kda eval would not build it: " + parsed.status().message());
+  }
 }
 
 void validate_dataset(const stdfs::path& root, const ValidationOptions& options, ValidationReport& report) {

@@ -164,6 +164,28 @@ TEST(Validate, WarnsWhereKdaCannotEvaluateAValidSolution) {
   stdfs::remove_all(root.parent_path());
 }
 
+// A build.toml kda eval would refuse is a problem (the file, then the line and field in the message);
+// a good one is nothing to report.
+TEST(Validate, ABuildTomlKdaWouldRefuseIsAProblem) {
+  stdfs::path root = copy_of("good_dataset");
+  const stdfs::path sol = root / "solutions/elementwise/vector_add_f32/vector_add_cpp_naive.json";
+  auto base = nlohmann::json::parse(*fs::read_file(sol));
+  auto with = [&](const std::string& toml) {
+    nlohmann::json j = base;
+    j["sources"].push_back({{"path", "build.toml"}, {"content", toml}});
+    EXPECT_TRUE(fs::write_file_atomic(sol, j.dump(2)).ok());
+    return validate_paths({root});
+  };
+  ValidationReport good = with("flags = [\"-ffast-math\"]\n");
+  EXPECT_TRUE(good.valid()) << all_problems(good.problems);
+  ValidationReport bad = with("flags = [\"-include/etc/passwd\"]\n");
+  EXPECT_FALSE(bad.valid());
+  EXPECT_TRUE(names(bad.problems, sol.string(), "/sources", 0)) << all_problems(bad.problems);
+  EXPECT_NE(all_problems(bad.problems).find("build.toml:1: flags: '-include/etc/passwd' is not allowed for cpp"),
+            std::string::npos) << all_problems(bad.problems);
+  stdfs::remove_all(root.parent_path());
+}
+
 TEST(Validate, DetectsKinds) {
   EXPECT_EQ(detect_path_kind(kFixtures / "good_dataset"), PathKind::kDataset);
   EXPECT_EQ(detect_path_kind(kFixtures / "pack_vector_add"), PathKind::kTaskPack);
