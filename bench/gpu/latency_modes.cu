@@ -149,19 +149,89 @@ std::string stats(const std::vector<double>& v) {
   return buf;
 }
 
+// The variants, in the order they run (see the top).
+struct Variant {
+  const char* name;
+  bool flush, touch;
+  int gap_us;
+  int offset_64k;  // x at this many 64 KiB into the region; weight and y follow at 8 KiB steps
+  int sleep_ms = 0;
+  bool sync_after_flush = false;
+  int chain_buffer = -1;  // >= 0: the chain kernel on that buffer
+};
+const Variant kVariants[] = {{"flush", true, false, 0, 0},      {"noflush", false, false, 0, 0},
+                            {"flush+touch", true, true, 0, 0}, {"flush+gap", true, false, 200, 0},
+                            {"flush@0", true, false, 0, 0},    {"flush@15", true, false, 0, 15},
+                            {"flush@31", true, false, 0, 31},  {"flush+sleep5", true, false, 0, 0, 5},
+                            {"flush+sleep50", true, false, 0, 0, 50}, {"flush|sync", true, false, 0, 0, 0, true},
+                            {"chain8@b0", true, false, 0, 0, 0, false, 0}, {"chain8@b1", true, false, 0, 0, 0, false, 1},
+                            {"chain8@b2", true, false, 0, 0, 0, false, 2}, {"chain8@b3", true, false, 0, 0, 0, false, 3},
+                            {"chain8@b4", true, false, 0, 0, 0, false, 4}, {"chain8@b5", true, false, 0, 0, 0, false, 5},
+                            {"chain8@b6", true, false, 0, 0, 0, false, 6}, {"chain8@b7", true, false, 0, 0, 0, false, 7},
+                            {"flush", true, false, 0, 0}};
+
+using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+
+// --lib: the library's `run` on 4 buffers, then with the runner's reset and upload (see the top).
+int time_library(Entry entry, void* const* chains, void* flush, size_t flush_bytes, unsigned int* sink, cudaStream_t s,
+                 int reps) {
+  // batch 1 x hidden 4096 bf16 (0x3C3C, about 0.0115, everywhere), eps a host scalar
+  int64_t xs[2] = {1, kElems}, ws[1] = {kElems};
+  float eps = 1e-6f;
+  const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1};
+  // lib@b<k> on four buffers; then on b0 with what kda-runner does besides: `reset` calls
+  // cudaCtxResetPersistingL2Cache before the flush, `upload` copies the output slot (8 KiB and
+  // its guards) from pinned host memory before the flush, as a timed call's upload does.
+  std::vector<unsigned char> host(64 << 10, 0x5A);
+  cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
+  for (int k = 0; k < 7; ++k) {
+    const bool reset = k == 4 || k == 6, upload = k == 5 || k == 6;
+    auto* b = static_cast<unsigned char*>(chains[k < 4 ? k : 0]);
+    DLTensor in[3] = {{b, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0},
+                      {b + (8 << 10), {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
+                      {&eps, {kDLCPU, 0}, 0, f32, nullptr, nullptr, 0}};
+    DLTensor out[1] = {{b + (16 << 10), {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0}};
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    g_cupti_us.clear();
+    for (int i = 0; i < reps + 5; ++i) {
+      if (upload) cudaMemcpy(b + (16 << 10) - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice);
+      if (reset) cudaCtxResetPersistingL2Cache();
+      if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
+      cudaStreamSynchronize(s);  // as kda-runner: the flush has ended before the call
+      if (int rc = entry(in, 3, out, 1, s); rc != 0) {
+        std::fprintf(stderr, "run returned %d\n", rc);
+        return 5;
+      }
+      if (cudaDeviceSynchronize() != cudaSuccess) return 5;
+    }
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::vector<double> cu;
+    if (g_cupti_us.size() >= static_cast<size_t>(reps)) cu.assign(g_cupti_us.end() - reps, g_cupti_us.end());
+    const std::string name = k < 4 ? "lib@b" + std::to_string(k) : reset && upload ? "lib+reset+upload" : reset ? "lib+reset" : "lib+upload";
+    std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s}\n", name.c_str(), reps, stats(cu).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+bool parse_args(int argc, char** argv, int& reps, int& hold_s, const char*& lib) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--hold") == 0 && i + 1 < argc) hold_s = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
+    else return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 300, hold_s = 0;
   const char* lib = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--hold") == 0 && i + 1 < argc) hold_s = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--hold S] [--lib PATH]\n", argv[0]);
-      return 2;
-    }
+  if (!parse_args(argc, argv, reps, hold_s, lib)) {
+    std::fprintf(stderr, "usage: %s [--reps N] [--hold S] [--lib PATH]\n", argv[0]);
+    return 2;
   }
   if (cudaFree(nullptr) != cudaSuccess) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -200,7 +270,6 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(buf)),
               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(flush)), l2);
 
-  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
   Entry entry = nullptr;
   if (lib != nullptr) {
     void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
@@ -210,66 +279,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (entry != nullptr) {
-    // batch 1 x hidden 4096 bf16 (0x3C3C, about 0.0115, everywhere), eps a host scalar
-    int64_t xs[2] = {1, kElems}, ws[1] = {kElems};
-    float eps = 1e-6f;
-    const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1};
-    // lib@b<k> on four buffers; then on b0 with what kda-runner does besides: `reset` calls
-    // cudaCtxResetPersistingL2Cache before the flush, `upload` copies the output slot (8 KiB and
-    // its guards) from pinned host memory before the flush, as a timed call's upload does.
-    std::vector<unsigned char> host(64 << 10, 0x5A);
-    cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
-    for (int k = 0; k < 7; ++k) {
-      const bool reset = k == 4 || k == 6, upload = k == 5 || k == 6;
-      auto* b = static_cast<unsigned char*>(chains[k < 4 ? k : 0]);
-      DLTensor in[3] = {{b, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0},
-                        {b + (8 << 10), {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
-                        {&eps, {kDLCPU, 0}, 0, f32, nullptr, nullptr, 0}};
-      DLTensor out[1] = {{b + (16 << 10), {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0}};
-      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-      g_cupti_us.clear();
-      for (int i = 0; i < reps + 5; ++i) {
-        if (upload) cudaMemcpy(b + (16 << 10) - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice);
-        if (reset) cudaCtxResetPersistingL2Cache();
-        if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
-        cudaStreamSynchronize(s);  // as kda-runner: the flush has ended before the call
-        if (int rc = entry(in, 3, out, 1, s); rc != 0) {
-          std::fprintf(stderr, "run returned %d\n", rc);
-          return 5;
-        }
-        if (cudaDeviceSynchronize() != cudaSuccess) return 5;
-      }
-      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-      std::vector<double> cu;
-      if (g_cupti_us.size() >= static_cast<size_t>(reps)) cu.assign(g_cupti_us.end() - reps, g_cupti_us.end());
-      const std::string name = k < 4 ? "lib@b" + std::to_string(k) : reset && upload ? "lib+reset+upload" : reset ? "lib+reset" : "lib+upload";
-      std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s}\n", name.c_str(), reps, stats(cu).c_str());
-      std::fflush(stdout);
-    }
-    return 0;
-  }
+  if (entry != nullptr) return time_library(entry, chains, flush, flush_bytes, sink, s, reps);
 
-  struct Variant {
-    const char* name;
-    bool flush, touch;
-    int gap_us;
-    int offset_64k;
-    int sleep_ms = 0;
-    bool sync_after_flush = false;
-    int chain_buffer = -1;  // >= 0: the chain kernel on that buffer  // x at this many 64 KiB into the region; weight and y follow at 8 KiB steps
-  };
-  const Variant variants[] = {{"flush", true, false, 0, 0},      {"noflush", false, false, 0, 0},
-                              {"flush+touch", true, true, 0, 0}, {"flush+gap", true, false, 200, 0},
-                              {"flush@0", true, false, 0, 0},    {"flush@15", true, false, 0, 15},
-                              {"flush@31", true, false, 0, 31},  {"flush+sleep5", true, false, 0, 0, 5},
-                              {"flush+sleep50", true, false, 0, 0, 50}, {"flush|sync", true, false, 0, 0, 0, true},
-                              {"chain8@b0", true, false, 0, 0, 0, false, 0}, {"chain8@b1", true, false, 0, 0, 0, false, 1},
-                              {"chain8@b2", true, false, 0, 0, 0, false, 2}, {"chain8@b3", true, false, 0, 0, 0, false, 3},
-                              {"chain8@b4", true, false, 0, 0, 0, false, 4}, {"chain8@b5", true, false, 0, 0, 0, false, 5},
-                              {"chain8@b6", true, false, 0, 0, 0, false, 6}, {"chain8@b7", true, false, 0, 0, 0, false, 7},
-                              {"flush", true, false, 0, 0}};
-  for (const Variant& v : variants) {
+  for (const Variant& v : kVariants) {
     unsigned char* x = base + static_cast<uint64_t>(v.offset_64k) * (64 << 10);
     // weight 1 MiB + 8 KiB after x: with x near the end of a page, the weight is on the next one
     unsigned char* w = x + (v.offset_64k == 31 ? (1 << 20) : (8 << 10));

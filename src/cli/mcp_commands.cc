@@ -21,6 +21,22 @@ namespace kda::cli {
 
 namespace {
 
+// --profiles DIR, --max-profiles N and --ncu PATH of a standalone session with --task.
+Status read_profile_options(const Args& args, loop::WorkspaceSessionOptions& so) {
+  auto profiles = args.value("profiles");
+  if (!profiles) {
+    if (args.given("max-profiles") || args.given("ncu"))
+      return Status::bad_input("--max-profiles and --ncu need --profiles DIR (where the profile tool keeps its reports)");
+    return {};
+  }
+  so.profiles_dir = std::filesystem::absolute(*profiles);
+  so.ncu = args.value_or("ncu", "");
+  auto max_profiles = args.integer("max-profiles");
+  if (!max_profiles.ok()) return max_profiles.status();
+  if (*max_profiles) so.max_profiles = static_cast<int>(std::clamp<long long>(**max_profiles, -1, 1000));
+  return {};
+}
+
 int run_mcp(const Args& args, Io& io) {
   const std::string role = args.value_or("role", "writer");
   if (role != "writer" && role != "reviewer") {
@@ -91,17 +107,8 @@ int run_mcp(const Args& args, Io& io) {
         return kExitBadInput;
       }
       if (*max_evals) so.max_evals = static_cast<int>(std::clamp<long long>(**max_evals, -1, 1000000));
-      if (auto profiles = args.value("profiles")) {
-        so.profiles_dir = std::filesystem::absolute(*profiles);
-        so.ncu = args.value_or("ncu", "");
-        auto max_profiles = args.integer("max-profiles");
-        if (!max_profiles.ok()) {
-          io.err << "kda mcp: " << max_profiles.status().message() << "\n";
-          return kExitBadInput;
-        }
-        if (*max_profiles) so.max_profiles = static_cast<int>(std::clamp<long long>(**max_profiles, -1, 1000));
-      } else if (args.given("max-profiles") || args.given("ncu")) {
-        io.err << "kda mcp: --max-profiles and --ncu need --profiles DIR (where the profile tool keeps its reports)\n";
+      if (Status st = read_profile_options(args, so); !st.ok()) {
+        io.err << "kda mcp: " << st.message() << "\n";
         return kExitBadInput;
       }
       profiles_root = so.profiles_dir;

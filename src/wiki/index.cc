@@ -439,6 +439,43 @@ Result<std::string> Index::loose_expression(const QueryPlan& plan) {
   return loose.empty() ? plan.loose : loose;
 }
 
+namespace {
+
+// The multipliers of a chunk's score that come from the query's words: its file named for them
+// (kStemBonus, kDirBonus) and its own symbols made of them (kDefBonus).
+struct QueryBonus {
+  const std::set<std::string>& words;
+  std::unordered_map<std::string, double> by_path;
+
+  double share(const std::vector<std::string>& parts) const {
+    if (parts.empty()) return 0.0;
+    size_t hit = 0;
+    for (const auto& part : parts) hit += words.contains(light_stem(part));
+    return static_cast<double>(hit) / static_cast<double>(parts.size());
+  }
+  double of_path(const std::string& path) {
+    auto [it, inserted] = by_path.emplace(path, 1.0);
+    if (!inserted) return it->second;
+    const stdfs::path p(path);
+    std::vector<std::string> dirs;
+    stdfs::path parent = p.parent_path();
+    for (int i = 0; i < 2 && !parent.empty(); ++i, parent = parent.parent_path())
+      for (const auto& part : identifier_parts(parent.filename().string())) dirs.push_back(part);
+    it->second = 1.0 + kStemBonus * share(identifier_parts(p.stem().string())) + kDirBonus * share(dirs);
+    return it->second;
+  }
+  double of_symbols(std::string_view symbols) const {
+    double best = 0;
+    for (const auto& sym : split_lines(symbols)) {
+      const auto parts = identifier_parts(sym);
+      if (parts.size() >= kDefMinParts) best = std::max(best, share(parts));
+    }
+    return 1.0 + kDefBonus * best;
+  }
+};
+
+}  // namespace
+
 Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   Impl& im = *impl_;
   if (req.limit <= 0) return Status::bad_input("--limit must be positive");
@@ -458,35 +495,7 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
       if (!t.colocated) w.insert(t.text);
     return w;
   }();
-  std::unordered_map<std::string, double> path_bonus;  // by path
-  auto bonus_of = [&](const std::string& path) {
-    auto [it, inserted] = path_bonus.emplace(path, 1.0);
-    if (!inserted) return it->second;
-    const stdfs::path p(path);
-    auto share = [&](const std::vector<std::string>& parts) {
-      if (parts.empty()) return 0.0;
-      size_t hit = 0;
-      for (const auto& part : parts) hit += query_words.contains(light_stem(part));
-      return static_cast<double>(hit) / static_cast<double>(parts.size());
-    };
-    std::vector<std::string> dirs;
-    stdfs::path parent = p.parent_path();
-    for (int i = 0; i < 2 && !parent.empty(); ++i, parent = parent.parent_path())
-      for (const auto& part : identifier_parts(parent.filename().string())) dirs.push_back(part);
-    it->second = 1.0 + kStemBonus * share(identifier_parts(p.stem().string())) + kDirBonus * share(dirs);
-    return it->second;
-  };
-  auto definition_bonus = [&](std::string_view symbols) {
-    double best_share = 0;
-    for (const auto& sym : split_lines(symbols)) {
-      const auto parts = identifier_parts(sym);
-      if (parts.size() < kDefMinParts) continue;
-      size_t hit = 0;
-      for (const auto& part : parts) hit += query_words.contains(light_stem(part));
-      best_share = std::max(best_share, static_cast<double>(hit) / static_cast<double>(parts.size()));
-    }
-    return 1.0 + kDefBonus * best_share;
-  };
+  QueryBonus bonus{query_words, {}};
   KDA_ASSIGN_OR_RETURN(Statement q, im.db->prepare(sql));
   struct Cand {
     int64_t id, file;
@@ -504,8 +513,7 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
       if (!row) break;
       double s = -q.double_at(2);
       if (q.view_at(3) == "page") s *= kPageBoost;
-      s *= bonus_of(q.text_at(4));
-      s *= definition_bonus(q.view_at(5));
+      s *= bonus.of_path(q.text_at(4)) * bonus.of_symbols(q.view_at(5));
       got.push_back({q.int_at(0), q.int_at(1), s});
     }
     q.reset();
