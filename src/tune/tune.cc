@@ -192,6 +192,92 @@ nlohmann::json TuneResult::to_json() const {
           {"wall_s", wall_s}};
 }
 
+namespace {
+
+// Every configuration against every tuned workload (which ones its constraints admit), and the
+// regimes the workloads fall into.
+Result<SearchSpace> search_space(const task::TaskPack& pack, const Tunables& tunables,
+                                 const std::vector<const task::Workload*>& workloads) {
+  SearchSpace space;
+  KDA_ASSIGN_OR_RETURN(space.configs, enumerate_configs(tunables));
+  for (const auto* w : workloads) space.workloads.push_back(w->uuid);
+  for (const auto& c : space.configs) {
+    auto& list = space.applicable[c.id()];
+    for (const auto* w : workloads) {
+      std::map<std::string, int64_t> axes = pack.definition.const_axes();
+      for (const auto& [k, v] : w->axes) axes[k] = v;
+      KDA_ASSIGN_OR_RETURN(bool ok, applies_to(tunables, c, axes));
+      if (ok) list.push_back(w->uuid);
+    }
+  }
+  space.regimes = group_regimes(pack, workloads, tunables.regimes);
+  return space;
+}
+
+// The dispatcher: each regime's winner, the best single configuration as the fallback.
+Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Solution& base, const Tunables& tunables,
+                                     const SearchSpace& space, const PerfMap& pm) {
+  std::vector<Config> used;
+  auto index_of = [&](const std::string& id) {
+    for (size_t i = 0; i < used.size(); ++i)
+      if (used[i].id() == id) return i;
+    used.push_back(*find_config(space, id));
+    return used.size() - 1;
+  };
+  const size_t fallback = index_of(pm.best_single);
+  std::vector<Route> routes;
+  for (const auto& e : pm.entries) {
+    // Regimes routed to the best single configuration need no route: the fallback serves them.
+    if (e.ranked.empty() || e.regime->fallback_only || e.chosen == pm.best_single) continue;
+    routes.push_back({e.regime->name, e.regime->ranges, index_of(e.chosen)});
+  }
+  return dispatcher_solution(base, pack.definition, tunables, used, routes, fallback);
+}
+
+// The official timing of the dispatcher and the best single configuration (task.toml or the
+// caller's overrides) with the baseline interleaved, then the two head-to-head.
+Status final_timing(const task::TaskPack& pack, const TuneOptions& options, const SearchSpace& space,
+                    const task::Solution& disp, const task::Solution& single, TuneResult& result) {
+  auto say = [&](const std::string& s) {
+    if (options.progress) options.progress(s);
+  };
+  eval::EvalOptions e = options.eval;
+  e.with_baseline = pack.baseline() != nullptr;
+  e.progress = nullptr;
+  std::string list;
+  for (const auto& w : space.workloads) list += (list.empty() ? "" : ",") + w;
+  e.workloads = list;
+  say("final timing: dispatcher and best single configuration on the tuned workloads");
+  KDA_ASSIGN_OR_RETURN(auto rd, eval::evaluate(pack, disp, e));
+  KDA_ASSIGN_OR_RETURN(auto rs, eval::evaluate(pack, single, e));
+  std::vector<double> d, s, b;
+  for (const auto& w : rd.workloads) {
+    d.push_back(w.latency_ms);
+    if (w.baseline_ms > 0) b.push_back(w.baseline_ms);
+  }
+  for (const auto& w : rs.workloads) s.push_back(w.latency_ms);
+  result.dispatcher_passed = rd.all_passed;
+  result.dispatcher_geomean_ms = rd.all_passed ? geomean_of(d) : 0;
+  if (rs.all_passed) result.best_single_geomean_ms = geomean_of(s);
+  if (b.size() == rd.workloads.size()) result.baseline_geomean_ms = geomean_of(b);
+  result.final_timing = true;
+  if (!rd.all_passed) say("the dispatcher did NOT pass the final evaluation; use best_single");
+  // Head-to-head: the dispatcher timed against the best single configuration as its baseline,
+  // call by call on the same inputs (two separate evaluations differ by more than the few per cent
+  // routing wins on a noisy host).
+  if (rd.all_passed && rs.all_passed) {
+    eval::EvalOptions h = e;
+    h.with_baseline = true;
+    h.baseline = single;
+    say("final timing: dispatcher against the best single configuration, interleaved");
+    KDA_ASSIGN_OR_RETURN(auto rh, eval::evaluate(pack, disp, h));
+    if (rh.all_passed) result.dispatcher_vs_best_single = rh.score_geomean;
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir, const TuneOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto say = [&](const std::string& s) {
@@ -214,19 +300,7 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   KDA_ASSIGN_OR_RETURN(auto strategy, parse_strategy(options.strategy));
   KDA_ASSIGN_OR_RETURN(auto workloads, tuned_workloads(pack, options.eval.workloads));
 
-  SearchSpace space;
-  KDA_ASSIGN_OR_RETURN(space.configs, enumerate_configs(tunables));
-  for (const auto* w : workloads) space.workloads.push_back(w->uuid);
-  for (const auto& c : space.configs) {
-    auto& list = space.applicable[c.id()];
-    for (const auto* w : workloads) {
-      std::map<std::string, int64_t> axes = pack.definition.const_axes();
-      for (const auto& [k, v] : w->axes) axes[k] = v;
-      KDA_ASSIGN_OR_RETURN(bool ok, applies_to(tunables, c, axes));
-      if (ok) list.push_back(w->uuid);
-    }
-  }
-  space.regimes = group_regimes(pack, workloads, tunables.regimes);
+  KDA_ASSIGN_OR_RETURN(SearchSpace space, search_space(pack, tunables, workloads));
   say("regimes:\n" + regimes_table(space.regimes));
 
   KDA_RETURN_IF_ERROR(fs::ensure_dir(options.out_dir));
@@ -260,22 +334,7 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   result.best_single_dir = options.out_dir / "best_single";
   KDA_RETURN_IF_ERROR(write_solution_dir(single, result.best_single_dir));
 
-  // The dispatcher: each regime's winner, the best single configuration as the fallback.
-  std::vector<Config> used;
-  auto index_of = [&](const std::string& id) {
-    for (size_t i = 0; i < used.size(); ++i)
-      if (used[i].id() == id) return i;
-    used.push_back(*find_config(space, id));
-    return used.size() - 1;
-  };
-  const size_t fallback = index_of(pm.best_single);
-  std::vector<Route> routes;
-  for (const auto& e : pm.entries) {
-    // Regimes routed to the best single configuration need no route: the fallback serves them.
-    if (e.ranked.empty() || e.regime->fallback_only || e.chosen == pm.best_single) continue;
-    routes.push_back({e.regime->name, e.regime->ranges, index_of(e.chosen)});
-  }
-  KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_solution(base, pack.definition, tunables, used, routes, fallback));
+  KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_of(pack, base, tunables, space, pm));
   result.dispatcher_dir = options.out_dir / "dispatcher";
   KDA_RETURN_IF_ERROR(write_solution_dir(disp, result.dispatcher_dir));
   result.best_single_geomean_ms = result.best_single_screen_ms = pm.best_single_geomean_ms;
@@ -283,39 +342,7 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   result.dispatcher_passed = true;
 
   if (options.final_eval) {
-    // The official timing (task.toml or the caller's overrides) with the baseline interleaved.
-    eval::EvalOptions e = options.eval;
-    e.with_baseline = pack.baseline() != nullptr;
-    e.progress = nullptr;
-    std::string list;
-    for (const auto& w : space.workloads) list += (list.empty() ? "" : ",") + w;
-    e.workloads = list;
-    say("final timing: dispatcher and best single configuration on the tuned workloads");
-    KDA_ASSIGN_OR_RETURN(auto rd, eval::evaluate(pack, disp, e));
-    KDA_ASSIGN_OR_RETURN(auto rs, eval::evaluate(pack, single, e));
-    std::vector<double> d, s, b;
-    for (const auto& w : rd.workloads) {
-      d.push_back(w.latency_ms);
-      if (w.baseline_ms > 0) b.push_back(w.baseline_ms);
-    }
-    for (const auto& w : rs.workloads) s.push_back(w.latency_ms);
-    result.dispatcher_passed = rd.all_passed;
-    result.dispatcher_geomean_ms = rd.all_passed ? geomean_of(d) : 0;
-    if (rs.all_passed) result.best_single_geomean_ms = geomean_of(s);
-    if (b.size() == rd.workloads.size()) result.baseline_geomean_ms = geomean_of(b);
-    result.final_timing = true;
-    if (!rd.all_passed) say("the dispatcher did NOT pass the final evaluation; use best_single");
-    // Head-to-head: the dispatcher timed against the best single configuration as its baseline,
-    // call by call on the same inputs (two separate evaluations differ by more than the few per cent
-    // routing wins on a noisy host).
-    if (rd.all_passed && rs.all_passed) {
-      eval::EvalOptions h = e;
-      h.with_baseline = true;
-      h.baseline = single;
-      say("final timing: dispatcher against the best single configuration, interleaved");
-      KDA_ASSIGN_OR_RETURN(auto rh, eval::evaluate(pack, disp, h));
-      if (rh.all_passed) result.dispatcher_vs_best_single = rh.score_geomean;
-    }
+    KDA_RETURN_IF_ERROR(final_timing(pack, options, space, disp, single, result));
   }
   for (const auto& e : pm.entries) {
     if (e.ranked.empty()) continue;
