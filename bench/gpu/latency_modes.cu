@@ -49,9 +49,12 @@
 #include <thread>
 #include <vector>
 
+#include "cupti_kernels.h"
 #include "runner/device_inputs.h"
 
 namespace {
+
+using kda::bench::quantile;
 
 __device__ __forceinline__ uint64_t globaltimer() {
   uint64_t t;
@@ -117,28 +120,6 @@ __global__ void touch_pages(const unsigned char* base, uint64_t bytes, unsigned 
   if (acc == 0x12345678u) *sink = acc;
 }
 
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
-std::vector<double> g_cupti_us;
-void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, 1 << 20));
-  *size = 1 << 20;
-  *max_records = 0;
-}
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-  CUpti_Activity* rec = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-    if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-    if (k->name != nullptr && (std::strstr(k->name, "timed_") != nullptr || std::strstr(k->name, "rmsnorm") != nullptr))
-      g_cupti_us.push_back(static_cast<double>(k->end - k->start) / 1e3);
-  }
-  std::free(buffer);
-}
-
 std::string stats(const std::vector<double>& v) {
   const double p10 = quantile(v, 0.1);
   size_t slow = 0;
@@ -191,8 +172,7 @@ int time_library(Entry entry, void* const* chains, void* flush, size_t flush_byt
                       {b + (8 << 10), {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
                       {&eps, {kDLCPU, 0}, 0, f32, nullptr, nullptr, 0}};
     DLTensor out[1] = {{b + (16 << 10), {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0}};
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    g_cupti_us.clear();
+    kda::bench::clear_kernel_records();
     for (int i = 0; i < reps + 5; ++i) {
       if (upload) cudaMemcpy(b + (16 << 10) - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice);
       if (reset) cudaCtxResetPersistingL2Cache();
@@ -204,9 +184,7 @@ int time_library(Entry entry, void* const* chains, void* flush, size_t flush_byt
       }
       if (cudaDeviceSynchronize() != cudaSuccess) return 5;
     }
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    std::vector<double> cu;
-    if (g_cupti_us.size() >= static_cast<size_t>(reps)) cu.assign(g_cupti_us.end() - reps, g_cupti_us.end());
+    const std::vector<double> cu = kda::bench::last_kernel_us(static_cast<size_t>(reps));
     const std::string name = k < 4 ? "lib@b" + std::to_string(k) : reset && upload ? "lib+reset+upload" : reset ? "lib+reset" : "lib+upload";
     std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s}\n", name.c_str(), reps, stats(cu).c_str());
     std::fflush(stdout);
@@ -241,8 +219,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(hold_s));
     return 0;
   }
-  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
-      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+  if (!kda::bench::record_kernels({"timed_", "rmsnorm"})) {
     std::fprintf(stderr, "CUPTI activity API unavailable\n");
     return 3;
   }
@@ -286,8 +263,7 @@ int main(int argc, char** argv) {
     // weight 1 MiB + 8 KiB after x: with x near the end of a page, the weight is on the next one
     unsigned char* w = x + (v.offset_64k == 31 ? (1 << 20) : (8 << 10));
     unsigned char* y = w + (8 << 10);
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    g_cupti_us.clear();
+    kda::bench::clear_kernel_records();
     std::vector<double> gt, mhz;
     const int n = v.sleep_ms > 0 ? std::min(reps, 60) : reps;
     for (int i = 0; i < n + 5; ++i) {
@@ -315,9 +291,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    std::vector<double> cu;
-    if (g_cupti_us.size() >= static_cast<size_t>(n)) cu.assign(g_cupti_us.end() - n, g_cupti_us.end());
+    const std::vector<double> cu = kda::bench::last_kernel_us(static_cast<size_t>(n));
     // the clock of the slow calls (CUPTI above 1.3x its p10), joined call by call
     std::vector<double> slow_mhz;
     const double p10 = quantile(cu, 0.1);

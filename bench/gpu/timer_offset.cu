@@ -25,9 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "cupti_kernels.h"
 #include "runner/device_inputs.h"
 
 namespace {
+
+using kda::bench::quantile;
 
 __device__ __forceinline__ uint64_t globaltimer() {
   uint64_t t;
@@ -54,29 +57,6 @@ __global__ void timed_copy(const uint4* __restrict__ in, uint4* __restrict__ out
   record_span(span, start);
 }
 
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
-// Kernel durations from CUPTI records whose name contains "timed_", in completion order.
-std::vector<double> g_cupti_us;
-void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, 1 << 20));
-  *size = 1 << 20;
-  *max_records = 0;
-}
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
-  CUpti_Activity* rec = nullptr;
-  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-    if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
-    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-    if (k->name != nullptr && std::strstr(k->name, "timed_") != nullptr)
-      g_cupti_us.push_back(static_cast<double>(k->end - k->start) / 1e3);
-  }
-  std::free(buffer);
-}
-
 std::string stats(const std::vector<double>& v) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "{\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"n\": %zu}", quantile(v, 0.5),
@@ -101,8 +81,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no CUDA device\n");
     return 77;
   }
-  if (cupti && (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
-                cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS)) {
+  if (cupti && !kda::bench::record_kernels({"timed_"})) {
     std::fprintf(stderr, "CUPTI activity API unavailable\n");
     return 3;
   }
@@ -131,8 +110,7 @@ int main(int argc, char** argv) {
   const Config configs[] = {{"empty", 0}, {"copy", 256 << 10}, {"copy", 4 << 20}, {"copy", 32 << 20}, {"copy", max_copy}};
   for (const Config& c : configs) {
     std::vector<double> gt;
-    if (cupti) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    g_cupti_us.clear();
+    if (cupti) kda::bench::clear_kernel_records();
     const uint64_t n = c.bytes / sizeof(uint4);
     const int blocks = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(sms) * 4, std::max<uint64_t>(1, (n + 255) / 256)));
     for (int i = 0; i < reps + 5; ++i) {
@@ -145,11 +123,7 @@ int main(int argc, char** argv) {
       cudaMemcpy(host_span, span, sizeof host_span, cudaMemcpyDeviceToHost);
       if (i >= 5) gt.push_back(static_cast<double>(host_span[1] - host_span[0]) / 1e3);
     }
-    std::vector<double> cu;
-    if (cupti) {
-      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-      if (g_cupti_us.size() >= static_cast<size_t>(reps)) cu.assign(g_cupti_us.end() - reps, g_cupti_us.end());
-    }
+    const std::vector<double> cu = cupti ? kda::bench::last_kernel_us(static_cast<size_t>(reps)) : std::vector<double>{};
     std::printf("{\"kernel\": \"%s\", \"bytes\": %llu, \"reps\": %d, \"warmup\": 5, \"cupti_us\": %s, \"globaltimer_us\": %s}\n",
                 c.kernel, static_cast<unsigned long long>(c.bytes), reps, cupti ? stats(cu).c_str() : "null",
                 stats(gt).c_str());
