@@ -1,12 +1,14 @@
 #include "loop/kda_tools.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
 #include "eval/tool_run.h"
 #include "ncu/analyze.h"
 #include "ncu/load.h"
+#include "util/fs.h"
 
 namespace kda::loop {
 
@@ -251,6 +253,43 @@ agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
       "ncu_diff (before, after) accept this path.\n\n{}",
       taken->workload, profiles_taken_, limit, shown, ncu::to_markdown(*analysis));
   return {bounded_text(text, hooks_.max_profile_chars), false, std::move(data)};
+}
+
+Result<ProfileRun> run_profile(const task::TaskPack& pack, const task::Solution& solution, const ProfileRequest& req,
+                               const ProfileSetup& setup) {
+  ProfileRun out;
+  out.workload = !req.workload.empty() ? req.workload : pack.dev_uuids.empty() ? "" : pack.dev_uuids.front();
+  if (std::none_of(pack.workloads.begin(), pack.workloads.end(), [&](const task::Workload& w) { return w.uuid == out.workload; }))
+    return Status::not_found("workload '" + out.workload + "' is not in the task's workloads.jsonl");
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(setup.dir));
+  std::string stem = out.workload.substr(0, 8);
+  std::error_code ec;
+  if (std::filesystem::exists(setup.dir / (stem + ".ncu-rep"), ec) || std::filesystem::exists(setup.dir / (stem + ".json"), ec))
+    stem += "-" + std::to_string(req.index);  // the same workload again: keep both, for ncu_diff
+  eval::NcuProfileOptions o;
+  o.ncu = req.ncu;
+  o.report = setup.dir / (stem + ".ncu-rep");
+  o.workload = out.workload;
+  o.runner_binary = setup.runner_binary;
+  o.seed = setup.seed;
+  o.cuda_arch = setup.cuda_arch;
+  if (setup.starting) setup.starting(stem);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = eval::run_ncu_profile(pack, solution, o);
+  out.status = r.ok() ? r->status : r.status();
+  out.report = o.report;
+  if (r.ok()) out.run = *r;
+  out.record = setup.extra;
+  out.record["workload"] = out.workload;
+  out.record["solution_hash"] = task::solution_hash(solution);
+  const std::filesystem::path shown =
+      setup.record_relative_to.empty() ? o.report : o.report.lexically_relative(setup.record_relative_to);
+  out.record["report"] = out.status.ok() ? nlohmann::json(shown.generic_string()) : nlohmann::json(nullptr);
+  out.record["ok"] = out.status.ok();
+  out.record["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!out.status.ok()) out.record["error"] = out.status.message();
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(setup.dir / (stem + ".json"), out.record.dump(2)));
+  return out;
 }
 
 }  // namespace kda::loop

@@ -16,6 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/tool.h"
+#include "eval/ncu_profile.h"
+#include "task/solution.h"
+#include "task/task_pack.h"
 #include "util/status.h"
 
 namespace kda::loop {
@@ -43,6 +46,30 @@ struct ProfileRequest {
 };
 
 // What the hook made: the report (an existing .ncu-rep) and how the model should name it.
+// One run of the `profile` tool's hook, as the loop and `kda mcp --workspace --task` both take it:
+// the workload (the request's, default the first dev one; workloads.jsonl only, never the holdout),
+// the report at dir/<uuid8>.ncu-rep (-<index> added when that name is taken, so ncu_diff has both),
+// and the record kept beside it as <stem>.json, which `extra` fields join.
+struct ProfileRun {
+  std::string workload;
+  std::filesystem::path report;  // absolute, in dir
+  nlohmann::json record;         // workload, solution_hash, report (or null), ok, wall_s, error
+  Status status;                 // the ncu run's
+  eval::NcuProfileRun run;       // when status is ok
+};
+struct ProfileSetup {
+  std::filesystem::path dir;  // where the report and its record go
+  std::filesystem::path runner_binary;
+  uint64_t seed = 1;
+  std::string cuda_arch = "90a";
+  nlohmann::json extra = nlohmann::json::object();  // fields the record starts with
+  std::filesystem::path record_relative_to;  // the record names the report relative to this ("": absolute)
+  std::function<void(const std::string& stem)> starting;  // told the report's name before ncu runs
+};
+// Errors: an unknown or holdout workload (kNotFound), a directory that cannot be written.
+Result<ProfileRun> run_profile(const task::TaskPack& pack, const task::Solution& solution, const ProfileRequest& req,
+                               const ProfileSetup& setup);
+
 struct ProfileTaken {
   std::string workload;        // the uuid profiled
   std::filesystem::path report;

@@ -426,38 +426,19 @@ Result<agent::ToolOutcome> Runner::tool_evaluate() {
 Result<ProfileTaken> Runner::tool_profile(const ProfileRequest& req) {
   auto s = task::load_solution(dir_ / "workspace");
   if (!s.ok()) return Status::bad_input("the workspace solution does not load: " + s.status().message());
-  const std::string uuid = !req.workload.empty() ? req.workload : pack_->dev_uuids.empty() ? "" : pack_->dev_uuids.front();
-  if (std::none_of(pack_->workloads.begin(), pack_->workloads.end(), [&](const task::Workload& w) { return w.uuid == uuid; }))
-    return Status::not_found("workload '" + uuid + "' is not in the task's workloads.jsonl");
-  const std::string rel_dir = round_dir_rel() + "/profiles";
-  std::string stem = uuid.substr(0, 8);
-  std::error_code ec;
-  if (stdfs::exists(dir_ / rel_dir / (stem + ".ncu-rep"), ec) || stdfs::exists(dir_ / rel_dir / (stem + ".json"), ec))
-    stem += "-" + std::to_string(req.index);  // the same workload again: keep both, for ncu_diff
-  const std::string rel = rel_dir + "/" + stem + ".ncu-rep";
-
-  eval::NcuProfileOptions o;
-  o.ncu = req.ncu;
-  o.report = dir_ / rel;
-  o.workload = uuid;
-  o.runner_binary = env_.runner_binary;
-  o.seed = static_cast<uint64_t>(state_.round) * 100 + static_cast<uint64_t>(req.index);
-  o.cuda_arch = state_.options.cuda_arch;
-  status_line("profiling (writer profile tool, " + stem + ")");
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = eval::run_ncu_profile(*pack_, *s, o);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  state_.eval_s += wall;
-  const Status st = r.ok() ? r->status : r.status();
-  json record = {{"round", state_.round}, {"index", req.index}, {"workload", uuid},
-                 {"solution_hash", task::solution_hash(*s)}, {"report", st.ok() ? json(rel) : json(nullptr)},
-                 {"ok", st.ok()}, {"wall_s", wall}};
-  if (!st.ok()) record["error"] = st.message();
-  KDA_RETURN_IF_ERROR(log("profile", "verifier", record));
-  KDA_RETURN_IF_ERROR(fs::ensure_dir(dir_ / rel_dir));
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / rel_dir / (stem + ".json"), record.dump(2)));
-  if (!st.ok()) return st;
-  return ProfileTaken{uuid, r->report, r->report.string()};
+  ProfileSetup setup;
+  setup.dir = dir_ / round_dir_rel() / "profiles";
+  setup.runner_binary = env_.runner_binary;
+  setup.seed = static_cast<uint64_t>(state_.round) * 100 + static_cast<uint64_t>(req.index);
+  setup.cuda_arch = state_.options.cuda_arch;
+  setup.extra = {{"round", state_.round}, {"index", req.index}};
+  setup.record_relative_to = dir_;
+  setup.starting = [this](const std::string& stem) { status_line("profiling (writer profile tool, " + stem + ")"); };
+  KDA_ASSIGN_OR_RETURN(ProfileRun run, run_profile(*pack_, *s, req, setup));
+  state_.eval_s += run.record["wall_s"].get<double>();
+  KDA_RETURN_IF_ERROR(log("profile", "verifier", run.record));
+  if (!run.status.ok()) return run.status;
+  return ProfileTaken{run.workload, run.run.report, run.run.report.string()};
 }
 
 // The round's profile records (profiles/*.json), in the order they were taken.

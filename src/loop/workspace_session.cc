@@ -42,41 +42,18 @@ KdaToolHost::Hooks WorkspaceSession::hooks() {
   return h;
 }
 
-// Phases: the solution and the workload -> a report path that keeps every earlier one -> ncu over
-// the runner (eval::run_ncu_profile) -> its record beside the report.
+// The workspace's solution under ncu (run_profile), the report and its record in profiles_dir.
 Result<ProfileTaken> WorkspaceSession::profile(const ProfileRequest& req) {
   auto solution = task::load_solution(options_.workspace);
   if (!solution.ok()) return Status::bad_input("the workspace's solution does not load: " + solution.status().message());
-  const std::string uuid = !req.workload.empty() ? req.workload : pack_.dev_uuids.empty() ? "" : pack_.dev_uuids.front();
-  // workloads.jsonl only: a holdout workload is never run for the agent
-  if (std::none_of(pack_.workloads.begin(), pack_.workloads.end(), [&](const task::Workload& w) { return w.uuid == uuid; }))
-    return Status::not_found("workload '" + uuid + "' is not in the task's workloads.jsonl");
-  KDA_RETURN_IF_ERROR(fs::ensure_dir(options_.profiles_dir));
-  std::string stem = uuid.substr(0, 8);
-  std::error_code ec;
-  for (int k = 2; stdfs::exists(options_.profiles_dir / (stem + ".ncu-rep"), ec) ||
-                  stdfs::exists(options_.profiles_dir / (stem + ".json"), ec);
-       ++k)
-    stem = uuid.substr(0, 8) + "-" + std::to_string(k);  // the same workload again: keep both, for ncu_diff
-  eval::NcuProfileOptions o;
-  o.ncu = req.ncu;
-  o.report = options_.profiles_dir / (stem + ".ncu-rep");
-  o.workload = uuid;
-  o.runner_binary = options_.runner_binary;
-  o.seed = static_cast<uint64_t>(++profiles_);
-  o.cuda_arch = options_.cuda_arch;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = eval::run_ncu_profile(pack_, *solution, o);
-  const Status st = r.ok() ? r->status : r.status();
-  json record = {{"workload", uuid},
-                 {"solution_hash", task::solution_hash(*solution)},
-                 {"report", st.ok() ? json(o.report.string()) : json(nullptr)},
-                 {"ok", st.ok()},
-                 {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
-  if (!st.ok()) record["error"] = st.message();
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(options_.profiles_dir / (stem + ".json"), record.dump(2)));
-  if (!st.ok()) return st;
-  return ProfileTaken{uuid, r->report, r->report.string()};
+  ProfileSetup setup;
+  setup.dir = options_.profiles_dir;
+  setup.runner_binary = options_.runner_binary;
+  setup.seed = static_cast<uint64_t>(req.index);
+  setup.cuda_arch = options_.cuda_arch;
+  KDA_ASSIGN_OR_RETURN(ProfileRun run, run_profile(pack_, *solution, req, setup));
+  if (!run.status.ok()) return run.status;
+  return ProfileTaken{run.workload, run.run.report, run.run.report.string()};
 }
 
 // Phases: load the workspace's solution -> the official evaluation (sealed pack, fresh seed) ->

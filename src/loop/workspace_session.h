@@ -64,7 +64,6 @@ class WorkspaceSession {
   task::TaskPack pack_;
   task::Manifest manifest_;
   std::vector<nlohmann::json> evaluations_;  // ledger candidates, oldest first
-  int profiles_ = 0;                         // profiles taken (names the seed of each)
 };
 
 }  // namespace kda::loop
