@@ -153,6 +153,7 @@ class CudaBackend final : public Backend {
     cudaEventCreate(&start_);
     cudaEventCreate(&stop_);
     cudaEventCreateWithFlags(&harness_done_, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&call_done_, cudaEventDisableTiming);
     int l2 = 0;
     cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
     flush_bytes_ = 2 * static_cast<size_t>(std::max(l2, 1 << 20));
@@ -271,7 +272,10 @@ class CudaBackend final : public Backend {
     if (req.upload) {
       uint64_t from = std::min(req.upload_from, mirror_bytes_);
       if (prepared_) from = std::max(from, outputs_begin_);  // device-generated inputs are never overwritten
-      if (cudaError_t e = cudaMemcpy(mirror_ + from, arena_->data() + from, mirror_bytes_ - from, cudaMemcpyHostToDevice);
+      // On the harness stream, waited for by polling with the rest (a synchronous copy sleeps under
+      // cudaDeviceScheduleBlockingSync; see the call's synchronisation below).
+      if (cudaError_t e = cudaMemcpyAsync(mirror_ + from, arena_->data() + from, mirror_bytes_ - from,
+                                          cudaMemcpyHostToDevice, stream_);
           e != cudaSuccess)
         return fail(r, "upload: " + cuda_error(e));
     }
@@ -304,10 +308,16 @@ class CudaBackend final : public Backend {
     cudaEventRecord(start_, stream_);
     std::string entry_error;
     const bool entry_ok = call_entry(stream_, &r.rc, &entry_error);
+    const int64_t cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);  // the candidate's host work: its entry point alone
     // Driver functions the call asked for by name and was refused (entry_point_guard.h).
     if (auto refused = take_refused_entry_points(); !refused.empty()) r.extra["driver_entry_points_refused"] = refused;
-    cudaError_t sync = cudaDeviceSynchronize();  // device-wide: work on side streams is waited for
-    const int64_t cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    // The call's work on the harness stream is polled for, then the device-wide synchronisation waits
+    // for side streams. Asleep in a blocking synchronisation while the call ran, the runner read a
+    // 2.6 us rmsnorm kernel at 3.3-4.2 us in some processes and not in others; polled, every process
+    // read it alike (bench/gpu/call_spread.sh, H200 runs 52-57).
+    cudaError_t sync = cudaEventRecord(call_done_, stream_);
+    if (sync == cudaSuccess) sync = spin_wait(call_done_);
+    if (sync == cudaSuccess) sync = cudaDeviceSynchronize();  // device-wide: work on side streams is waited for
     if (req.profile_range) cudaProfilerStop();
     cudaEventRecord(stop_, stream_);
     spin_wait(stop_);  // recorded after the device-wide synchronisation: done within microseconds
@@ -557,7 +567,7 @@ class CudaBackend final : public Backend {
   }
 
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr, harness_done_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr, harness_done_ = nullptr, call_done_ = nullptr;
   void* flush_buf_ = nullptr;
   size_t flush_bytes_ = 0;
   unsigned int* flush_sink_ = nullptr;
