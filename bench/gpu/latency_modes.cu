@@ -27,10 +27,17 @@
 //                    allocation (k = 0..7): if the medians differ between buffers of one process,
 //                    where the data lands in physical memory moves the latency
 // `--lib PATH` times instead a CUDA rmsnorm solution's library (its `run` entry, kda's C ABI) at
-// batch 1, hidden 4096, in the same harness: variants lib@b<k> on 4 buffers of their own
-// allocation, then on the first with the runner's cudaCtxResetPersistingL2Cache, its upload of the
-// output slot, or both, before the flush. Against kda eval of the same library this separates the kernel from what a kda eval
-// process does around it.
+// batch 1, hidden 4096, in the same harness: lib@b<k> on 4 buffers of their own allocation; on the
+// first with what kda-runner does around a call (lib+reset: cudaCtxResetPersistingL2Cache; +upload:
+// the output slot copied from pinned memory; +poison: a block copied and tiled over the output);
+// lib|kda-waits: the flush waited for by polling, the call by a synchronisation (kda-runner until
+// run 55); lib|polled: both polled, then the device-wide synchronisation (kda-runner since); and
+// polled with the runner's work before the flush (its upload synchronous, or on the stream);
+// lib@kda: x, weight and y at kda's arena offsets; +random: random bf16 data; lib@pad<k>: a fresh
+// 2 MiB buffer after a pad of k x 389 MiB (pads kept: each lands further in physical memory).
+// `--blocking` (cudaDeviceScheduleBlockingSync) and `--cupti-all` (memcpy and memset records too)
+// set up the process as kda-runner does. Against kda eval of the same library this separates the
+// kernel from what a kda eval process does around it.
 // `--hold S` only creates a context and sleeps S seconds: run one beside the bench to see whether
 // another process's idle context moves the numbers (kda eval keeps a reference runner alive).
 // Several processes in a row show whether the share changes per process (run it a few times).
@@ -153,47 +160,143 @@ const Variant kVariants[] = {{"flush", true, false, 0, 0},      {"noflush", fals
 
 using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
 
-// --lib: the library's `run` on 4 buffers, then with the runner's reset and upload (see the top).
+// --lib variants: where the row lives and what is done before each call's flush.
+struct LibVariant {
+  std::string name;
+  int buffer = 0;           // chains[buffer]; -1: a fresh 2 MiB allocation after a pad (pad_mib)
+  bool kda_layout = false;  // x, weight and y at kda's arena offsets (4096, 20480, 45120), not 0, 8 and 16 KiB
+  bool random = false;      // x and weight random bf16 values instead of 0x3C3C everywhere
+  bool reset = false, upload = false, poison = false;
+  bool async_upload = false;  // the upload on the stream (cudaMemcpyAsync), not a synchronous cudaMemcpy
+  int pad_mib = 0;
+  // How the host waits for the flush and for the call: both with the runtime's synchronisations
+  // (which sleep under --blocking), as kda-runner did until run 55 (the flush polled, the call
+  // synchronised), or both polled (cudaEventQuery) before the device-wide synchronisation.
+  enum class Wait { kSync, kKda, kPolled } wait = Wait::kSync;
+};
+
+std::vector<LibVariant> lib_variants() {
+  std::vector<LibVariant> v;
+  for (int k = 0; k < 4; ++k) v.push_back({.name = "lib@b" + std::to_string(k), .buffer = k});
+  v.push_back({.name = "lib+reset", .reset = true});
+  v.push_back({.name = "lib+upload", .upload = true});
+  v.push_back({.name = "lib+poison", .poison = true});
+  v.push_back({.name = "lib+reset+upload+poison", .reset = true, .upload = true, .poison = true});
+  v.push_back({.name = "lib|kda-waits", .wait = LibVariant::Wait::kKda});
+  v.push_back({.name = "lib|polled", .wait = LibVariant::Wait::kPolled});
+  v.push_back({.name = "lib+upload|polled", .upload = true, .wait = LibVariant::Wait::kPolled});
+  v.push_back({.name = "lib+reset+upload+poison|polled", .reset = true, .upload = true, .poison = true,
+               .wait = LibVariant::Wait::kPolled});
+  v.push_back({.name = "lib+async-upload|polled", .upload = true, .async_upload = true, .wait = LibVariant::Wait::kPolled});
+  v.push_back({.name = "lib@kda", .kda_layout = true});
+  v.push_back({.name = "lib@kda+random", .kda_layout = true, .random = true});
+  v.push_back({.name = "lib@kda+random+all", .kda_layout = true, .random = true, .reset = true, .upload = true, .poison = true});
+  for (int k = 1; k <= 6; ++k) v.push_back({.name = "lib@pad" + std::to_string(k), .buffer = -1, .pad_mib = 1 + 389 * k});
+  return v;
+}
+
+// Random bf16 values, about N(0, 1) (sum of uniforms), from a fixed seed.
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
+  std::vector<uint16_t> out(n);
+  for (auto& o : out) {
+    float f = -2.0f;
+    for (int i = 0; i < 4; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      f += static_cast<float>(seed >> 8) / 16777216.0f;
+    }
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    o = static_cast<uint16_t>(bits >> 16);
+  }
+  return out;
+}
+
+// --lib: the library's `run` at batch 1 x hidden 4096 in each of lib_variants() (see the top).
 int time_library(Entry entry, void* const* chains, void* flush, size_t flush_bytes, unsigned int* sink, cudaStream_t s,
                  int reps) {
-  // batch 1 x hidden 4096 bf16 (0x3C3C, about 0.0115, everywhere), eps a host scalar
   int64_t xs[2] = {1, kElems}, ws[1] = {kElems};
   float eps = 1e-6f;
   const DLDataType bf16{kDLBfloat, 16, 1}, f32{kDLFloat, 32, 1};
-  // lib@b<k> on four buffers; then on b0 with what kda-runner does besides: `reset` calls
-  // cudaCtxResetPersistingL2Cache before the flush, `upload` copies the output slot (8 KiB and
-  // its guards) from pinned host memory before the flush, as a timed call's upload does.
+  // `upload` copies the output slot (8 KiB and its guards) from pinned host memory, as a timed
+  // call's upload does; `poison` copies a 64 KiB block to the device and tiles it over the output,
+  // as poison_on_device does; `reset` calls cudaCtxResetPersistingL2Cache.
   std::vector<unsigned char> host(64 << 10, 0x5A);
   cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
-  for (int k = 0; k < 7; ++k) {
-    const bool reset = k == 4 || k == 6, upload = k == 5 || k == 6;
-    auto* b = static_cast<unsigned char*>(chains[k < 4 ? k : 0]);
-    DLTensor in[3] = {{b, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0},
-                      {b + (8 << 10), {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
+  void* block = nullptr;
+  if (cudaMalloc(&block, 64 << 10) != cudaSuccess) return 4;
+  cudaEvent_t ev;
+  cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  auto poll = [&] {
+    cudaEventRecord(ev, s);
+    while (cudaEventQuery(ev) == cudaErrorNotReady) {
+    }
+  };
+  std::vector<void*> held;  // pads and fresh buffers, freed at the end (pads stay: each pushes the next further)
+  for (const LibVariant& v : lib_variants()) {
+    auto* b = static_cast<unsigned char*>(v.buffer >= 0 ? chains[v.buffer] : nullptr);
+    if (v.buffer < 0) {
+      void *pad = nullptr, *fresh = nullptr;
+      if (cudaMalloc(&pad, size_t{1} * v.pad_mib << 20) != cudaSuccess || cudaMalloc(&fresh, 2 << 20) != cudaSuccess) return 4;
+      cudaMemset(fresh, 0x3C, 2 << 20);
+      held.push_back(pad);
+      held.push_back(fresh);
+      b = static_cast<unsigned char*>(fresh);
+    }
+    const size_t x_at = v.kda_layout ? 4096 : 0, w_at = v.kda_layout ? 20480 : 8 << 10, y_at = v.kda_layout ? 45120 : 16 << 10;
+    if (v.random) {
+      const auto xv = random_bf16(kElems, 1), wv = random_bf16(kElems, 2);
+      cudaMemcpy(b + x_at, xv.data(), kElems * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(b + w_at, wv.data(), kElems * 2, cudaMemcpyHostToDevice);
+    } else {
+      cudaMemset(b + x_at, 0x3C, kElems * 2);
+      cudaMemset(b + w_at, 0x3C, kElems * 2);
+    }
+    DLTensor in[3] = {{b + x_at, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0},
+                      {b + w_at, {kDLCUDA, 0}, 1, bf16, ws, nullptr, 0},
                       {&eps, {kDLCPU, 0}, 0, f32, nullptr, nullptr, 0}};
-    DLTensor out[1] = {{b + (16 << 10), {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0}};
+    DLTensor out[1] = {{b + y_at, {kDLCUDA, 0}, 2, bf16, xs, nullptr, 0}};
     kda::bench::clear_kernel_records();
     for (int i = 0; i < reps + 5; ++i) {
-      if (upload) cudaMemcpy(b + (16 << 10) - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice);
-      if (reset) cudaCtxResetPersistingL2Cache();
+      if (v.upload && v.async_upload)
+        cudaMemcpyAsync(b + y_at - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice, s);
+      else if (v.upload)
+        cudaMemcpy(b + y_at - 4096, host.data(), (8 << 10) + 8192, cudaMemcpyHostToDevice);
+      if (v.poison) {
+        cudaMemcpyAsync(block, host.data(), 64 << 10, cudaMemcpyHostToDevice, s);
+        kda::runner::tile_on_device(b + y_at, 8 << 10, block, 64 << 10, s);
+      }
+      if (v.reset) cudaCtxResetPersistingL2Cache();
       if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
-      cudaStreamSynchronize(s);  // as kda-runner: the flush has ended before the call
+      // as kda-runner: the flush has ended before the call
+      if (v.wait == LibVariant::Wait::kSync) cudaStreamSynchronize(s);
+      else poll();
       if (int rc = entry(in, 3, out, 1, s); rc != 0) {
         std::fprintf(stderr, "run returned %d\n", rc);
         return 5;
       }
+      if (v.wait == LibVariant::Wait::kPolled) poll();
       if (cudaDeviceSynchronize() != cudaSuccess) return 5;
     }
     const std::vector<double> cu = kda::bench::last_kernel_us(static_cast<size_t>(reps));
-    const std::string name = k < 4 ? "lib@b" + std::to_string(k) : reset && upload ? "lib+reset+upload" : reset ? "lib+reset" : "lib+upload";
-    std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s}\n", name.c_str(), reps, stats(cu).c_str());
+    std::printf("{\"variant\": \"%s\", \"buffer\": \"0x%llx\", \"reps\": %d, \"cupti_us\": %s}\n", v.name.c_str(),
+                static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(b)), reps, stats(cu).c_str());
     std::fflush(stdout);
   }
+  for (void* p : held) cudaFree(p);
+  cudaEventDestroy(ev);
+  cudaFree(block);
   return 0;
 }
 
-bool parse_args(int argc, char** argv, int& reps, int& hold_s, const char*& lib) {
+struct Flags {
+  bool blocking = false;   // --blocking: cudaDeviceScheduleBlockingSync, as kda-runner sets
+  bool cupti_all = false;  // --cupti-all: memcpy and memset activity records too, as kda-runner enables
+};
+
+bool parse_args(int argc, char** argv, int& reps, int& hold_s, const char*& lib, Flags& flags) {
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--blocking") == 0) { flags.blocking = true; continue; }
+    if (std::strcmp(argv[i], "--cupti-all") == 0) { flags.cupti_all = true; continue; }
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--hold") == 0 && i + 1 < argc) hold_s = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
@@ -207,10 +310,12 @@ bool parse_args(int argc, char** argv, int& reps, int& hold_s, const char*& lib)
 int main(int argc, char** argv) {
   int reps = 300, hold_s = 0;
   const char* lib = nullptr;
-  if (!parse_args(argc, argv, reps, hold_s, lib)) {
-    std::fprintf(stderr, "usage: %s [--reps N] [--hold S] [--lib PATH]\n", argv[0]);
+  Flags flags;
+  if (!parse_args(argc, argv, reps, hold_s, lib, flags)) {
+    std::fprintf(stderr, "usage: %s [--reps N] [--hold S] [--lib PATH [--blocking] [--cupti-all]]\n", argv[0]);
     return 2;
   }
+  if (flags.blocking) cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
   if (cudaFree(nullptr) != cudaSuccess) {
     std::fprintf(stderr, "no CUDA device\n");
     return 77;
@@ -223,6 +328,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "CUPTI activity API unavailable\n");
     return 3;
   }
+  if (flags.cupti_all && (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
+                          cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS))
+    return 3;
   cudaStream_t s;
   cudaStreamCreate(&s);
   int l2 = 0;
