@@ -1,15 +1,18 @@
 // Tunable softmax for cuda_softmax_f32 (kda tune, tunables.toml). Two paths, both correct on every
 // shape:
-//   cached:    a row that fits in the row's registers (cols <= THREADS / ROWS * CACHE * VEC) is read
+//   cached:    a row that fits in the row's registers (cols / VEC <= THREADS / ROWS * CACHE) is read
 //              once, kept in registers for the max, the sum of exp and the write: one read and one
 //              write of the row, the memory floor.
 //   streaming: longer rows, or CACHE = 0: one online pass keeps a running (max, sum of exp) per
 //              thread, rescaled once per VEC-wide load (not per element), merged across the row's
-//              threads; a second pass writes (the row's second read mostly hits L2).
+//              threads, UNROLL loads in flight per thread; a second pass writes (the row's second
+//              read mostly hits L2).
 //   THREADS: threads per block.
 //   ROWS:    rows per block; each row gets THREADS / ROWS threads (a multiple of a warp).
-//   VEC:     floats per load and store (1 or 4; the float4 path needs cols % 4 == 0 and aligned rows).
+//   VEC:     floats per load and store (1 or 4; the float4 path takes any cols: each row's unaligned
+//            head and tail floats are loaded one by one).
 //   CACHE:   VEC-wide loads per thread kept in registers by the cached path (0: streaming only).
+//   UNROLL:  VEC-wide loads each thread of the streaming path issues before it uses them.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
 #include <math.h>
@@ -27,12 +30,16 @@
 #ifndef CACHE
 #define CACHE 0
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 
 namespace {
 
 static_assert(THREADS % (32 * ROWS) == 0, "each row needs whole warps");
 static_assert(VEC == 1 || VEC == 4, "VEC is 1 or 4");
 static_assert(CACHE >= 0 && CACHE <= 32, "CACHE is 0..32 loads per thread");
+static_assert(UNROLL >= 1 && UNROLL <= 8, "UNROLL is 1..8 loads in flight");
 
 bool is_f32_cuda(const DLTensor& t) {
   return t.device.device_type == kDLCUDA && t.dtype.code == kDLFloat && t.dtype.bits == 32 && t.dtype.lanes == 1;
@@ -104,21 +111,61 @@ __device__ __forceinline__ float row_reduce(float v, float* part, int group) {
   return r;
 }
 
+// A row as a scalar head up to its first 16-byte boundary, `body` units of W floats (float4s on the
+// vector path) and a scalar tail; head and tail are at most 3 floats each and belong to the row's
+// threads 0..2, so the vector path serves every cols and every row's alignment (x and y share
+// their phase modulo 16 bytes, which run() checks). The scalar path is all body.
+struct RowSpan {
+  int head;
+  int64_t body;
+  int tail;
+};
+
 template <bool kVector>
-__device__ __forceinline__ void load(const float* xr, int64_t c, int64_t cols, float* v) {
+__device__ __forceinline__ RowSpan split_row(const float* xr, int64_t cols) {
+  if (!kVector) return {0, cols, 0};
+  const int misaligned = static_cast<int>((reinterpret_cast<uintptr_t>(xr) / sizeof(float)) & 3);
+  const int head = static_cast<int>(cols < ((4 - misaligned) & 3) ? cols : ((4 - misaligned) & 3));
+  const int64_t body = (cols - head) / 4;
+  return {head, body, static_cast<int>(cols - head - body * 4)};
+}
+
+// Unit b of the row's body into v[0..W), or -inf when b is past it.
+template <bool kVector>
+__device__ __forceinline__ void load_unit(const float* xr, const RowSpan& sp, int64_t b, float* v) {
   if (kVector) {
-    if (c < cols) {
-      const float4 q = *reinterpret_cast<const float4*>(xr + c);
+    if (b < sp.body) {
+      const float4 q = *reinterpret_cast<const float4*>(xr + sp.head + b * 4);
       v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else {
       v[0] = v[1] = v[2] = v[3] = -INFINITY;
     }
   } else {
-    v[0] = c < cols ? xr[c] : -INFINITY;
+    v[0] = b < sp.body ? xr[b] : -INFINITY;
   }
 }
 
-// The cached path: kCache loads of W floats per thread, the row held in registers.
+template <bool kVector>
+__device__ __forceinline__ void store_unit(float* yr, const RowSpan& sp, int64_t b, const float* v) {
+  if (kVector)
+    *reinterpret_cast<float4*>(yr + sp.head + b * 4) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    yr[b] = v[0];
+}
+
+// The head and tail floats thread t owns (e[0]: head, e[1]: tail), and where they are in the row.
+__device__ __forceinline__ void load_edges(const float* xr, const RowSpan& sp, int t, float* e) {
+  e[0] = t < sp.head ? xr[t] : -INFINITY;
+  e[1] = t < sp.tail ? xr[sp.head + sp.body * 4 + t] : -INFINITY;
+}
+
+__device__ __forceinline__ void store_edges(float* yr, const RowSpan& sp, int t, const float* e) {
+  if (t < sp.head) yr[t] = e[0];
+  if (t < sp.tail) yr[sp.head + sp.body * 4 + t] = e[1];
+}
+
+// The cached path: kCache units of W floats per thread (plus its head and tail floats), the row
+// held in registers.
 template <bool kVector, int kCache>
 __global__ void __launch_bounds__(THREADS) softmax_cached(const float* __restrict__ x, float* __restrict__ y,
                                                           int64_t rows, int64_t cols) {
@@ -129,15 +176,14 @@ __global__ void __launch_bounds__(THREADS) softmax_cached(const float* __restric
   const int64_t row = static_cast<int64_t>(blockIdx.x) * ROWS + group;
   const bool live = row < rows;  // a dead row's threads still join the block's barriers
   const float* xr = x + (live ? row : 0) * cols;
-  float v[kCache * W];
-  float m = -INFINITY;
+  const RowSpan sp = live ? split_row<kVector>(xr, cols) : RowSpan{0, 0, 0};
+  float v[kCache * W], e[2];
 #pragma unroll
-  for (int i = 0; i < kCache; ++i) {
-    const int64_t c = (static_cast<int64_t>(i) * kThreadsPerRow + t) * W;
-    load<kVector>(xr, live ? c : cols, cols, v + i * W);
+  for (int i = 0; i < kCache; ++i) load_unit<kVector>(xr, sp, static_cast<int64_t>(i) * kThreadsPerRow + t, v + i * W);
+  load_edges(xr, sp, t, e);
+  float m = fmaxf(e[0], e[1]);
 #pragma unroll
-    for (int j = 0; j < W; ++j) m = fmaxf(m, v[i * W + j]);
-  }
+  for (int i = 0; i < kCache * W; ++i) m = fmaxf(m, v[i]);
   m = row_reduce<true>(m, part, group);
   float s = 0.0f;
 #pragma unroll
@@ -145,39 +191,53 @@ __global__ void __launch_bounds__(THREADS) softmax_cached(const float* __restric
     v[i] = fast_exp(v[i] - m);  // padding is -inf: exp gives 0
     s += v[i];
   }
-  s = row_reduce<false>(s, part, group);
+  e[0] = fast_exp(e[0] - m), e[1] = fast_exp(e[1] - m);
+  s = row_reduce<false>(s + e[0] + e[1], part, group);
   if (!live) return;
   const float inv = 1.0f / s;
   float* yr = y + row * cols;
 #pragma unroll
+  for (int i = 0; i < kCache * W; ++i) v[i] *= inv;
+#pragma unroll
   for (int i = 0; i < kCache; ++i) {
-    const int64_t c = (static_cast<int64_t>(i) * kThreadsPerRow + t) * W;
-    if (c >= cols) break;
-    if (kVector)
-      *reinterpret_cast<float4*>(yr + c) = make_float4(v[i * 4] * inv, v[i * 4 + 1] * inv, v[i * 4 + 2] * inv, v[i * 4 + 3] * inv);
-    else
-      yr[c] = v[i] * inv;
+    const int64_t b = static_cast<int64_t>(i) * kThreadsPerRow + t;
+    if (b >= sp.body) break;
+    store_unit<kVector>(yr, sp, b, v + i * W);
   }
+  e[0] *= inv, e[1] *= inv;
+  store_edges(yr, sp, t, e);
 }
+
+// Units each thread loads before it uses them in the streaming path (UNROLL): several loads in
+// flight per thread on long rows, not one round trip to memory per unit; 1 on short rows, where the
+// guards of the unused ones cost more than they hide (H200 run 59).
+constexpr int kUnroll = UNROLL;
 
 // The streaming path: online (max, sum) pass, then a write pass.
 template <bool kVector>
 __global__ void __launch_bounds__(THREADS) softmax_streaming(const float* __restrict__ x, float* __restrict__ y,
                                                              int64_t rows, int64_t cols) {
   constexpr int W = kVector ? 4 : 1;
+  constexpr int64_t kStride = static_cast<int64_t>(kThreadsPerRow) * kUnroll;
   __shared__ float part_m[THREADS / 32], part_s[THREADS / 32];
   const int group = threadIdx.x / kThreadsPerRow;
   const int t = threadIdx.x % kThreadsPerRow;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * ROWS + group;
   const float* xr = x + row * cols;
+  const RowSpan sp = row < rows ? split_row<kVector>(xr, cols) : RowSpan{0, 0, 0};
   float m = -INFINITY, s = 0.0f;
-  if (row < rows) {
-    for (int64_t c = static_cast<int64_t>(t) * W; c < cols; c += static_cast<int64_t>(kThreadsPerRow) * W) {
-      float v[W];
-      load<kVector>(xr, c, cols, v);
-      push<W>(m, s, v);
-    }
+  for (int64_t b0 = t; b0 < sp.body; b0 += kStride) {
+    float v[kUnroll][W];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) load_unit<kVector>(xr, sp, b0 + u * kThreadsPerRow, v[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (b0 + u * kThreadsPerRow < sp.body) push<W>(m, s, v[u]);
   }
+  float e[2];
+  load_edges(xr, sp, t, e);
+  if (t < sp.head) push<1>(m, s, &e[0]);
+  if (t < sp.tail) push<1>(m, s, &e[1]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
@@ -197,23 +257,28 @@ __global__ void __launch_bounds__(THREADS) softmax_streaming(const float* __rest
   if (row >= rows) return;
   const float inv = 1.0f / s;
   float* yr = y + row * cols;
-  for (int64_t c = static_cast<int64_t>(t) * W; c < cols; c += static_cast<int64_t>(kThreadsPerRow) * W) {
-    if (kVector) {
-      const float4 q = *reinterpret_cast<const float4*>(xr + c);
-      *reinterpret_cast<float4*>(yr + c) =
-          make_float4(fast_exp(q.x - m) * inv, fast_exp(q.y - m) * inv, fast_exp(q.z - m) * inv, fast_exp(q.w - m) * inv);
-    } else {
-      yr[c] = fast_exp(xr[c] - m) * inv;
+  for (int64_t b0 = t; b0 < sp.body; b0 += kStride) {
+    float v[kUnroll][W];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) load_unit<kVector>(xr, sp, b0 + u * kThreadsPerRow, v[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (b0 + u * kThreadsPerRow >= sp.body) break;
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[u][j] = fast_exp(v[u][j] - m) * inv;
+      store_unit<kVector>(yr, sp, b0 + u * kThreadsPerRow, v[u]);
     }
   }
+  e[0] = fast_exp(e[0] - m) * inv, e[1] = fast_exp(e[1] - m) * inv;
+  store_edges(yr, sp, t, e);
 }
 
 template <bool kVector>
 void launch(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t s) {
   const unsigned blocks = static_cast<unsigned>((rows + ROWS - 1) / ROWS);
-  constexpr int64_t kFits = static_cast<int64_t>(kThreadsPerRow) * CACHE * (kVector ? 4 : 1);
+  constexpr int64_t kFits = static_cast<int64_t>(kThreadsPerRow) * CACHE;  // units per row
   if constexpr (CACHE > 0) {
-    if (cols <= kFits) {
+    if ((kVector ? cols / 4 : cols) <= kFits) {  // a row's body is at most cols / 4 float4s
       softmax_cached<kVector, CACHE><<<blocks, THREADS, 0, s>>>(x, y, rows, cols);
       return;
     }
@@ -231,8 +296,8 @@ extern "C" __attribute__((visibility("default"))) int run(const DLTensor* inputs
   float* y = data_of<float>(outputs[0]);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (rows == 0 || cols == 0) return 0;
-  const bool vector = VEC == 4 && cols % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const uintptr_t xa = reinterpret_cast<uintptr_t>(x), ya = reinterpret_cast<uintptr_t>(y);
+  const bool vector = VEC == 4 && xa % 16 == ya % 16 && xa % sizeof(float) == 0;  // rows split alike
   if (vector)
     launch<true>(x, y, rows, cols, s);
   else
