@@ -192,6 +192,8 @@ int run_eval(const Args& args, Io& io) {
     io.err << "kda eval: " << solution.status().message() << "\n";
     return exit_code_for(solution.status());
   }
+  for (const auto& name : task::unlisted_option_files(*solution, args.positional("solution")))
+    io.err << "kda eval: warning: " << task::unlisted_option_warning(name) << "\n";
   auto pack = load_task(args, *solution);
   if (!pack.ok()) {
     io.err << "kda eval: " << pack.status().message() << "\n";

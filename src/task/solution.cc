@@ -4,6 +4,7 @@
 #include <array>
 #include <set>
 
+#include "task/build_options.h"
 #include "task/definition.h"
 #include "task/workload.h"
 #include "util/fs.h"
@@ -149,6 +150,23 @@ std::optional<Solution> load_solution(const std::filesystem::path& path, Diagnos
   std::filesystem::path dir = file.parent_path();
   if (dir.empty()) dir = ".";
   return solution_from_json(*j, file.string(), diags, &dir);
+}
+
+std::vector<std::string> unlisted_option_files(const Solution& solution, const std::filesystem::path& path) {
+  std::error_code ec;
+  const bool is_dir = std::filesystem::is_directory(path, ec);
+  std::vector<std::string> unlisted;
+  if (!is_dir && path.filename() != "solution.json") return unlisted;  // a JSON among others (a dataset's)
+  const std::filesystem::path dir = is_dir ? path : path.parent_path();
+  if (solution.spec.language != "cpp" && solution.spec.language != "cuda") return unlisted;  // built ones only
+  for (const char* name : {kBuildOptionsFile})
+    if (solution.source(name) == nullptr && std::filesystem::is_regular_file(dir / name, ec)) unlisted.push_back(name);
+  return unlisted;
+}
+
+std::string unlisted_option_warning(const std::string& name) {
+  return name + " lies beside solution.json but is not among its sources, so kda does not read it: add {\"path\": \"" +
+         name + "\"} to \"sources\" to use it";
 }
 
 Result<Solution> load_solution(const std::filesystem::path& path) {

@@ -57,6 +57,12 @@ std::optional<Solution> solution_from_json(const ojson& j, const std::string& fi
 std::optional<Solution> load_solution(const std::filesystem::path& path, Diagnostics& diags);
 Result<Solution> load_solution(const std::filesystem::path& path);
 
+// Files kda reads only as sources (build.toml) that lie beside the solution at `path` (a directory
+// or its solution.json) without being among its sources, so nothing reads them: the names, sorted.
+// `kda task validate` and `kda eval` warn with them.
+std::vector<std::string> unlisted_option_files(const Solution& solution, const std::filesystem::path& path);
+std::string unlisted_option_warning(const std::string& name);  // what to do about one of them
+
 // Content hash (hex sha256): definition, language, entry point, binding, dependencies,
 // destination_passing_style and the (path, content) pairs sorted by path. Not the name, author or text.
 std::string solution_hash(const Solution& s);

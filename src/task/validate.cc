@@ -258,6 +258,8 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const Val
         if (!s) break;
         ++report.counts.solutions;
         check_solution_context(*s, file, context_of(path), report);
+        for (const auto& name : unlisted_option_files(*s, path))
+          report.warnings.add(file, 0, "/sources", unlisted_option_warning(name));
         break;
       }
       case PathKind::kDefinition:

@@ -186,6 +186,29 @@ TEST(Validate, ABuildTomlKdaWouldRefuseIsAProblem) {
   stdfs::remove_all(root.parent_path());
 }
 
+// A build.toml beside solution.json that is not among its sources is read by nothing: a warning
+// that says how to list it, and nothing once it is listed.
+TEST(Validate, AnUnlistedBuildTomlIsAWarning) {
+  stdfs::path root = copy_of("pack_vector_add");
+  const stdfs::path dir = root / "baselines/naive";
+  ASSERT_TRUE(fs::write_file_atomic(dir / "build.toml", "defines = [\"FAST=1\"]\n").ok());
+  for (const stdfs::path& path : {dir, dir / "solution.json"}) {
+    ValidationReport r = validate_paths({path});
+    EXPECT_TRUE(r.valid()) << all_problems(r.problems);
+    ASSERT_EQ(r.warnings.size(), 1u) << all_problems(r.warnings);
+    EXPECT_TRUE(names(r.warnings, path.string(), "/sources", 0)) << all_problems(r.warnings);
+    EXPECT_NE(r.warnings.items()[0].message.find("build.toml lies beside solution.json but is not among its sources"),
+              std::string::npos) << r.warnings.items()[0].message;
+  }
+  auto j = nlohmann::json::parse(*fs::read_file(dir / "solution.json"));
+  j["sources"].push_back({{"path", "build.toml"}});
+  ASSERT_TRUE(fs::write_file_atomic(dir / "solution.json", j.dump(2)).ok());
+  ValidationReport listed = validate_paths({dir});
+  EXPECT_TRUE(listed.valid()) << all_problems(listed.problems);
+  EXPECT_TRUE(listed.warnings.empty()) << all_problems(listed.warnings);
+  stdfs::remove_all(root.parent_path());
+}
+
 TEST(Validate, DetectsKinds) {
   EXPECT_EQ(detect_path_kind(kFixtures / "good_dataset"), PathKind::kDataset);
   EXPECT_EQ(detect_path_kind(kFixtures / "pack_vector_add"), PathKind::kTaskPack);
