@@ -198,7 +198,22 @@ class Session {
   }
   std::optional<Failure> compare(const std::vector<tensor::Tensor>& cand, const std::vector<tensor::Tensor>& ref,
                                  const MaterializedInputs& inputs, std::optional<CheckResult>* check) const;
+  // The timed trials and the gates on them (session_timing.cc): per trial its input sets, the
+  // warm-up, the interleaved timed calls, the deferred CUPTI records, the host-CPU gate; then the
+  // fresh-versus-repeat gate, the latencies, launch attestation and the roofline gate.
   std::optional<Failure> timing_phase(WorkloadResult& wr);
+  enum class SetUse;
+  struct TrialInputs;
+  struct TrialCalls;
+  struct TimingTotals;
+  std::optional<Failure> timed_trial(int t, int n_iter, TimingTotals& tot, WorkloadResult& wr);
+  std::optional<Failure> trial_inputs(int t, int n_iter, TrialInputs& in);
+  std::optional<Failure> timed_calls(int t, int n_iter, TrialInputs& in, TrialCalls& calls, TimingTotals& tot);
+  // One timed CUDA call's CUPTI summary: GPU activity and a kernel, or no_gpu_activity; its latency.
+  std::optional<Failure> gpu_call_checks(const json& extra, int i, TrialCalls& calls, TimingTotals& tot);
+  std::optional<Failure> merge_deferred_records(TrialCalls& calls, TimingTotals& tot);
+  std::optional<Failure> host_cpu_gate(const TrialCalls& calls, int t, WorkloadResult& wr);
+  std::optional<Failure> roofline_gate(WorkloadResult& wr);
   // One correctness trial per probe kind of task.toml [probes], on transformed inputs; the probes
   // gate records what they did, or why none applied to this workload.
   std::optional<Failure> probe_trials();
