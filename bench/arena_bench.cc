@@ -33,8 +33,7 @@ SharedArena make_arena(uint64_t size) {
 struct Fixture {
   ArenaLayout layout;
   SharedArena arena;
-  Fixture(int64_t rows, int64_t cols)
-      : layout(bf16_layout(rows, cols)), arena(make_arena(layout.size)) {}
+  Fixture(int64_t rows, int64_t cols) : layout(bf16_layout(rows, cols)), arena(make_arena(layout.size)) {}
 };
 
 void BM_PoisonOutput(benchmark::State& state) {

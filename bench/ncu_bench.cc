@@ -57,7 +57,9 @@ const std::string& large() {
 
 void native_parse_data(benchmark::State& state, const std::string& data, bool with_analysis);
 
-void native_parse(benchmark::State& state, const char* file, bool with_analysis) { native_parse_data(state, bytes(file), with_analysis); }
+void native_parse(benchmark::State& state, const char* file, bool with_analysis) {
+  native_parse_data(state, bytes(file), with_analysis);
+}
 
 void native_parse_data(benchmark::State& state, const std::string& data, bool with_analysis) {
   size_t metrics = 0, kernels = 0;

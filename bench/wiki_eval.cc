@@ -21,8 +21,29 @@
 namespace {
 
 int usage() {
-  std::cerr << "usage: wiki_eval --db PATH [--ingest NAME=DIR]... [--knowledge DIR] [--k K] [--repeat N] [--json] QUERIES.jsonl\n";
+  std::cerr << "usage: wiki_eval --db PATH [--ingest NAME=DIR]... [--knowledge DIR] [--k K] [--repeat N] [--json] "
+               "QUERIES.jsonl\n";
   return 2;
+}
+
+// The human-readable report: ingest rates, index size, misses with what was found instead, hit@k and latency.
+void print_text(const nlohmann::json& report, const auto& stats, const auto& r, size_t n_queries, int k) {
+  for (const auto& i : report["ingest"])
+    std::cout << fmt::format(
+        "ingest {}: {} files ({} indexed), {} chunks, {:.1f} MB in {:.1f} s ({:.0f} files/s, {:.2f} MB/s)\n",
+        i["repo"].get<std::string>(), i["files"].get<int64_t>(), i["files_indexed"].get<int64_t>(),
+        i["chunks"].get<int64_t>(), i["mb"].get<double>(), i["seconds"].get<double>(), i["files_per_s"].get<double>(),
+        i["mb_per_s"].get<double>());
+  std::cout << fmt::format("index: {} files, {} chunks, {:.1f} MB\n", stats.files, stats.chunks, stats.db_bytes / 1e6);
+  for (const auto& q : r.per_query)
+    if (!q.rank) {
+      std::cout << "miss: " << q.query << "\n";
+      for (const auto& id : q.top) std::cout << "      " << id << "\n";
+    }
+  std::cout << fmt::format(
+      "hit@{}: {}/{} = {:.3f}; search latency p50 {:.2f} ms, p95 {:.2f} ms, max {:.2f} ms; "
+      "CPU per search p50 {:.2f} ms, p95 {:.2f} ms ({} searches)\n",
+      k, r.hits, n_queries, r.hit_rate, r.p50_ms, r.p95_ms, r.max_ms, r.cpu_p50_ms, r.cpu_p95_ms, r.samples);
 }
 
 }  // namespace
@@ -35,18 +56,25 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--db") db = next();
-    else if (a == "--knowledge") knowledge = next();
-    else if (a == "--k") k = std::atoi(next().c_str());
-    else if (a == "--repeat") repeat = std::atoi(next().c_str());
-    else if (a == "--json") as_json = true;
+    if (a == "--db")
+      db = next();
+    else if (a == "--knowledge")
+      knowledge = next();
+    else if (a == "--k")
+      k = std::atoi(next().c_str());
+    else if (a == "--repeat")
+      repeat = std::atoi(next().c_str());
+    else if (a == "--json")
+      as_json = true;
     else if (a == "--ingest") {
       std::string v = next();
       auto eq = v.find('=');
       if (eq == std::string::npos) return usage();
       ingests.emplace_back(v.substr(0, eq), v.substr(eq + 1));
-    } else if (!a.empty() && a[0] != '-') queries_file = a;
-    else return usage();
+    } else if (!a.empty() && a[0] != '-')
+      queries_file = a;
+    else
+      return usage();
   }
   if (db.empty() || queries_file.empty() || k <= 0) return usage();
 
@@ -91,8 +119,11 @@ int main(int argc, char** argv) {
     std::cerr << stats.status().message() << "\n";
     return 3;
   }
-  report["index"] = {{"files", stats->files}, {"chunks", stats->chunks}, {"db_mb", stats->db_bytes / 1e6},
-                     {"chunks_by_repo", stats->chunks_by_repo}, {"repo_commits", stats->repo_commits}};
+  report["index"] = {{"files", stats->files},
+                     {"chunks", stats->chunks},
+                     {"db_mb", stats->db_bytes / 1e6},
+                     {"chunks_by_repo", stats->chunks_by_repo},
+                     {"repo_commits", stats->repo_commits}};
 
   auto text = kda::fs::read_file(queries_file);
   if (!text.ok()) {
@@ -112,28 +143,21 @@ int main(int argc, char** argv) {
   nlohmann::json per = nlohmann::json::array();
   for (const auto& q : r->per_query)
     per.push_back({{"query", q.query}, {"rank", q.rank}, {"top", q.top}, {"ms", q.ms}, {"cpu_ms", q.cpu_ms}});
-  report["eval"] = {{"queries", queries->size()}, {"k", k},           {"hits", r->hits},     {"hit_rate", r->hit_rate},
-                    {"p50_ms", r->p50_ms},        {"p95_ms", r->p95_ms}, {"max_ms", r->max_ms}, {"samples", r->samples},
-                    {"cpu_p50_ms", r->cpu_p50_ms}, {"cpu_p95_ms", r->cpu_p95_ms},
+  report["eval"] = {{"queries", queries->size()},
+                    {"k", k},
+                    {"hits", r->hits},
+                    {"hit_rate", r->hit_rate},
+                    {"p50_ms", r->p50_ms},
+                    {"p95_ms", r->p95_ms},
+                    {"max_ms", r->max_ms},
+                    {"samples", r->samples},
+                    {"cpu_p50_ms", r->cpu_p50_ms},
+                    {"cpu_p95_ms", r->cpu_p95_ms},
                     {"per_query", per}};
   if (as_json) {
     std::cout << report.dump(2) << "\n";
     return 0;
   }
-  for (const auto& i : report["ingest"])
-    std::cout << fmt::format("ingest {}: {} files ({} indexed), {} chunks, {:.1f} MB in {:.1f} s ({:.0f} files/s, {:.2f} MB/s)\n",
-                             i["repo"].get<std::string>(), i["files"].get<int64_t>(), i["files_indexed"].get<int64_t>(),
-                             i["chunks"].get<int64_t>(), i["mb"].get<double>(), i["seconds"].get<double>(),
-                             i["files_per_s"].get<double>(), i["mb_per_s"].get<double>());
-  std::cout << fmt::format("index: {} files, {} chunks, {:.1f} MB\n", stats->files, stats->chunks, stats->db_bytes / 1e6);
-  for (const auto& q : r->per_query)
-    if (!q.rank) {
-      std::cout << "miss: " << q.query << "\n";
-      for (const auto& id : q.top) std::cout << "      " << id << "\n";
-    }
-  std::cout << fmt::format("hit@{}: {}/{} = {:.3f}; search latency p50 {:.2f} ms, p95 {:.2f} ms, max {:.2f} ms; "
-                           "CPU per search p50 {:.2f} ms, p95 {:.2f} ms ({} searches)\n",
-                           k, r->hits, queries->size(), r->hit_rate, r->p50_ms, r->p95_ms, r->max_ms, r->cpu_p50_ms,
-                           r->cpu_p95_ms, r->samples);
+  print_text(report, *stats, *r, queries->size(), k);
   return 0;
 }

@@ -5,7 +5,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libfmt-dev libtomlplusplus-dev libdlpack-dev
   libssl-dev libsqlite3-dev libcurl4-openssl-dev libseccomp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev jq
+  libgtest-dev libgmock-dev libbenchmark-dev jq clang-format
 )
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi

@@ -39,13 +39,13 @@ using RunFn = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
 
 namespace {
 
-#define CUDA_OK(x)                                                                      \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
+#define CUDA_OK(x)                                                                                  \
+  do {                                                                                              \
+    cudaError_t e_ = (x);                                                                           \
+    if (e_ != cudaSuccess) {                                                                        \
       std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(3);                                                                     \
-    }                                                                                   \
+      std::exit(3);                                                                                 \
+    }                                                                                               \
   } while (0)
 
 RunFn load(const std::string& path) {
@@ -126,8 +126,9 @@ void indexer_run(const std::string& dir, std::map<std::string, Tensor>& t, int64
 void indexer_case(const std::string& dir, int64_t batch, int64_t max_pages, std::vector<int32_t> lens, uint64_t seed) {
   const int64_t pages = 11923;
   std::map<std::string, Tensor> t;
-  if (!kda::contest::generate_dsa_topk_indexer({{"batch_size", batch}, {"max_num_pages", max_pages}, {"num_pages", pages}},
-                                               seed, seed + 7, t).ok())
+  if (!kda::contest::generate_dsa_topk_indexer(
+           {{"batch_size", batch}, {"max_num_pages", max_pages}, {"num_pages", pages}}, seed, seed + 7, t)
+           .ok())
     std::exit(3);
   if (!lens.empty()) {  // edge lengths with their own full tables (pages 1 + b*M + s)
     for (int64_t b = 0; b < batch; ++b) {
@@ -150,7 +151,8 @@ void indexer_run(const std::string& dir, std::map<std::string, Tensor>& t, int64
   const Tensor& q = t.at("q_index_fp8");
   const Tensor& w = t.at("weights");
   const Tensor* hin[5] = {&q, &t.at("k_index_cache_fp8"), &w, &t.at("seq_lens"), &t.at("block_table")};
-  Tensor out_cpu(DType::kInt32, {batch, 2048}), out_ref(DType::kInt32, {batch, 2048}), out_naive(DType::kInt32, {batch, 2048});
+  Tensor out_cpu(DType::kInt32, {batch, 2048}), out_ref(DType::kInt32, {batch, 2048}),
+      out_naive(DType::kInt32, {batch, 2048});
   DLTensor hv[5], dv[5];
   Dev dd[6];
   for (int i = 0; i < 5; ++i) hv[i] = hin[i]->dl_view(), dv[i] = device_view(*hin[i], dd[i], true);
@@ -167,9 +169,13 @@ void indexer_run(const std::string& dir, std::map<std::string, Tensor>& t, int64
   const int rc_naive = naive(dv, 5, &dout, 1, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(out_naive.data(), dd[5].p, dd[5].n, cudaMemcpyDeviceToHost));
-  kda::contest::TopkIndexerProblem p{batch, max_pages, pages, q.data_as<uint8_t>(),
+  kda::contest::TopkIndexerProblem p{batch,
+                                     max_pages,
+                                     pages,
+                                     q.data_as<uint8_t>(),
                                      reinterpret_cast<const uint8_t*>(t.at("k_index_cache_fp8").data()),
-                                     w.data_as<float>(), t.at("seq_lens").data_as<int32_t>(),
+                                     w.data_as<float>(),
+                                     t.at("seq_lens").data_as<int32_t>(),
                                      t.at("block_table").data_as<int32_t>()};
   auto r1 = with_cpu ? kda::contest::check_topk_indices(p, out_ref.data_as<int32_t>(), out_cpu.data_as<int32_t>())
                      : kda::contest::TopkCheckResult{};
@@ -179,12 +185,12 @@ void indexer_run(const std::string& dir, std::map<std::string, Tensor>& t, int64
   for (int64_t b = 0; b < batch; ++b) long_rows += t.at("seq_lens").data_as<int32_t>()[b] > 2048;
   const bool ok = rc_cpu == 0 && rc_ref == 0 && rc_naive == 0 && r1.passed() && r2.passed();
   g_failures += ok ? 0 : 1;
-  std::printf("indexer %s B=%3ld M=%2ld long_rows=%2ld rc=%d/%d/%d gpu_ref_vs_cpu=%s(%s) naive_vs_gpu_ref=%s(%s) "
-              "max_abs=%.3g ref_ms=%.4f naive_ms=%.4f cpu_s=%.2f %s\n",
-              label.c_str(), (long)batch, (long)max_pages, (long)long_rows, rc_cpu, rc_ref, rc_naive,
-              kda::contest::topk_verdict_name(r1.verdict), r1.message.c_str(),
-              kda::contest::topk_verdict_name(r2.verdict), r2.message.c_str(), r2.max_absolute_error, t_ref, t_naive,
-              cpu_s, ok ? "OK" : "FAIL");
+  std::printf(
+      "indexer %s B=%3ld M=%2ld long_rows=%2ld rc=%d/%d/%d gpu_ref_vs_cpu=%s(%s) naive_vs_gpu_ref=%s(%s) "
+      "max_abs=%.3g ref_ms=%.4f naive_ms=%.4f cpu_s=%.2f %s\n",
+      label.c_str(), (long)batch, (long)max_pages, (long)long_rows, rc_cpu, rc_ref, rc_naive,
+      kda::contest::topk_verdict_name(r1.verdict), r1.message.c_str(), kda::contest::topk_verdict_name(r2.verdict),
+      r2.message.c_str(), r2.max_absolute_error, t_ref, t_naive, cpu_s, ok ? "OK" : "FAIL");
   for (auto& d : dd) cudaFree(d.p);
 }
 
@@ -208,7 +214,8 @@ int64_t mismatches(const Tensor& x, const Tensor& y, double* max_abs) {
 void attention_run(const std::string& dir, int64_t tokens, const std::string& label, uint64_t seed,
                    std::vector<Tensor>& cache, const Tensor& idx, bool with_cpu);
 
-void attention_case(const std::string& dir, int64_t tokens, const char* edge, uint64_t seed, std::vector<Tensor>& cache) {
+void attention_case(const std::string& dir, int64_t tokens, const char* edge, uint64_t seed,
+                    std::vector<Tensor>& cache) {
   const int64_t pages = 8462;
   std::map<std::string, Tensor> t;
   if (!kda::contest::generate_dsa_sparse_attention({{"num_tokens", tokens}, {"num_pages", pages}}, seed, 0, t).ok())
@@ -263,9 +270,11 @@ void attention_run(const std::string& dir, int64_t tokens, const std::string& la
   const double t_ref = time_call(ref, dv, 6, dout, 2), t_nv = time_call(naive, dv, 6, dout, 2);
   const bool ok = rc_cpu == 0 && rc_ref == 0 && rc_nv == 0 && m1 == 0 && m2 == 0;
   g_failures += ok ? 0 : 1;
-  std::printf("attention T=%2ld %-40s rc=%d/%d/%d gpu_ref_vs_cpu mismatches=%ld max_abs=%.3g naive_vs_gpu_ref "
-              "mismatches=%ld max_abs=%.3g ref_ms=%.4f naive_ms=%.4f cpu_s=%.2f %s\n",
-              (long)tokens, label.c_str(), rc_cpu, rc_ref, rc_nv, (long)m1, a1, (long)m2, a2, t_ref, t_nv, cpu_s, ok ? "OK" : "FAIL");
+  std::printf(
+      "attention T=%2ld %-40s rc=%d/%d/%d gpu_ref_vs_cpu mismatches=%ld max_abs=%.3g naive_vs_gpu_ref "
+      "mismatches=%ld max_abs=%.3g ref_ms=%.4f naive_ms=%.4f cpu_s=%.2f %s\n",
+      (long)tokens, label.c_str(), rc_cpu, rc_ref, rc_nv, (long)m1, a1, (long)m2, a2, t_ref, t_nv, cpu_s,
+      ok ? "OK" : "FAIL");
   for (int i = 0; i < 8; ++i)
     if (i != 2 && i != 3) cudaFree(dd[i].p);
   cudaFree(dd[2].p);  // caches are re-uploaded per case (simple, not fast)
@@ -276,7 +285,8 @@ void attention_run(const std::string& dir, int64_t tokens, const std::string& la
 // applied over it, plain random for the rest; GPU reference vs naive baseline (no CPU reference: too slow for
 // 150 workloads on one core).
 void sweep(const std::string& dir, const std::string& tasks, std::vector<Tensor>& cache) {
-  for (const char* name : {"dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"}) {
+  for (const char* name :
+       {"dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"}) {
     const std::string pack = tasks + "/" + name;
     const bool indexer = std::string(name).find("indexer") != std::string::npos;
     for (const char* file : {"workloads.jsonl", "holdout.jsonl"}) {

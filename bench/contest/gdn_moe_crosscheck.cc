@@ -37,13 +37,13 @@ using RunFn = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
 
 namespace {
 
-#define CUDA_OK(x)                                                                                    \
-  do {                                                                                                \
-    cudaError_t e_ = (x);                                                                             \
-    if (e_ != cudaSuccess) {                                                                          \
+#define CUDA_OK(x)                                                                                  \
+  do {                                                                                              \
+    cudaError_t e_ = (x);                                                                           \
+    if (e_ != cudaSuccess) {                                                                        \
       std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(3);                                                                                   \
-    }                                                                                                 \
+      std::exit(3);                                                                                 \
+    }                                                                                               \
   } while (0)
 
 const char* kDecode = "gdn_decode_qk4_v8_d128_k_last";
@@ -153,10 +153,14 @@ int run_gpu(RunFn fn, const std::vector<const Tensor*>& inputs, std::vector<Tens
     vout.push_back(device_view(outs[i], dout[i], false));
     CUDA_OK(cudaMemset(dout[i].p, 0xFF, dout[i].n));  // NaN poison for bf16 and f32
   }
-  const int rc = fn(vin.data(), static_cast<int64_t>(vin.size()), vout.data(), static_cast<int64_t>(vout.size()), nullptr);
+  const int rc =
+      fn(vin.data(), static_cast<int64_t>(vin.size()), vout.data(), static_cast<int64_t>(vout.size()), nullptr);
   CUDA_OK(cudaDeviceSynchronize());
-  for (size_t i = 0; i < outs.size(); ++i) CUDA_OK(cudaMemcpy(outs[i].data(), dout[i].p, dout[i].n, cudaMemcpyDeviceToHost));
-  if (ms) *ms = (rc == 0 && time_iters > 0) ? time_call(fn, vin.data(), vin.size(), vout.data(), vout.size(), time_iters) : 0.0;
+  for (size_t i = 0; i < outs.size(); ++i)
+    CUDA_OK(cudaMemcpy(outs[i].data(), dout[i].p, dout[i].n, cudaMemcpyDeviceToHost));
+  if (ms)
+    *ms =
+        (rc == 0 && time_iters > 0) ? time_call(fn, vin.data(), vin.size(), vout.data(), vout.size(), time_iters) : 0.0;
   return rc;
 }
 
@@ -165,7 +169,8 @@ int run_cpu(RunFn fn, const std::vector<const Tensor*>& inputs, std::vector<Tens
   for (const Tensor* t : inputs) vin.push_back(t->dl_view());
   for (Tensor& t : outs) vout.push_back(t.dl_view());
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = fn(vin.data(), static_cast<int64_t>(vin.size()), vout.data(), static_cast<int64_t>(vout.size()), nullptr);
+  const int rc =
+      fn(vin.data(), static_cast<int64_t>(vin.size()), vout.data(), static_cast<int64_t>(vout.size()), nullptr);
   *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rc;
 }
@@ -192,12 +197,14 @@ void check_case(const std::string& label, const Solutions& s, const std::vector<
     if (with_cpu) {
       const Cmp c = compare(o_ref[i], o_cpu[i], atol, rtol);
       ok &= c.nonfinite == 0 && c.matched() >= ratio;
-      std::snprintf(buf, sizeof buf, " %s:ref~cpu matched=%.6f max_abs=%.3g", out_names[i].c_str(), c.matched(), c.max_abs);
+      std::snprintf(buf, sizeof buf, " %s:ref~cpu matched=%.6f max_abs=%.3g", out_names[i].c_str(), c.matched(),
+                    c.max_abs);
       detail += buf;
     }
     const Cmp c = compare(o_naive[i], o_ref[i], atol, rtol);
     ok &= c.nonfinite == 0 && c.matched() >= ratio;
-    std::snprintf(buf, sizeof buf, " %s:naive~ref matched=%.6f max_abs=%.3g", out_names[i].c_str(), c.matched(), c.max_abs);
+    std::snprintf(buf, sizeof buf, " %s:naive~ref matched=%.6f max_abs=%.3g", out_names[i].c_str(), c.matched(),
+                  c.max_abs);
     detail += buf;
   }
   g_failures += ok ? 0 : 1;
@@ -231,13 +238,14 @@ void gdn_decode_case(const Solutions& s, int64_t B, uint64_t seed, bool with_cpu
 
 void gdn_prefill_case(const Solutions& s, int64_t T, int64_t N, uint64_t seed, bool with_cpu, const std::string& tag) {
   std::map<std::string, Tensor> in;
-  if (!kda::contest::generate_gdn_prefill({{"total_seq_len", T}, {"num_seqs", N}, {"len_cu_seqlens", N + 1}}, seed,
-                                          0, in)
+  if (!kda::contest::generate_gdn_prefill({{"total_seq_len", T}, {"num_seqs", N}, {"len_cu_seqlens", N + 1}}, seed, 0,
+                                          in)
            .ok())
     std::exit(3);
   const Tensor scale = scalar_f32(0.08838834764831843);
   std::vector<const Tensor*> inputs;
-  for (const char* n : {"q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens"}) inputs.push_back(&in.at(n));
+  for (const char* n : {"q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens"})
+    inputs.push_back(&in.at(n));
   inputs.push_back(&scale);
   std::vector<Tensor> outs;
   outs.emplace_back(DType::kBFloat16, std::vector<int64_t>{T, 8, 128});
@@ -267,7 +275,8 @@ struct FastNormal {
 void fill_fp8(Tensor& t, uint64_t seed) {
   static std::vector<uint8_t> table;  // code of clamp(v, -2, 2) for v on a 1/4096 grid
   if (table.empty())
-    for (int i = 0; i <= 16384; ++i) table.push_back(kda::tensor::float_to_float8_e4m3fn(static_cast<float>(i / 4096.0 - 2.0)));
+    for (int i = 0; i <= 16384; ++i)
+      table.push_back(kda::tensor::float_to_float8_e4m3fn(static_cast<float>(i / 4096.0 - 2.0)));
   FastNormal r(seed);
   uint8_t* p = t.data_as<uint8_t>();
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -302,8 +311,8 @@ void moe_case(const Solutions& s, const MoeWeights& w, int64_t T, int64_t offset
   Tensor off(DType::kInt32, {});
   off.set_from_double(0, static_cast<double>(offset));
   const Tensor rsf = scalar_f32(2.5);
-  std::vector<const Tensor*> inputs = {&in.at("routing_logits"), &in.at("routing_bias"), &hs, &hss, &w.w1, &w.w1s,
-                                       &w.w2, &w.w2s, &off, &rsf};
+  std::vector<const Tensor*> inputs = {
+      &in.at("routing_logits"), &in.at("routing_bias"), &hs, &hss, &w.w1, &w.w1s, &w.w2, &w.w2s, &off, &rsf};
   // Local load, for the record.
   std::vector<float> bias(256);
   for (int e = 0; e < 256; ++e) bias[e] = kda::tensor::bfloat16_to_float(in.at("routing_bias").data_as<uint16_t>()[e]);
@@ -350,8 +359,8 @@ int main(int argc, char** argv) {
   if (all || which == "gdn_decode")
     for (int64_t B : {1, 4, 16, 64}) gdn_decode_case(dec, B, 100 + B, true, "case");
   if (all || which == "gdn_prefill") {
-    const std::vector<std::pair<int64_t, int64_t>> cases = {{1, 1},    {1, 2},   {3, 5},     {57, 57},
-                                                            {300, 3},  {1024, 2}, {2000, 16}, {8192, 1}};
+    const std::vector<std::pair<int64_t, int64_t>> cases = {{1, 1},   {1, 2},    {3, 5},     {57, 57},
+                                                            {300, 3}, {1024, 2}, {2000, 16}, {8192, 1}};
     for (auto [T, N] : cases) gdn_prefill_case(pre, T, N, 200 + T + N, true, T < N ? "edge" : "case");
   }
   if (all || which == "moe" || which == "sweep" || which == "sweep_moe") {
@@ -372,14 +381,16 @@ int main(int argc, char** argv) {
   if (which == "sweep" || which == "sweep_gdn") {
     for (const auto& j : workloads(kDecode)) {
       const auto& wl = j.at("workload");
-      gdn_decode_case(dec, wl.at("axes").at("batch_size"), kda::contest::workload_seed_from_uuid(wl.at("uuid").get<std::string>()),
-                      false, std::string(j.at("split").get<std::string>()) + " " + wl.at("uuid").get<std::string>().substr(0, 8));
+      gdn_decode_case(
+          dec, wl.at("axes").at("batch_size"), kda::contest::workload_seed_from_uuid(wl.at("uuid").get<std::string>()),
+          false, std::string(j.at("split").get<std::string>()) + " " + wl.at("uuid").get<std::string>().substr(0, 8));
     }
     for (const auto& j : workloads(kPrefill)) {
       const auto& wl = j.at("workload");
-      gdn_prefill_case(pre, wl.at("axes").at("total_seq_len"), wl.at("axes").at("num_seqs"),
-                       kda::contest::workload_seed_from_uuid(wl.at("uuid").get<std::string>()), false,
-                       std::string(j.at("split").get<std::string>()) + " " + wl.at("uuid").get<std::string>().substr(0, 8));
+      gdn_prefill_case(
+          pre, wl.at("axes").at("total_seq_len"), wl.at("axes").at("num_seqs"),
+          kda::contest::workload_seed_from_uuid(wl.at("uuid").get<std::string>()), false,
+          std::string(j.at("split").get<std::string>()) + " " + wl.at("uuid").get<std::string>().substr(0, 8));
     }
   }
   std::printf("failures: %d\n", g_failures);

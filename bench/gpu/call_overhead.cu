@@ -83,9 +83,10 @@ struct Bench {
       cpu.push_back(c1 - c0);
       if (extra) ext.push_back(extra());
     }
-    std::printf("{\"mode\": \"%s\", \"step\": \"%s\", \"reps\": %d, \"median_us\": %.2f, \"p90_us\": %.2f, "
-                "\"cpu_median_us\": %.2f",
-                mode, name, reps, quantile(wall, 0.5), quantile(wall, 0.9), quantile(cpu, 0.5));
+    std::printf(
+        "{\"mode\": \"%s\", \"step\": \"%s\", \"reps\": %d, \"median_us\": %.2f, \"p90_us\": %.2f, "
+        "\"cpu_median_us\": %.2f",
+        mode, name, reps, quantile(wall, 0.5), quantile(wall, 0.9), quantile(cpu, 0.5));
     if (!ext.empty()) std::printf(", \"event_us\": %.2f", quantile(ext, 0.5));
     std::printf("}\n");
     std::fflush(stdout);
@@ -98,8 +99,10 @@ int main(int argc, char** argv) {
   bool blocking = false;
   int reps = 200;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--blocking") == 0) blocking = true;
-    else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--blocking") == 0)
+      blocking = true;
+    else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: %s [--blocking] [--reps N]\n", argv[0]);
       return 2;
@@ -136,10 +139,19 @@ int main(int argc, char** argv) {
     cudaEventElapsedTime(&ms, e0, e1);
     return static_cast<double>(ms) * 1e3;
   };
-  b.step("launch_device_sync", [&] { launch(); cudaDeviceSynchronize(); });
-  b.step("launch_stream_sync", [&] { launch(); cudaStreamSynchronize(s); });
+  b.step("launch_device_sync", [&] {
+    launch();
+    cudaDeviceSynchronize();
+  });
+  b.step("launch_stream_sync", [&] {
+    launch();
+    cudaStreamSynchronize(s);
+  });
   b.step("event_bracket", event_bracket, event_us);
-  b.step("l2_flush", [&] { cudaMemsetAsync(flush, 1, flush_bytes, s); cudaDeviceSynchronize(); });
+  b.step("l2_flush", [&] {
+    cudaMemsetAsync(flush, 1, flush_bytes, s);
+    cudaDeviceSynchronize();
+  });
   b.step("l2_flush_read", [&] {
     kda::runner::flush_l2_by_reading(flush, flush_bytes, reinterpret_cast<unsigned int*>(flag), s);
     cudaDeviceSynchronize();
@@ -152,8 +164,7 @@ int main(int argc, char** argv) {
   b.step("l2_flush_read_polled", [&] {
     kda::runner::flush_l2_by_reading(flush, flush_bytes, reinterpret_cast<unsigned int*>(flag), s);
     cudaEventRecord(done, s);
-    while (cudaEventQuery(done) == cudaErrorNotReady) {
-    }
+    while (cudaEventQuery(done) == cudaErrorNotReady) {}
   });
   // Poisoning a 64 MiB output: one tile kernel from a device-resident 4 KiB block, polled.
   constexpr size_t kPoisonBytes = size_t{64} << 20;
@@ -164,8 +175,7 @@ int main(int argc, char** argv) {
   b.step("poison_tile_64mib_polled", [&] {
     kda::runner::tile_on_device(poison_dst, kPoisonBytes, poison_block, 4096, s);
     cudaEventRecord(done, s);
-    while (cudaEventQuery(done) == cudaErrorNotReady) {
-    }
+    while (cudaEventQuery(done) == cudaErrorNotReady) {}
   });
 
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
@@ -175,7 +185,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "CUPTI activity could not be enabled\n");
     return 3;
   }
-  b.step("cupti_launch_device_sync", [&] { launch(); cudaDeviceSynchronize(); });
+  b.step("cupti_launch_device_sync", [&] {
+    launch();
+    cudaDeviceSynchronize();
+  });
   b.step("cupti_event_bracket", event_bracket, event_us);
   // The flush alone: the launch and sync happen outside the timed body.
   std::vector<double> forced;
@@ -186,8 +199,9 @@ int main(int argc, char** argv) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     forced.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::printf("{\"mode\": \"%s\", \"step\": \"cupti_flush_forced\", \"reps\": %d, \"median_us\": %.2f, \"p90_us\": %.2f}\n",
-              b.mode, reps, quantile(forced, 0.5), quantile(forced, 0.9));
+  std::printf(
+      "{\"mode\": \"%s\", \"step\": \"cupti_flush_forced\", \"reps\": %d, \"median_us\": %.2f, \"p90_us\": %.2f}\n",
+      b.mode, reps, quantile(forced, 0.5), quantile(forced, 0.9));
   b.step("cupti_flush_idle", [&] { cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); });
   uint64_t ts = 0;
   b.step("cupti_timestamp", [&] { cuptiGetTimestamp(&ts); });

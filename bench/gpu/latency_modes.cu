@@ -133,7 +133,8 @@ std::string stats(const std::vector<double>& v) {
   for (double x : v) slow += x > 1.3 * p10;
   char buf[200];
   std::snprintf(buf, sizeof buf, "{\"median\": %.3f, \"p10\": %.3f, \"p90\": %.3f, \"slow_share\": %.3f, \"n\": %zu}",
-                quantile(v, 0.5), p10, quantile(v, 0.9), v.empty() ? 0.0 : static_cast<double>(slow) / v.size(), v.size());
+                quantile(v, 0.5), p10, quantile(v, 0.9), v.empty() ? 0.0 : static_cast<double>(slow) / v.size(),
+                v.size());
   return buf;
 }
 
@@ -147,16 +148,25 @@ struct Variant {
   bool sync_after_flush = false;
   int chain_buffer = -1;  // >= 0: the chain kernel on that buffer
 };
-const Variant kVariants[] = {{"flush", true, false, 0, 0},      {"noflush", false, false, 0, 0},
-                            {"flush+touch", true, true, 0, 0}, {"flush+gap", true, false, 200, 0},
-                            {"flush@0", true, false, 0, 0},    {"flush@15", true, false, 0, 15},
-                            {"flush@31", true, false, 0, 31},  {"flush+sleep5", true, false, 0, 0, 5},
-                            {"flush+sleep50", true, false, 0, 0, 50}, {"flush|sync", true, false, 0, 0, 0, true},
-                            {"chain8@b0", true, false, 0, 0, 0, false, 0}, {"chain8@b1", true, false, 0, 0, 0, false, 1},
-                            {"chain8@b2", true, false, 0, 0, 0, false, 2}, {"chain8@b3", true, false, 0, 0, 0, false, 3},
-                            {"chain8@b4", true, false, 0, 0, 0, false, 4}, {"chain8@b5", true, false, 0, 0, 0, false, 5},
-                            {"chain8@b6", true, false, 0, 0, 0, false, 6}, {"chain8@b7", true, false, 0, 0, 0, false, 7},
-                            {"flush", true, false, 0, 0}};
+const Variant kVariants[] = {{"flush", true, false, 0, 0},
+                             {"noflush", false, false, 0, 0},
+                             {"flush+touch", true, true, 0, 0},
+                             {"flush+gap", true, false, 200, 0},
+                             {"flush@0", true, false, 0, 0},
+                             {"flush@15", true, false, 0, 15},
+                             {"flush@31", true, false, 0, 31},
+                             {"flush+sleep5", true, false, 0, 0, 5},
+                             {"flush+sleep50", true, false, 0, 0, 50},
+                             {"flush|sync", true, false, 0, 0, 0, true},
+                             {"chain8@b0", true, false, 0, 0, 0, false, 0},
+                             {"chain8@b1", true, false, 0, 0, 0, false, 1},
+                             {"chain8@b2", true, false, 0, 0, 0, false, 2},
+                             {"chain8@b3", true, false, 0, 0, 0, false, 3},
+                             {"chain8@b4", true, false, 0, 0, 0, false, 4},
+                             {"chain8@b5", true, false, 0, 0, 0, false, 5},
+                             {"chain8@b6", true, false, 0, 0, 0, false, 6},
+                             {"chain8@b7", true, false, 0, 0, 0, false, 7},
+                             {"flush", true, false, 0, 0}};
 
 using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
 
@@ -185,13 +195,23 @@ std::vector<LibVariant> lib_variants() {
   v.push_back({.name = "lib|kda-waits", .wait = LibVariant::Wait::kKda});
   v.push_back({.name = "lib|polled", .wait = LibVariant::Wait::kPolled});
   v.push_back({.name = "lib+upload|polled", .upload = true, .wait = LibVariant::Wait::kPolled});
-  v.push_back({.name = "lib+reset+upload+poison|polled", .reset = true, .upload = true, .poison = true,
+  v.push_back({.name = "lib+reset+upload+poison|polled",
+               .reset = true,
+               .upload = true,
+               .poison = true,
                .wait = LibVariant::Wait::kPolled});
-  v.push_back({.name = "lib+async-upload|polled", .upload = true, .async_upload = true, .wait = LibVariant::Wait::kPolled});
+  v.push_back(
+      {.name = "lib+async-upload|polled", .upload = true, .async_upload = true, .wait = LibVariant::Wait::kPolled});
   v.push_back({.name = "lib@kda", .kda_layout = true});
   v.push_back({.name = "lib@kda+random", .kda_layout = true, .random = true});
-  v.push_back({.name = "lib@kda+random+all", .kda_layout = true, .random = true, .reset = true, .upload = true, .poison = true});
-  for (int k = 1; k <= 6; ++k) v.push_back({.name = "lib@pad" + std::to_string(k), .buffer = -1, .pad_mib = 1 + 389 * k});
+  v.push_back({.name = "lib@kda+random+all",
+               .kda_layout = true,
+               .random = true,
+               .reset = true,
+               .upload = true,
+               .poison = true});
+  for (int k = 1; k <= 6; ++k)
+    v.push_back({.name = "lib@pad" + std::to_string(k), .buffer = -1, .pad_mib = 1 + 389 * k});
   return v;
 }
 
@@ -228,21 +248,22 @@ int time_library(Entry entry, void* const* chains, void* flush, size_t flush_byt
   cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   auto poll = [&] {
     cudaEventRecord(ev, s);
-    while (cudaEventQuery(ev) == cudaErrorNotReady) {
-    }
+    while (cudaEventQuery(ev) == cudaErrorNotReady) {}
   };
   std::vector<void*> held;  // pads and fresh buffers, freed at the end (pads stay: each pushes the next further)
   for (const LibVariant& v : lib_variants()) {
     auto* b = static_cast<unsigned char*>(v.buffer >= 0 ? chains[v.buffer] : nullptr);
     if (v.buffer < 0) {
       void *pad = nullptr, *fresh = nullptr;
-      if (cudaMalloc(&pad, size_t{1} * v.pad_mib << 20) != cudaSuccess || cudaMalloc(&fresh, 2 << 20) != cudaSuccess) return 4;
+      if (cudaMalloc(&pad, size_t{1} * v.pad_mib << 20) != cudaSuccess || cudaMalloc(&fresh, 2 << 20) != cudaSuccess)
+        return 4;
       cudaMemset(fresh, 0x3C, 2 << 20);
       held.push_back(pad);
       held.push_back(fresh);
       b = static_cast<unsigned char*>(fresh);
     }
-    const size_t x_at = v.kda_layout ? 4096 : 0, w_at = v.kda_layout ? 20480 : 8 << 10, y_at = v.kda_layout ? 45120 : 16 << 10;
+    const size_t x_at = v.kda_layout ? 4096 : 0, w_at = v.kda_layout ? 20480 : 8 << 10,
+                 y_at = v.kda_layout ? 45120 : 16 << 10;
     if (v.random) {
       const auto xv = random_bf16(kElems, 1), wv = random_bf16(kElems, 2);
       cudaMemcpy(b + x_at, xv.data(), kElems * 2, cudaMemcpyHostToDevice);
@@ -268,8 +289,10 @@ int time_library(Entry entry, void* const* chains, void* flush, size_t flush_byt
       if (v.reset) cudaCtxResetPersistingL2Cache();
       if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
       // as kda-runner: the flush has ended before the call
-      if (v.wait == LibVariant::Wait::kSync) cudaStreamSynchronize(s);
-      else poll();
+      if (v.wait == LibVariant::Wait::kSync)
+        cudaStreamSynchronize(s);
+      else
+        poll();
       if (int rc = entry(in, 3, out, 1, s); rc != 0) {
         std::fprintf(stderr, "run returned %d\n", rc);
         return 5;
@@ -295,12 +318,22 @@ struct Flags {
 
 bool parse_args(int argc, char** argv, int& reps, int& hold_s, const char*& lib, Flags& flags) {
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--blocking") == 0) { flags.blocking = true; continue; }
-    if (std::strcmp(argv[i], "--cupti-all") == 0) { flags.cupti_all = true; continue; }
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--hold") == 0 && i + 1 < argc) hold_s = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--lib") == 0 && i + 1 < argc) lib = argv[++i];
-    else return false;
+    if (std::strcmp(argv[i], "--blocking") == 0) {
+      flags.blocking = true;
+      continue;
+    }
+    if (std::strcmp(argv[i], "--cupti-all") == 0) {
+      flags.cupti_all = true;
+      continue;
+    }
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--hold") == 0 && i + 1 < argc)
+      hold_s = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--lib") == 0 && i + 1 < argc)
+      lib = argv[++i];
+    else
+      return false;
   }
   return true;
 }
@@ -395,8 +428,7 @@ int main(int argc, char** argv) {
       if (v.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(v.sleep_ms));
       if (v.gap_us > 0) {
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(v.gap_us);
-        while (std::chrono::steady_clock::now() < until) {
-        }
+        while (std::chrono::steady_clock::now() < until) {}
       }
     }
     const std::vector<double> cu = kda::bench::last_kernel_us(static_cast<size_t>(n));
@@ -405,9 +437,10 @@ int main(int argc, char** argv) {
     const double p10 = quantile(cu, 0.1);
     for (size_t k = 0; k < cu.size() && k < mhz.size(); ++k)
       if (cu[k] > 1.3 * p10) slow_mhz.push_back(mhz[k]);
-    std::printf("{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s, \"globaltimer_us\": %s, \"sm_mhz\": %s, "
-                "\"slow_sm_mhz\": %s}\n",
-                v.name, n, stats(cu).c_str(), stats(gt).c_str(), stats(mhz).c_str(), stats(slow_mhz).c_str());
+    std::printf(
+        "{\"variant\": \"%s\", \"reps\": %d, \"cupti_us\": %s, \"globaltimer_us\": %s, \"sm_mhz\": %s, "
+        "\"slow_sm_mhz\": %s}\n",
+        v.name, n, stats(cu).c_str(), stats(gt).c_str(), stats(mhz).c_str(), stats(slow_mhz).c_str());
     std::fflush(stdout);
   }
   return 0;

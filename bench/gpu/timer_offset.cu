@@ -49,7 +49,8 @@ __device__ void record_span(unsigned long long* span, uint64_t start) {
 
 __global__ void timed_empty(unsigned long long* span) { record_span(span, globaltimer()); }
 
-__global__ void timed_copy(const uint4* __restrict__ in, uint4* __restrict__ out, uint64_t n, unsigned long long* span) {
+__global__ void timed_copy(const uint4* __restrict__ in, uint4* __restrict__ out, uint64_t n,
+                           unsigned long long* span) {
   const uint64_t start = globaltimer();
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
@@ -70,8 +71,10 @@ int main(int argc, char** argv) {
   int reps = 50;
   bool cupti = true;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else if (std::strcmp(argv[i], "--no-cupti") == 0) cupti = false;
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else if (std::strcmp(argv[i], "--no-cupti") == 0)
+      cupti = false;
     else {
       std::fprintf(stderr, "usage: %s [--reps N] [--no-cupti]\n", argv[0]);
       return 2;
@@ -107,26 +110,33 @@ int main(int argc, char** argv) {
     const char* kernel;
     uint64_t bytes;
   };
-  const Config configs[] = {{"empty", 0}, {"copy", 256 << 10}, {"copy", 4 << 20}, {"copy", 32 << 20}, {"copy", max_copy}};
+  const Config configs[] = {
+      {"empty", 0}, {"copy", 256 << 10}, {"copy", 4 << 20}, {"copy", 32 << 20}, {"copy", max_copy}};
   for (const Config& c : configs) {
     std::vector<double> gt;
     if (cupti) kda::bench::clear_kernel_records();
     const uint64_t n = c.bytes / sizeof(uint4);
-    const int blocks = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(sms) * 4, std::max<uint64_t>(1, (n + 255) / 256)));
+    const int blocks =
+        static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(sms) * 4, std::max<uint64_t>(1, (n + 255) / 256)));
     for (int i = 0; i < reps + 5; ++i) {
       unsigned long long host_span[2] = {~0ULL, 0};
       cudaMemcpy(span, host_span, sizeof host_span, cudaMemcpyHostToDevice);
       if (kda::runner::flush_l2_by_reading(flush, flush_bytes, sink, s) != cudaSuccess) return 4;
-      if (c.bytes == 0) timed_empty<<<1, 32, 0, s>>>(span);
-      else timed_copy<<<blocks, 256, 0, s>>>(static_cast<const uint4*>(in), static_cast<uint4*>(out), n, span);
+      if (c.bytes == 0)
+        timed_empty<<<1, 32, 0, s>>>(span);
+      else
+        timed_copy<<<blocks, 256, 0, s>>>(static_cast<const uint4*>(in), static_cast<uint4*>(out), n, span);
       if (cudaDeviceSynchronize() != cudaSuccess) return 5;
       cudaMemcpy(host_span, span, sizeof host_span, cudaMemcpyDeviceToHost);
       if (i >= 5) gt.push_back(static_cast<double>(host_span[1] - host_span[0]) / 1e3);
     }
-    const std::vector<double> cu = cupti ? kda::bench::last_kernel_us(static_cast<size_t>(reps)) : std::vector<double>{};
-    std::printf("{\"kernel\": \"%s\", \"bytes\": %llu, \"reps\": %d, \"warmup\": 5, \"cupti_us\": %s, \"globaltimer_us\": %s}\n",
-                c.kernel, static_cast<unsigned long long>(c.bytes), reps, cupti ? stats(cu).c_str() : "null",
-                stats(gt).c_str());
+    const std::vector<double> cu =
+        cupti ? kda::bench::last_kernel_us(static_cast<size_t>(reps)) : std::vector<double>{};
+    std::printf(
+        "{\"kernel\": \"%s\", \"bytes\": %llu, \"reps\": %d, \"warmup\": 5, \"cupti_us\": %s, \"globaltimer_us\": "
+        "%s}\n",
+        c.kernel, static_cast<unsigned long long>(c.bytes), reps, cupti ? stats(cu).c_str() : "null",
+        stats(gt).c_str());
     std::fflush(stdout);
   }
   return 0;

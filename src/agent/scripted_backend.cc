@@ -17,13 +17,13 @@ namespace stdfs = std::filesystem;
 
 struct Step {
   enum Kind { kWrite, kTool, kSleep, kFail } kind = kTool;
-  std::string path;      // kWrite
-  std::string content;   // kWrite
+  std::string path;     // kWrite
+  std::string content;  // kWrite
   bool unconfined = false;
-  std::string tool;      // kTool
+  std::string tool;  // kTool
   nlohmann::json arguments = nlohmann::json::object();
-  int sleep_ms = 0;      // kSleep
-  std::string message;   // kFail
+  int sleep_ms = 0;     // kSleep
+  std::string message;  // kFail
 };
 
 struct Session {
@@ -58,7 +58,8 @@ Result<Step> parse_step(const nlohmann::json& j, const std::string& where, const
     s.unconfined = v.value("unconfined", false);
   } else if (key == "sleep_ms") {
     s.kind = Step::kSleep;
-    if (!v.is_number_integer() || v.get<int>() < 0) return Status::bad_input(where + ".sleep_ms: expected an integer >= 0");
+    if (!v.is_number_integer() || v.get<int>() < 0)
+      return Status::bad_input(where + ".sleep_ms: expected an integer >= 0");
     s.sleep_ms = v.get<int>();
   } else if (key == "fail") {
     s.kind = Step::kFail;
@@ -77,7 +78,8 @@ Result<Step> parse_any_step(const nlohmann::json& j, const std::string& where, c
     if (!j["tool"].is_string()) return Status::bad_input(where + ".tool: expected a string");
     s.tool = j["tool"].get<std::string>();
     for (const auto& [k, v] : j.items()) {
-      if (k != "tool" && k != "arguments") return Status::bad_input(where + ": unknown key \"" + k + "\" in a tool step");
+      if (k != "tool" && k != "arguments")
+        return Status::bad_input(where + ": unknown key \"" + k + "\" in a tool step");
     }
     if (j.contains("arguments")) {
       if (!j["arguments"].is_object()) return Status::bad_input(where + ".arguments: expected an object");
@@ -93,12 +95,18 @@ Result<Usage> parse_usage(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) return Status::bad_input(where + ": expected an object");
   for (const auto& [k, v] : j.items()) {
     if (!v.is_number()) return Status::bad_input(where + "." + k + ": expected a number");
-    if (k == "input_tokens") u.input_tokens = v.get<int64_t>();
-    else if (k == "output_tokens") u.output_tokens = v.get<int64_t>();
-    else if (k == "cache_read_tokens") u.cache_read_tokens = v.get<int64_t>();
-    else if (k == "cache_write_tokens") u.cache_write_tokens = v.get<int64_t>();
-    else if (k == "cost_usd") u.cost_usd = v.get<double>();
-    else return Status::bad_input(where + ": unknown field \"" + k + "\"");
+    if (k == "input_tokens")
+      u.input_tokens = v.get<int64_t>();
+    else if (k == "output_tokens")
+      u.output_tokens = v.get<int64_t>();
+    else if (k == "cache_read_tokens")
+      u.cache_read_tokens = v.get<int64_t>();
+    else if (k == "cache_write_tokens")
+      u.cache_write_tokens = v.get<int64_t>();
+    else if (k == "cost_usd")
+      u.cost_usd = v.get<double>();
+    else
+      return Status::bad_input(where + ": unknown field \"" + k + "\"");
   }
   return u;
 }
@@ -113,10 +121,14 @@ Result<std::vector<Session>> parse_script(const nlohmann::json& script, const st
     if (!sj.is_object()) return Status::bad_input(where + ": expected an object");
     Session s;
     const std::string role = sj.value("role", "");
-    if (role == "writer") s.role = Role::kWriter;
-    else if (role == "reviewer") s.role = Role::kReviewer;
-    else return Status::bad_input(where + ".role: expected \"writer\" or \"reviewer\"");
-    if (!sj.contains("phase") || !sj["phase"].is_string()) return Status::bad_input(where + ".phase: expected a string");
+    if (role == "writer")
+      s.role = Role::kWriter;
+    else if (role == "reviewer")
+      s.role = Role::kReviewer;
+    else
+      return Status::bad_input(where + ".role: expected \"writer\" or \"reviewer\"");
+    if (!sj.contains("phase") || !sj["phase"].is_string())
+      return Status::bad_input(where + ".phase: expected a string");
     s.phase = sj["phase"].get<std::string>();
     if (sj.contains("index")) {
       if (!sj["index"].is_number_integer()) return Status::bad_input(where + ".index: expected an integer");
@@ -191,12 +203,15 @@ class ScriptedBackend final : public Backend {
           target = stdfs::weakly_canonical(target, ec);
           const std::string hash = sha256_hex(step.content);
           if (ec || (!step.unconfined && !under_any(target, request.writable))) {
-            emit({"denied", false, {{"action", "write_file"}, {"path", step.path}, {"reason", "outside the writable paths"}}});
+            emit({"denied",
+                  false,
+                  {{"action", "write_file"}, {"path", step.path}, {"reason", "outside the writable paths"}}});
             break;
           }
           Status st = fs::ensure_dir(target.parent_path());
           if (st.ok()) st = fs::write_file_atomic(target, step.content);
-          emit({"file_write", st.ok(),
+          emit({"file_write",
+                st.ok(),
                 {{"path", step.path}, {"sha256", hash}, {"bytes", step.content.size()}, {"error", st.message()}}});
           break;
         }
@@ -207,15 +222,13 @@ class ScriptedBackend final : public Backend {
           } else {
             out = request.tools->call(step.tool, step.arguments);
           }
-          emit({"tool_call", !out.is_error,
+          emit({"tool_call",
+                !out.is_error,
                 {{"name", step.tool}, {"arguments", step.arguments}, {"result", out.text.substr(0, 2000)}}});
           break;
         }
-        case Step::kSleep:
-          std::this_thread::sleep_for(std::chrono::milliseconds(step.sleep_ms));
-          break;
-        case Step::kFail:
-          return Status::io("scripted backend: " + step.message);
+        case Step::kSleep: std::this_thread::sleep_for(std::chrono::milliseconds(step.sleep_ms)); break;
+        case Step::kFail: return Status::io("scripted backend: " + step.message);
       }
       ++result.turns;
     }
@@ -233,7 +246,8 @@ class ScriptedBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_scripted_backend(const nlohmann::json& script, const std::filesystem::path& base_dir) {
+Result<std::unique_ptr<Backend>> make_scripted_backend(const nlohmann::json& script,
+                                                       const std::filesystem::path& base_dir) {
   auto sessions = parse_script(script, base_dir);
   if (!sessions.ok()) return sessions.status();
   return std::unique_ptr<Backend>(new ScriptedBackend(std::move(*sessions)));

@@ -43,18 +43,17 @@ class ScriptedBackendTest : public ::testing::Test {
 };
 
 TEST_F(ScriptedBackendTest, PlaysStepsAndPicksExactIndexBeforeWildcard) {
-  nlohmann::json script = {
-      {"sessions",
-       {{{"role", "writer"}, {"phase", "round"}, {"final_text", "any round"}},
-        {{"role", "writer"},
-         {"phase", "round"},
-         {"index", 2},
-         {"steps",
-          {{{"write_file", {{"path", "k.cc"}, {"content", "int x;"}}}},
-           {{"tool", "echo"}, {"arguments", {{"a", 1}}}},
-           {{"tool", "nope"}}}},
-         {"final_text", "round two"},
-         {"usage", {{"input_tokens", 10}, {"output_tokens", 5}, {"cost_usd", 0.5}}}}}}};
+  nlohmann::json script = {{"sessions",
+                            {{{"role", "writer"}, {"phase", "round"}, {"final_text", "any round"}},
+                             {{"role", "writer"},
+                              {"phase", "round"},
+                              {"index", 2},
+                              {"steps",
+                               {{{"write_file", {{"path", "k.cc"}, {"content", "int x;"}}}},
+                                {{"tool", "echo"}, {"arguments", {{"a", 1}}}},
+                                {{"tool", "nope"}}}},
+                              {"final_text", "round two"},
+                              {"usage", {{"input_tokens", 10}, {"output_tokens", 5}, {"cost_usd", 0.5}}}}}}};
   auto b = make_scripted_backend(script);
   ASSERT_TRUE(b.ok()) << b.status().message();
   std::vector<AgentEvent> seen;
@@ -97,7 +96,8 @@ TEST_F(ScriptedBackendTest, WritesOutsideWritableAreDeniedUnlessUnconfined) {
 }
 
 TEST_F(ScriptedBackendTest, MissingSessionAndFailStepAreErrors) {
-  nlohmann::json script = {{"sessions", {{{"role", "reviewer"}, {"phase", "review"}, {"steps", {{{"fail", "down"}}}}}}}};
+  nlohmann::json script = {
+      {"sessions", {{{"role", "reviewer"}, {"phase", "review"}, {"steps", {{{"fail", "down"}}}}}}}};
   auto b = make_scripted_backend(script);
   ASSERT_TRUE(b.ok());
   auto missing = (*b)->run_session(request(Role::kWriter, "round", 1));
@@ -122,10 +122,11 @@ TEST_F(ScriptedBackendTest, BadScriptsNameTheField) {
 
 TEST_F(ScriptedBackendTest, ContentFileIsReadBesideTheScript) {
   ASSERT_TRUE(fs::write_file_atomic(dir_ / "kernel.cc", "// fast").ok());
-  ASSERT_TRUE(fs::write_file_atomic(
-                  dir_ / "script.json",
-                  R"({"sessions":[{"role":"writer","phase":"round","steps":[{"write_file":{"path":"kernel.cc","content_file":"kernel.cc"}}]}]})")
-                  .ok());
+  ASSERT_TRUE(
+      fs::write_file_atomic(
+          dir_ / "script.json",
+          R"({"sessions":[{"role":"writer","phase":"round","steps":[{"write_file":{"path":"kernel.cc","content_file":"kernel.cc"}}]}]})")
+          .ok());
   auto b = make_scripted_backend(dir_ / "script.json");
   ASSERT_TRUE(b.ok()) << b.status().message();
   ASSERT_TRUE((*b)->run_session(request(Role::kWriter, "round", 3)).ok());

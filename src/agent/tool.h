@@ -11,15 +11,15 @@
 namespace kda::agent {
 
 struct ToolSpec {
-  std::string name;                 // [a-z_]+, e.g. "read_file", "evaluate", "finish_round"
-  std::string description;          // what the model reads
-  nlohmann::json input_schema;      // JSON Schema (type "object")
-  bool read_only = true;            // reviewers get only read-only tools
+  std::string name;             // [a-z_]+, e.g. "read_file", "evaluate", "finish_round"
+  std::string description;      // what the model reads
+  nlohmann::json input_schema;  // JSON Schema (type "object")
+  bool read_only = true;        // reviewers get only read-only tools
 };
 
 // What a tool call produced. A denied or failed action is is_error = true, never a success.
 struct ToolOutcome {
-  std::string text;                 // what the model sees (bounded; hosts truncate long output)
+  std::string text;  // what the model sees (bounded; hosts truncate long output)
   bool is_error = false;
   nlohmann::json data = nlohmann::json::object();  // structured detail for the audit log
 };

@@ -47,7 +47,9 @@ stdfs::path canonical_root(const stdfs::path& base, const stdfs::path& p) {
 
 // The JSON-schema helpers for tool specs.
 json object_schema(json properties, std::vector<std::string> required) {
-  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+  return {{"type", "object"},
+          {"properties", std::move(properties)},
+          {"required", std::move(required)},
           {"additionalProperties", false}};
 }
 json str_prop(const std::string& d) { return {{"type", "string"}, {"description", d}}; }
@@ -190,7 +192,8 @@ Result<DirFd> open_dir_nofollow(const stdfs::path& dir, bool create) {
       next = ::openat(fd.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (next < 0)
-      return Status::io(fmt::format("{}: {} (not a plain directory, or it changed)", dir.string(), std::strerror(errno)));
+      return Status::io(
+          fmt::format("{}: {} (not a plain directory, or it changed)", dir.string(), std::strerror(errno)));
     fd = DirFd(next);
   }
   return fd;
@@ -205,7 +208,8 @@ Result<std::string> read_nofollow(const stdfs::path& file, size_t max_bytes) {
     return Status::io(fmt::format("{}: {}", file.string(), std::strerror(errno)));
   }
   struct stat st {};
-  if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Status::bad_input(file.string() + ": not a regular file");
+  if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return Status::bad_input(file.string() + ": not a regular file");
   if (static_cast<size_t>(st.st_size) > max_bytes)
     return Status::bad_input(fmt::format("{} is too large ({} bytes)", file.string(), st.st_size));
   std::string out;
@@ -239,7 +243,8 @@ Status write_nofollow(const stdfs::path& file, std::string_view content) {
     f = DirFd(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
     if (f.get() < 0 && errno != EEXIST) break;
   }
-  if (f.get() < 0) return Status::io(fmt::format("creating a temporary file beside {}: {}", file.string(), std::strerror(errno)));
+  if (f.get() < 0)
+    return Status::io(fmt::format("creating a temporary file beside {}: {}", file.string(), std::strerror(errno)));
   size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(f.get(), content.data() + done, content.size() - done);
@@ -321,8 +326,8 @@ Result<stdfs::path> WorkspaceTools::resolve_for_read(const std::string& path) co
     if (fs::is_within(p, r)) return p;
   for (const auto& w : writable_)
     if (fs::is_within(p, w)) return p;
-  return Status::bad_input(fmt::format("{} is outside the workspace and the readable paths (resolves to {})", path,
-                                       p.string()));
+  return Status::bad_input(
+      fmt::format("{} is outside the workspace and the readable paths (resolves to {})", path, p.string()));
 }
 
 Result<stdfs::path> WorkspaceTools::resolve_for_write(const std::string& path) const {
@@ -331,7 +336,8 @@ Result<stdfs::path> WorkspaceTools::resolve_for_write(const std::string& path) c
   // Git metadata is never the agent's to write: hooks and config there would run outside the sandbox
   // the next time kda (or anyone) runs git.
   for (const auto& part : p)
-    if (part == ".git") return Status::bad_input(fmt::format("{} is inside a .git directory: it may not be written", path));
+    if (part == ".git")
+      return Status::bad_input(fmt::format("{} is inside a .git directory: it may not be written", path));
   for (const auto& prot : protected_)
     if (fs::is_within(p, prot)) return Status::bad_input(fmt::format("{} is protected: it may not be written", path));
   for (const auto& w : writable_)
@@ -570,8 +576,8 @@ ToolOutcome WorkspaceTools::grep(const json& args) {
       if (nl == std::string::npos) nl = content->size();
       ++lineno;
       std::string line = content->substr(pos, nl - pos);
-      bool hit = re ? std::regex_search(line, *re)
-                    : (ignore_case ? lower(line) : line).find(needle) != std::string::npos;
+      bool hit =
+          re ? std::regex_search(line, *re) : (ignore_case ? lower(line) : line).find(needle) != std::string::npos;
       if (hit) {
         if (line.size() > kGrepMaxLineChars) line = line.substr(0, kGrepMaxLineChars) + "…";
         out += fmt::format("{}:{}: {}\n", shown, lineno, line);
@@ -593,7 +599,8 @@ ToolOutcome WorkspaceTools::write_file(const json& args) {
   std::string content = req_string(args, "content", err);
   if (err) return error_outcome("write_file: " + err->message, {{"error", "bad_arguments"}});
   if (content.size() > kMaxReadBytes)
-    return error_outcome(fmt::format("write_file: content too large ({} bytes, limit {})", content.size(), kMaxReadBytes));
+    return error_outcome(
+        fmt::format("write_file: content too large ({} bytes, limit {})", content.size(), kMaxReadBytes));
   auto file = resolve_for_write(path);
   if (!file.ok()) return deny("write_file", path, file.status().message());
   std::error_code ec;
@@ -665,13 +672,13 @@ ToolOutcome WorkspaceTools::run_command(const json& args) {
   const long long timeout_s = timeout && *timeout > 0 ? std::min(*timeout, max_s) : max_s;
 
   sandbox::LandlockPolicy policy;
-  policy.read_only = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
-                      "/dev", root_};
+  policy.read_only = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                      "/etc", "/opt", "/proc", "/sys", "/dev",   root_};
   for (const auto& r : readable_) policy.read_only.push_back(r);
   for (const auto& w : writable_) policy.read_write.push_back(w);
   if (!scratch_.empty()) policy.read_write.push_back(scratch_);
-  policy.devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/nvidiactl",
-                    "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"};
+  policy.devices = {"/dev/null",    "/dev/zero",      "/dev/full",       "/dev/random",
+                    "/dev/urandom", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"};
   for (int i = 0; i < 16; ++i) policy.devices.push_back("/dev/nvidia" + std::to_string(i));
   policy.deny_tcp = true;
   auto ll = sandbox::prepare_landlock(policy);
@@ -713,16 +720,15 @@ ToolOutcome WorkspaceTools::run_command(const json& args) {
     if (!before.count(k)) tampered.push_back(k);
 
   const proc::ExitInfo& x = result->exit;
-  json detail = {{"command", command},
-                 {"exit", x.timed_out || x.signal != 0 ? json(nullptr) : json(x.exit_code)},
-                 {"wall_s", x.wall_seconds},
-                 {"timed_out", x.timed_out},
-                 {"signal", x.signal},
-                 {"network_confined", ll->report().network}};
+  json detail = {{"command", command},       {"exit", x.timed_out || x.signal != 0 ? json(nullptr) : json(x.exit_code)},
+                 {"wall_s", x.wall_seconds}, {"timed_out", x.timed_out},
+                 {"signal", x.signal},       {"network_confined", ll->report().network}};
   const bool ok = x.success() && tampered.empty();
   emit({"command", ok, detail});
   for (const auto& t : tampered)
-    emit({"denied", false, {{"tool", "run_command"}, {"path", display_path(t)}, {"reason", "command changed a protected path"}}});
+    emit({"denied",
+          false,
+          {{"tool", "run_command"}, {"path", display_path(t)}, {"reason", "command changed a protected path"}}});
   std::string text = fmt::format("{} ({:.2f} s)\n", x.describe(), x.wall_seconds);
   text += result->stdout_text;
   if (!result->stderr_text.empty()) {

@@ -35,14 +35,14 @@
 namespace kda::agent {
 
 struct WorkspaceToolsOptions {
-  std::filesystem::path workspace;                    // root; relative paths and commands start here
-  std::vector<std::filesystem::path> writable;        // files or directories (relative: to the workspace)
-  std::vector<std::filesystem::path> readable;        // extra read-only roots (sealed pack, plan, evidence)
-  std::vector<std::filesystem::path> protected_paths; // never writable, even inside a writable directory
-  bool read_only = false;                             // reviewer: list_files, read_file, grep only
-  std::chrono::seconds command_timeout{600};          // default and maximum for run_command
-  size_t max_output_bytes = 30000;                    // per tool result text (the rest is cut, and said so)
-  std::function<void(const AgentEvent&)> on_event;    // file_write, command, denied; may be empty
+  std::filesystem::path workspace;                     // root; relative paths and commands start here
+  std::vector<std::filesystem::path> writable;         // files or directories (relative: to the workspace)
+  std::vector<std::filesystem::path> readable;         // extra read-only roots (sealed pack, plan, evidence)
+  std::vector<std::filesystem::path> protected_paths;  // never writable, even inside a writable directory
+  bool read_only = false;                              // reviewer: list_files, read_file, grep only
+  std::chrono::seconds command_timeout{600};           // default and maximum for run_command
+  size_t max_output_bytes = 30000;                     // per tool result text (the rest is cut, and said so)
+  std::function<void(const AgentEvent&)> on_event;     // file_write, command, denied; may be empty
 };
 
 class WorkspaceTools final : public ToolHost {
@@ -77,11 +77,11 @@ class WorkspaceTools final : public ToolHost {
   std::string cap(std::string text) const;
 
   WorkspaceToolsOptions options_;
-  std::filesystem::path root_;                      // canonical workspace
-  std::vector<std::filesystem::path> writable_;     // canonical
-  std::vector<std::filesystem::path> readable_;     // canonical
-  std::vector<std::filesystem::path> protected_;    // canonical
-  std::filesystem::path scratch_;                   // private TMPDIR/HOME for commands
+  std::filesystem::path root_;                    // canonical workspace
+  std::vector<std::filesystem::path> writable_;   // canonical
+  std::vector<std::filesystem::path> readable_;   // canonical
+  std::vector<std::filesystem::path> protected_;  // canonical
+  std::filesystem::path scratch_;                 // private TMPDIR/HOME for commands
 };
 
 }  // namespace kda::agent

@@ -82,8 +82,8 @@ TEST_F(WorkspaceToolsTest, ToolListDependsOnReadOnly) {
     for (const auto& t : tools_->tools()) v.push_back(t.name);
     return v;
   };
-  EXPECT_EQ(names(), (std::vector<std::string>{"list_files", "read_file", "grep", "write_file", "edit_file",
-                                               "run_command"}));
+  EXPECT_EQ(names(),
+            (std::vector<std::string>{"list_files", "read_file", "grep", "write_file", "edit_file", "run_command"}));
   for (const auto& t : tools_->tools()) EXPECT_EQ(t.input_schema["type"], "object") << t.name;
   make(true);
   EXPECT_EQ(names(), (std::vector<std::string>{"list_files", "read_file", "grep"}));
@@ -160,11 +160,13 @@ TEST_F(WorkspaceToolsTest, EditFileNeedsAUniqueMatch) {
   EXPECT_TRUE(twice.is_error);
   EXPECT_NE(twice.text.find("occurs 2 times"), std::string::npos) << twice.text;
   EXPECT_TRUE(events_.empty());
-  auto once = call("edit_file", {{"path", "solution/kernel.cu"}, {"old_string", "int x = 1;"}, {"new_string", "int x = 3;"}});
+  auto once =
+      call("edit_file", {{"path", "solution/kernel.cu"}, {"old_string", "int x = 1;"}, {"new_string", "int x = 3;"}});
   ASSERT_FALSE(once.is_error) << once.text;
   EXPECT_NE(slurp(ws_ / "solution" / "kernel.cu").find("int x = 3;\n  int y = 1;"), std::string::npos);
-  auto all = call("edit_file", {{"path", "solution/kernel.cu"}, {"old_string", "int"}, {"new_string", "long"},
-                                {"replace_all", true}});
+  auto all =
+      call("edit_file",
+           {{"path", "solution/kernel.cu"}, {"old_string", "int"}, {"new_string", "long"}, {"replace_all", true}});
   ASSERT_FALSE(all.is_error) << all.text;
   EXPECT_EQ(all.data["replacements"], 2);
   EXPECT_EQ(slurp(ws_ / "solution" / "kernel.cu"), "__global__ void k() {\n  long x = 3;\n  long y = 1;\n}\n");
@@ -192,9 +194,10 @@ TEST_F(WorkspaceToolsTest, AbsolutePathsOutsideAreDenied) {
   EXPECT_FALSE(stdfs::exists(tmp_ / "outside" / "y.txt"));
   // Inside the workspace but not writable (the task's notes), and the readable pack.
   EXPECT_TRUE(call("write_file", {{"path", "notes.md"}, {"content", "x"}}).is_error);
-  EXPECT_TRUE(call("edit_file", {{"path", (tmp_ / "pack" / "definition.json").string()}, {"old_string", "gemm"},
-                                 {"new_string", "x"}})
-                  .is_error);
+  EXPECT_TRUE(
+      call("edit_file",
+           {{"path", (tmp_ / "pack" / "definition.json").string()}, {"old_string", "gemm"}, {"new_string", "x"}})
+          .is_error);
   EXPECT_EQ(slurp(ws_ / "notes.md").substr(0, 5), "line1");
   EXPECT_EQ(count_events("denied", false), 5);
   EXPECT_EQ(count_events("file_write", true), 0);

@@ -65,7 +65,7 @@ std::string canonical_text(uint64_t seq, const std::string& time, const std::str
 
 // Where the chain stands while lines are checked one by one.
 struct Chain {
-  uint64_t line = 0;          // lines seen so far
+  uint64_t line = 0;  // lines seen so far
   uint64_t next_seq = 0;
   std::string prev = kGenesisHash;  // empty: unknown (after a malformed line)
   uint64_t records = 0;
@@ -95,9 +95,12 @@ void check_line(std::string_view line, Chain& c, std::vector<VerifyProblem>& pro
     bool good = j.contains(f);
     if (good) {
       const auto& v = j[f];
-      if (std::string_view(f) == "seq") good = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-      else if (std::string_view(f) == "prev" || std::string_view(f) == "hash") good = v.is_string() && is_hex64(v.get<std::string>());
-      else if (std::string_view(f) != "data") good = v.is_string();
+      if (std::string_view(f) == "seq")
+        good = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+      else if (std::string_view(f) == "prev" || std::string_view(f) == "hash")
+        good = v.is_string() && is_hex64(v.get<std::string>());
+      else if (std::string_view(f) != "data")
+        good = v.is_string();
     }
     if (!good) {
       problem(fmt::format("missing or invalid field \"{}\"", f));
@@ -178,8 +181,7 @@ Status write_all(int fd, const std::string& text, const stdfs::path& path) {
 class FileLock {
  public:
   explicit FileLock(int fd) : fd_(fd) {
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-    }
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {}
   }
   ~FileLock() { ::flock(fd_, LOCK_UN); }
   FileLock(const FileLock&) = delete;
@@ -284,8 +286,7 @@ Status AuditLog::append(const std::string& type, const std::string& actor, const
   line += ",\"hash\":\"" + hash + "\"}\n";
   if (Status s = write_all(fd_, line, path_); !s.ok()) {
     // Take back a partial line so the chain stays intact; if that fails, open() will cut it.
-    if (::ftruncate(fd_, static_cast<off_t>(end_offset_)) != 0) {
-    }
+    if (::ftruncate(fd_, static_cast<off_t>(end_offset_)) != 0) {}
     return s;
   }
   if (::fsync(fd_) != 0) return Status::io(errno_text("fsync", path_));
@@ -345,15 +346,17 @@ Result<VerifyResult> verify(const stdfs::path& path, const std::string& expected
   if (torn > 0) {
     r.torn_tail = true;
     r.problems.push_back(
-        {c.line + 1, fmt::format("torn last line: {} bytes without a newline (an append cut short, or bytes added)", torn)});
+        {c.line + 1,
+         fmt::format("torn last line: {} bytes without a newline (an append cut short, or bytes added)", torn)});
   }
   r.records = c.records;
   r.head = c.head;
   r.head_line = c.head_line;
   if (!expected_head.empty() && c.head_line == 0) {
-    r.problems.push_back({c.line + 1, fmt::format("expected head {} is not in the log (records truncated or rewritten); "
-                                                  "log ends at {}",
-                                                  short_hash(expected_head), short_hash(c.head))});
+    r.problems.push_back(
+        {c.line + 1, fmt::format("expected head {} is not in the log (records truncated or rewritten); "
+                                 "log ends at {}",
+                                 short_hash(expected_head), short_hash(c.head))});
   }
   return r;
 }

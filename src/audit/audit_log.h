@@ -32,7 +32,7 @@ class AuditLog {
   // "budget", "violation"...; actor: "kda", "writer", "reviewer", "verifier".
   Status append(const std::string& type, const std::string& actor, const nlohmann::json& data);
 
-  uint64_t size() const;                   // records so far
+  uint64_t size() const;  // records so far
   const std::string& last_hash() const;
   const std::filesystem::path& path() const;
 
@@ -55,15 +55,15 @@ class AuditLog {
 inline constexpr const char* kGenesisHash = "0000000000000000000000000000000000000000000000000000000000000000";
 
 struct VerifyProblem {
-  uint64_t line = 0;          // 1-based
-  std::string message;        // "hash mismatch (record edited)", "prev does not chain (record deleted or reordered)"...
+  uint64_t line = 0;    // 1-based
+  std::string message;  // "hash mismatch (record edited)", "prev does not chain (record deleted or reordered)"...
 };
 
 struct VerifyResult {
   uint64_t records = 0;
-  std::string head;           // hash of the last record (kGenesisHash for an empty log)
-  uint64_t head_line = 0;     // line whose hash is expected_head (0: none given or not found)
-  bool torn_tail = false;     // the file ends in a partial line (no trailing newline)
+  std::string head;        // hash of the last record (kGenesisHash for an empty log)
+  uint64_t head_line = 0;  // line whose hash is expected_head (0: none given or not found)
+  bool torn_tail = false;  // the file ends in a partial line (no trailing newline)
   std::vector<VerifyProblem> problems;
   bool ok() const { return problems.empty(); }
 };

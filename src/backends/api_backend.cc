@@ -22,14 +22,14 @@ class ApiBackend final : public Backend {
  public:
   ApiBackend(llm::ProviderConfig config, std::shared_ptr<llm::HttpTransport> transport, llm::RetryEnv retry_env,
              llm::EnvLookup env)
-      : config_(std::move(config)), transport_(std::move(transport)), retry_env_(std::move(retry_env)),
+      : config_(std::move(config)),
+        transport_(std::move(transport)),
+        retry_env_(std::move(retry_env)),
         env_(std::move(env)) {
     if (!retry_env_.now) retry_env_ = llm::real_retry_env();
   }
 
-  std::string name() const override {
-    return config_.kind == llm::ProviderKind::kAnthropic ? "anthropic" : "openai";
-  }
+  std::string name() const override { return config_.kind == llm::ProviderKind::kAnthropic ? "anthropic" : "openai"; }
 
   Result<SessionResult> run_session(const SessionRequest& request) override {
     // --- setup: endpoint, prices, client ---
@@ -85,10 +85,16 @@ class ApiBackend final : public Backend {
       auto on_attempt = [&](const llm::AttemptInfo& a) {
         result.usage.requests += 1;
         if (a.ok || !a.will_retry) return;  // a final failure is reported as the session's error
-        emit({"retry", false,
-              {{"attempt", a.attempt}, {"http_status", a.http_status}, {"error", a.error},
-               {"will_retry", a.will_retry}, {"delay_ms", a.delay.count()}, {"retry_after", a.retry_after},
-               {"request_id", a.request_id}, {"turn", result.turns + 1}}});
+        emit({"retry",
+              false,
+              {{"attempt", a.attempt},
+               {"http_status", a.http_status},
+               {"error", a.error},
+               {"will_retry", a.will_retry},
+               {"delay_ms", a.delay.count()},
+               {"retry_after", a.retry_after},
+               {"request_id", a.request_id},
+               {"turn", result.turns + 1}}});
       };
       auto resp = client.send(req, on_attempt, deadline);
       if (!resp.ok()) {
@@ -108,18 +114,26 @@ class ApiBackend final : public Backend {
       result.usage += u;
       if (!client.last_cost_known() && !unpriced_reported) {
         unpriced_reported = true;
-        emit({"message", true, {{"note", "no price for model '" + config_.model + "': cost counted as 0"},
-                                {"unpriced_model", config_.model}}});
+        emit({"message",
+              true,
+              {{"note", "no price for model '" + config_.model + "': cost counted as 0"},
+               {"unpriced_model", config_.model}}});
       }
 
       std::string text = llm::response_text(resp->blocks);
       if (!text.empty()) result.final_text = text;
-      emit({"message", true,
-            {{"turn", result.turns}, {"text", clip(text)}, {"stop_reason", llm::stop_reason_name(resp->stop_reason)},
+      emit({"message",
+            true,
+            {{"turn", result.turns},
+             {"text", clip(text)},
+             {"stop_reason", llm::stop_reason_name(resp->stop_reason)},
              {"request_id", resp->request_id},
-             {"usage", {{"input_tokens", u.input_tokens}, {"output_tokens", u.output_tokens},
-                        {"cache_read_tokens", u.cache_read_tokens}, {"cache_write_tokens", u.cache_write_tokens},
-                        {"cost_usd", u.cost_usd}}}}});
+             {"usage",
+              {{"input_tokens", u.input_tokens},
+               {"output_tokens", u.output_tokens},
+               {"cache_read_tokens", u.cache_read_tokens},
+               {"cache_write_tokens", u.cache_write_tokens},
+               {"cost_usd", u.cost_usd}}}}});
       req.messages.push_back({llm::MessageRole::kAssistant, resp->blocks});
 
       std::vector<const llm::ContentBlock*> calls;
@@ -130,8 +144,9 @@ class ApiBackend final : public Backend {
         stop = llm::stop_reason_name(resp->stop_reason);
         if (!calls.empty()) {
           // A response cut by max_tokens may hold half-written calls: none is run.
-          emit({"error", false, {{"error", "response hit max_tokens with tool calls pending; none were run"},
-                                 {"turn", result.turns}}});
+          emit({"error",
+                false,
+                {{"error", "response hit max_tokens with tool calls pending; none were run"}, {"turn", result.turns}}});
         }
         break;
       }
@@ -140,23 +155,32 @@ class ApiBackend final : public Backend {
       for (const llm::ContentBlock* call : calls) {
         ToolOutcome outcome;
         if (!allowed.count(call->name)) {
-          outcome = {"tool '" + call->name + "' is not available in this session", true,
-                     {{"error", "unknown_tool"}}};
+          outcome = {"tool '" + call->name + "' is not available in this session", true, {{"error", "unknown_tool"}}};
         } else if (call->input_invalid) {
           outcome = {"the arguments for '" + call->name + "' were not a JSON object; call it again with valid JSON",
-                     true, {{"error", "invalid_arguments"}}};
+                     true,
+                     {{"error", "invalid_arguments"}}};
         } else {
           outcome = request.tools->call(call->name, call->input);
         }
-        emit({"tool_call", !outcome.is_error,
-              {{"tool", call->name}, {"id", call->id}, {"arguments", call->input}, {"is_error", outcome.is_error},
-               {"output", clip(outcome.text)}, {"data", outcome.data}, {"turn", result.turns}}});
+        emit({"tool_call",
+              !outcome.is_error,
+              {{"tool", call->name},
+               {"id", call->id},
+               {"arguments", call->input},
+               {"is_error", outcome.is_error},
+               {"output", clip(outcome.text)},
+               {"data", outcome.data},
+               {"turn", result.turns}}});
         results.blocks.push_back(llm::ContentBlock::make_tool_result(call->id, outcome.text, outcome.is_error));
       }
       req.messages.push_back(std::move(results));
     }
-    emit({"message", stop != "timeout" && stop != "max_turns",
-          {{"session_end", stop}, {"turns", result.turns}, {"requests", result.usage.requests},
+    emit({"message",
+          stop != "timeout" && stop != "max_turns",
+          {{"session_end", stop},
+           {"turns", result.turns},
+           {"requests", result.usage.requests},
            {"cost_usd", result.usage.cost_usd}}});
     return result;
   }

@@ -10,10 +10,10 @@ namespace kda::agent {
 namespace {
 
 using namespace std::chrono_literals;
-using nlohmann::json;
 using llm::ProviderKind;
 using llm::testing::ScriptedCall;
 using llm::testing::stream_for;
+using nlohmann::json;
 
 // Two tools: read_file (read-only) and write_file (writes; an error without "content").
 class FakeTools final : public ToolHost {
@@ -68,9 +68,10 @@ TEST_P(ApiBackendLoop, FullToolLoop) {
   const ProviderKind kind = GetParam();
   auto transport = std::make_shared<llm::FakeTransport>();
   FakeClock clock;
-  transport->push_body(200, stream_for(kind, "Let me look.",
-                                       {{"c1", "read_file", json{{"path", "a.cu"}}},
-                                        {"c2", "write_file", json{{"path", "b.cu"}}}}),  // no content: tool error
+  transport->push_body(200,
+                       stream_for(kind, "Let me look.",
+                                  {{"c1", "read_file", json{{"path", "a.cu"}}},
+                                   {"c2", "write_file", json{{"path", "b.cu"}}}}),  // no content: tool error
                        11);
   transport->push_body(429, R"({"error":{"message":"slow"}})", 100, {{"retry-after", "2"}});
   transport->push_body(200, stream_for(kind, "", {{"c3", "write_file", json{{"path", "b.cu"}, {"content", "k"}}}}), 11);
@@ -92,7 +93,7 @@ TEST_P(ApiBackendLoop, FullToolLoop) {
   EXPECT_EQ(r->final_text, "Done.\nCOMPLETE");
   EXPECT_EQ(r->turns, 3);
   EXPECT_FALSE(r->timed_out);
-  EXPECT_EQ(r->usage.requests, 4);      // 3 turns + 1 retried attempt
+  EXPECT_EQ(r->usage.requests, 4);  // 3 turns + 1 retried attempt
   EXPECT_EQ(r->usage.input_tokens, 30);
   EXPECT_EQ(r->usage.output_tokens, 15);
   EXPECT_GT(r->usage.cost_usd, 0);
@@ -151,7 +152,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, ApiBackendLoop,
 TEST(ApiBackend, ReviewerGetsOnlyReadOnlyTools) {
   auto transport = std::make_shared<llm::FakeTransport>();
   FakeClock clock;
-  transport->push_body(200, llm::testing::anthropic_stream("", {{"w", "write_file", json{{"path", "x"}, {"content", "y"}}}}));
+  transport->push_body(
+      200, llm::testing::anthropic_stream("", {{"w", "write_file", json{{"path", "x"}, {"content", "y"}}}}));
   transport->push_body(200, llm::testing::anthropic_stream("CONTINUE\nSTALLED", {}));
   FakeTools tools;
   SessionRequest req;
@@ -174,8 +176,9 @@ TEST(ApiBackend, MaxTurnsCutsTheSession) {
   auto transport = std::make_shared<llm::FakeTransport>();
   FakeClock clock;
   for (int i = 0; i < 5; ++i) {
-    transport->push_body(200, llm::testing::anthropic_stream("step " + std::to_string(i),
-                                                             {{"c" + std::to_string(i), "read_file", json{{"path", "a"}}}}));
+    transport->push_body(200,
+                         llm::testing::anthropic_stream("step " + std::to_string(i),
+                                                        {{"c" + std::to_string(i), "read_file", json{{"path", "a"}}}}));
   }
   FakeTools tools;
   SessionRequest req;
@@ -195,7 +198,8 @@ TEST(ApiBackend, TimeoutStopsTheLoop) {
   auto transport = std::make_shared<llm::FakeTransport>();
   FakeClock clock;
   for (int i = 0; i < 5; ++i) {
-    transport->push_body(200, llm::testing::anthropic_stream("", {{"c" + std::to_string(i), "read_file", json{{"path", "a"}}}}));
+    transport->push_body(
+        200, llm::testing::anthropic_stream("", {{"c" + std::to_string(i), "read_file", json{{"path", "a"}}}}));
   }
   FakeTools tools;
   tools.on_call = [&] { clock.t += 20min; };  // each tool call takes 20 minutes

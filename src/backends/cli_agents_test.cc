@@ -36,22 +36,23 @@ struct Collected {
 TEST(ClaudeStreamParser, ToolCallsDenialsUsageAndFinalText) {
   Collected c;
   ClaudeStreamParser p(&c.sink);
-  for (const char* line : {
-           R"({"type":"system","subtype":"init","tools":["Write"],"model":"m"})",
-           R"({"type":"assistant","message":{"id":"msg_1","content":[{"type":"text","text":"writing"}]}})",
-           R"({"type":"assistant","message":{"id":"msg_1","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/w/a.cu","content":"x"}}]}})",
-           R"({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"File created successfully at: /w/a.cu"}]}})",
-           R"({"type":"assistant","message":{"id":"msg_2","content":[{"type":"tool_use","id":"t2","name":"Write","input":{"file_path":"/pack/task.toml","content":"x"}}]}})",
-           R"({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t2","is_error":true,"content":[{"type":"text","text":"PreToolUse:Write hook error: kda guard: denied"}]}]}})",
-           R"({"type":"assistant","message":{"id":"msg_3","content":[{"type":"tool_use","id":"t3","name":"Bash","input":{"command":"echo x > /pack/plan.md"}}]}})",
-           R"({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t3","is_error":true,"content":"Permission denied"}]}})",
-           R"({"type":"assistant","message":{"id":"msg_4","content":[{"type":"tool_use","id":"t4","name":"mcp__kda__evaluate","input":{}}]}})",
-           R"({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t4","content":"PASSED"}]}})",
-           "not json",
-           R"({"type":"system","subtype":"api_retry","attempt":1})",
-           R"({"type":"assistant","message":{"id":"msg_5","content":[{"type":"text","text":"DECISION: CONTINUE"}]}})",
-           R"({"type":"result","subtype":"success","is_error":false,"num_turns":5,"result":"DECISION: CONTINUE","permission_denials":[{"tool_name":"Write","tool_use_id":"t2","tool_input":{"file_path":"/pack/task.toml"}}],"usage":{"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":7,"cache_creation_input_tokens":3},"total_cost_usd":0.01})",
-       })
+  for (
+      const char* line : {
+          R"({"type":"system","subtype":"init","tools":["Write"],"model":"m"})",
+          R"({"type":"assistant","message":{"id":"msg_1","content":[{"type":"text","text":"writing"}]}})",
+          R"({"type":"assistant","message":{"id":"msg_1","content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/w/a.cu","content":"x"}}]}})",
+          R"({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"File created successfully at: /w/a.cu"}]}})",
+          R"({"type":"assistant","message":{"id":"msg_2","content":[{"type":"tool_use","id":"t2","name":"Write","input":{"file_path":"/pack/task.toml","content":"x"}}]}})",
+          R"({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t2","is_error":true,"content":[{"type":"text","text":"PreToolUse:Write hook error: kda guard: denied"}]}]}})",
+          R"({"type":"assistant","message":{"id":"msg_3","content":[{"type":"tool_use","id":"t3","name":"Bash","input":{"command":"echo x > /pack/plan.md"}}]}})",
+          R"({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t3","is_error":true,"content":"Permission denied"}]}})",
+          R"({"type":"assistant","message":{"id":"msg_4","content":[{"type":"tool_use","id":"t4","name":"mcp__kda__evaluate","input":{}}]}})",
+          R"({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t4","content":"PASSED"}]}})",
+          "not json",
+          R"({"type":"system","subtype":"api_retry","attempt":1})",
+          R"({"type":"assistant","message":{"id":"msg_5","content":[{"type":"text","text":"DECISION: CONTINUE"}]}})",
+          R"({"type":"result","subtype":"success","is_error":false,"num_turns":5,"result":"DECISION: CONTINUE","permission_denials":[{"tool_name":"Write","tool_use_id":"t2","tool_input":{"file_path":"/pack/task.toml"}}],"usage":{"input_tokens":100,"output_tokens":20,"cache_read_input_tokens":7,"cache_creation_input_tokens":3},"total_cost_usd":0.01})",
+      })
     p.feed(line);
   p.finish();
   EXPECT_TRUE(p.saw_result());
@@ -86,7 +87,8 @@ TEST(ClaudeStreamParser, ToolCallsDenialsUsageAndFinalText) {
 TEST(ClaudeStreamParser, ApiErrorsAndUnansweredToolsAreFailures) {
   Collected c;
   ClaudeStreamParser p(&c.sink);
-  p.feed(R"({"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t9","name":"Edit","input":{"file_path":"/w/x"}}]}})");
+  p.feed(
+      R"({"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t9","name":"Edit","input":{"file_path":"/w/x"}}]}})");
   // subtype "success" with is_error true: an API failure (the CLI's quirk).
   p.feed(R"({"type":"result","subtype":"success","is_error":true,"result":"API Error: 500","num_turns":1})");
   p.finish();
@@ -101,19 +103,20 @@ TEST(ClaudeStreamParser, ApiErrorsAndUnansweredToolsAreFailures) {
 TEST(CodexStreamParser, ItemsTurnsAndFailures) {
   Collected c;
   CodexStreamParser p(&c.sink);
-  for (const char* line : {
-           R"({"type":"thread.started","thread_id":"x"})",
-           R"({"type":"turn.started"})",
-           R"({"type":"item.completed","item":{"id":"i0","type":"error","message":"Model metadata not found"}})",
-           R"({"type":"item.completed","item":{"id":"i1","type":"file_change","changes":[{"path":"/w/k.cu","kind":"add"}],"status":"completed"}})",
-           R"({"type":"item.completed","item":{"id":"i2","type":"file_change","changes":[{"path":"/pack/task.toml","kind":"update"}],"status":"failed"}})",
-           R"({"type":"item.completed","item":{"id":"i3","type":"command_execution","command":"bash -lc 'echo x > /pack/plan.md'","aggregated_output":"Permission denied","exit_code":1,"status":"failed"}})",
-           R"({"type":"item.completed","item":{"id":"i4","type":"command_execution","command":"ls","aggregated_output":"a","exit_code":0,"status":"completed"}})",
-           R"({"type":"item.completed","item":{"id":"i5","type":"mcp_tool_call","server":"kda","tool":"evaluate","arguments":{},"result":{"content":[]},"error":null,"status":"completed"}})",
-           R"({"type":"item.completed","item":{"id":"i6","type":"mcp_tool_call","server":"kda","tool":"finish_round","arguments":{},"error":{"message":"boom"},"status":"failed"}})",
-           R"({"type":"item.completed","item":{"id":"i7","type":"agent_message","text":"DECISION: COMPLETE"}})",
-           R"({"type":"turn.completed","usage":{"input_tokens":300,"cached_input_tokens":10,"output_tokens":40}})",
-       })
+  for (
+      const char* line : {
+          R"({"type":"thread.started","thread_id":"x"})",
+          R"({"type":"turn.started"})",
+          R"({"type":"item.completed","item":{"id":"i0","type":"error","message":"Model metadata not found"}})",
+          R"({"type":"item.completed","item":{"id":"i1","type":"file_change","changes":[{"path":"/w/k.cu","kind":"add"}],"status":"completed"}})",
+          R"({"type":"item.completed","item":{"id":"i2","type":"file_change","changes":[{"path":"/pack/task.toml","kind":"update"}],"status":"failed"}})",
+          R"({"type":"item.completed","item":{"id":"i3","type":"command_execution","command":"bash -lc 'echo x > /pack/plan.md'","aggregated_output":"Permission denied","exit_code":1,"status":"failed"}})",
+          R"({"type":"item.completed","item":{"id":"i4","type":"command_execution","command":"ls","aggregated_output":"a","exit_code":0,"status":"completed"}})",
+          R"({"type":"item.completed","item":{"id":"i5","type":"mcp_tool_call","server":"kda","tool":"evaluate","arguments":{},"result":{"content":[]},"error":null,"status":"completed"}})",
+          R"({"type":"item.completed","item":{"id":"i6","type":"mcp_tool_call","server":"kda","tool":"finish_round","arguments":{},"error":{"message":"boom"},"status":"failed"}})",
+          R"({"type":"item.completed","item":{"id":"i7","type":"agent_message","text":"DECISION: COMPLETE"}})",
+          R"({"type":"turn.completed","usage":{"input_tokens":300,"cached_input_tokens":10,"output_tokens":40}})",
+      })
     p.feed(line);
   EXPECT_TRUE(p.turn_completed());
   EXPECT_FALSE(p.failed());
@@ -152,14 +155,15 @@ TEST(CliGuard, DeniesFileToolsOutsideAllowedPaths) {
   stdfs::create_directory_symlink(pack, ws / "solution" / "link");
   std::vector<stdfs::path> allowed = {ws / "solution"};
   auto input = [](const std::string& tool, const std::string& path) {
-    return json{{"hook_event_name", "PreToolUse"}, {"tool_name", tool}, {"tool_input", {{"file_path", path}}}, {"cwd", "/"}};
+    return json{
+        {"hook_event_name", "PreToolUse"}, {"tool_name", tool}, {"tool_input", {{"file_path", path}}}, {"cwd", "/"}};
   };
   EXPECT_FALSE(guard_denial(input("Write", (ws / "solution/k.cu").string()), allowed));
   EXPECT_FALSE(guard_denial(input("Edit", (ws / "solution/new/dir/k.cu").string()), allowed));
   EXPECT_TRUE(guard_denial(input("Write", (pack / "task.toml").string()), allowed));
   EXPECT_TRUE(guard_denial(input("Write", (ws / "solution/../plan.md").string()), allowed));
   EXPECT_TRUE(guard_denial(input("Write", (ws / "solution/link/task.toml").string()), allowed));  // symlink out
-  EXPECT_TRUE(guard_denial(input("Write", (ws / "solutionX/a").string()), allowed));             // prefix trick
+  EXPECT_TRUE(guard_denial(input("Write", (ws / "solutionX/a").string()), allowed));              // prefix trick
   EXPECT_TRUE(guard_denial(input("MultiEdit", "/etc/passwd"), allowed));
   json rel = input("Write", "solution/k.cu");
   rel["cwd"] = ws.string();
@@ -238,13 +242,20 @@ class AgentSandboxTest : public ::testing::Test {
 
 TEST_F(AgentSandboxTest, WriterWritesOnlySolutionAndSessionDirs) {
   const std::string pack = (root_ / "pack" / "task.toml").string();
-  auto r = run_confined(Role::kWriter,
-                        "echo k > solution/k.cu && echo s > " + dirs_.tmp.string() + "/s && echo h > " +
-                            dirs_.home.string() + "/h && echo ok; "
-                            "echo x > " + pack + " || echo blocked1; "
-                            "echo x > " + (root_ / "ws" / "plan.md").string() + " || echo blocked2; "
-                            "echo x > " + (dirs_.kda / "evil").string() + " || echo blocked3; "
-                            "(sleep 0.2; echo x > " + pack + "; echo $? > solution/bg_status) & wait");
+  auto r = run_confined(Role::kWriter, "echo k > solution/k.cu && echo s > " + dirs_.tmp.string() + "/s && echo h > " +
+                                           dirs_.home.string() +
+                                           "/h && echo ok; "
+                                           "echo x > " +
+                                           pack +
+                                           " || echo blocked1; "
+                                           "echo x > " +
+                                           (root_ / "ws" / "plan.md").string() +
+                                           " || echo blocked2; "
+                                           "echo x > " +
+                                           (dirs_.kda / "evil").string() +
+                                           " || echo blocked3; "
+                                           "(sleep 0.2; echo x > " +
+                                           pack + "; echo $? > solution/bg_status) & wait");
   EXPECT_NE(r.stdout_text.find("ok"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stdout_text.find("blocked1"), std::string::npos);
   EXPECT_NE(r.stdout_text.find("blocked2"), std::string::npos);
@@ -255,8 +266,8 @@ TEST_F(AgentSandboxTest, WriterWritesOnlySolutionAndSessionDirs) {
 }
 
 TEST_F(AgentSandboxTest, ReviewerWritesNothingButItsSessionDirs) {
-  auto r = run_confined(Role::kReviewer, "echo k > solution/k.cu || echo blocked; echo t > " + dirs_.tmp.string() +
-                                             "/t && echo tmp-ok");
+  auto r = run_confined(Role::kReviewer,
+                        "echo k > solution/k.cu || echo blocked; echo t > " + dirs_.tmp.string() + "/t && echo tmp-ok");
   EXPECT_NE(r.stdout_text.find("blocked"), std::string::npos);
   EXPECT_NE(r.stdout_text.find("tmp-ok"), std::string::npos);
   EXPECT_FALSE(stdfs::exists(root_ / "ws" / "solution" / "k.cu"));
@@ -274,7 +285,8 @@ TEST_F(AgentSandboxTest, ConfinedChildReachesTheToolSocket) {
   ASSERT_TRUE(server.ok());
   auto r = run_confined(Role::kReviewer,
                         "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-                        "print(\"connected\")' " + dirs_.socket.string());
+                        "print(\"connected\")' " +
+                            dirs_.socket.string());
   EXPECT_NE(r.stdout_text.find("connected"), std::string::npos) << r.stderr_text;
 }
 
@@ -310,7 +322,8 @@ namespace kda::agent {
 namespace {
 
 TEST(CliBackendSpec, ParsesModelAndProviderSettings) {
-  auto c = parse_claude_code_spec("claude-sonnet-4-5?base_url=http%3A%2F%2F127.0.0.1%3A9000&key_env=MY_KEY&api_retries=0&guard_hook=0");
+  auto c = parse_claude_code_spec(
+      "claude-sonnet-4-5?base_url=http%3A%2F%2F127.0.0.1%3A9000&key_env=MY_KEY&api_retries=0&guard_hook=0");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->model, "claude-sonnet-4-5");
   EXPECT_EQ(c->base_url, "http://127.0.0.1:9000");

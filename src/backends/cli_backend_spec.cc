@@ -49,7 +49,8 @@ Status parse_common(const std::string& kind, const std::string& arg, CliAgentCon
     };
     if (key == "base_url") {
       c.base_url = value;
-      if (!url_port(value)) return Status::bad_input(kind + " spec: base_url must be an http(s) URL, not '" + value + "'");
+      if (!url_port(value))
+        return Status::bad_input(kind + " spec: base_url must be an http(s) URL, not '" + value + "'");
     } else if (key == "key_env") {
       c.api_key_env = value;
     } else if (key == "api_retries") {
@@ -68,7 +69,8 @@ Status parse_common(const std::string& kind, const std::string& arg, CliAgentCon
     } else {
       return Status::bad_input(kind + " spec: unknown key '" + key +
                                "' (known: base_url, key_env, api_retries, max_start_attempts, sessions_dir, binary, "
-                               "pass_env" + (guard_hook ? ", guard_hook" : "") + ")");
+                               "pass_env" +
+                               (guard_hook ? ", guard_hook" : "") + ")");
     }
   }
   return {};

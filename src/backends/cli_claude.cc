@@ -105,11 +105,13 @@ void ClaudeStreamParser::feed(std::string_view line) {
     usage_.output_tokens = num(u, "output_tokens");
     usage_.cache_read_tokens = num(u, "cache_read_input_tokens");
     usage_.cache_write_tokens = num(u, "cache_creation_input_tokens");
-    if (j.contains("total_cost_usd") && j["total_cost_usd"].is_number()) usage_.cost_usd = j["total_cost_usd"].get<double>();
+    if (j.contains("total_cost_usd") && j["total_cost_usd"].is_number())
+      usage_.cost_usd = j["total_cost_usd"].get<double>();
     usage_.requests = static_cast<int>(seen_message_ids_.size());
     if (j.contains("permission_denials") && j["permission_denials"].is_array())
       for (const auto& d : j["permission_denials"])
-        sink_->emit({"denied", false,
+        sink_->emit({"denied",
+                     false,
                      {{"source", "cli"},
                       {"tool", str(d, "tool_name")},
                       {"id", str(d, "tool_use_id")},
@@ -169,10 +171,11 @@ Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& reque
   // kda's tools, served from this process.
   KDA_ASSIGN_OR_RETURN(std::unique_ptr<mcp::ToolSocketServer> socket, serve_session_tools(request, dirs, sink));
 
-  std::vector<std::string> argv = {binary.string(), "-p", request.prompt, "--output-format", "stream-json", "--verbose",
-                                   "--no-session-persistence"};
+  std::vector<std::string> argv = {
+      binary.string(), "-p", request.prompt, "--output-format", "stream-json", "--verbose", "--no-session-persistence"};
   std::vector<std::string> mcp_args = config_.mcp_server_args;
-  if (mcp_args.empty() && socket) mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+  if (mcp_args.empty() && socket)
+    mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
   if (!mcp_args.empty()) {
     json mcp_config = {{"mcpServers", {{"kda", {{"type", "stdio"}, {"command", kda.string()}, {"args", mcp_args}}}}}};
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(dirs.kda / "mcp.json", mcp_config.dump(2)));
@@ -189,24 +192,25 @@ Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& reque
     argv.insert(argv.end(), {"--permission-mode", "dontAsk", "--allowedTools", "Read,Glob,Grep,Bash,mcp__kda",
                              "--disallowedTools", "Write,Edit,MultiEdit,NotebookEdit"});
   } else {
-    argv.insert(argv.end(),
-                {"--permission-mode", "acceptEdits", "--allowedTools", "Read,Glob,Grep,Bash,Write,Edit,MultiEdit,mcp__kda"});
+    argv.insert(argv.end(), {"--permission-mode", "acceptEdits", "--allowedTools",
+                             "Read,Glob,Grep,Bash,Write,Edit,MultiEdit,mcp__kda"});
   }
   if (!config_.model.empty()) argv.insert(argv.end(), {"--model", config_.model});
   if (!request.system_prompt.empty()) argv.insert(argv.end(), {"--append-system-prompt", request.system_prompt});
   argv.insert(argv.end(), config_.extra_args.begin(), config_.extra_args.end());
 
   std::vector<std::string> env = base_cli_environment(dirs, config_);
-  env.insert(env.end(), {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
-                         "DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_MAX_RETRIES=" + std::to_string(config_.api_retries)});
+  env.insert(env.end(),
+             {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
+              "DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_MAX_RETRIES=" + std::to_string(config_.api_retries)});
   if (!config_.base_url.empty()) env.push_back("ANTHROPIC_BASE_URL=" + config_.base_url);
   const std::string key_var = config_.api_key_env.empty() ? "ANTHROPIC_API_KEY" : config_.api_key_env;
   if (const std::string key = getenv_or_empty(key_var); !key.empty()) env.push_back("ANTHROPIC_API_KEY=" + key);
 
-  KDA_ASSIGN_OR_RETURN(std::optional<sandbox::PreparedLandlock> landlock,
-                       prepare_cli_landlock(config_, request, dirs,
-                                            config_.base_url.empty() ? "https://api.anthropic.com" : config_.base_url,
-                                            "claude-code"));
+  KDA_ASSIGN_OR_RETURN(
+      std::optional<sandbox::PreparedLandlock> landlock,
+      prepare_cli_landlock(config_, request, dirs,
+                           config_.base_url.empty() ? "https://api.anthropic.com" : config_.base_url, "claude-code"));
   // Claude reports an API error as a synthetic assistant turn, so count actions, not turns.
   return run_cli_attempts<ClaudeStreamParser>(
       "claude-code", config_, request, argv, env, landlock ? &*landlock : nullptr, sink, result,

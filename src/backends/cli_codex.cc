@@ -40,7 +40,9 @@ void CodexStreamParser::feed(std::string_view line) {
       const bool ok = status == "completed";
       if (it.contains("changes") && it["changes"].is_array() && !it["changes"].empty()) {
         for (const auto& c : it["changes"])
-          sink_->emit({"file_write", ok, {{"source", "cli"}, {"path", str(c, "path")}, {"change", str(c, "kind")}, {"status", status}}});
+          sink_->emit({"file_write",
+                       ok,
+                       {{"source", "cli"}, {"path", str(c, "path")}, {"change", str(c, "kind")}, {"status", status}}});
       } else {
         sink_->emit({"file_write", ok, {{"source", "cli"}, {"status", status}}});
       }
@@ -62,7 +64,9 @@ void CodexStreamParser::feed(std::string_view line) {
       // not an action
     } else if (!kind.empty()) {
       ++turns_;
-      sink_->emit({"tool_call", status.empty() || status == "completed", {{"source", "cli"}, {"item", kind}, {"status", status}}});
+      sink_->emit({"tool_call",
+                   status.empty() || status == "completed",
+                   {{"source", "cli"}, {"item", kind}, {"status", status}}});
     }
   } else if (type == "turn.completed") {
     turn_completed_ = true;
@@ -129,8 +133,13 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
   const std::string key_var = config_.api_key_env.empty() ? "OPENAI_API_KEY" : config_.api_key_env;
   const std::string retries = std::to_string(config_.api_retries);
   const std::string provider = config_.provider_name;
-  std::vector<std::string> argv = {binary.string(), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
-                                   "--sandbox", codex_sandbox_mode(config_, request.role, landlock.has_value())};
+  std::vector<std::string> argv = {binary.string(),
+                                   "exec",
+                                   "--json",
+                                   "--skip-git-repo-check",
+                                   "--ephemeral",
+                                   "--sandbox",
+                                   codex_sandbox_mode(config_, request.role, landlock.has_value())};
   auto config_arg = [&argv](const std::string& kv) { argv.insert(argv.end(), {"-c", kv}); };
   config_arg("model_provider=" + toml_string(provider));
   config_arg("model_providers." + provider + "={name=" + toml_string(provider) + ",base_url=" + toml_string(base_url) +
@@ -146,7 +155,8 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
     if (!reviewer && !roots.empty()) config_arg("sandbox_workspace_write.writable_roots=" + toml_string_array(roots));
   }
   std::vector<std::string> mcp_args = config_.mcp_server_args;
-  if (mcp_args.empty() && socket) mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+  if (mcp_args.empty() && socket)
+    mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
   if (!mcp_args.empty()) {
     config_arg("mcp_servers.kda.command=" + toml_string(kda.string()));
     config_arg("mcp_servers.kda.args=" + toml_string_array(mcp_args));
@@ -164,8 +174,8 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
   env.push_back("CODEX_HOME=" + dirs.codex_home.string());
   if (const std::string key = getenv_or_empty(key_var); !key.empty()) env.push_back(key_var + "=" + key);
 
-  return run_cli_attempts<CodexStreamParser>("codex", config_, request, argv, env, landlock ? &*landlock : nullptr, sink,
-                                              result, [](const CodexStreamParser& p) { return p.items() > 0; });
+  return run_cli_attempts<CodexStreamParser>("codex", config_, request, argv, env, landlock ? &*landlock : nullptr,
+                                             sink, result, [](const CodexStreamParser& p) { return p.items() > 0; });
 }
 
 }  // namespace

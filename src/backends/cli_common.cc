@@ -111,7 +111,8 @@ sandbox::LandlockPolicy agent_landlock_policy(const SessionRequest& request, con
   p.read_write.push_back(dirs.home);
   p.read_write.push_back(dirs.tmp);
   p.read_write.push_back(dirs.codex_home);
-  p.devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts"};
+  p.devices = {"/dev/null",    "/dev/zero", "/dev/full", "/dev/random",
+               "/dev/urandom", "/dev/tty",  "/dev/ptmx", "/dev/pts"};
   p.deny_tcp = true;
   if (api_port) p.allowed_tcp_connect_ports.push_back(*api_port);
   p.scope_signals = true;
@@ -152,8 +153,8 @@ std::string shell_quote(std::string_view word) {
   return out + "'";
 }
 
-Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<std::string>& env, const stdfs::path& cwd,
-                       const sandbox::PreparedLandlock* landlock, std::chrono::seconds timeout,
+Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                       const stdfs::path& cwd, const sandbox::PreparedLandlock* landlock, std::chrono::seconds timeout,
                        const std::function<bool(std::string_view)>& on_line) {
   proc::ChildOptions o;
   o.argv = argv;
@@ -237,22 +238,26 @@ stdfs::path kda_executable(const CliAgentConfig& config) {
   return config.kda_binary.empty() ? stdfs::read_symlink("/proc/self/exe") : config.kda_binary;
 }
 
-Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request, const SessionDirs& dirs,
-                                                                   EventSink& sink) {
+Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request,
+                                                                   const SessionDirs& dirs, EventSink& sink) {
   if (request.tools == nullptr) return std::unique_ptr<mcp::ToolSocketServer>{};
   mcp::ToolSocketOptions so;
   so.read_only_tools = request.role == Role::kReviewer;
   so.on_call = [&sink](const std::string& name, const nlohmann::json& args, const ToolOutcome& out) {
-    sink.emit({"tool_call", !out.is_error,
-               {{"source", "kda"}, {"tool", name}, {"input", args}, {out.is_error ? "error" : "output", detail::clip(out.text)}}});
+    sink.emit({"tool_call",
+               !out.is_error,
+               {{"source", "kda"},
+                {"tool", name},
+                {"input", args},
+                {out.is_error ? "error" : "output", detail::clip(out.text)}}});
   };
   return mcp::ToolSocketServer::start(request.tools, dirs.socket, std::move(so));
 }
 
 Result<std::optional<sandbox::PreparedLandlock>> prepare_cli_landlock(const CliAgentConfig& config,
-                                                                     const SessionRequest& request,
-                                                                     const SessionDirs& dirs, std::string_view api_url,
-                                                                     std::string_view cli) {
+                                                                      const SessionRequest& request,
+                                                                      const SessionDirs& dirs, std::string_view api_url,
+                                                                      std::string_view cli) {
   std::optional<sandbox::PreparedLandlock> none;
   if (!config.os_sandbox) return none;
   auto prepared = sandbox::prepare_landlock(agent_landlock_policy(request, dirs, url_port(api_url)));

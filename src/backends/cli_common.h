@@ -42,11 +42,11 @@ struct CliAgentConfig {
   std::filesystem::path kda_binary;
   // Kda-owned parent of the per-session directories; empty: $TMPDIR/kda-agents.
   std::filesystem::path sessions_dir;
-  bool os_sandbox = true;             // Landlock around the CLI (tests of the CLI guards alone turn it off)
-  bool require_os_sandbox = true;     // refuse to run when Landlock is unavailable
-  int max_start_attempts = 2;         // a CLI that fails before its first model turn is started again
-  int api_retries = 2;                // the CLI's own retries of a failed API request (0 in tests)
-  bool keep_session_dirs = false;     // for debugging; default: removed after the session
+  bool os_sandbox = true;          // Landlock around the CLI (tests of the CLI guards alone turn it off)
+  bool require_os_sandbox = true;  // refuse to run when Landlock is unavailable
+  int max_start_attempts = 2;      // a CLI that fails before its first model turn is started again
+  int api_retries = 2;             // the CLI's own retries of a failed API request (0 in tests)
+  bool keep_session_dirs = false;  // for debugging; default: removed after the session
   std::vector<std::string> extra_args;
   // Arguments of the kda MCP server the CLI starts (`kda <args>`); empty: `mcp --connect` to this
   // session's tool socket. E.g. {"mcp", "--workspace", DIR, "--task", PACK}: the CLI as a user runs
@@ -127,16 +127,16 @@ struct SessionDirsCleanup {
 
 // kda's tools for one session, served on dirs.socket (reviewers: read-only tools); every call is
 // reported to `sink`. Null when the request carries no tools.
-Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request, const SessionDirs& dirs,
-                                                                   EventSink& sink);
+Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request,
+                                                                   const SessionDirs& dirs, EventSink& sink);
 
 // The prepared Landlock around the CLI (agent_landlock_policy, TCP to the port of `api_url`).
 // nullopt when config.os_sandbox is off, or Landlock is unavailable and not required; an error
 // naming `cli` when it is required and unavailable.
 Result<std::optional<sandbox::PreparedLandlock>> prepare_cli_landlock(const CliAgentConfig& config,
-                                                                     const SessionRequest& request,
-                                                                     const SessionDirs& dirs, std::string_view api_url,
-                                                                     std::string_view cli);
+                                                                      const SessionRequest& request,
+                                                                      const SessionDirs& dirs, std::string_view api_url,
+                                                                      std::string_view cli);
 
 // Runs the CLI and fills `result` from a fresh `Parser` per attempt. A CLI that ended before the
 // agent did anything (`acted(parser)` false, not timed out, not cut, non-zero exit) failed to start
@@ -144,10 +144,11 @@ Result<std::optional<sandbox::PreparedLandlock>> prepare_cli_landlock(const CliA
 // is an event. Parsers provide feed, final_text, usage, turns and error (and finish when they
 // buffer).
 template <typename Parser>
-Result<SessionResult> run_cli_attempts(std::string_view cli, const CliAgentConfig& config, const SessionRequest& request,
-                                       const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                                       const sandbox::PreparedLandlock* landlock, EventSink& sink,
-                                       SessionResult& result, const std::function<bool(const Parser&)>& acted) {
+Result<SessionResult> run_cli_attempts(std::string_view cli, const CliAgentConfig& config,
+                                       const SessionRequest& request, const std::vector<std::string>& argv,
+                                       const std::vector<std::string>& env, const sandbox::PreparedLandlock* landlock,
+                                       EventSink& sink, SessionResult& result,
+                                       const std::function<bool(const Parser&)>& acted) {
   using detail::clip;
   const std::string name(cli);
   const int attempts = std::max(1, config.max_start_attempts);
@@ -167,7 +168,8 @@ Result<SessionResult> run_cli_attempts(std::string_view cli, const CliAgentConfi
     if (result.timed_out) sink.emit({"error", false, {{"source", "kda"}, {"error", "session timed out"}}});
     const bool started = acted(parser) || result.timed_out || run->cut;
     if (started || run->exit.success()) return result;
-    std::string why = parser.error().empty() ? run->exit.describe() + ": " + clip(run->stderr_tail, 1000) : parser.error();
+    std::string why =
+        parser.error().empty() ? run->exit.describe() + ": " + clip(run->stderr_tail, 1000) : parser.error();
     if (attempt == attempts)
       return Status::io(name + " did not start (" + std::to_string(attempts) + " attempts): " + why);
     sink.emit({"retry", false, {{"source", "kda"}, {"attempt", attempt}, {"error", why}}});

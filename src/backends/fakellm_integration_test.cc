@@ -11,18 +11,23 @@
 namespace kda::agent {
 namespace {
 
-using nlohmann::json;
 using llm::ProviderKind;
+using nlohmann::json;
 
 // Files in memory: read_file (read-only) and write_file.
 class MemoryTools final : public ToolHost {
  public:
   std::vector<ToolSpec> tools() const override {
     json path = {{"type", "string"}};
-    return {{"read_file", "Read a file", {{"type", "object"}, {"properties", {{"path", path}}}, {"required", {"path"}}}, true},
-            {"write_file", "Write a file",
-             {{"type", "object"}, {"properties", {{"path", path}, {"content", path}}}, {"required", {"path", "content"}}},
-             false}};
+    return {
+        {"read_file",
+         "Read a file",
+         {{"type", "object"}, {"properties", {{"path", path}}}, {"required", {"path"}}},
+         true},
+        {"write_file",
+         "Write a file",
+         {{"type", "object"}, {"properties", {{"path", path}, {"content", path}}}, {"required", {"path", "content"}}},
+         false}};
   }
   ToolOutcome call(const std::string& name, const json& args) override {
     std::string path = args.value("path", "");

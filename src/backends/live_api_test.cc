@@ -15,7 +15,8 @@ using nlohmann::json;
 class Calculator final : public ToolHost {
  public:
   std::vector<ToolSpec> tools() const override {
-    return {{"multiply", "Multiply two integers exactly. Always use this for multiplication.",
+    return {{"multiply",
+             "Multiply two integers exactly. Always use this for multiplication.",
              {{"type", "object"},
               {"properties", {{"a", {{"type", "integer"}}}, {"b", {{"type", "integer"}}}}},
               {"required", {"a", "b"}}},
@@ -23,7 +24,8 @@ class Calculator final : public ToolHost {
   }
   ToolOutcome call(const std::string& name, const json& args) override {
     ++calls;
-    if (!args.contains("a") || !args.contains("b") || !args["a"].is_number_integer() || !args["b"].is_number_integer()) {
+    if (!args.contains("a") || !args.contains("b") || !args["a"].is_number_integer() ||
+        !args["b"].is_number_integer()) {
       return {"multiply needs integer a and b", true};
     }
     return {std::to_string(args["a"].get<int64_t>() * args["b"].get<int64_t>()), false};

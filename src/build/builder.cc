@@ -84,9 +84,9 @@ std::string env_or(const char* name, const std::string& fallback) {
 // Everything that decides what the compiler produces, except the sources.
 struct Plan {
   Language language = Language::kCpp;
-  std::string compiler;  // resolved path
-  std::string host_compiler;  // cuda: the C++ compiler nvcc drives (resolved), if found
-  std::string identity;  // --version output(s)
+  std::string compiler;               // resolved path
+  std::string host_compiler;          // cuda: the C++ compiler nvcc drives (resolved), if found
+  std::string identity;               // --version output(s)
   std::vector<std::string> versions;  // one line per compiler (version_line), for provenance
   std::vector<std::string> compile_flags;
   std::vector<std::string> link_flags;
@@ -188,7 +188,8 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
   }
   plan.compile_flags.insert(plan.compile_flags.end(), req.extra_flags.begin(), req.extra_flags.end());
   plan.compile_flags.insert(plan.compile_flags.end(), includes.begin(), includes.end());
-  for (const char* r : {"/usr/include", "/usr/lib", "/usr/lib64", "/usr/local/include"}) plan.include_roots.push_back(r);
+  for (const char* r : {"/usr/include", "/usr/lib", "/usr/lib64", "/usr/local/include"})
+    plan.include_roots.push_back(r);
   if (plan.language == Language::kCuda) {
     // <toolkit>/bin/nvcc -> <toolkit>, and wherever that symlink points.
     stdfs::path toolkit = stdfs::path(plan.compiler).parent_path().parent_path();
@@ -296,7 +297,6 @@ std::optional<BuildResult> load_entry(const stdfs::path& dir, const std::string&
     return std::nullopt;
   }
 }
-
 
 std::string random_suffix() {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^ static_cast<uint64_t>(::getpid()));
@@ -495,8 +495,9 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   const bool has_tvm_ffi = elf->find_export(tvm_ffi_export) != nullptr;
   if (req.binding == "tvm-ffi") {
     if (!has_tvm_ffi) {
-      result.status = "entry point " + req.entry_symbol + " not exported: binding tvm-ffi needs TVM_FFI_DLL_EXPORT_TYPED_FUNC(" +
-                      req.entry_symbol + ", <function>) in " + req.entry_file;
+      result.status = "entry point " + req.entry_symbol +
+                      " not exported: binding tvm-ffi needs TVM_FFI_DLL_EXPORT_TYPED_FUNC(" + req.entry_symbol +
+                      ", <function>) in " + req.entry_file;
       return result;
     }
     result.entry_export = tvm_ffi_export;
@@ -566,8 +567,9 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
 }
 
 std::vector<std::string> error_lines(const std::string& log, size_t max_lines) {
-  static const std::regex kError(R"((^|[:)\] ])(fatal )?error( #?[A-Za-z]*[0-9][A-Za-z0-9-]*)?:|undefined reference|multiple definition|ptxas (fatal|error))",
-                                 std::regex::icase);
+  static const std::regex kError(
+      R"((^|[:)\] ])(fatal )?error( #?[A-Za-z]*[0-9][A-Za-z0-9-]*)?:|undefined reference|multiple definition|ptxas (fatal|error))",
+      std::regex::icase);
   std::vector<std::string> lines, errors;
   std::istringstream in(log);
   for (std::string line; std::getline(in, line);) {

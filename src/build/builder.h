@@ -38,9 +38,9 @@ struct SourceFile {
 struct BuildRequest {
   std::string language;  // "cpp" | "cuda"
   std::vector<SourceFile> sources;
-  std::string entry_file;    // one of sources[].path (FlashInfer-Bench entry_point "file::func")
-  std::string entry_symbol;  // the exported C function
-  std::string cuda_arch = "90a";  // -gencode=arch=compute_<a>,code=sm_<a>
+  std::string entry_file;                 // one of sources[].path (FlashInfer-Bench entry_point "file::func")
+  std::string entry_symbol;               // the exported C function
+  std::string cuda_arch = "90a";          // -gencode=arch=compute_<a>,code=sm_<a>
   std::vector<std::string> include_dirs;  // extra -I (absolute); DLPack's dir is always added
   std::vector<std::string> libraries;     // extra -l<name> the task policy allows (e.g. "cublas")
   // Extra compile flags, appended after kda's own (part of the cache key): a solution's build.toml
@@ -58,10 +58,10 @@ struct BuildResult {
   bool ok = false;
   // "ok", "compile error", "link error", "entry point X not exported", "compiler timed out", ...
   std::string status;
-  std::filesystem::path library;  // <cache_root>/<key>/lib.so when ok
+  std::filesystem::path library;       // <cache_root>/<key>/lib.so when ok
   std::vector<std::string> compilers;  // each compiler's version line (nvcc's release, g++ (...) 12.2.0)
-  std::string entry_export;       // the symbol to call: entry_symbol, or __tvm_ffi_<entry_symbol> (tvm-ffi)
-  std::string log;                // compiler commands and output (capped)
+  std::string entry_export;            // the symbol to call: entry_symbol, or __tvm_ffi_<entry_symbol> (tvm-ffi)
+  std::string log;                     // compiler commands and output (capped)
   bool cache_hit = false;
   std::string key;
   std::vector<KernelResources> resources;  // cuda: one per kernel (entry function)

@@ -189,7 +189,8 @@ TEST_F(BuilderTest, IncludesOutsideTheAllowedDirectoriesFailTheBuild) {
                                          "\"\nextern \"C\" int kda_add() { return SECRET; }\n"));
   EXPECT_FALSE(relative.ok);
   EXPECT_NE(relative.status.find("outside the allowed include directories"), std::string::npos)
-      << relative.status << "\n" << relative.log;
+      << relative.status << "\n"
+      << relative.log;
   // Headers among the solution's own sources are fine.
   BuildRequest own = add_request("#include \"inc/local.h\"\nextern \"C\" int kda_add() { return LOCAL; }\n");
   own.sources.push_back({"inc/local.h", "#define LOCAL 7\n"});
@@ -220,8 +221,8 @@ TEST_F(BuilderTest, EntryPointMustBeExported) {
   EXPECT_FALSE(mangled.ok);
   EXPECT_NE(mangled.status.find("entry point kda_add not exported"), std::string::npos);
   EXPECT_NE(mangled.status.find("extern \"C\""), std::string::npos) << mangled.status;
-  auto hidden = must_build(add_request(
-      "extern \"C\" __attribute__((visibility(\"hidden\"))) int kda_add(int x) { return x; }\n"));
+  auto hidden = must_build(
+      add_request("extern \"C\" __attribute__((visibility(\"hidden\"))) int kda_add(int x) { return x; }\n"));
   EXPECT_FALSE(hidden.ok);
   EXPECT_NE(hidden.status.find("not exported"), std::string::npos);
 }
@@ -324,7 +325,6 @@ extern "C" int kda_add(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no
   EXPECT_EQ(again.resources[0].registers, b.resources[0].registers);
 }
 
-
 // CUB pulls in NVTX, whose loader imports getenv, dlopen and dlsym; CUDA builds define NVTX_DISABLE,
 // so an honest CUB BlockReduce kernel imports none of them and passes the import audit.
 TEST_F(BuilderTest, CubKernelBuildsWithoutTheNvtxLoaderImports) {
@@ -352,7 +352,8 @@ extern "C" int kda_sum(const DLTensor* in, int64_t ni, DLTensor* out, int64_t no
   EXPECT_NE(b.log.find("-DNVTX_DISABLE"), std::string::npos);
   auto elf = elf::read_elf_file(b.library);
   ASSERT_TRUE(elf.ok());
-  for (const char* forbidden : {"getenv", "dlopen", "dlsym"}) EXPECT_EQ(elf->find_import(forbidden), nullptr) << forbidden;
+  for (const char* forbidden : {"getenv", "dlopen", "dlsym"})
+    EXPECT_EQ(elf->find_import(forbidden), nullptr) << forbidden;
   elf::AuditReport audit = elf::audit_imports(*elf, elf::ImportPolicy{});
   EXPECT_TRUE(audit.clean()) << audit.summary();
   BuildRequest with_nvtx = r;
@@ -381,15 +382,18 @@ TEST(ErrorLines, PicksTheErrorsOfEachToolchainAndStripsTheStagingPrefix) {
   EXPECT_EQ(lines[1], "util.h:3:1: fatal error: missing.h: No such file or directory");
   const std::string nvcc = "src/kernel.cu(40): error: identifier \"blockDim_\" is undefined\n1 error detected\n";
   EXPECT_EQ(error_lines(nvcc), std::vector<std::string>{"kernel.cu(40): error: identifier \"blockDim_\" is undefined"});
-  const std::string ld = "/usr/bin/ld: obj/0.o: in function `run':\nkernel.cc:(.text+0x9): undefined reference to `helper()'\n"
-                         "collect2: error: ld returned 1 exit status\n";
+  const std::string ld =
+      "/usr/bin/ld: obj/0.o: in function `run':\nkernel.cc:(.text+0x9): undefined reference to `helper()'\n"
+      "collect2: error: ld returned 1 exit status\n";
   lines = error_lines(ld);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_NE(lines[0].find("undefined reference to `helper()'"), std::string::npos);
-  const std::string ptxas = "ptxas error   : Entry function 'k' uses too much shared data (0x20000 bytes, 0xc000 max)\n";
+  const std::string ptxas =
+      "ptxas error   : Entry function 'k' uses too much shared data (0x20000 bytes, 0xc000 max)\n";
   EXPECT_EQ(error_lines(ptxas).size(), 1u);
   // No diagnostic that says error: the last lines, at most max_lines; a word like "errors.h" is not one.
-  EXPECT_EQ(error_lines("a\nb\n#include \"errors.h\"\nd\n", 2), (std::vector<std::string>{"#include \"errors.h\"", "d"}));
+  EXPECT_EQ(error_lines("a\nb\n#include \"errors.h\"\nd\n", 2),
+            (std::vector<std::string>{"#include \"errors.h\"", "d"}));
   EXPECT_TRUE(error_lines("").empty());
   // At most max_lines errors.
   std::string many;

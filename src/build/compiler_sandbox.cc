@@ -103,7 +103,7 @@ std::string CompilerSandbox::describe() const {
 }
 
 std::vector<stdfs::path> system_read_roots(const stdfs::path& compiler) {
-  std::vector<stdfs::path> roots = {"/usr", "/lib",  "/lib32", "/lib64", "/libx32", "/bin",
+  std::vector<stdfs::path> roots = {"/usr",  "/lib", "/lib32", "/lib64", "/libx32", "/bin",
                                     "/sbin", "/etc", "/opt",   "/proc",  "/sys",    "/dev"};
   std::error_code ec;
   for (const auto& p : {stdfs::path(compiler), stdfs::canonical(compiler, ec)}) {

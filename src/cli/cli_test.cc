@@ -13,7 +13,8 @@ namespace {
 CommandSpec sample() {
   return {.name = "demo run",
           .summary = "demo",
-          .positionals = {{.name = "task", .help = "t"}, {.name = "more", .help = "m", .required = false, .variadic = true}},
+          .positionals = {{.name = "task", .help = "t"},
+                          {.name = "more", .help = "m", .required = false, .variadic = true}},
           .options = {json_option(),
                       {.name = "seed", .metavar = "N", .help = "seed", .env = "KDA_TEST_SEED"},
                       {.name = "limit", .short_name = 'n', .metavar = "N", .help = "l", .default_value = "5"},
@@ -54,10 +55,10 @@ TEST(Args, DefaultsAndEnvironment) {
 }
 
 TEST(Args, RejectsBadUsage) {
-  EXPECT_FALSE(parse({}).ok());                          // missing <task>
-  EXPECT_FALSE(parse({"t", "--nope"}).ok());              // unknown option
-  EXPECT_FALSE(parse({"t", "--seed"}).ok());              // missing value
-  EXPECT_FALSE(parse({"t", "--json=1"}).ok());            // flag with value
+  EXPECT_FALSE(parse({}).ok());                                   // missing <task>
+  EXPECT_FALSE(parse({"t", "--nope"}).ok());                      // unknown option
+  EXPECT_FALSE(parse({"t", "--seed"}).ok());                      // missing value
+  EXPECT_FALSE(parse({"t", "--json=1"}).ok());                    // flag with value
   EXPECT_FALSE(parse({"t", "--seed", "1", "--seed", "2"}).ok());  // not repeatable
   static const CommandSpec spec = sample();
   std::vector<std::string> v{"t", "--limit", "x"};
@@ -68,7 +69,8 @@ TEST(Args, RejectsBadUsage) {
 
 TEST(Help, ListsEveryOption) {
   std::string h = help_text(sample());
-  for (const char* s : {"usage: kda demo run", "<task>", "--json", "--seed N", "KDA_TEST_SEED", "default: 5", "-h, --help"})
+  for (const char* s :
+       {"usage: kda demo run", "<task>", "--json", "--seed N", "KDA_TEST_SEED", "default: 5", "-h, --help"})
     EXPECT_NE(h.find(s), std::string::npos) << s;
 }
 
@@ -121,7 +123,11 @@ TEST(Dispatch, EveryCommandHasHelp) {
     std::vector<std::string> v;
     std::string word;
     for (char ch : c.name + " ") {
-      if (ch == ' ') { v.push_back(word); word.clear(); } else word += ch;
+      if (ch == ' ') {
+        v.push_back(word);
+        word.clear();
+      } else
+        word += ch;
     }
     v.push_back("--help");
     EXPECT_EQ(run(v, &out), kExitOk) << c.name;

@@ -122,7 +122,8 @@ Result<Args> parse_args(const CommandSpec& spec, std::span<const std::string> ar
         body.resize(eq);
       }
       o = find_option(spec, body);
-      if (o == nullptr) return Status::bad_input(fmt::format("kda {}: unknown option --{} (see --help)", spec.name, body));
+      if (o == nullptr)
+        return Status::bad_input(fmt::format("kda {}: unknown option --{} (see --help)", spec.name, body));
     } else {
       if (a.size() != 2) return Status::bad_input(fmt::format("kda {}: unknown option {} (see --help)", spec.name, a));
       o = find_short(spec, a[1]);
@@ -151,8 +152,10 @@ Result<Args> parse_args(const CommandSpec& spec, std::span<const std::string> ar
     if (given) continue;
     const char* e = o.env.empty() ? nullptr : std::getenv(o.env.c_str());
     if (e != nullptr && *e != '\0') {
-      if (!o.metavar.empty()) args.options_.emplace_back(o.name, e);
-      else if (std::string_view(e) != "0") args.options_.emplace_back(o.name, "1");
+      if (!o.metavar.empty())
+        args.options_.emplace_back(o.name, e);
+      else if (std::string_view(e) != "0")
+        args.options_.emplace_back(o.name, "1");
     } else if (!o.default_value.empty()) {
       args.options_.emplace_back(o.name, o.default_value);
       args.defaulted_.push_back(o.name);

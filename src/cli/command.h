@@ -18,9 +18,9 @@ enum ExitCode : int { kExitOk = 0, kExitFailed = 1, kExitBadInput = 2, kExitInte
 int exit_code_for(const Status& status);
 
 struct OptionSpec {
-  std::string name;           // long name without "--"
-  char short_name = 0;        // optional one-letter alias
-  std::string metavar;        // empty: a boolean flag; otherwise the option takes a value
+  std::string name;     // long name without "--"
+  char short_name = 0;  // optional one-letter alias
+  std::string metavar;  // empty: a boolean flag; otherwise the option takes a value
   std::string help;
   std::string env;            // environment variable used when the option is absent
   std::string default_value;  // used when neither the option nor env is given

@@ -21,16 +21,16 @@ std::string commands_markdown();
 // Factories, one per command, grouped by area.
 std::vector<CommandSpec> audit_commands();  // audit verify
 CommandSpec docs_command();
-CommandSpec eval_command();  // eval
-CommandSpec report_command();  // report (HTML pages, src/report)
-CommandSpec monitor_command();  // monitor (a live view of a run, src/report)
-CommandSpec run_command();  // run (the agent loop, src/loop)
-std::vector<CommandSpec> mcp_commands();  // mcp, mcp guard
-std::vector<CommandSpec> ncu_commands();  // ncu analyze|diff
+CommandSpec eval_command();                    // eval
+CommandSpec report_command();                  // report (HTML pages, src/report)
+CommandSpec monitor_command();                 // monitor (a live view of a run, src/report)
+CommandSpec run_command();                     // run (the agent loop, src/loop)
+std::vector<CommandSpec> mcp_commands();       // mcp, mcp guard
+std::vector<CommandSpec> ncu_commands();       // ncu analyze|diff
 std::vector<CommandSpec> solution_commands();  // solution init (src/task/scaffold.h)
-CommandSpec sanitize_command();  // sanitize (the compute-sanitizer gate)
-std::vector<CommandSpec> task_commands();  // task validate|list|show
-CommandSpec tune_command();  // tune (src/tune)
-std::vector<CommandSpec> wiki_commands();  // only with KDA_HAVE_WIKI (SQLite found)
+CommandSpec sanitize_command();                // sanitize (the compute-sanitizer gate)
+std::vector<CommandSpec> task_commands();      // task validate|list|show
+CommandSpec tune_command();                    // tune (src/tune)
+std::vector<CommandSpec> wiki_commands();      // only with KDA_HAVE_WIKI (SQLite found)
 
 }  // namespace kda::cli

@@ -15,7 +15,9 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
-size_t word_count(const std::string& name) { return static_cast<size_t>(std::count(name.begin(), name.end(), ' ')) + 1; }
+size_t word_count(const std::string& name) {
+  return static_cast<size_t>(std::count(name.begin(), name.end(), ' ')) + 1;
+}
 
 // The command whose name matches the longest prefix of argv's leading words.
 const CommandSpec* match(std::span<const std::string> argv, size_t* consumed) {
@@ -83,11 +85,12 @@ nlohmann::json error_json(int rc, const std::string& err_text) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) messages.push_back(line);
   const char* kind = rc == kExitBadInput ? "bad_input" : rc == kExitInternal ? "internal" : "failed";
-  return {{"ok", false},
-          {"exit_code", rc},
-          {"kind", kind},
-          {"error", messages.empty() ? std::string("exit code ") + std::to_string(rc) : messages.back().get<std::string>()},
-          {"messages", messages}};
+  return {
+      {"ok", false},
+      {"exit_code", rc},
+      {"kind", kind},
+      {"error", messages.empty() ? std::string("exit code ") + std::to_string(rc) : messages.back().get<std::string>()},
+      {"messages", messages}};
 }
 
 bool has_json_option(const CommandSpec& cmd) {
@@ -169,7 +172,8 @@ std::string commands_markdown() {
        "Exit codes: 0 ok, 1 the evaluated thing failed, 2 bad usage or input, 3 internal error.\n"
        "Results go to stdout (a table, or JSON with `--json`), diagnostics and progress to stderr.\n"
        "With `--json`, a command that fails without a result prints one object instead:\n"
-       "`{\"ok\": false, \"exit_code\": N, \"kind\": \"bad_input\"|\"internal\"|\"failed\", \"error\": <last stderr line>, \"messages\": [...]}`.\n\n";
+       "`{\"ok\": false, \"exit_code\": N, \"kind\": \"bad_input\"|\"internal\"|\"failed\", \"error\": <last stderr "
+       "line>, \"messages\": [...]}`.\n\n";
   for (const auto& c : all_commands()) {
     s << "## kda " << c.name << "\n\n" << c.summary << "\n\n```\n" << help_text(c) << "```\n\n";
   }
@@ -180,7 +184,8 @@ CommandSpec docs_command() {
   return {
       .name = "docs",
       .summary = "Print the Markdown command reference (docs/cli.md) generated from the command table",
-      .description = "The same declarations drive parsing, --help and this reference; a test keeps docs/cli.md current.",
+      .description =
+          "The same declarations drive parsing, --help and this reference; a test keeps docs/cli.md current.",
       .options = {{.name = "output", .short_name = 'o', .metavar = "FILE", .help = "write to FILE instead of stdout"}},
       .run =
           [](const Args& args, Io& io) {

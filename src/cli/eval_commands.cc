@@ -44,27 +44,30 @@ std::string achieved_text(const task::TaskPack& pack, const eval::WorkloadResult
   std::string s;
   const double seconds = w.latency_ms * 1e-3;
   if (pack.settings.roofline_bytes)
-    if (auto b = pack.settings.roofline_bytes->evaluate(axes); b.ok() && *b > 0) s += fmt::format("{:.3g} GB/s", *b / seconds / 1e9);
+    if (auto b = pack.settings.roofline_bytes->evaluate(axes); b.ok() && *b > 0)
+      s += fmt::format("{:.3g} GB/s", *b / seconds / 1e9);
   if (pack.settings.roofline_flops)
     if (auto f = pack.settings.roofline_flops->evaluate(axes); f.ok() && *f > 0)
       s += fmt::format("{}{:.3g} TFLOP/s", s.empty() ? "" : ", ", *f / seconds / 1e12);
-  if (w.roofline_floor_ms && *w.roofline_floor_ms > 0) s += fmt::format(" ({:.0f} % of floor)", 100 * *w.roofline_floor_ms / w.latency_ms);
+  if (w.roofline_floor_ms && *w.roofline_floor_ms > 0)
+    s += fmt::format(" ({:.0f} % of floor)", 100 * *w.roofline_floor_ms / w.latency_ms);
   return s;
 }
 
 void print_table(const task::TaskPack& pack, const eval::EvalReport& r, std::ostream& out, bool explain) {
   // Each latency with its spread over the timed calls (p10-p90); workloads by uuid prefix (accepted
   // by --workloads) and axes.
-  out << fmt::format("{:<9} {:<26} {:<20} {:>10} {:>21} {:>10} {:>8}  {}\n", "workload", "axes", "verdict", "latency", "p10 - p90",
-                     "baseline", "speedup", "achieved");
+  out << fmt::format("{:<9} {:<26} {:<20} {:>10} {:>21} {:>10} {:>8}  {}\n", "workload", "axes", "verdict", "latency",
+                     "p10 - p90", "baseline", "speedup", "achieved");
   const std::string* last_message = nullptr;
   for (const auto& w : r.workloads) {
     const bool ok = w.verdict == eval::Verdict::kPassed;
-    const std::string spread = ok && w.candidate.n > 1 ? ms_text(w.candidate.p10) + " - " + ms_text(w.candidate.p90) : "-";
+    const std::string spread =
+        ok && w.candidate.n > 1 ? ms_text(w.candidate.p10) + " - " + ms_text(w.candidate.p90) : "-";
     out << fmt::format("{:<9} {:<26} {:<20} {:>10} {:>21} {:>10} {:>8}  {}\n", w.uuid.substr(0, 8), axes_text(w.axes),
                        eval::verdict_name(w.verdict), ok ? ms_text(w.latency_ms) : "-", spread,
-                       ok && w.baseline_ms > 0 ? ms_text(w.baseline_ms) : "-", ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-",
-                       ok ? achieved_text(pack, w) : "");
+                       ok && w.baseline_ms > 0 ? ms_text(w.baseline_ms) : "-",
+                       ok && w.speedup > 0 ? fmt::format("{:.2f}x", w.speedup) : "-", ok ? achieved_text(pack, w) : "");
     // A reason shared by consecutive rows (a build failure blocks every workload) is printed once.
     if (!ok && (explain || last_message == nullptr || *last_message != w.message)) {
       out << "    " << w.message << "\n";
@@ -76,23 +79,25 @@ void print_table(const task::TaskPack& pack, const eval::EvalReport& r, std::ost
     last_message = ok ? nullptr : &w.message;
     if (explain) {
       for (const auto& g : w.gates)
-        out << fmt::format("    gate {:<22} {:<7}  {}\n", g.name, g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);
+        out << fmt::format("    gate {:<22} {:<7}  {}\n", g.name,
+                           g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);
     }
   }
   if (explain) {
     for (const auto& g : r.static_gates)
-      out << fmt::format("static gate {:<22} {:<7}  {}\n", g.name, g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);
+      out << fmt::format("static gate {:<22} {:<7}  {}\n", g.name,
+                         g.failed() ? "FAIL" : eval::gate_status_name(g.status), g.detail);
   }
   size_t passed = 0;
   for (const auto& w : r.workloads) passed += w.verdict == eval::Verdict::kPassed;
   const bool timed = std::any_of(r.workloads.begin(), r.workloads.end(), [](const auto& w) { return w.speedup > 0; });
-  const std::string score = timed || !r.all_passed
-                                ? fmt::format("score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x{}", r.score_mean,
-                                              r.score_geomean,
-                                              r.geomean_ci ? fmt::format(" (95 % interval over trials {:.3f}x - {:.3f}x)",
-                                                                         r.geomean_ci->low, r.geomean_ci->high)
-                                                           : "")
-                                : std::string("not timed");
+  const std::string score =
+      timed || !r.all_passed
+          ? fmt::format("score (mean speedup vs baseline) {:.3f}x, geomean {:.3f}x{}", r.score_mean, r.score_geomean,
+                        r.geomean_ci ? fmt::format(" (95 % interval over trials {:.3f}x - {:.3f}x)", r.geomean_ci->low,
+                                                   r.geomean_ci->high)
+                                     : "")
+          : std::string("not timed");
   out << fmt::format("summary: {}/{} PASSED; {}; {} backend; seed {}; {:.1f} s ({:.2f} s inside calls)\n", passed,
                      r.workloads.size(), score, r.backend, r.seed, r.wall_s, r.in_call_s);
 }
@@ -106,8 +111,10 @@ int run_against(const task::TaskPack& pack, const task::Solution& a, const task:
   opts.baseline = b;
   std::vector<eval::EvalReport> runs;
   for (int i = 0; i < pairs; ++i) {
-    if (args.given("seed")) opts.seed = *opts.seed + 1;  // reproducible, and still a fresh set per run
-    else opts.seed.reset();
+    if (args.given("seed"))
+      opts.seed = *opts.seed + 1;  // reproducible, and still a fresh set per run
+    else
+      opts.seed.reset();
     if (!args.flag("quiet")) io.err << fmt::format("kda eval: head-to-head {} of {}\n", i + 1, pairs);
     auto r = eval::evaluate(pack, a, opts);
     if (!r.ok()) {
@@ -124,10 +131,10 @@ int run_against(const task::TaskPack& pack, const task::Solution& a, const task:
   std::vector<double> geomeans;
   for (const auto& r : runs) geomeans.push_back(r.score_geomean);
   const auto est = eval::ratio_ci95(geomeans);
-  const std::string verdict = !est                  ? "undetermined"
-                              : est->ci.low > 1.0   ? "faster"
-                              : est->ci.high < 1.0  ? "slower"
-                                                    : "indistinguishable";
+  const std::string verdict = !est                 ? "undetermined"
+                              : est->ci.low > 1.0  ? "faster"
+                              : est->ci.high < 1.0 ? "slower"
+                                                   : "indistinguishable";
   nlohmann::json per_workload = nlohmann::json::array();
   for (size_t w = 0; w < runs.front().workloads.size(); ++w) {
     std::vector<double> ratios;
@@ -140,22 +147,31 @@ int run_against(const task::TaskPack& pack, const task::Solution& a, const task:
                             {"ci95", e ? nlohmann::json{e->ci.low, e->ci.high} : nlohmann::json(nullptr)}});
   }
   if (args.flag("json")) {
-    nlohmann::json j{{"solution", a.name}, {"against", b.name}, {"pairs", pairs}, {"geomean_ratios", geomeans},
+    nlohmann::json j{{"solution", a.name},
+                     {"against", b.name},
+                     {"pairs", pairs},
+                     {"geomean_ratios", geomeans},
                      {"geomean_ratio", est ? est->geomean : 0.0},
                      {"ci95", est ? nlohmann::json{est->ci.low, est->ci.high} : nlohmann::json(nullptr)},
-                     {"verdict", verdict}, {"workloads", per_workload}, {"runs", nlohmann::json::array()}};
+                     {"verdict", verdict},
+                     {"workloads", per_workload},
+                     {"runs", nlohmann::json::array()}};
     for (const auto& r : runs) j["runs"].push_back(eval::report_json(r, pack));
     io.out << j.dump(2) << "\n";
     return kExitOk;
   }
-  io.out << fmt::format("{} against {}: {} evaluations, each in fresh runner processes on fresh seeds, {} timed "
-                        "interleaved as the baseline; ratio = its latency / {}'s (above 1: {} is faster)\n",
-                        a.name, b.name, pairs, b.name, a.name, a.name);
-  io.out << fmt::format("{:<9} {:<26} {:>9}  {:<23} {}\n", "workload", "axes", "ratio", "95 % interval over runs", "per run");
+  io.out << fmt::format(
+      "{} against {}: {} evaluations, each in fresh runner processes on fresh seeds, {} timed "
+      "interleaved as the baseline; ratio = its latency / {}'s (above 1: {} is faster)\n",
+      a.name, b.name, pairs, b.name, a.name, a.name);
+  io.out << fmt::format("{:<9} {:<26} {:>9}  {:<23} {}\n", "workload", "axes", "ratio", "95 % interval over runs",
+                        "per run");
   for (const auto& w : per_workload) {
     std::string each;
     for (double r : w["ratios"]) each += fmt::format("{}{:.3f}x", each.empty() ? "" : " ", r);
-    const std::string ci = w["ci95"].is_array() ? fmt::format("{:.3f}x - {:.3f}x", w["ci95"][0].get<double>(), w["ci95"][1].get<double>()) : "-";
+    const std::string ci =
+        w["ci95"].is_array() ? fmt::format("{:.3f}x - {:.3f}x", w["ci95"][0].get<double>(), w["ci95"][1].get<double>())
+                             : "-";
     io.out << fmt::format("{:<9} {:<26} {:>8.3f}x  {:<23} {}\n", w["uuid"].get<std::string>().substr(0, 8),
                           axes_text(w["axes"]), w["ratio"].get<double>(), ci, each);
   }
@@ -181,8 +197,8 @@ Result<task::TaskPack> load_task(const Args& args, const task::Solution& solutio
   if (!name) return task::load_task_pack(dir);
   const std::string& lang = solution.spec.language;
   if (lang != "cpp" && lang != "cuda")
-    return Status::bad_input(fmt::format("solution '{}' is written in '{}'; kda evaluates cpp (host) and cuda solutions",
-                                         solution.name, lang));
+    return Status::bad_input(fmt::format(
+        "solution '{}' is written in '{}'; kda evaluates cpp (host) and cuda solutions", solution.name, lang));
   return task::load_fib_definition(dir, *name, lang == "cuda" ? task::Backend::kCuda : task::Backend::kHost);
 }
 
@@ -213,18 +229,21 @@ int run_eval(const Args& args, Io& io) {
   }
   opts.sandbox = !args.flag("no-sandbox");
   opts.device_inputs = !args.flag("host-inputs");
-  opts.reference = args.given("reference") || !pack->python_reference_only ? args.value_or("reference", "pack") : "torch";
+  opts.reference =
+      args.given("reference") || !pack->python_reference_only ? args.value_or("reference", "pack") : "torch";
   if (opts.reference == "torch") {
     // Said before anything is built: without torch (or, on CUDA, without its CUDA device) there is
     // nothing to judge by.
     const eval::TorchProbe& probe = eval::torch_probe();
     const bool cuda = pack->backend == task::Backend::kCuda;
     if (!probe.importable || (cuda && probe.detail.find("cuda available") == std::string::npos)) {
-      io.err << "kda eval: " << (pack->python_reference_only ? "definition '" + pack->definition.name + "' is judged by its "
-                                                               "Python reference, which"
-                                                             : std::string("--reference torch"))
-             << " needs python3 with torch" << (cuda ? " and a CUDA device" : "") << " (" << probe.python.string() << ": "
-             << probe.detail << ")\n";
+      io.err << "kda eval: "
+             << (pack->python_reference_only ? "definition '" + pack->definition.name +
+                                                   "' is judged by its "
+                                                   "Python reference, which"
+                                             : std::string("--reference torch"))
+             << " needs python3 with torch" << (cuda ? " and a CUDA device" : "") << " (" << probe.python.string()
+             << ": " << probe.detail << ")\n";
       return kExitBadInput;
     }
   }
@@ -316,40 +335,53 @@ CommandSpec eval_command() {
           "candidate interleaved with the baseline. Exit 0 when every selected workload PASSED, 1 otherwise.\n"
           "<solution> is a solution directory (solution.json + sources) or a Solution JSON file.",
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
-      .options = {{.name = "task", .short_name = 't', .metavar = "DIR",
-                   .help = "task pack directory, or a FlashInfer-Bench dataset with --definition", .env = "KDA_TASK"},
-                  {.name = "definition", .metavar = "NAME",
-                   .help = "a definition of the FlashInfer-Bench dataset --task names, judged by its Python reference (torch oracle)"},
-                  {.name = "workloads", .short_name = 'w', .metavar = "SET",
-                   .help = "all | dev | holdout | uuid[,uuid...] (a unique prefix of a uuid will do)", .default_value = "dev"},
-                  {.name = "holdout", .help = "evaluate on the hidden holdout workloads (same as --workloads holdout)"},
-                  {.name = "seed", .metavar = "N", .help = "master seed, to reproduce a run (default: fresh secret seed)"},
-                  {.name = "trials", .metavar = "N", .help = "override task.toml [timing] trials"},
-                  {.name = "warmup", .metavar = "N", .help = "override task.toml [timing] warmup"},
-                  {.name = "iterations", .metavar = "N", .help = "override task.toml [timing] iterations (0: no timing)"},
-                  {.name = "sealed", .metavar = "FILE",
-                   .help = "sealed pack manifest (kda task seal): refuse to evaluate if the pack changed"},
-                  {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
-                  {.name = "no-baseline", .help = "do not time the baseline"},
-                  {.name = "baseline", .metavar = "DIR",
-                   .help = "time this solution as the baseline instead of the pack's (a head-to-head on the same inputs)"},
-                  {.name = "against", .metavar = "DIR",
-                   .help = "head-to-head: --pairs evaluations against this solution (timed as the baseline), each in "
-                           "fresh processes; the ratio with a 95 % interval over the evaluations, and whether it excludes 1"},
-                  {.name = "pairs", .metavar = "N", .help = "evaluations of --against (2..50)", .default_value = "3"},
-                  {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
-                  {.name = "reference", .metavar = "WHICH",
-                   .help = "pack: the pack's reference solution; torch: the definition's Python reference in the torch "
-                           "oracle (needs python3 with torch)",
-                   .default_value = "pack"},
-                  {.name = "host-inputs",
-                   .help = "CUDA: generate random inputs on the host and upload them (default: on the device, checked by "
-                           "digests)"},
-                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
-                  {.name = "traces", .metavar = "FILE", .help = "write FlashInfer-Bench trace JSONL to FILE"},
-                  {.name = "explain", .help = "print every integrity gate and its result"},
-                  {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
-                  json_option()},
+      .options =
+          {{.name = "task",
+            .short_name = 't',
+            .metavar = "DIR",
+            .help = "task pack directory, or a FlashInfer-Bench dataset with --definition",
+            .env = "KDA_TASK"},
+           {.name = "definition",
+            .metavar = "NAME",
+            .help = "a definition of the FlashInfer-Bench dataset --task names, judged by its Python reference (torch "
+                    "oracle)"},
+           {.name = "workloads",
+            .short_name = 'w',
+            .metavar = "SET",
+            .help = "all | dev | holdout | uuid[,uuid...] (a unique prefix of a uuid will do)",
+            .default_value = "dev"},
+           {.name = "holdout", .help = "evaluate on the hidden holdout workloads (same as --workloads holdout)"},
+           {.name = "seed", .metavar = "N", .help = "master seed, to reproduce a run (default: fresh secret seed)"},
+           {.name = "trials", .metavar = "N", .help = "override task.toml [timing] trials"},
+           {.name = "warmup", .metavar = "N", .help = "override task.toml [timing] warmup"},
+           {.name = "iterations", .metavar = "N", .help = "override task.toml [timing] iterations (0: no timing)"},
+           {.name = "sealed",
+            .metavar = "FILE",
+            .help = "sealed pack manifest (kda task seal): refuse to evaluate if the pack changed"},
+           {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
+           {.name = "no-baseline", .help = "do not time the baseline"},
+           {.name = "baseline",
+            .metavar = "DIR",
+            .help = "time this solution as the baseline instead of the pack's (a head-to-head on the same inputs)"},
+           {.name = "against",
+            .metavar = "DIR",
+            .help = "head-to-head: --pairs evaluations against this solution (timed as the baseline), each in "
+                    "fresh processes; the ratio with a 95 % interval over the evaluations, and whether it excludes 1"},
+           {.name = "pairs", .metavar = "N", .help = "evaluations of --against (2..50)", .default_value = "3"},
+           {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
+           {.name = "reference",
+            .metavar = "WHICH",
+            .help = "pack: the pack's reference solution; torch: the definition's Python reference in the torch "
+                    "oracle (needs python3 with torch)",
+            .default_value = "pack"},
+           {.name = "host-inputs",
+            .help = "CUDA: generate random inputs on the host and upload them (default: on the device, checked by "
+                    "digests)"},
+           {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+           {.name = "traces", .metavar = "FILE", .help = "write FlashInfer-Bench trace JSONL to FILE"},
+           {.name = "explain", .help = "print every integrity gate and its result"},
+           {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
+           json_option()},
       .run = run_eval,
   };
 }

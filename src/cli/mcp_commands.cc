@@ -26,7 +26,8 @@ Status read_profile_options(const Args& args, loop::WorkspaceSessionOptions& so)
   auto profiles = args.value("profiles");
   if (!profiles) {
     if (args.given("max-profiles") || args.given("ncu"))
-      return Status::bad_input("--max-profiles and --ncu need --profiles DIR (where the profile tool keeps its reports)");
+      return Status::bad_input(
+          "--max-profiles and --ncu need --profiles DIR (where the profile tool keeps its reports)");
     return {};
   }
   so.profiles_dir = std::filesystem::absolute(*profiles);
@@ -144,8 +145,9 @@ int run_mcp(const Args& args, Io& io) {
   for (const auto& t : host->tools()) offered += (offered.empty() ? "" : ", ") + t.name;
   options.instructions = "kda's tools for this " + role + " session: " + offered + ".";
   if (kda_tools && role == "writer")
-    options.instructions += " evaluate runs kda's official evaluator (fresh secret seeds, the task's baseline interleaved) on "
-                            "the workspace's solution.json and sources as they are when you call it.";
+    options.instructions +=
+        " evaluate runs kda's official evaluator (fresh secret seeds, the task's baseline interleaved) on "
+        "the workspace's solution.json and sources as they are when you call it.";
   mcp::McpServer server(host.get(), options);
   io.out.flush();
   Status s = server.serve(STDIN_FILENO, STDOUT_FILENO);
@@ -191,32 +193,49 @@ std::vector<CommandSpec> mcp_commands() {
           "ledger (this session's evaluations, the best fully passing one as the incumbent); with --profiles DIR "
           "also profile (the workspace's solution on one dev workload under ncu, the report kept in DIR, its ranked "
           "advice returned; at most --max-profiles calls; the profiled runner is not sandboxed, since ncu must "
-          "attach to it). A --writable path that contains the pack is refused. Claude Code: claude mcp add kda -- kda mcp --workspace DIR "
+          "attach to it). A --writable path that contains the pack is refused. Claude Code: claude mcp add kda -- kda "
+          "mcp --workspace DIR "
           "--writable solution.json --writable kernel.cu --task PACK; Codex: [mcp_servers.kda] command = \"kda\", "
           "args = [\"mcp\", \"--workspace\", \"DIR\", \"--task\", \"PACK\", ...] and default_tools_approval_mode = "
           "\"approve\" (codex exec cannot ask for approval) in ~/.codex/config.toml.",
-      .options = {{.name = "connect", .metavar = "SOCKET", .help = "unix socket of the session's tool server"},
-                  {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"},
-                  {.name = "workspace", .metavar = "DIR", .help = "standalone: serve workspace tools on DIR"},
-                  {.name = "writable", .metavar = "PATH", .help = "standalone: a path the tools may write (relative to DIR)",
-                   .repeatable = true},
-                  {.name = "readable", .metavar = "PATH", .help = "standalone: an extra read-only root", .repeatable = true},
-                  {.name = "task", .metavar = "PACK",
-                   .help = "standalone: offer evaluate and ledger, judging the workspace's solution by this task pack"},
-                  {.name = "max-evals", .metavar = "N", .help = "standalone with --task: evaluate calls in the session",
-                   .default_value = "20"},
-                  {.name = "eval-workloads", .metavar = "SEL", .help = "standalone with --task: dev, all or uuids",
-                   .default_value = "dev"},
-                  {.name = "arch", .metavar = "SM", .help = "standalone with --task: CUDA architecture", .default_value = "90a"},
-                  {.name = "log", .metavar = "FILE", .help = "standalone with --task: append each evaluation as a JSON line"},
-                  {.name = "profiles", .metavar = "DIR",
-                   .help = "standalone with --task: offer profile, keeping its Nsight Compute reports in DIR"},
-                  {.name = "max-profiles", .metavar = "N", .help = "standalone with --profiles: profile calls in the session",
-                   .default_value = "5"},
-                  {.name = "ncu", .metavar = "PATH",
-                   .help = "standalone with --profiles: ncu (default: ncu on PATH, else /usr/local/cuda/bin/ncu)"},
-                  {.name = "wiki-db", .metavar = "PATH",
-                   .help = "standalone: KernelWiki index (default: $KDA_WIKI_DIR/wiki.db, else $XDG_DATA_HOME/kda/wiki.db)"}},
+      .options =
+          {{.name = "connect", .metavar = "SOCKET", .help = "unix socket of the session's tool server"},
+           {.name = "role", .metavar = "ROLE", .help = "writer or reviewer", .default_value = "writer"},
+           {.name = "workspace", .metavar = "DIR", .help = "standalone: serve workspace tools on DIR"},
+           {.name = "writable",
+            .metavar = "PATH",
+            .help = "standalone: a path the tools may write (relative to DIR)",
+            .repeatable = true},
+           {.name = "readable", .metavar = "PATH", .help = "standalone: an extra read-only root", .repeatable = true},
+           {.name = "task",
+            .metavar = "PACK",
+            .help = "standalone: offer evaluate and ledger, judging the workspace's solution by this task pack"},
+           {.name = "max-evals",
+            .metavar = "N",
+            .help = "standalone with --task: evaluate calls in the session",
+            .default_value = "20"},
+           {.name = "eval-workloads",
+            .metavar = "SEL",
+            .help = "standalone with --task: dev, all or uuids",
+            .default_value = "dev"},
+           {.name = "arch",
+            .metavar = "SM",
+            .help = "standalone with --task: CUDA architecture",
+            .default_value = "90a"},
+           {.name = "log", .metavar = "FILE", .help = "standalone with --task: append each evaluation as a JSON line"},
+           {.name = "profiles",
+            .metavar = "DIR",
+            .help = "standalone with --task: offer profile, keeping its Nsight Compute reports in DIR"},
+           {.name = "max-profiles",
+            .metavar = "N",
+            .help = "standalone with --profiles: profile calls in the session",
+            .default_value = "5"},
+           {.name = "ncu",
+            .metavar = "PATH",
+            .help = "standalone with --profiles: ncu (default: ncu on PATH, else /usr/local/cuda/bin/ncu)"},
+           {.name = "wiki-db",
+            .metavar = "PATH",
+            .help = "standalone: KernelWiki index (default: $KDA_WIKI_DIR/wiki.db, else $XDG_DATA_HOME/kda/wiki.db)"}},
       .run = run_mcp,
   });
   v.push_back({
@@ -227,7 +246,9 @@ std::vector<CommandSpec> mcp_commands() {
           "resolving symlinks and '..') is not under one of the --allow paths is denied: exit 2 with the reason "
           "on stderr, which Claude Code shows to the model. Other tools pass (exit 0). Defence in depth: the "
           "Landlock sandbox around the agent enforces the same limits on every process.",
-      .options = {{.name = "allow", .metavar = "PATH", .help = "a directory or file the session may write",
+      .options = {{.name = "allow",
+                   .metavar = "PATH",
+                   .help = "a directory or file the session may write",
                    .repeatable = true}},
       .run = run_guard,
   });

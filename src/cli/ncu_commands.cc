@@ -36,7 +36,6 @@ int fail(Io& io, const Status& st) {
 
 std::vector<stdfs::path> as_paths(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
-
 // ---- profile ----------------------------------------------------------------------------------------------
 // <run dir or cwd>/profiles/<solution>-<uuid8>.ncu-rep
 stdfs::path default_report_path(const std::string& run_dir, const std::string& solution, const std::string& uuid) {
@@ -65,7 +64,9 @@ int run_profile(const Args& args, Io& io) {
   auto solution = task::load_solution(args.positional("solution"));
   if (!solution.ok()) return fail(io, solution.status());
   const std::string uuid = args.value_or("workload", "");
-  if (uuid.empty()) return fail(io, Status::bad_input("--workload: required (a uuid from " + (pack->root / "workloads.jsonl").string() + ")"));
+  if (uuid.empty())
+    return fail(
+        io, Status::bad_input("--workload: required (a uuid from " + (pack->root / "workloads.jsonl").string() + ")"));
   auto ncu = eval::find_tool(args.value_or("ncu", ""), "ncu", "--ncu");
   if (!ncu.ok()) return fail(io, ncu.status());
   auto run_args = parse_tool_run_args(args);
@@ -83,7 +84,8 @@ int run_profile(const Args& args, Io& io) {
   // --metrics alone collects only those metrics (one pass); --set with --metrics collects both.
   o.collection.metrics = util::split_list(args.value_or("metrics", ""));
   if (args.value("metrics") && o.collection.metrics.empty())
-    return fail(io, Status::bad_input("--metrics: names no metric (a comma-separated list, e.g. gpu__time_duration.sum)"));
+    return fail(io,
+                Status::bad_input("--metrics: names no metric (a comma-separated list, e.g. gpu__time_duration.sum)"));
   o.collection.set = args.value_or("set", o.collection.metrics.empty() ? "full" : "");
   o.collection.cache_control = args.value_or("cache-control", "all");
   o.collection.clock_control = args.value_or("clock-control", "none");
@@ -99,8 +101,11 @@ int run_profile(const Args& args, Io& io) {
   auto prof = eval::run_ncu_profile(*pack, *solution, o);
   if (!prof.ok()) return fail(io, prof.status());
   report = prof->report;
-  json j{{"solution", solution->name}, {"task", pack->root.string()}, {"report", report.string()},
-         {"log", prof->log.string()}, {"run", prof->run.to_json()}};
+  json j{{"solution", solution->name},
+         {"task", pack->root.string()},
+         {"report", report.string()},
+         {"log", prof->log.string()},
+         {"run", prof->run.to_json()}};
   if (!prof->status.ok()) return fail_json(prof->status, j);
 
   // Phase: the report, read natively, and its analysis.
@@ -143,8 +148,10 @@ int run_analyze(const Args& args, Io& io) {
     if (!st.ok()) return fail(io, st.with_context("--out " + *out));
     io.err << "wrote " << (dir / "REPORT.md").string() << " and " << (dir / "analysis.json").string() << "\n";
   }
-  if (args.flag("json")) io.out << dump(j) << "\n";
-  else io.out << md;
+  if (args.flag("json"))
+    io.out << dump(j) << "\n";
+  else
+    io.out << md;
   return kExitOk;
 }
 
@@ -157,8 +164,10 @@ int run_diff(const Args& args, Io& io) {
   auto min_move = args.number("min-move");
   if (!min_move.ok()) return fail(io, min_move.status());
   ncu::ReportDiff diff = ncu::diff_reports(*before, *after);
-  if (args.flag("json")) io.out << dump(ncu::to_json(diff)) << "\n";
-  else io.out << ncu::to_markdown(diff, min_move->value_or(1.0));
+  if (args.flag("json"))
+    io.out << dump(ncu::to_json(diff)) << "\n";
+  else
+    io.out << ncu::to_markdown(diff, min_move->value_or(1.0));
   return kExitOk;
 }
 
@@ -182,23 +191,45 @@ std::vector<CommandSpec> ncu_commands() {
           "(ncu's log beside it, .log); then prints the path and the `kda ncu analyze` summary, or JSON with --json.\n"
           "Host-backend tasks run too, but produce no report (there is no kernel).",
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
-      .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
-                  {.name = "workload", .short_name = 'w', .metavar = "UUID", .help = "workload uuid from the pack's workloads.jsonl"},
-                  {.name = "out", .short_name = 'o', .metavar = "FILE", .help = "report path (.ncu-rep appended when missing)"},
-                  {.name = "run-dir", .metavar = "DIR", .help = "where profiles/ goes when --out is not given (default: the current directory)",
-                   .env = "KDA_RUN_DIR"},
-                  {.name = "ncu", .metavar = "PATH", .help = "the ncu binary (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
-                   .env = "KDA_NCU"},
-                  {.name = "set", .metavar = "NAME", .help = "ncu section set (default: full; no set when only --metrics is given)"},
-                  {.name = "metrics", .metavar = "LIST", .help = "comma-separated ncu metrics to collect"},
-                  {.name = "cache-control", .metavar = "MODE", .help = "ncu cache control between passes: all or none", .default_value = "all"},
-                  {.name = "clock-control", .metavar = "MODE", .help = "ncu clock control: none (as kda times) or base", .default_value = "none"},
-                  {.name = "warmup", .metavar = "N", .help = "unprofiled calls before the profiled one", .default_value = "2"},
-                  {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
-                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
-                  {.name = "timeout", .metavar = "S", .help = "limit for the runner's start and for each call under ncu", .default_value = "600"},
-                  {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
-                  json_option()},
+      .options =
+          {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
+           {.name = "workload",
+            .short_name = 'w',
+            .metavar = "UUID",
+            .help = "workload uuid from the pack's workloads.jsonl"},
+           {.name = "out",
+            .short_name = 'o',
+            .metavar = "FILE",
+            .help = "report path (.ncu-rep appended when missing)"},
+           {.name = "run-dir",
+            .metavar = "DIR",
+            .help = "where profiles/ goes when --out is not given (default: the current directory)",
+            .env = "KDA_RUN_DIR"},
+           {.name = "ncu",
+            .metavar = "PATH",
+            .help = "the ncu binary (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
+            .env = "KDA_NCU"},
+           {.name = "set",
+            .metavar = "NAME",
+            .help = "ncu section set (default: full; no set when only --metrics is given)"},
+           {.name = "metrics", .metavar = "LIST", .help = "comma-separated ncu metrics to collect"},
+           {.name = "cache-control",
+            .metavar = "MODE",
+            .help = "ncu cache control between passes: all or none",
+            .default_value = "all"},
+           {.name = "clock-control",
+            .metavar = "MODE",
+            .help = "ncu clock control: none (as kda times) or base",
+            .default_value = "none"},
+           {.name = "warmup", .metavar = "N", .help = "unprofiled calls before the profiled one", .default_value = "2"},
+           {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
+           {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+           {.name = "timeout",
+            .metavar = "S",
+            .help = "limit for the runner's start and for each call under ncu",
+            .default_value = "600"},
+           {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
+           json_option()},
       .run = run_profile,
   });
   v.push_back({
@@ -210,12 +241,22 @@ std::vector<CommandSpec> ncu_commands() {
           "to a .ncu-rep to join hot PCs to SASS and CUDA lines). Per kernel: duration, SM/memory/DRAM throughput,\n"
           "roofline position, occupancy limiter and waves, warp stalls (aggregate and per PC), memory efficiency,\n"
           "tensor pipe use, the PM-sampling timeline's shape, and NVIDIA's rules de-duplicated and re-ranked.\n"
-          "Prints REPORT.md-style Markdown, or JSON with --json (headline metrics under their ncu names in base units).",
-      .positionals = {{.name = "report", .help = ".ncu-rep file, or one or more ncu CSV pages of the same report", .variadic = true}},
-      .options = {json_option(),
-                  {.name = "kernel", .short_name = 'k', .metavar = "REGEX", .help = "analyze only kernels whose demangled name matches"},
-                  {.name = "out", .short_name = 'o', .metavar = "DIR", .help = "also write DIR/REPORT.md and DIR/analysis.json"},
-                  {.name = "max-priorities", .metavar = "N", .help = "priorities per kernel, 1..5", .default_value = "5"}},
+          "Prints REPORT.md-style Markdown, or JSON with --json (headline metrics under their ncu names in base "
+          "units).",
+      .positionals = {{.name = "report",
+                       .help = ".ncu-rep file, or one or more ncu CSV pages of the same report",
+                       .variadic = true}},
+      .options =
+          {json_option(),
+           {.name = "kernel",
+            .short_name = 'k',
+            .metavar = "REGEX",
+            .help = "analyze only kernels whose demangled name matches"},
+           {.name = "out",
+            .short_name = 'o',
+            .metavar = "DIR",
+            .help = "also write DIR/REPORT.md and DIR/analysis.json"},
+           {.name = "max-priorities", .metavar = "N", .help = "priorities per kernel, 1..5", .default_value = "5"}},
       .run = run_analyze,
   });
   v.push_back({
@@ -224,12 +265,17 @@ std::vector<CommandSpec> ncu_commands() {
       .description =
           "Kernels are matched by demangled name and launch order, then by function name (a changed signature),\n"
           "then a single leftover kernel on each side as a rename, when the two share a word of their names or their\n"
-          "launch configuration (unrelated kernels stay unpaired). Compares duration, throughputs, occupancy, IPC, warp\n"
-          "stalls, cache hit rates, bank conflicts, sectors per request and spills, and the ranked priorities before and after.",
+          "launch configuration (unrelated kernels stay unpaired). Compares duration, throughputs, occupancy, IPC, "
+          "warp\n"
+          "stalls, cache hit rates, bank conflicts, sectors per request and spills, and the ranked priorities before "
+          "and after.",
       .positionals = {{.name = "before", .help = "the baseline report (.ncu-rep or CSV page)"},
                       {.name = "after", .help = "the new report"}},
       .options = {json_option(),
-                  {.name = "min-move", .metavar = "PCT", .help = "hide quantities that moved less than PCT percent (Markdown only)", .default_value = "1"}},
+                  {.name = "min-move",
+                   .metavar = "PCT",
+                   .help = "hide quantities that moved less than PCT percent (Markdown only)",
+                   .default_value = "1"}},
       .run = run_diff,
   });
   return v;

@@ -45,13 +45,18 @@ int run_report(const Args& args, Io& io) {
     return exit_code_for(st);
   }
   if (args.flag("json")) {
-    io.out << nlohmann::json{{"kind", report::kind_name(page->kind)}, {"input", input.string()}, {"output", out.string()},
-                             {"title", page->title}, {"numbers", page->numbers}, {"checked", check.checked}, {"bytes", page->html.size()}}
+    io.out << nlohmann::json{{"kind", report::kind_name(page->kind)},
+                             {"input", input.string()},
+                             {"output", out.string()},
+                             {"title", page->title},
+                             {"numbers", page->numbers},
+                             {"checked", check.checked},
+                             {"bytes", page->html.size()}}
                   .dump(2)
            << "\n";
   } else {
-    io.out << fmt::format("{} report: {} ({} numbers, each checked against its file)\n", report::kind_name(page->kind), out.string(),
-                          check.checked);
+    io.out << fmt::format("{} report: {} ({} numbers, each checked against its file)\n", report::kind_name(page->kind),
+                          out.string(), check.checked);
   }
   return kExitOk;
 }
@@ -122,7 +127,10 @@ CommandSpec monitor_command() {
           "one JSON object per change (JSON lines). 2 when there is no run at <run>.",
       .positionals = {{.name = "run", .help = "run directory (kda run --run-dir)"}},
       .options = {{.name = "interval", .metavar = "S", .help = "seconds between frames", .default_value = "1"},
-                  {.name = "wait", .metavar = "S", .help = "seconds to wait for the run's state.json to appear", .default_value = "60"},
+                  {.name = "wait",
+                   .metavar = "S",
+                   .help = "seconds to wait for the run's state.json to appear",
+                   .default_value = "60"},
                   {.name = "activity", .metavar = "N", .help = "audit-log records shown", .default_value = "8"},
                   {.name = "once", .help = "print one frame and exit"},
                   json_option()},
@@ -143,8 +151,11 @@ CommandSpec report_command() {
           "Every number read from a file carries that file and JSON pointer (data-src) and is checked against it\n"
           "before the page is written. Exit 0 written, 2 bad input (the file named), 3 a number did not match.\n"
           "See docs/report.md.",
-      .positionals = {{.name = "input", .help = "run directory, eval JSON (kda eval --json > FILE) or kda tune output directory"}},
-      .options = {{.name = "output", .short_name = 'o', .metavar = "FILE",
+      .positionals = {{.name = "input",
+                       .help = "run directory, eval JSON (kda eval --json > FILE) or kda tune output directory"}},
+      .options = {{.name = "output",
+                   .short_name = 'o',
+                   .metavar = "FILE",
                    .help = "where to write the page (default: <dir>/report.html, or <eval>.html beside the JSON)"},
                   json_option()},
       .run = run_report,

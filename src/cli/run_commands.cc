@@ -61,26 +61,25 @@ Status read_options(const Args& args, const std::vector<IntOpt>& ints, const std
 
 // Reads the numeric options of a new run into `o`.
 Status read_numbers(const Args& args, loop::LoopOptions& o) {
-  return read_options(
-      args,
-      {
-          {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
-          {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
-          {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
-          {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
-          {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
-          {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
-          {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
-          {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
-          {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
-          {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
-          {"confirm-pairs", [&](long long v) { o.confirm_pairs = static_cast<int>(v); }, 2},
-      },
-      {{"hours", [&](double v) { o.hours = v; }},
-       {"budget-usd", [&](double v) { o.budget_usd = v; }},
-       {"gpu-minutes", [&](double v) { o.gpu_minutes = v; }},
-       {"claim-tolerance", [&](double v) { o.claim_tolerance = v; }},
-       {"min-improvement", [&](double v) { o.min_improvement = v; }}});
+  return read_options(args,
+                      {
+                          {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
+                          {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
+                          {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
+                          {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
+                          {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
+                          {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
+                          {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
+                          {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
+                          {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
+                          {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
+                          {"confirm-pairs", [&](long long v) { o.confirm_pairs = static_cast<int>(v); }, 2},
+                      },
+                      {{"hours", [&](double v) { o.hours = v; }},
+                       {"budget-usd", [&](double v) { o.budget_usd = v; }},
+                       {"gpu-minutes", [&](double v) { o.gpu_minutes = v; }},
+                       {"claim-tolerance", [&](double v) { o.claim_tolerance = v; }},
+                       {"min-improvement", [&](double v) { o.min_improvement = v; }}});
 }
 
 // The budgets a resumed run may change: only those the user gave are set (a default such as
@@ -91,13 +90,12 @@ Status read_budgets(const Args& args, loop::BudgetChange& b) {
       if (args.given(name)) set(v);
     };
   };
-  return read_options(
-      args,
-      {{"max-rounds", given("max-rounds", [&](long long v) { b.max_rounds = static_cast<int>(v); }), 1},
-       {"budget-tokens", given("budget-tokens", [&](long long v) { b.budget_tokens = v; }), 0}},
-      {{"hours", given("hours", [&](double v) { b.hours = v; })},
-       {"budget-usd", given("budget-usd", [&](double v) { b.budget_usd = v; })},
-       {"gpu-minutes", given("gpu-minutes", [&](double v) { b.gpu_minutes = v; })}});
+  return read_options(args,
+                      {{"max-rounds", given("max-rounds", [&](long long v) { b.max_rounds = static_cast<int>(v); }), 1},
+                       {"budget-tokens", given("budget-tokens", [&](long long v) { b.budget_tokens = v; }), 0}},
+                      {{"hours", given("hours", [&](double v) { b.hours = v; })},
+                       {"budget-usd", given("budget-usd", [&](double v) { b.budget_usd = v; })},
+                       {"gpu-minutes", given("gpu-minutes", [&](double v) { b.gpu_minutes = v; })}});
 }
 
 void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
@@ -194,51 +192,68 @@ CommandSpec run_command() {
           "Exit 0 when the run completed with the acceptance criteria met, 1 when it stopped (budget, STOP,\n"
           "stalls, violation) with the best verified incumbent in <run>/final. A killed run continues with\n"
           "--resume <run-dir>. See docs/run.md.\n"
-          "Backends (--writer/--reviewer): " + kinds + ".",
+          "Backends (--writer/--reviewer): " +
+          kinds + ".",
       .positionals = {{.name = "task", .help = "task pack directory (omit with --resume)", .required = false}},
-      .options = {{.name = "writer", .metavar = "SPEC", .help = "writer backend, e.g. scripted:writer.json"},
-                  {.name = "reviewer", .metavar = "SPEC", .help = "reviewer backend"},
-                  {.name = "target", .metavar = "SPEC",
-                   .help = "acceptance: geomean speedup vs the baseline, optional regimes: 1.5x,M>=128:2x",
-                   .default_value = "1.0"},
-                  {.name = "start", .metavar = "SOLUTION", .help = "starting solution (default: the pack's baseline)"},
-                  {.name = "run-dir", .metavar = "DIR", .help = "run directory (default: kda-runs/<task>-<utc time>)"},
-                  {.name = "resume", .metavar = "DIR", .help = "continue the run in DIR (after a crash or kill); with --max-rounds, --hours, --budget-tokens, --budget-usd or --gpu-minutes, extend a run stopped by a budget"},
-                  {.name = "max-rounds", .metavar = "N", .help = "rounds before the run stops", .default_value = "10"},
-                  {.name = "hours", .metavar = "H", .help = "wall-clock budget in hours (0: none)"},
-                  {.name = "budget-tokens", .metavar = "N", .help = "input+output token budget (0: none)"},
-                  {.name = "budget-usd", .metavar = "X", .help = "money budget in USD (0: none)"},
-                  {.name = "gpu-minutes", .metavar = "M", .help = "evaluator time budget in minutes (0: none)"},
-                  {.name = "eval-trials", .metavar = "N", .help = "override the pack's timing trials for every evaluation"},
-                  {.name = "eval-iterations", .metavar = "N", .help = "override the pack's timed iterations"},
-                  {.name = "eval-warmup", .metavar = "N", .help = "override the pack's warmup iterations"},
-                  {.name = "final-trials", .metavar = "N",
-                   .help = "trials of the completion check (default: twice the round trials)"},
-                  {.name = "plan-reviews", .metavar = "N", .help = "plan-review rounds before the plan is frozen",
-                   .default_value = "2"},
-                  {.name = "alignment-every", .metavar = "K", .help = "a full alignment review every K rounds (0: never)"},
-                  {.name = "claim-tolerance", .metavar = "X",
-                   .help = "relative tolerance of claims vs kda's measurement", .default_value = "0.25"},
-                  {.name = "min-improvement", .metavar = "X",
-                   .help = "relative geomean gain over the incumbent that counts as an improvement",
-                   .default_value = "0.02"},
-                  {.name = "confirm-pairs", .metavar = "N",
-                   .help = "evaluations in fresh processes that confirm an improvement head-to-head against the "
-                           "incumbent (the 95 % interval over them must lie above 1)",
-                   .default_value = "3"},
-                  {.name = "evals-per-round", .metavar = "N", .help = "writer evaluate-tool calls per round",
-                   .default_value = "8"},
-                  {.name = "max-profiles", .metavar = "N",
-                   .help = "writer profile-tool (Nsight Compute) calls per round; 0: no profile tool (profiled code "
-                           "runs unsandboxed)",
-                   .default_value = "0"},
-                  {.name = "ncu", .metavar = "PATH",
-                   .help = "ncu for the profile tool (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
-                   .env = "KDA_NCU"},
-                  {.name = "no-sandbox", .help = "evaluate without Landlock/seccomp (debugging only)"},
-                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
-                  {.name = "quiet", .short_name = 'q', .help = "no live status on stderr"},
-                  json_option()},
+      .options =
+          {{.name = "writer", .metavar = "SPEC", .help = "writer backend, e.g. scripted:writer.json"},
+           {.name = "reviewer", .metavar = "SPEC", .help = "reviewer backend"},
+           {.name = "target",
+            .metavar = "SPEC",
+            .help = "acceptance: geomean speedup vs the baseline, optional regimes: 1.5x,M>=128:2x",
+            .default_value = "1.0"},
+           {.name = "start", .metavar = "SOLUTION", .help = "starting solution (default: the pack's baseline)"},
+           {.name = "run-dir", .metavar = "DIR", .help = "run directory (default: kda-runs/<task>-<utc time>)"},
+           {.name = "resume",
+            .metavar = "DIR",
+            .help = "continue the run in DIR (after a crash or kill); with --max-rounds, --hours, --budget-tokens, "
+                    "--budget-usd or --gpu-minutes, extend a run stopped by a budget"},
+           {.name = "max-rounds", .metavar = "N", .help = "rounds before the run stops", .default_value = "10"},
+           {.name = "hours", .metavar = "H", .help = "wall-clock budget in hours (0: none)"},
+           {.name = "budget-tokens", .metavar = "N", .help = "input+output token budget (0: none)"},
+           {.name = "budget-usd", .metavar = "X", .help = "money budget in USD (0: none)"},
+           {.name = "gpu-minutes", .metavar = "M", .help = "evaluator time budget in minutes (0: none)"},
+           {.name = "eval-trials", .metavar = "N", .help = "override the pack's timing trials for every evaluation"},
+           {.name = "eval-iterations", .metavar = "N", .help = "override the pack's timed iterations"},
+           {.name = "eval-warmup", .metavar = "N", .help = "override the pack's warmup iterations"},
+           {.name = "final-trials",
+            .metavar = "N",
+            .help = "trials of the completion check (default: twice the round trials)"},
+           {.name = "plan-reviews",
+            .metavar = "N",
+            .help = "plan-review rounds before the plan is frozen",
+            .default_value = "2"},
+           {.name = "alignment-every", .metavar = "K", .help = "a full alignment review every K rounds (0: never)"},
+           {.name = "claim-tolerance",
+            .metavar = "X",
+            .help = "relative tolerance of claims vs kda's measurement",
+            .default_value = "0.25"},
+           {.name = "min-improvement",
+            .metavar = "X",
+            .help = "relative geomean gain over the incumbent that counts as an improvement",
+            .default_value = "0.02"},
+           {.name = "confirm-pairs",
+            .metavar = "N",
+            .help = "evaluations in fresh processes that confirm an improvement head-to-head against the "
+                    "incumbent (the 95 % interval over them must lie above 1)",
+            .default_value = "3"},
+           {.name = "evals-per-round",
+            .metavar = "N",
+            .help = "writer evaluate-tool calls per round",
+            .default_value = "8"},
+           {.name = "max-profiles",
+            .metavar = "N",
+            .help = "writer profile-tool (Nsight Compute) calls per round; 0: no profile tool (profiled code "
+                    "runs unsandboxed)",
+            .default_value = "0"},
+           {.name = "ncu",
+            .metavar = "PATH",
+            .help = "ncu for the profile tool (default: ncu on PATH, else /usr/local/cuda/bin/ncu)",
+            .env = "KDA_NCU"},
+           {.name = "no-sandbox", .help = "evaluate without Landlock/seccomp (debugging only)"},
+           {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+           {.name = "quiet", .short_name = 'q', .help = "no live status on stderr"},
+           json_option()},
       .run = run_run,
   };
 }

@@ -37,7 +37,8 @@ Result<std::vector<std::string>> select_uuids(const task::TaskPack& pack, const 
   } else {
     out = util::split_list(which);
   }
-  if (out.empty()) return Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
+  if (out.empty())
+    return Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
   return out;
 }
 
@@ -81,14 +82,14 @@ Result<WorkloadOutcome> judge(const eval::ToolRunResult& r, const std::string& t
     return w;
   }
   if (!s.found)
-    return Status::io(fmt::format("workload {}: compute-sanitizer wrote no summary to {}; its log (tail):\n{}", r.workload,
-                                  log_path.string(), eval::tail_lines(r.tool_log, 20)));
+    return Status::io(fmt::format("workload {}: compute-sanitizer wrote no summary to {}; its log (tail):\n{}",
+                                  r.workload, log_path.string(), eval::tail_lines(r.tool_log, 20)));
   if (!r.damaged_guards.empty()) {
     std::string names;
     for (const auto& n : r.damaged_guards) names += (names.empty() ? "" : ", ") + n;
     w.verdict = "VIOLATION_OUT_OF_BOUNDS";
-    w.message = "guard band written around: " + names +
-                " (inside the runner's arena, where the sanitizer sees one allocation)";
+    w.message =
+        "guard band written around: " + names + " (inside the runner's arena, where the sanitizer sees one allocation)";
     return w;
   }
   w.verdict = "PASSED";
@@ -149,8 +150,8 @@ int run_sanitize(const Args& args, Io& io) {
     o.cuda_arch = args.value_or("arch", "90a");
     o.timeout_s = run_args->timeout_s.value_or(600);
     o.tool_log = log;
-    o.wrapper = {sanitizer->string(), "--tool", tool, "--error-exitcode", "86", "--print-limit", "20",
-                 "--log-file", log.string()};
+    o.wrapper = {sanitizer->string(), "--tool", tool,         "--error-exitcode", "86",
+                 "--print-limit",     "20",     "--log-file", log.string()};
     o.progress = [&io, quiet](const std::string& line) {
       if (!quiet) io.err << "kda sanitize: " << line << "\n";
     };
@@ -158,12 +159,17 @@ int run_sanitize(const Args& args, Io& io) {
     auto judged = run.ok() ? judge(*run, tool, log) : Result<WorkloadOutcome>(run.status());
     if (!judged.ok()) {
       if (args.flag("json"))  // scripts still get an object: which workload, and why no verdict
-        io.out << json{{"solution", solution->name}, {"task", pack->root.string()}, {"tool", tool}, {"passed", false},
-                       {"workload", uuid}, {"error", judged.status().message()}}.dump(2) << "\n";
+        io.out << json{{"solution", solution->name},
+                       {"task", pack->root.string()},
+                       {"tool", tool},
+                       {"passed", false},
+                       {"workload", uuid},
+                       {"error", judged.status().message()}}
+                      .dump(2)
+               << "\n";
       return fail(io, judged.status());
     }
-    if (!quiet)
-      io.err << fmt::format("kda sanitize: [{}/{}] {} {}\n", i + 1, uuids->size(), uuid, judged->verdict);
+    if (!quiet) io.err << fmt::format("kda sanitize: [{}/{}] {} {}\n", i + 1, uuids->size(), uuid, judged->verdict);
     outcomes.push_back(std::move(*judged));
     if (outcomes.back().verdict == "COMPILE_ERROR") break;  // the same build fails every workload
   }
@@ -172,12 +178,19 @@ int run_sanitize(const Args& args, Io& io) {
   bool all_passed = true;
   for (const auto& w : outcomes) all_passed = all_passed && w.verdict == "PASSED";
   if (args.flag("json")) {
-    json j{{"solution", solution->name}, {"task", pack->root.string()}, {"tool", tool},
-           {"passed", all_passed}, {"workloads", json::array()}};
+    json j{{"solution", solution->name},
+           {"task", pack->root.string()},
+           {"tool", tool},
+           {"passed", all_passed},
+           {"workloads", json::array()}};
     if (keep_logs) j["log_dir"] = log_dir.string();
     for (const auto& w : outcomes)
-      j["workloads"].push_back({{"uuid", w.uuid}, {"verdict", w.verdict}, {"errors", w.errors}, {"message", w.message},
-                                {"evidence", w.evidence}, {"run", w.run}});
+      j["workloads"].push_back({{"uuid", w.uuid},
+                                {"verdict", w.verdict},
+                                {"errors", w.errors},
+                                {"message", w.message},
+                                {"evidence", w.evidence},
+                                {"run", w.run}});
     io.out << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   } else {
     io.out << fmt::format("{:<38} {:<24} {:>7}\n", "workload", "verdict", "errors");
@@ -208,21 +221,31 @@ CommandSpec sanitize_command() {
           "device allocation, so memcheck cannot see a write that lands between slots); RUNTIME_ERROR; COMPILE_ERROR.\n"
           "Exit 0 when every workload PASSED, 1 otherwise, 3 when the tool or the runner could not run.",
       .positionals = {{.name = "solution", .help = "solution directory or Solution JSON"}},
-      .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
-                  {.name = "workloads", .short_name = 'w', .metavar = "SET", .help = "dev | all | uuid[,uuid...]",
-                   .default_value = "dev"},
-                  {.name = "tool", .metavar = "NAME", .help = "memcheck | racecheck | initcheck | synccheck",
-                   .default_value = "memcheck"},
-                  {.name = "sanitizer", .metavar = "PATH",
-                   .help = "the compute-sanitizer binary (default: on PATH, else /usr/local/cuda/bin/compute-sanitizer)",
-                   .env = "KDA_COMPUTE_SANITIZER"},
-                  {.name = "log-dir", .metavar = "DIR", .help = "keep the tool's logs here (<tool>-<uuid>.log)"},
-                  {.name = "warmup", .metavar = "N", .help = "plain calls before the last one", .default_value = "0"},
-                  {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
-                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
-                  {.name = "timeout", .metavar = "S", .help = "limit for the runner's start and for each call", .default_value = "600"},
-                  {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
-                  json_option()},
+      .options =
+          {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
+           {.name = "workloads",
+            .short_name = 'w',
+            .metavar = "SET",
+            .help = "dev | all | uuid[,uuid...]",
+            .default_value = "dev"},
+           {.name = "tool",
+            .metavar = "NAME",
+            .help = "memcheck | racecheck | initcheck | synccheck",
+            .default_value = "memcheck"},
+           {.name = "sanitizer",
+            .metavar = "PATH",
+            .help = "the compute-sanitizer binary (default: on PATH, else /usr/local/cuda/bin/compute-sanitizer)",
+            .env = "KDA_COMPUTE_SANITIZER"},
+           {.name = "log-dir", .metavar = "DIR", .help = "keep the tool's logs here (<tool>-<uuid>.log)"},
+           {.name = "warmup", .metavar = "N", .help = "plain calls before the last one", .default_value = "0"},
+           {.name = "seed", .metavar = "N", .help = "input seed", .default_value = "1"},
+           {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+           {.name = "timeout",
+            .metavar = "S",
+            .help = "limit for the runner's start and for each call",
+            .default_value = "600"},
+           {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
+           json_option()},
       .run = run_sanitize,
   };
 }

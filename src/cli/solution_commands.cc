@@ -60,15 +60,20 @@ int run_init(const Args& args, Io& io) {
   if (args.flag("json")) {
     json files = json::array({"solution.json"});
     for (const auto& f : sol->sources) files.push_back(f.path);
-    io.out << json{{"solution", out.string()}, {"name", sol->name}, {"definition", sol->definition},
-                   {"language", sol->spec.language}, {"entry_point", sol->spec.entry_point}, {"files", files}}
+    io.out << json{{"solution", out.string()},
+                   {"name", sol->name},
+                   {"definition", sol->definition},
+                   {"language", sol->spec.language},
+                   {"entry_point", sol->spec.entry_point},
+                   {"files", files}}
                   .dump(2)
            << "\n";
   } else {
     io.out << fmt::format(
-        "{}: {} solution of {} ({} and solution.json)\nnext: write the computation in {}, then\n  kda eval {} --task {}\n",
-        out.string(), sol->spec.language, sol->definition, sol->sources.front().path, (out / sol->sources.front().path).string(),
-        out.string(), pack->root.string());
+        "{}: {} solution of {} ({} and solution.json)\nnext: write the computation in {}, then\n  kda eval {} --task "
+        "{}\n",
+        out.string(), sol->spec.language, sol->definition, sol->sources.front().path,
+        (out / sol->sources.front().path).string(), out.string(), pack->root.string());
   }
   return kExitOk;
 }
@@ -83,12 +88,18 @@ std::vector<CommandSpec> solution_commands() {
           "Writes <out>/solution.json and one source file (kernel.cc for a host pack, kernel.cu for a CUDA pack) with\n"
           "kda's C entry point for the pack's definition: every input and output in the definition's order with its\n"
           "dtype, shape and device checked, the variable axes read from the shapes (constant ones checked), typed\n"
-          "pointers with byte_offset applied, and the place to compute the outputs. It builds and loads as it is; until\n"
+          "pointers with byte_offset applied, and the place to compute the outputs. It builds and loads as it is; "
+          "until\n"
           "the computation is written it returns 100 (kda eval: RUNTIME_ERROR, \"entry point returned 100\").\n"
           "Refuses a non-empty <out>; nothing is half-written. See docs/solutions.md for the ABI.",
       .positionals = {{.name = "pack", .help = "task pack directory"}},
-      .options = {{.name = "out", .short_name = 'o', .metavar = "DIR", .help = "solution directory to create (default: ./<name>)"},
-                  {.name = "language", .metavar = "L", .help = "cpp (host packs) or cuda (CUDA packs); default: the pack's"},
+      .options = {{.name = "out",
+                   .short_name = 'o',
+                   .metavar = "DIR",
+                   .help = "solution directory to create (default: ./<name>)"},
+                  {.name = "language",
+                   .metavar = "L",
+                   .help = "cpp (host packs) or cuda (CUDA packs); default: the pack's"},
                   {.name = "name", .metavar = "NAME", .help = "solution name (default: <definition>_<language>_draft)"},
                   {.name = "author", .metavar = "WHO", .help = "solution author", .default_value = "you"},
                   json_option()},

@@ -70,8 +70,10 @@ std::string input_kind_text(const task::InputSpec& in) {
 }
 
 json tensor_json(const task::TensorSpec& t) {
-  return {{"name", t.name}, {"shape", t.shape ? json(*t.shape) : json(nullptr)},
-          {"dtype", tensor::dtype_name(t.dtype)}, {"description", t.description}};
+  return {{"name", t.name},
+          {"shape", t.shape ? json(*t.shape) : json(nullptr)},
+          {"dtype", tensor::dtype_name(t.dtype)},
+          {"description", t.description}};
 }
 
 // ---- validate ---------------------------------------------------------------------------------------------
@@ -90,8 +92,7 @@ int run_validate(const Args& args, Io& io) {
                           report.valid() ? "valid" : "invalid", c.definitions, c.workloads, c.solutions, c.traces,
                           c.packs, c.blobs, c.settings);
     if (!report.valid()) io.out << fmt::format("; {} problems (listed on stderr)", report.problems.size());
-    if (!report.warnings.empty())
-      io.out << fmt::format("; {} warnings (listed on stderr)", report.warnings.size());
+    if (!report.warnings.empty()) io.out << fmt::format("; {} warnings (listed on stderr)", report.warnings.size());
     io.out << "\n";
   }
   return report.valid() ? kExitOk : kExitBadInput;
@@ -133,7 +134,8 @@ int run_list(const Args& args, Io& io) {
                      {"baseline", pack->baseline_name},
                      {"baselines", baseline_names(*pack)}});
     rows.push_back({rel, pack->definition.op_type, backend, std::to_string(pack->workloads.size()),
-                    std::to_string(pack->dev_uuids.size()), util::join(baseline_names(*pack), ","), pack->definition.name});
+                    std::to_string(pack->dev_uuids.size()), util::join(baseline_names(*pack), ","),
+                    pack->definition.name});
   }
   if (args.flag("json")) {
     io.out << dump({{"tasks_dir", dir.string()}, {"packs", std::move(packs)}}) << "\n";
@@ -176,8 +178,8 @@ int show_workload(const task::TaskPack& pack, const std::string& uuid, bool as_j
   for (const auto& t : def.inputs) add(t, "input");
   for (const auto& t : def.outputs) add(t, "output");
   j["tensors"] = tensors;
-  for (const auto& [key, expr] : {std::pair{"bytes", &pack.settings.roofline_bytes},
-                                  std::pair{"flops", &pack.settings.roofline_flops}}) {
+  for (const auto& [key, expr] :
+       {std::pair{"bytes", &pack.settings.roofline_bytes}, std::pair{"flops", &pack.settings.roofline_flops}}) {
     if (*expr && axes.ok()) {
       if (auto v = (*expr)->evaluate(*axes); v.ok()) j["roofline"][key] = *v;
     }
@@ -253,18 +255,21 @@ int run_show(const Args& args, Io& io) {
     o << fmt::format("  {:<22} {}\n", a.name,
                      a.kind == task::AxisSpec::Kind::kConst ? "const " + std::to_string(a.value) : std::string("var"));
   o << "inputs (call order):\n";
-  for (const auto& t : def.inputs) o << fmt::format("  {:<22} {:<14} {}\n", t.name, tensor::dtype_name(t.dtype), shape_text(t));
+  for (const auto& t : def.inputs)
+    o << fmt::format("  {:<22} {:<14} {}\n", t.name, tensor::dtype_name(t.dtype), shape_text(t));
   o << "outputs:\n";
-  for (const auto& t : def.outputs) o << fmt::format("  {:<22} {:<14} {}\n", t.name, tensor::dtype_name(t.dtype), shape_text(t));
+  for (const auto& t : def.outputs)
+    o << fmt::format("  {:<22} {:<14} {}\n", t.name, tensor::dtype_name(t.dtype), shape_text(t));
   const task::TaskSettings& s = pack->settings;
   o << "settings:\n";
-  o << fmt::format("  checker {}  atol {}  rtol {}  matched_ratio {}  compare {}\n", task::checker_name(s.checker), s.atol,
-                   s.rtol, s.matched_ratio, s.compare_outputs.empty() ? "all outputs" : util::join(s.compare_outputs, ","));
+  o << fmt::format("  checker {}  atol {}  rtol {}  matched_ratio {}  compare {}\n", task::checker_name(s.checker),
+                   s.atol, s.rtol, s.matched_ratio,
+                   s.compare_outputs.empty() ? "all outputs" : util::join(s.compare_outputs, ","));
   o << fmt::format("  timing warmup {} iterations {} trials {}  call timeout {} s  workload timeout {} s\n", s.warmup,
                    s.iterations, s.trials, s.call_timeout_s, s.workload_timeout_s);
   o << fmt::format("  policy libraries [{}] cuda_graphs {} streams {} threads {} persistent_state {} determinism {}\n",
-                   util::join(s.libraries, ","), s.cuda_graphs, s.streams, s.threads, task::persistent_state_name(s.persistent_state),
-                   task::determinism_name(s.determinism));
+                   util::join(s.libraries, ","), s.cuda_graphs, s.streams, s.threads,
+                   task::persistent_state_name(s.persistent_state), task::determinism_name(s.determinism));
   if (s.roofline_bytes) o << "  roofline bytes = " << s.roofline_bytes->text() << "\n";
   if (s.roofline_flops) o << "  roofline flops = " << s.roofline_flops->text() << "\n";
   if (!s.inputs_generator.empty()) o << "  inputs generator " << s.inputs_generator << "\n";
@@ -277,12 +282,12 @@ int run_show(const Args& args, Io& io) {
     bool dev = std::find(pack->dev_uuids.begin(), pack->dev_uuids.end(), w.uuid) != pack->dev_uuids.end();
     std::string fixed;
     for (const auto& [name, in] : w.inputs)
-      if (in.kind != task::InputSpec::Kind::kRandom) fixed += (fixed.empty() ? "" : " ") + name + "=" + input_kind_text(in);
+      if (in.kind != task::InputSpec::Kind::kRandom)
+        fixed += (fixed.empty() ? "" : " ") + name + "=" + input_kind_text(in);
     o << fmt::format("  {}{:<36}  {:<28} {}\n", dev ? "*" : " ", w.uuid, axes_text(w.axes), fixed);
   }
   return kExitOk;
 }
-
 
 int run_seal(const Args& args, Io& io) {
   const std::string pack = args.positional("pack");

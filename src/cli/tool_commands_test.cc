@@ -115,8 +115,9 @@ TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {
   const stdfs::path record = dir_ / "argv.txt";
   const stdfs::path ncu = write_fake_tool(dir_, "ncu", record, "==PROF== fake ncu log line\n");
   const stdfs::path out = dir_ / "prof" / "x";
-  int rc = run({"ncu", "profile", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
-                "--workload", kFirstHostRmsnorm, "--ncu", ncu.string(), "--out", out.string(), "--json", "-q"});
+  int rc =
+      run({"ncu", "profile", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
+           "--workload", kFirstHostRmsnorm, "--ncu", ncu.string(), "--out", out.string(), "--json", "-q"});
   EXPECT_EQ(rc, kExitInternal) << err_;
   EXPECT_NE(err_.find("ncu wrote no report at " + out.string() + ".ncu-rep"), std::string::npos) << err_;
   EXPECT_NE(err_.find("fake ncu log line"), std::string::npos) << err_;
@@ -144,9 +145,19 @@ TEST_F(ToolCommands, NcuProfileBuildsTheCollectionAndReportsAMissingReport) {
 TEST_F(ToolCommands, NcuProfileCollectsMetricsAloneUnderTheChosenCachePolicy) {
   const stdfs::path record = dir_ / "argv.txt";
   const stdfs::path ncu = write_fake_tool(dir_, "ncu", record, "fake\n");
-  const std::vector<std::string> base{"ncu", "profile", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task",
-                                      kSource + "/tasks/host/rmsnorm", "--workload", kFirstHostRmsnorm, "--ncu",
-                                      ncu.string(), "--out", (dir_ / "m").string(), "--json", "-q"};
+  const std::vector<std::string> base{"ncu",
+                                      "profile",
+                                      kSource + "/tasks/host/rmsnorm/baselines/naive",
+                                      "--task",
+                                      kSource + "/tasks/host/rmsnorm",
+                                      "--workload",
+                                      kFirstHostRmsnorm,
+                                      "--ncu",
+                                      ncu.string(),
+                                      "--out",
+                                      (dir_ / "m").string(),
+                                      "--json",
+                                      "-q"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> v = base;
     v.insert(v.end(), extra.begin(), extra.end());
@@ -172,9 +183,10 @@ TEST_F(ToolCommands, NcuProfileCollectsMetricsAloneUnderTheChosenCachePolicy) {
     std::vector<std::string> args;
     std::string option;
   };
-  for (const Bad& b : {Bad{{"--cache-control", "some"}, "--cache-control"}, Bad{{"--clock-control", "boost"}, "--clock-control"},
-                       Bad{{"--metrics", "gpu__time_duration.sum;rm -rf"}, "--metrics"},
-                       Bad{{"--metrics", ","}, "--metrics"}, Bad{{"--set", ""}, "--set/--metrics"}}) {
+  for (const Bad& b :
+       {Bad{{"--cache-control", "some"}, "--cache-control"}, Bad{{"--clock-control", "boost"}, "--clock-control"},
+        Bad{{"--metrics", "gpu__time_duration.sum;rm -rf"}, "--metrics"}, Bad{{"--metrics", ","}, "--metrics"},
+        Bad{{"--set", ""}, "--set/--metrics"}}) {
     stdfs::remove(record);
     EXPECT_EQ(with(b.args), kExitBadInput) << b.option;
     EXPECT_NE(err_.find(b.option), std::string::npos) << err_;
@@ -189,8 +201,9 @@ TEST_F(ToolCommands, NcuProfileOfACudaSolutionFiltersItsKernels) {
   if (!have_nvcc) GTEST_SKIP() << "nvcc not found";
   const stdfs::path record = dir_ / "argv.txt";
   const stdfs::path ncu = write_fake_tool(dir_, "ncu", record, "fake\n");
-  int rc = run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", kSource + "/tasks/cuda/rmsnorm",
-                "--workload", "", "--ncu", ncu.string(), "--run-dir", dir_.string(), "--json", "-q"});
+  int rc =
+      run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", kSource + "/tasks/cuda/rmsnorm",
+           "--workload", "", "--ncu", ncu.string(), "--run-dir", dir_.string(), "--json", "-q"});
   EXPECT_EQ(rc, kExitBadInput);  // --workload "" is required
   std::string uuid;
   {
@@ -199,8 +212,9 @@ TEST_F(ToolCommands, NcuProfileOfACudaSolutionFiltersItsKernels) {
     auto first = nlohmann::json::parse(text->substr(0, text->find('\n')));
     uuid = first["workload"]["uuid"];
   }
-  rc = run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", kSource + "/tasks/cuda/rmsnorm",
-            "--workload", uuid, "--ncu", ncu.string(), "--run-dir", dir_.string(), "--json", "-q"});
+  rc =
+      run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", kSource + "/tasks/cuda/rmsnorm",
+           "--workload", uuid, "--ncu", ncu.string(), "--run-dir", dir_.string(), "--json", "-q"});
   EXPECT_NE(rc, kExitOk) << out_;
   auto j = nlohmann::json::parse(out_, nullptr, false);
   auto argv = recorded_argv(record);
@@ -229,10 +243,12 @@ TEST_F(ToolCommands, NcuProfileErrorsNameTheFlagAndTheFile) {
             kExitBadInput);
   EXPECT_NE(err_.find("--ncu /nonexistent/ncu"), std::string::npos) << err_;
   const stdfs::path ncu = write_fake_tool(dir_, "ncu", dir_ / "argv.txt", "");
-  EXPECT_EQ(run({"ncu", "profile", sol, "--task", task, "--workload", "nope", "--ncu", ncu.string(), "-q"}), kExitBadInput);
+  EXPECT_EQ(run({"ncu", "profile", sol, "--task", task, "--workload", "nope", "--ncu", ncu.string(), "-q"}),
+            kExitBadInput);
   EXPECT_NE(err_.find("workloads.jsonl"), std::string::npos) << err_;
   EXPECT_NE(err_.find("nope"), std::string::npos) << err_;
-  EXPECT_EQ(run({"ncu", "profile", sol, "--task", dir_.string(), "--workload", "x", "--ncu", ncu.string()}), kExitBadInput);
+  EXPECT_EQ(run({"ncu", "profile", sol, "--task", dir_.string(), "--workload", "x", "--ncu", ncu.string()}),
+            kExitBadInput);
   EXPECT_EQ(run({"ncu", "profile", kSource + "/tasks/cuda/rmsnorm/baselines/naive", "--task", task, "--workload",
                  kFirstHostRmsnorm, "--ncu", ncu.string(), "-q"}),
             kExitBadInput);
@@ -276,8 +292,8 @@ TEST_F(ToolCommands, SanitizeFailsWithEvidenceWhenTheToolCountsErrors) {
 
 TEST_F(ToolCommands, SanitizeCleanPassesAndNoSummaryIsAnError) {
   const stdfs::path record = dir_ / "argv.txt";
-  const stdfs::path clean =
-      write_fake_tool(dir_ / "clean", "compute-sanitizer", record, "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n");
+  const stdfs::path clean = write_fake_tool(dir_ / "clean", "compute-sanitizer", record,
+                                            "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n");
   const stdfs::path logs = dir_ / "logs";
   int rc = run({"sanitize", kSource + "/tasks/host/rmsnorm/baselines/naive", "--task", kSource + "/tasks/host/rmsnorm",
                 "--workloads", kFirstHostRmsnorm, "--sanitizer", clean.string(), "--log-dir", logs.string(), "-q"});
@@ -321,21 +337,23 @@ stdfs::path edited_baseline(const stdfs::path& dir, const std::string& from, con
 }
 
 TEST_F(ToolCommands, SanitizeVerdictsBesideTheSanitizersOwn) {
-  const stdfs::path clean = write_fake_tool(dir_ / "clean", "compute-sanitizer", dir_ / "argv.txt",
-                                            "========= ERROR SUMMARY: 0 errors\n");
+  const stdfs::path clean =
+      write_fake_tool(dir_ / "clean", "compute-sanitizer", dir_ / "argv.txt", "========= ERROR SUMMARY: 0 errors\n");
   const std::string task = kSource + "/tasks/host/rmsnorm";
   auto verdict = [&](const stdfs::path& solution) {
     run({"sanitize", solution.string(), "--task", task, "--workloads", kFirstHostRmsnorm, "--sanitizer", clean.string(),
          "--json", "-q"});
     auto j = nlohmann::json::parse(out_, nullptr, false);
-    return j.is_object() && !j["workloads"].empty() ? j["workloads"][0].value("verdict", "") : "no JSON: " + out_ + err_;
+    return j.is_object() && !j["workloads"].empty() ? j["workloads"][0].value("verdict", "")
+                                                    : "no JSON: " + out_ + err_;
   };
   // One element written past the last output: inside the arena, so only the guard bands see it.
   EXPECT_EQ(verdict(edited_baseline(dir_ / "oob", "  return 0;\n}", "  ip[batch] = 1.0f;\n  return 0;\n}")),
             "VIOLATION_OUT_OF_BOUNDS");
   EXPECT_NE(out_.find("inv_rms"), std::string::npos);
   EXPECT_EQ(verdict(kSource + "/tests/fixtures/solutions/host_rmsnorm/crash"), "RUNTIME_ERROR");
-  EXPECT_EQ(verdict(edited_baseline(dir_ / "broken", "  return 0;\n}", "  return undeclared_name;\n}")), "COMPILE_ERROR");
+  EXPECT_EQ(verdict(edited_baseline(dir_ / "broken", "  return 0;\n}", "  return undeclared_name;\n}")),
+            "COMPILE_ERROR");
 }
 
 }  // namespace

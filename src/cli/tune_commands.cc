@@ -25,7 +25,9 @@ int run_tune(const Args& args, Io& io) {
   tune::TuneOptions o;
   const std::filesystem::path solution = args.positional("solution");
   // Default outside the pack: a pack sealed by a run must not change under it.
-  o.out_dir = args.value_or("out", (std::filesystem::path("kda-tune") / std::filesystem::absolute(solution).lexically_normal().filename()).string());
+  o.out_dir = args.value_or(
+      "out",
+      (std::filesystem::path("kda-tune") / std::filesystem::absolute(solution).lexically_normal().filename()).string());
   o.eval.runner_binary = eval::default_runner_binary();
   o.eval.workloads = args.value_or("workloads", "dev");
   o.eval.sandbox = !args.flag("no-sandbox");
@@ -40,13 +42,14 @@ int run_tune(const Args& args, Io& io) {
     int* target;
     long long min;
   };
-  for (const IntOpt& opt : {IntOpt{"max-configs", &o.max_configs, 0}, IntOpt{"jobs", &o.jobs, 0},
-                            IntOpt{"screen-iterations", &o.screen_iterations, 1},
-                            IntOpt{"screen-trials", &o.screen_trials, 1}}) {
+  for (const IntOpt& opt :
+       {IntOpt{"max-configs", &o.max_configs, 0}, IntOpt{"jobs", &o.jobs, 0},
+        IntOpt{"screen-iterations", &o.screen_iterations, 1}, IntOpt{"screen-trials", &o.screen_trials, 1}}) {
     auto v = args.integer(opt.name);
     if (!v.ok()) return fail(v.status());
     if (!*v) continue;
-    if (**v < opt.min || **v > 1000000) return fail(Status::bad_input(fmt::format("--{} must be >= {}", opt.name, opt.min)));
+    if (**v < opt.min || **v > 1000000)
+      return fail(Status::bad_input(fmt::format("--{} must be >= {}", opt.name, opt.min)));
     *opt.target = static_cast<int>(**v);
   }
   auto seed = args.integer("seed");
@@ -74,8 +77,9 @@ int run_tune(const Args& args, Io& io) {
     for (const auto& c : result->map)
       io.out << fmt::format("{:<{}}  {:<{}}  {:>12.6g}\n", c.regime, rw, c.config.value("label", ""), cw, c.latency_ms);
     io.out << fmt::format("{}best single {:.6g} ms, dispatcher {:.6g} ms (geomeans over the tuned workloads, {})\n",
-                          result->baseline_geomean_ms > 0 ? fmt::format("baseline {:.6g} ms, ", result->baseline_geomean_ms)
-                                                          : std::string(),
+                          result->baseline_geomean_ms > 0
+                              ? fmt::format("baseline {:.6g} ms, ", result->baseline_geomean_ms)
+                              : std::string(),
                           result->best_single_geomean_ms, result->dispatcher_geomean_ms,
                           result->final_timing ? "final evaluation" : "screening");
     io.out << "dispatcher: " << result->dispatcher_dir.string() << "\nbest single: " << result->best_single_dir.string()
@@ -91,36 +95,50 @@ CommandSpec tune_command() {
       .name = "tune",
       .summary = "Tune a solution's tunables.toml parameters per shape regime and generate a dispatching solution",
       .description =
-          "Reads <solution>/tunables.toml (parameters, constraints, variants, regimes), groups the tuned workloads into\n"
+          "Reads <solution>/tunables.toml (parameters, constraints, variants, regimes), groups the tuned workloads "
+          "into\n"
           "regimes, compiles the configurations in parallel through the build cache, checks and times each with the\n"
           "official evaluator (exhaustive for small spaces, successive halving for large ones), and writes to --out:\n"
           "state.json (every measurement, for --resume), map.json and map.md (regime -> best configuration, latency\n"
           "with its 95% interval, runners-up), best_single/ and dispatcher/ (plain solution directories `kda eval`\n"
           "evaluates unchanged). Progress on stderr. Exit 0 when the dispatcher passed, 1 when nothing passed, 2 for\n"
           "bad input (tunables.toml errors name file, line and parameter), 3 internal.",
-      .positionals = {{.name = "solution", .help = "tunable solution directory (solution.json + tunables.toml + sources)"}},
-      .options = {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
-                  {.name = "out", .short_name = 'o', .metavar = "DIR", .help = "output directory (default ./kda-tune/<solution directory name>)"},
-                  {.name = "workloads", .short_name = 'w', .metavar = "SET",
-                   .help = "tuned workloads: all | dev | holdout | uuid[,uuid...]", .default_value = "dev"},
-                  {.name = "strategy", .metavar = "S", .help = "auto | exhaustive | halving | model", .default_value = "auto"},
-                  {.name = "max-configs", .metavar = "N", .help = "at most N configurations (0: all)"},
-                  {.name = "max-minutes", .metavar = "M", .help = "stop measuring after M minutes of wall time (0: none)"},
-                  {.name = "resume", .help = "continue from <out>/state.json; nothing is measured twice"},
-                  {.name = "regimes", .metavar = "FILE", .help = "[[regime]] tables overriding the automatic grouping"},
-                  {.name = "jobs", .short_name = 'j', .metavar = "N", .help = "parallel compiles (0: all cores)"},
-                  {.name = "screen-iterations", .metavar = "N",
-                   .help = "timed iterations per trial at the first rung (x3 per rung)", .default_value = "10"},
-                  {.name = "screen-trials", .metavar = "N", .help = "trials at the first rung (+1 per rung)",
-                   .default_value = "1"},
-                  {.name = "no-final", .help = "skip the final evaluation of best single and dispatcher"},
-                  {.name = "no-screen", .help = "one official evaluation per measurement (fresh processes each) "
-                                                "instead of one screening session"},
-                  {.name = "seed", .metavar = "N", .help = "master seed for every evaluation (default: fresh secret seeds)"},
-                  {.name = "no-sandbox", .help = "run candidates without Landlock/seccomp (debugging only)"},
-                  {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
-                  {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
-                  json_option()},
+      .positionals = {{.name = "solution",
+                       .help = "tunable solution directory (solution.json + tunables.toml + sources)"}},
+      .options =
+          {{.name = "task", .short_name = 't', .metavar = "DIR", .help = "task pack directory", .env = "KDA_TASK"},
+           {.name = "out",
+            .short_name = 'o',
+            .metavar = "DIR",
+            .help = "output directory (default ./kda-tune/<solution directory name>)"},
+           {.name = "workloads",
+            .short_name = 'w',
+            .metavar = "SET",
+            .help = "tuned workloads: all | dev | holdout | uuid[,uuid...]",
+            .default_value = "dev"},
+           {.name = "strategy", .metavar = "S", .help = "auto | exhaustive | halving | model", .default_value = "auto"},
+           {.name = "max-configs", .metavar = "N", .help = "at most N configurations (0: all)"},
+           {.name = "max-minutes", .metavar = "M", .help = "stop measuring after M minutes of wall time (0: none)"},
+           {.name = "resume", .help = "continue from <out>/state.json; nothing is measured twice"},
+           {.name = "regimes", .metavar = "FILE", .help = "[[regime]] tables overriding the automatic grouping"},
+           {.name = "jobs", .short_name = 'j', .metavar = "N", .help = "parallel compiles (0: all cores)"},
+           {.name = "screen-iterations",
+            .metavar = "N",
+            .help = "timed iterations per trial at the first rung (x3 per rung)",
+            .default_value = "10"},
+           {.name = "screen-trials",
+            .metavar = "N",
+            .help = "trials at the first rung (+1 per rung)",
+            .default_value = "1"},
+           {.name = "no-final", .help = "skip the final evaluation of best single and dispatcher"},
+           {.name = "no-screen",
+            .help = "one official evaluation per measurement (fresh processes each) "
+                    "instead of one screening session"},
+           {.name = "seed", .metavar = "N", .help = "master seed for every evaluation (default: fresh secret seeds)"},
+           {.name = "no-sandbox", .help = "run candidates without Landlock/seccomp (debugging only)"},
+           {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+           {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
+           json_option()},
       .run = run_tune,
   };
 }

@@ -27,12 +27,13 @@ OptionSpec db_option() {
 }
 
 std::vector<OptionSpec> filter_options() {
-  return {{.name = "arch", .metavar = "ARCH", .help = "only chunks for this architecture (sm90, H200, hopper, sm100, ...)"},
-          {.name = "op", .metavar = "OP", .help = "only this operation (gemm, attention, moe, topk, gdn, dsa, ...)"},
-          {.name = "technique", .metavar = "T", .help = "only this technique (tma, wgmma, split-k, persistent, ...)"},
-          {.name = "kind", .metavar = "KIND", .help = "only this kind: page, doc, code, pr, ncu, lesson"},
-          {.name = "repo", .metavar = "REPO", .help = "only this repository (as given to ingest --repo)"},
-          {.name = "language", .metavar = "LANG", .help = "only this language: cuda, cpp, python, markdown, json, diff"}};
+  return {
+      {.name = "arch", .metavar = "ARCH", .help = "only chunks for this architecture (sm90, H200, hopper, sm100, ...)"},
+      {.name = "op", .metavar = "OP", .help = "only this operation (gemm, attention, moe, topk, gdn, dsa, ...)"},
+      {.name = "technique", .metavar = "T", .help = "only this technique (tma, wgmma, split-k, persistent, ...)"},
+      {.name = "kind", .metavar = "KIND", .help = "only this kind: page, doc, code, pr, ncu, lesson"},
+      {.name = "repo", .metavar = "REPO", .help = "only this repository (as given to ingest --repo)"},
+      {.name = "language", .metavar = "LANG", .help = "only this language: cuda, cpp, python, markdown, json, diff"}};
 }
 
 // The kinds of wiki entries; "" is no filter (search) or each file's own kind (ingest).
@@ -65,11 +66,24 @@ Result<std::unique_ptr<wiki::Index>> open_from(const Args& a, Io& io) {
 }
 
 json hit_json(const wiki::SearchHit& h) {
-  return {{"id", h.id},           {"title", h.title},       {"kind", h.kind},         {"language", h.language},
-          {"unit", h.unit},       {"repo", h.repo},         {"commit", h.commit},     {"license", h.license},
-          {"path", h.path},       {"start_line", h.start_line}, {"end_line", h.end_line}, {"tags", h.tags},
-          {"matched_terms", h.matched_terms}, {"location", h.location}, {"snippet", h.snippet},
-          {"open_command", h.open_command}, {"score", h.score}, {"file_hits", h.file_hits}};
+  return {{"id", h.id},
+          {"title", h.title},
+          {"kind", h.kind},
+          {"language", h.language},
+          {"unit", h.unit},
+          {"repo", h.repo},
+          {"commit", h.commit},
+          {"license", h.license},
+          {"path", h.path},
+          {"start_line", h.start_line},
+          {"end_line", h.end_line},
+          {"tags", h.tags},
+          {"matched_terms", h.matched_terms},
+          {"location", h.location},
+          {"snippet", h.snippet},
+          {"open_command", h.open_command},
+          {"score", h.score},
+          {"file_hits", h.file_hits}};
 }
 
 // ---- ingest -------------------------------------------------------------------------------------
@@ -86,16 +100,23 @@ int run_ingest(const Args& a, Io& io) {
   auto st = (*index)->ingest(paths, opt, &io.err);
   if (!st.ok()) return fail(io, st.status());
   if (a.flag("json")) {
-    io.out << json{{"files_seen", st->files_seen},       {"files_indexed", st->files_indexed},
-                   {"files_unchanged", st->files_unchanged}, {"files_removed", st->files_removed}, {"files_failed", st->files_failed},
-                   {"chunks_added", st->chunks_added},   {"chunks_removed", st->chunks_removed},
-                   {"bytes_read", st->bytes_read},       {"seconds", st->seconds}}
+    io.out << json{{"files_seen", st->files_seen},
+                   {"files_indexed", st->files_indexed},
+                   {"files_unchanged", st->files_unchanged},
+                   {"files_removed", st->files_removed},
+                   {"files_failed", st->files_failed},
+                   {"chunks_added", st->chunks_added},
+                   {"chunks_removed", st->chunks_removed},
+                   {"bytes_read", st->bytes_read},
+                   {"seconds", st->seconds}}
                   .dump(2)
            << "\n";
   } else {
-    io.out << fmt::format("{} files ({} indexed, {} unchanged, {} removed, {} skipped as malformed), {} chunks added, {} removed, {:.1f} MB in {:.1f} s\n",
-                          st->files_seen, st->files_indexed, st->files_unchanged, st->files_removed, st->files_failed, st->chunks_added,
-                          st->chunks_removed, st->bytes_read / 1e6, st->seconds);
+    io.out << fmt::format(
+        "{} files ({} indexed, {} unchanged, {} removed, {} skipped as malformed), {} chunks added, {} removed, {:.1f} "
+        "MB in {:.1f} s\n",
+        st->files_seen, st->files_indexed, st->files_unchanged, st->files_removed, st->files_failed, st->chunks_added,
+        st->chunks_removed, st->bytes_read / 1e6, st->seconds);
   }
   return kExitOk;
 }
@@ -157,11 +178,26 @@ int run_show(const Args& a, Io& io) {
   auto r = (*index)->show(a.positional("id"));
   if (!r.ok()) return fail(io, r.status());
   if (a.flag("json")) {
-    io.out << json{{"id", r->id},           {"title", r->title},         {"kind", r->kind},       {"language", r->language},
-                   {"unit", r->unit},       {"repo", r->repo},           {"commit", r->commit},   {"license", r->license},
-                   {"path", r->path},       {"start_line", r->start_line}, {"end_line", r->end_line}, {"symbols", r->symbols},
-                   {"headings", r->headings}, {"tags", r->tags},         {"related", r->related}, {"sources", r->sources},
-                   {"arch", r->arch},       {"op", r->op},               {"technique", r->technique}, {"body", r->body}}
+    io.out << json{{"id", r->id},
+                   {"title", r->title},
+                   {"kind", r->kind},
+                   {"language", r->language},
+                   {"unit", r->unit},
+                   {"repo", r->repo},
+                   {"commit", r->commit},
+                   {"license", r->license},
+                   {"path", r->path},
+                   {"start_line", r->start_line},
+                   {"end_line", r->end_line},
+                   {"symbols", r->symbols},
+                   {"headings", r->headings},
+                   {"tags", r->tags},
+                   {"related", r->related},
+                   {"sources", r->sources},
+                   {"arch", r->arch},
+                   {"op", r->op},
+                   {"technique", r->technique},
+                   {"body", r->body}}
                   .dump(2)
            << "\n";
     return kExitOk;
@@ -267,11 +303,17 @@ int run_eval(const Args& a, Io& io) {
         per.push_back({{"query", q.query}, {"rank", q.rank}, {"top", q.top}, {"ms", q.ms}, {"cpu_ms", q.cpu_ms}});
       json kinds = json::object();
       for (const auto& [kind, ks] : r->by_kind) kinds[kind] = ranks(ks);
-      out.push_back({{"file", file}, {"queries", queries.size()}, {"k", k->value_or(5)}, {"hits", r->hits},
-                     {"hit_rate", r->hit_rate}, {"ranks", ranks(r->all)}, {"by_kind", kinds},
-                     {"latency_ms", {{"p50", r->p50_ms}, {"p95", r->p95_ms}, {"max", r->max_ms}, {"samples", r->samples}}},
-                     {"cpu_ms", {{"p50", r->cpu_p50_ms}, {"p95", r->cpu_p95_ms}}},
-                     {"per_query", per}});
+      out.push_back(
+          {{"file", file},
+           {"queries", queries.size()},
+           {"k", k->value_or(5)},
+           {"hits", r->hits},
+           {"hit_rate", r->hit_rate},
+           {"ranks", ranks(r->all)},
+           {"by_kind", kinds},
+           {"latency_ms", {{"p50", r->p50_ms}, {"p95", r->p95_ms}, {"max", r->max_ms}, {"samples", r->samples}}},
+           {"cpu_ms", {{"p50", r->cpu_p50_ms}, {"p95", r->cpu_p95_ms}}},
+           {"per_query", per}});
       continue;
     }
     if (!a.flag("quiet-misses"))
@@ -281,12 +323,12 @@ int run_eval(const Args& a, Io& io) {
         io.out << "miss: " << q.query << "\n";
         for (const auto& id : q.top) io.out << "      " << id << "\n";
       }
-    io.out << fmt::format("{}: hit@{}: {}/{} = {:.3f}; latency p50 {:.2f} ms, p95 {:.2f} ms, max {:.2f} ms ({} searches)\n",
-                          file, k->value_or(5), r->hits, queries.size(), r->hit_rate, r->p50_ms, r->p95_ms, r->max_ms,
-                          r->samples);
+    io.out << fmt::format(
+        "{}: hit@{}: {}/{} = {:.3f}; latency p50 {:.2f} ms, p95 {:.2f} ms, max {:.2f} ms ({} searches)\n", file,
+        k->value_or(5), r->hits, queries.size(), r->hit_rate, r->p50_ms, r->p95_ms, r->max_ms, r->samples);
     for (const auto& [kind, ks] : r->by_kind)
-      io.out << fmt::format("  {:<20} {:>4} queries  hit@1 {:.3f}  hit@5 {:.3f}  hit@10 {:.3f}  MRR {:.3f}\n", kind, ks.n,
-                            ks.hit1, ks.hit5, ks.hit10, ks.mrr);
+      io.out << fmt::format("  {:<20} {:>4} queries  hit@1 {:.3f}  hit@5 {:.3f}  hit@10 {:.3f}  MRR {:.3f}\n", kind,
+                            ks.n, ks.hit1, ks.hit5, ks.hit10, ks.mrr);
   }
   if (a.flag("json")) io.out << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
   return below ? kExitFailed : kExitOk;
@@ -310,7 +352,8 @@ int run_queries(const Args& a, Io& io) {
   for (const auto& q : *qs) lines += wiki::query_jsonl(q) + "\n";
   if (auto file = a.value("output")) {
     if (Status st = fs::write_file_atomic(*file, lines); !st.ok()) return fail(io, st);
-    io.err << fmt::format("wiki queries: {} queries from {} (repo {}) written to {}\n", qs->size(), root.string(), o.repo, *file);
+    io.err << fmt::format("wiki queries: {} queries from {} (repo {}) written to {}\n", qs->size(), root.string(),
+                          o.repo, *file);
   } else {
     io.out << lines;
   }
@@ -321,23 +364,27 @@ int run_queries(const Args& a, Io& io) {
 
 std::vector<CommandSpec> wiki_commands() {
   std::vector<CommandSpec> v;
-  v.push_back({.name = "wiki ingest",
-               .summary = "index pages, source trees, git checkouts, PR records and kda artifacts",
-               .description =
-                   "Adds files and directories to the KernelWiki index. Directories are walked for .cu .cuh .h .hpp .cc "
-                   ".cpp .py .md files (hidden and build* directories skipped); code is chunked by kernel, function and "
-                   "type, markdown by section, pages with YAML front matter (id, type, tags, related, sources) are one "
-                   "chunk each. A git checkout's commit (git rev-parse HEAD) and LICENSE are recorded. A .jsonl file is "
-                   "read as PR records (repo, number, title, body, merge_commit, changed_files, diff); a .json file as an "
-                   "ncu analysis. Re-ingest is incremental: unchanged files are skipped by content hash and files gone "
-                   "from an ingested directory are removed. Progress goes to stderr.",
-               .positionals = {{.name = "path", .help = "files or directories to ingest", .variadic = true}},
-               .options = {json_option(), db_option(),
-                           {.name = "repo", .metavar = "NAME", .help = "repository name (default: the directory's name)"},
-                           {.name = "kind", .metavar = "KIND", .help = "override the kind: page, doc, code, pr, ncu, lesson"}},
-               .run = run_ingest});
-  std::vector<OptionSpec> search_opts = {json_option(), db_option(),
-                                         {.name = "limit", .short_name = 'n', .metavar = "N", .help = "results to show", .default_value = "10"}};
+  v.push_back(
+      {.name = "wiki ingest",
+       .summary = "index pages, source trees, git checkouts, PR records and kda artifacts",
+       .description =
+           "Adds files and directories to the KernelWiki index. Directories are walked for .cu .cuh .h .hpp .cc "
+           ".cpp .py .md files (hidden and build* directories skipped); code is chunked by kernel, function and "
+           "type, markdown by section, pages with YAML front matter (id, type, tags, related, sources) are one "
+           "chunk each. A git checkout's commit (git rev-parse HEAD) and LICENSE are recorded. A .jsonl file is "
+           "read as PR records (repo, number, title, body, merge_commit, changed_files, diff); a .json file as an "
+           "ncu analysis. Re-ingest is incremental: unchanged files are skipped by content hash and files gone "
+           "from an ingested directory are removed. Progress goes to stderr.",
+       .positionals = {{.name = "path", .help = "files or directories to ingest", .variadic = true}},
+       .options = {json_option(),
+                   db_option(),
+                   {.name = "repo", .metavar = "NAME", .help = "repository name (default: the directory's name)"},
+                   {.name = "kind", .metavar = "KIND", .help = "override the kind: page, doc, code, pr, ncu, lesson"}},
+       .run = run_ingest});
+  std::vector<OptionSpec> search_opts = {
+      json_option(),
+      db_option(),
+      {.name = "limit", .short_name = 'n', .metavar = "N", .help = "results to show", .default_value = "10"}};
   for (auto& f : filter_options()) search_opts.push_back(f);
   v.push_back({.name = "wiki search",
                .summary = "search kernels, docs and authored knowledge (BM25, identifier-aware)",
@@ -357,8 +404,10 @@ std::vector<CommandSpec> wiki_commands() {
                .positionals = {{.name = "id", .help = "chunk id"}},
                .options = {json_option(), db_option()},
                .run = run_show});
-  std::vector<OptionSpec> grep_opts = {json_option(), db_option(),
-                                       {.name = "limit", .short_name = 'n', .metavar = "N", .help = "maximum matching lines", .default_value = "100"}};
+  std::vector<OptionSpec> grep_opts = {
+      json_option(),
+      db_option(),
+      {.name = "limit", .short_name = 'n', .metavar = "N", .help = "maximum matching lines", .default_value = "100"}};
   for (auto& f : filter_options()) grep_opts.push_back(f);
   v.push_back({.name = "wiki grep",
                .summary = "regular-expression search over indexed text",
@@ -372,36 +421,40 @@ std::vector<CommandSpec> wiki_commands() {
                .description = "Files, chunks by kind and repository, recorded commits, and the database size.",
                .options = {json_option(), db_option()},
                .run = run_stats});
-  v.push_back({.name = "wiki eval",
-               .summary = "hit@k and latency of a query set",
-               .description =
-                   "Runs each query of a JSONL file ({\"query\": ..., \"expect\": [page ids or repo/path suffixes], "
-                   "\"filters\": {...}}) and reports the fraction whose top k contains an expected item, and search "
-                   "latency percentiles. Exit code 1 when --min-hit-rate is given and not reached.",
-               .positionals = {{.name = "queries", .help = "JSONL query files (bench/wiki_queries.jsonl, kda wiki queries)",
-                                .variadic = true}},
-               .options = {json_option(), db_option(),
-                           {.name = "k", .metavar = "K", .help = "results considered per query", .default_value = "5"},
-                           {.name = "repeat", .metavar = "N", .help = "timed runs per query", .default_value = "3"},
-                           {.name = "min-hit-rate", .metavar = "R", .help = "fail (exit 1) when a file is below this hit rate"},
-                           {.name = "quiet-misses", .help = "do not list the missed queries"}},
-               .run = run_eval});
-  v.push_back({.name = "wiki queries",
-               .summary = "generate a query set from a source tree (queries nobody tuned the ranking to)",
-               .description =
-                   "Walks DIR as wiki ingest does and, for every definition (kernel, function, type) with a comment "
-                   "right above it or at the top of its body and every file that opens with one (licence headers "
-                   "skipped), makes a query of the comment's words (stop words and the definition's own name "
-                   "dropped, then about a third of the rest, the order shuffled, all from --seed) whose answer is "
-                   "the file, as <repo>/<path>. Writes JSONL lines {query, expect, kind, source} for `kda wiki eval`, "
-                   "which reports them per kind (definition_comment, file_comment). Ingest DIR under the same --repo. "
-                   "Exit 1 when the tree gives no query.",
-               .positionals = {{.name = "dir", .help = "source tree"}},
-               .options = {{.name = "repo", .metavar = "NAME", .help = "repository name (default: the directory's name)"},
-                           {.name = "count", .metavar = "N", .help = "at most N queries (a seeded sample)", .default_value = "200"},
-                           {.name = "seed", .metavar = "S", .help = "sampling and paraphrasing seed", .default_value = "1"},
-                           {.name = "output", .short_name = 'o', .metavar = "FILE", .help = "write the JSONL to FILE"}},
-               .run = run_queries});
+  v.push_back(
+      {.name = "wiki eval",
+       .summary = "hit@k and latency of a query set",
+       .description = "Runs each query of a JSONL file ({\"query\": ..., \"expect\": [page ids or repo/path suffixes], "
+                      "\"filters\": {...}}) and reports the fraction whose top k contains an expected item, and search "
+                      "latency percentiles. Exit code 1 when --min-hit-rate is given and not reached.",
+       .positionals = {{.name = "queries",
+                        .help = "JSONL query files (bench/wiki_queries.jsonl, kda wiki queries)",
+                        .variadic = true}},
+       .options = {json_option(),
+                   db_option(),
+                   {.name = "k", .metavar = "K", .help = "results considered per query", .default_value = "5"},
+                   {.name = "repeat", .metavar = "N", .help = "timed runs per query", .default_value = "3"},
+                   {.name = "min-hit-rate", .metavar = "R", .help = "fail (exit 1) when a file is below this hit rate"},
+                   {.name = "quiet-misses", .help = "do not list the missed queries"}},
+       .run = run_eval});
+  v.push_back(
+      {.name = "wiki queries",
+       .summary = "generate a query set from a source tree (queries nobody tuned the ranking to)",
+       .description =
+           "Walks DIR as wiki ingest does and, for every definition (kernel, function, type) with a comment "
+           "right above it or at the top of its body and every file that opens with one (licence headers "
+           "skipped), makes a query of the comment's words (stop words and the definition's own name "
+           "dropped, then about a third of the rest, the order shuffled, all from --seed) whose answer is "
+           "the file, as <repo>/<path>. Writes JSONL lines {query, expect, kind, source} for `kda wiki eval`, "
+           "which reports them per kind (definition_comment, file_comment). Ingest DIR under the same --repo. "
+           "Exit 1 when the tree gives no query.",
+       .positionals = {{.name = "dir", .help = "source tree"}},
+       .options =
+           {{.name = "repo", .metavar = "NAME", .help = "repository name (default: the directory's name)"},
+            {.name = "count", .metavar = "N", .help = "at most N queries (a seeded sample)", .default_value = "200"},
+            {.name = "seed", .metavar = "S", .help = "sampling and paraphrasing seed", .default_value = "1"},
+            {.name = "output", .short_name = 'o', .metavar = "FILE", .help = "write the JSONL to FILE"}},
+       .run = run_queries});
   return v;
 }
 

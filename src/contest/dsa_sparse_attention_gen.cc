@@ -14,8 +14,8 @@ Result<int64_t> axis(const std::map<std::string, int64_t>& axes, const std::stri
   auto it = axes.find(name);
   if (it == axes.end()) return Status::bad_input("dsa_sparse_attention generator: axis '" + name + "' is missing");
   if (it->second < 1)
-    return Status::bad_input("dsa_sparse_attention generator: axis '" + name + "' = " +
-                             std::to_string(it->second) + " is below 1");
+    return Status::bad_input("dsa_sparse_attention generator: axis '" + name + "' = " + std::to_string(it->second) +
+                             " is below 1");
   return it->second;
 }
 

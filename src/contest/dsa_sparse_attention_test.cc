@@ -111,9 +111,15 @@ struct AttentionProblem {
   int64_t tokens, pages;
   Tensor q_nope, q_pe, ckv, kpe, indices, scale, out, lse;
   AttentionProblem(int64_t t, int64_t p, uint64_t seed)
-      : tokens(t), pages(p), q_nope(DType::kBFloat16, {t, kHeads, kCkv}), q_pe(DType::kBFloat16, {t, kHeads, kKpe}),
-        ckv(DType::kBFloat16, {p, 64, kCkv}), kpe(DType::kBFloat16, {p, 64, kKpe}),
-        indices(DType::kInt32, {t, kAttentionTopk}), scale(DType::kFloat32, {}), out(DType::kBFloat16, {t, kHeads, kCkv}),
+      : tokens(t),
+        pages(p),
+        q_nope(DType::kBFloat16, {t, kHeads, kCkv}),
+        q_pe(DType::kBFloat16, {t, kHeads, kKpe}),
+        ckv(DType::kBFloat16, {p, 64, kCkv}),
+        kpe(DType::kBFloat16, {p, 64, kKpe}),
+        indices(DType::kInt32, {t, kAttentionTopk}),
+        scale(DType::kFloat32, {}),
+        out(DType::kBFloat16, {t, kHeads, kCkv}),
         lse(DType::kFloat32, {t, kHeads}) {
     SeededRng rng(seed, 7);
     for (Tensor* x : {&q_nope, &q_pe, &ckv, &kpe})
@@ -123,7 +129,8 @@ struct AttentionProblem {
     for (int64_t i = 0; i < lse.numel(); ++i) lse.set_from_double(i, NAN);
   }
   int call() {
-    DLTensor in[6] = {q_nope.dl_view(), q_pe.dl_view(), ckv.dl_view(), kpe.dl_view(), indices.dl_view(), scale.dl_view()};
+    DLTensor in[6] = {q_nope.dl_view(), q_pe.dl_view(),    ckv.dl_view(),
+                      kpe.dl_view(),    indices.dl_view(), scale.dl_view()};
     DLTensor o[2] = {out.dl_view(), lse.dl_view()};
     return run(in, 6, o, 2, nullptr);
   }
@@ -146,9 +153,11 @@ void independent(const AttentionProblem& p, int64_t t, int64_t h, std::vector<fl
   for (size_t j = 0; j < rows.size(); ++j) {
     float dot = 0.0f;
     for (int64_t d = 0; d < kCkv; ++d)
-      dot += static_cast<float>(p.q_nope.get_as_double((t * kHeads + h) * kCkv + d) * p.ckv.get_as_double(rows[j] * kCkv + d));
+      dot += static_cast<float>(p.q_nope.get_as_double((t * kHeads + h) * kCkv + d) *
+                                p.ckv.get_as_double(rows[j] * kCkv + d));
     for (int64_t d = 0; d < kKpe; ++d)
-      dot += static_cast<float>(p.q_pe.get_as_double((t * kHeads + h) * kKpe + d) * p.kpe.get_as_double(rows[j] * kKpe + d));
+      dot += static_cast<float>(p.q_pe.get_as_double((t * kHeads + h) * kKpe + d) *
+                                p.kpe.get_as_double(rows[j] * kKpe + d));
     s2[j] = dot * kSmScale * 1.4426950408889634f;
     m2 = std::max(m2, s2[j]);
   }
@@ -168,7 +177,7 @@ TEST(DsaSparseAttentionReferenceCpu, MatchesAnIndependentBase2Computation) {
   for (int64_t i = 0; i < kAttentionTopk; ++i) {
     idx[i] = i < 300 ? static_cast<int32_t>(rng.below(512)) : -1;  // token 0: tail padding, duplicates counted
     idx[kAttentionTopk + i] = i % 3 == 0 ? static_cast<int32_t>(rng.below(512)) : -1;  // token 1: -1 interleaved
-    idx[2 * kAttentionTopk + i] = static_cast<int32_t>(rng.below(512));  // token 2: full row
+    idx[2 * kAttentionTopk + i] = static_cast<int32_t>(rng.below(512));                // token 2: full row
   }
   ASSERT_EQ(p.call(), 0);
   std::vector<float> o;
@@ -218,14 +227,13 @@ TEST(DsaSparseAttentionReferenceCpu, RejectsMalformedCalls) {
   idx[3] = -2;
   EXPECT_NE(p.call(), 0);
   idx[3] = 1;
-  DLTensor in[6] = {p.q_nope.dl_view(), p.q_pe.dl_view(), p.ckv.dl_view(), p.kpe.dl_view(), p.indices.dl_view(),
-                    p.scale.dl_view()};
+  DLTensor in[6] = {p.q_nope.dl_view(), p.q_pe.dl_view(),    p.ckv.dl_view(),
+                    p.kpe.dl_view(),    p.indices.dl_view(), p.scale.dl_view()};
   DLTensor o[2] = {p.out.dl_view(), p.lse.dl_view()};
   EXPECT_NE(run(in, 5, o, 2, nullptr), 0);
   in[0].dtype.code = kDLFloat;
   EXPECT_NE(run(in, 6, o, 2, nullptr), 0);
 }
-
 
 // ---- The pack's files: contest distribution and holdout blobs.
 
@@ -261,8 +269,9 @@ TEST(DsaSparseAttentionPack, HoldoutBlobsHaveValidDistinctRowsAndTheEdgeCases) {
   for (const auto& w : ws) {
     if (w["inputs"]["sparse_indices"]["type"] != "safetensors") continue;
     const int64_t tokens = w["axes"]["num_tokens"];
-    auto idx = tensor::read_safetensors_tensor(kAttentionPack + "/" + w["inputs"]["sparse_indices"]["path"].get<std::string>(),
-                                               w["inputs"]["sparse_indices"]["tensor_key"]);
+    auto idx =
+        tensor::read_safetensors_tensor(kAttentionPack + "/" + w["inputs"]["sparse_indices"]["path"].get<std::string>(),
+                                        w["inputs"]["sparse_indices"]["tensor_key"]);
     ASSERT_TRUE(idx.ok()) << idx.status().message();
     ASSERT_EQ(idx->shape(), (std::vector<int64_t>{tokens, kAttentionTopk}));
     for (int64_t t = 0; t < tokens; ++t) {

@@ -54,9 +54,9 @@ Status generate_dsa_topk_indexer(const std::map<std::string, int64_t>& axes, uin
   int32_t* slots = table.data_as<int32_t>();
   const int64_t full_row = static_cast<int64_t>(table_rng.below(static_cast<uint64_t>(batch)));
   for (int64_t b = 0; b < batch; ++b)
-    lens[b] = static_cast<int32_t>(b == full_row ? table_rng.between(kIndexerPageSize * (max_pages - 1) + 1,
-                                                                     kIndexerPageSize * max_pages)
-                                                 : table_rng.between(1, kIndexerPageSize * max_pages));
+    lens[b] = static_cast<int32_t>(
+        b == full_row ? table_rng.between(kIndexerPageSize * (max_pages - 1) + 1, kIndexerPageSize * max_pages)
+                      : table_rng.between(1, kIndexerPageSize * max_pages));
   const bool disjoint = batch * max_pages <= num_pages;
   std::vector<int32_t> pool(static_cast<size_t>(num_pages));
   for (int64_t p = 0; p < num_pages; ++p) pool[p] = static_cast<int32_t>(p);

@@ -109,7 +109,8 @@ std::vector<int32_t> independent_topk(const Problem& pr, int64_t b) {
     for (int64_t h = 0; h < kIndexerHeads; ++h) {
       float dot = 0.0f;
       for (int64_t d = 0; d < kIndexerHeadDim; ++d)
-        dot += tensor::float8_e4m3fn_to_float(q[h * 128 + d]) * (tensor::float8_e4m3fn_to_float(pg[128 * slot + d]) * scale);
+        dot += tensor::float8_e4m3fn_to_float(q[h * 128 + d]) *
+               (tensor::float8_e4m3fn_to_float(pg[128 * slot + d]) * scale);
       s += w[h] * (dot > 0.0f ? dot : 0.0f);
     }
     score[j] = s;
@@ -291,7 +292,8 @@ TEST(DsaTopkIndexerReferenceCpu, MatchesAnIndependentTopk) {
   ASSERT_EQ(pr.run_reference(out), 0);
   for (int64_t b = 0; b < 3; ++b) {
     const auto expect = independent_topk(pr, b);
-    std::vector<int32_t> got(out.data_as<int32_t>() + b * kIndexerTopk, out.data_as<int32_t>() + (b + 1) * kIndexerTopk);
+    std::vector<int32_t> got(out.data_as<int32_t>() + b * kIndexerTopk,
+                             out.data_as<int32_t>() + (b + 1) * kIndexerTopk);
     EXPECT_EQ(std::count(got.begin(), got.end(), -1), std::count(expect.begin(), expect.end(), -1)) << b;
     EXPECT_EQ(std::set<int32_t>(got.begin(), got.end()), std::set<int32_t>(expect.begin(), expect.end())) << b;
     // Descending order: the first id scores at least as high as the last non-padding one.
@@ -345,7 +347,9 @@ class TopkCheckerTest : public ::testing::Test {
     ref.assign(out.data_as<int32_t>(), out.data_as<int32_t>() + 2 * kIndexerTopk);
     cand = ref;
   }
-  TopkCheckResult check(const TopkCheckOptions& o = {}) { return check_topk_indices(pr.view(), cand.data(), ref.data(), o); }
+  TopkCheckResult check(const TopkCheckOptions& o = {}) {
+    return check_topk_indices(pr.view(), cand.data(), ref.data(), o);
+  }
   // A token of row 0 that the reference did not select (the lowest-scoring one).
   int32_t unselected_row0() {
     const auto v = pr.view();
@@ -452,10 +456,10 @@ TEST_F(TopkCheckerTest, RejectsOutOfRangeInputs) {
   EXPECT_EQ(check().verdict, TopkVerdict::kBadInput);
 }
 
-
 // ---- The pack's files: contest distribution, dev subset, holdout blobs.
 
-const std::string kIndexerPack = std::string(KDA_SOURCE_DIR) + "/tasks/contest/dsa_topk_indexer_fp8_h64_d128_topk2048_ps64";
+const std::string kIndexerPack =
+    std::string(KDA_SOURCE_DIR) + "/tasks/contest/dsa_topk_indexer_fp8_h64_d128_topk2048_ps64";
 
 std::vector<nlohmann::json> read_workloads(const std::string& path) {
   std::ifstream in(path);
@@ -487,8 +491,9 @@ TEST(DsaTopkIndexerPack, WorkloadsFollowTheContestDistribution) {
     for (const char* name : {"q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"})
       EXPECT_EQ(w["inputs"][name]["type"], "random");
   }
-  const std::map<int64_t, int> expect = {{1, 3},  {2, 8},  {3, 1},  {4, 17}, {6, 4},  {7, 3},  {8, 22}, {11, 1}, {12, 1},
-                                         {14, 6}, {15, 21}, {16, 4}, {25, 1}, {26, 1}, {27, 3}, {29, 12}, {30, 18}, {31, 2}};
+  const std::map<int64_t, int> expect = {{1, 3},  {2, 8},  {3, 1},  {4, 17},  {6, 4},   {7, 3},
+                                         {8, 22}, {11, 1}, {12, 1}, {14, 6},  {15, 21}, {16, 4},
+                                         {25, 1}, {26, 1}, {27, 3}, {29, 12}, {30, 18}, {31, 2}};
   EXPECT_EQ(batch_counts, expect);
   EXPECT_EQ(min_pages, 1);
   EXPECT_EQ(max_pages, 91);

@@ -39,10 +39,10 @@ TEST(GdnDecodeGen, RegisteredUnderItsTaskTomlName) {
 TEST(GdnDecodeGen, ShapesAndDtypesMatchTheDefinition) {
   auto in = generate(3, 1);
   const std::map<std::string, std::pair<DType, std::vector<int64_t>>> want = {
-      {"q", {DType::kBFloat16, {3, 1, 4, 128}}},       {"k", {DType::kBFloat16, {3, 1, 4, 128}}},
-      {"v", {DType::kBFloat16, {3, 1, 8, 128}}},       {"state", {DType::kFloat32, {3, 8, 128, 128}}},
-      {"A_log", {DType::kFloat32, {8}}},               {"a", {DType::kBFloat16, {3, 1, 8}}},
-      {"dt_bias", {DType::kFloat32, {8}}},             {"b", {DType::kBFloat16, {3, 1, 8}}}};
+      {"q", {DType::kBFloat16, {3, 1, 4, 128}}}, {"k", {DType::kBFloat16, {3, 1, 4, 128}}},
+      {"v", {DType::kBFloat16, {3, 1, 8, 128}}}, {"state", {DType::kFloat32, {3, 8, 128, 128}}},
+      {"A_log", {DType::kFloat32, {8}}},         {"a", {DType::kBFloat16, {3, 1, 8}}},
+      {"dt_bias", {DType::kFloat32, {8}}},       {"b", {DType::kBFloat16, {3, 1, 8}}}};
   ASSERT_EQ(in.size(), want.size());
   for (const auto& [name, spec] : want) {
     ASSERT_TRUE(in.count(name)) << name;
@@ -107,9 +107,9 @@ TEST(GdnDecodeGen, WarmedStateIsFiniteNonZeroAndOfOrderOne) {
 }
 
 TEST(GdnDecodeGen, EveryTensorIsFreshPerTrialAndDeterministicPerSeeds) {
-  testing::expect_fresh_per_trial(&generate_gdn_decode, {{"batch_size", 2}},
-                                  {{"q", 0.9}, {"k", 0.9}, {"v", 0.9}, {"state", 0.9}, {"A_log", 0.9},
-                                   {"a", 0.9}, {"dt_bias", 0.9}, {"b", 0.9}});
+  testing::expect_fresh_per_trial(
+      &generate_gdn_decode, {{"batch_size", 2}},
+      {{"q", 0.9}, {"k", 0.9}, {"v", 0.9}, {"state", 0.9}, {"A_log", 0.9}, {"a", 0.9}, {"dt_bias", 0.9}, {"b", 0.9}});
 }
 
 TEST(GdnDecodeGen, RejectsMissingOrNonPositiveBatch) {
@@ -140,7 +140,7 @@ Expected matrix_form(std::map<std::string, Tensor>& in, int64_t B, double scale)
       const float* st = in.at("state").data_as<float>() + (bi * 8 + h) * K * K;
       for (int64_t c = 0; c < K; ++c)
         for (int64_t r = 0; r < K; ++r) S[c * K + r] = g * st[r * K + c];  // S' = g S
-      for (int64_t r = 0; r < K; ++r) {                                       // u = k^T S'
+      for (int64_t r = 0; r < K; ++r) {                                    // u = k^T S'
         u[r] = 0.0;
         for (int64_t c = 0; c < K; ++c) u[r] += bf(in.at("k"), (bi * 4 + i) * K + c) * S[c * K + r];
       }
@@ -186,7 +186,8 @@ TEST(GdnDecodeReferenceCpu, MatchesTheMatrixForm) {
   // The step changed the state (the workload is not trivial).
   double moved = 0.0;
   for (int64_t i = 0; i < new_state.numel(); ++i)
-    moved = std::max(moved, std::abs(static_cast<double>(new_state.data_as<float>()[i]) - in.at("state").data_as<float>()[i]));
+    moved = std::max(moved,
+                     std::abs(static_cast<double>(new_state.data_as<float>()[i]) - in.at("state").data_as<float>()[i]));
   EXPECT_GT(moved, 1e-3);
 }
 
@@ -199,9 +200,7 @@ TEST(GdnDecodeReferenceCpu, ZeroScaleMeansOneOverSqrtHeadSize) {
   EXPECT_TRUE(s1.bitwise_equal(s2));
 }
 
-TEST(GdnDecodeReferenceCpu, RejectsWrongArity) {
-  EXPECT_NE(run(nullptr, 3, nullptr, 2, nullptr), 0);
-}
+TEST(GdnDecodeReferenceCpu, RejectsWrongArity) { EXPECT_NE(run(nullptr, 3, nullptr, 2, nullptr), 0); }
 
 }  // namespace
 }  // namespace kda::contest

@@ -22,8 +22,8 @@ Result<int64_t> axis(const char* generator, const std::map<std::string, int64_t>
   auto it = axes.find(name);
   if (it == axes.end()) return Status::bad_input(std::string(generator) + " generator: axis '" + name + "' is missing");
   if (it->second < 1)
-    return Status::bad_input(std::string(generator) + " generator: axis '" + name + "' = " +
-                             std::to_string(it->second) + " is below 1");
+    return Status::bad_input(std::string(generator) + " generator: axis '" + name +
+                             "' = " + std::to_string(it->second) + " is below 1");
   return it->second;
 }
 
@@ -49,7 +49,8 @@ void fill_normal_bf16(int64_t n, SeededRng& rng, uint16_t* dst) {
 
 // Per-head parameters: A_log = ln U[1,16]; dt_bias = softplus^-1(y), y log-uniform in [1e-3, 1e-1].
 void fill_params(SeededRng& rng, float* A_log, float* dt_bias) {
-  for (int64_t h = 0; h < kGdnVHeads; ++h) A_log[h] = static_cast<float>(std::log(1.0 + 15.0 * (1.0 - rng.unit_open0())));
+  for (int64_t h = 0; h < kGdnVHeads; ++h)
+    A_log[h] = static_cast<float>(std::log(1.0 + 15.0 * (1.0 - rng.unit_open0())));
   for (int64_t h = 0; h < kGdnVHeads; ++h) {
     const double y = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * (1.0 - rng.unit_open0()));
     dt_bias[h] = static_cast<float>(std::log(std::expm1(y)));
@@ -79,7 +80,7 @@ void warm_state(SeededRng& rng, double A_log, double dt_bias, float* state) {
       }
     }
     for (int64_t r = 0; r < K; ++r) u[r] = beta * (v[r] - u[r]);  // delta
-    for (int64_t c = 0; c < K; ++c) {  // state += delta k
+    for (int64_t c = 0; c < K; ++c) {                             // state += delta k
       float* col = st.data() + c * K;
       for (int64_t r = 0; r < K; ++r) col[r] += u[r] * k[c];
     }
@@ -95,8 +96,10 @@ void fill_tokens(uint64_t seed, uint64_t stream, int64_t tokens, int64_t heads, 
     SeededRng rng(seed, stream, static_cast<uint64_t>(part));
     const int64_t t0 = part * kTokensPerPart, t1 = std::min(tokens, t0 + kTokensPerPart);
     uint16_t* out = dst + t0 * heads * kGdnHeadSize;
-    if (unit) fill_unit_rows((t1 - t0) * heads, rng, out);
-    else fill_normal_bf16((t1 - t0) * heads * kGdnHeadSize, rng, out);
+    if (unit)
+      fill_unit_rows((t1 - t0) * heads, rng, out);
+    else
+      fill_normal_bf16((t1 - t0) * heads * kGdnHeadSize, rng, out);
   });
 }
 
@@ -137,7 +140,8 @@ std::vector<int64_t> gdn_split_sequences(int64_t total, int64_t num_seqs, Seeded
     std::fill(len.begin(), len.end(), 1);
     const int64_t extra = total - num_seqs;
     const int64_t long_idx = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_seqs)));
-    const int64_t long_extra = static_cast<int64_t>(std::floor(static_cast<double>(extra) * (0.5 + 0.4 * (1.0 - rng.unit_open0()))));
+    const int64_t long_extra =
+        static_cast<int64_t>(std::floor(static_cast<double>(extra) * (0.5 + 0.4 * (1.0 - rng.unit_open0()))));
     const int64_t rest = extra - long_extra;
     std::vector<double> w(static_cast<size_t>(num_seqs), 0.0);
     double sum = 0.0;
@@ -167,7 +171,8 @@ Status generate_gdn_decode(const std::map<std::string, int64_t>& axes, uint64_t 
   SeededRng rg(seed, kStreamGates), rp(seed, kStreamParams);
   Tensor q(DType::kBFloat16, {B, 1, kGdnQkHeads, kGdnHeadSize}), k(DType::kBFloat16, {B, 1, kGdnQkHeads, kGdnHeadSize}),
       v(DType::kBFloat16, {B, 1, kGdnVHeads, kGdnHeadSize}), a(DType::kBFloat16, {B, 1, kGdnVHeads}),
-      b(DType::kBFloat16, {B, 1, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}), dt_bias(DType::kFloat32, {kGdnVHeads}),
+      b(DType::kBFloat16, {B, 1, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}),
+      dt_bias(DType::kFloat32, {kGdnVHeads}),
       state(DType::kFloat32, {B, kGdnVHeads, kGdnHeadSize, kGdnHeadSize}, tensor::kUninitialized);
   fill_tokens(seed, kStreamQ, B, kGdnQkHeads, true, q.data_as<uint16_t>());
   fill_tokens(seed, kStreamK, B, kGdnQkHeads, true, k.data_as<uint16_t>());
@@ -206,8 +211,9 @@ Status generate_gdn_prefill(const std::map<std::string, int64_t>& axes, uint64_t
   SeededRng rg(seed, kStreamGates), rp(seed, kStreamParams), rn(seed, kStreamSeqs);
   Tensor q(DType::kBFloat16, {T, kGdnQkHeads, kGdnHeadSize}), k(DType::kBFloat16, {T, kGdnQkHeads, kGdnHeadSize}),
       v(DType::kBFloat16, {T, kGdnVHeads, kGdnHeadSize}), a(DType::kBFloat16, {T, kGdnVHeads}),
-      b(DType::kBFloat16, {T, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}), dt_bias(DType::kFloat32, {kGdnVHeads}),
-      state(DType::kFloat32, {N, kGdnVHeads, kGdnHeadSize, kGdnHeadSize}), cu_seqlens(DType::kInt64, {N + 1});
+      b(DType::kBFloat16, {T, kGdnVHeads}), A_log(DType::kFloat32, {kGdnVHeads}),
+      dt_bias(DType::kFloat32, {kGdnVHeads}), state(DType::kFloat32, {N, kGdnVHeads, kGdnHeadSize, kGdnHeadSize}),
+      cu_seqlens(DType::kInt64, {N + 1});
   fill_tokens(seed, kStreamQ, T, kGdnQkHeads, true, q.data_as<uint16_t>());
   fill_tokens(seed, kStreamK, T, kGdnQkHeads, true, k.data_as<uint16_t>());
   fill_tokens(seed, kStreamV, T, kGdnVHeads, false, v.data_as<uint16_t>());

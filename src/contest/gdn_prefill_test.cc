@@ -102,8 +102,15 @@ TEST(GdnPrefillGen, EveryTensorIsFreshPerTrialAndDeterministicPerSeeds) {
   // 600 tokens: q, k and v span three parts of 256 tokens. cu_seqlens: the two ends are the axes' (0 and T), the
   // four inner values are fresh. state: a sequence whose state is zero in both draws (1/9 each) stays equal.
   testing::expect_fresh_per_trial(&generate_gdn_prefill, axes(600, 5),
-                                  {{"q", 0.9}, {"k", 0.9}, {"v", 0.9}, {"a", 0.9}, {"b", 0.9}, {"A_log", 0.9},
-                                   {"dt_bias", 0.9}, {"state", 0.2}, {"cu_seqlens", 0.5}});
+                                  {{"q", 0.9},
+                                   {"k", 0.9},
+                                   {"v", 0.9},
+                                   {"a", 0.9},
+                                   {"b", 0.9},
+                                   {"A_log", 0.9},
+                                   {"dt_bias", 0.9},
+                                   {"state", 0.2},
+                                   {"cu_seqlens", 0.5}});
 }
 
 // The split of total_seq_len into num_seqs is free: which sequence is long, and every length, change per trial,

@@ -33,8 +33,8 @@ namespace kda::contest {
 // workload_seed (public, from the uuid) is mixed in so that a caller that reuses one trial seed for several
 // workloads (the bench/contest tools pass trial seed 0) still gets different inputs per workload. The same
 // (axes, workload_seed, trial_seed) gives the same tensors bit for bit, on any thread count.
-using Generator = Status (*)(const std::map<std::string, int64_t>& axes, uint64_t workload_seed,
-                             uint64_t trial_seed, std::map<std::string, tensor::Tensor>& out);
+using Generator = Status (*)(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
+                             std::map<std::string, tensor::Tensor>& out);
 
 const Generator* find_generator(std::string_view name);  // nullptr if unknown
 std::vector<std::string> generator_names();              // sorted

@@ -17,12 +17,13 @@ constexpr int64_t kTokensPerPart = 256;
 
 }  // namespace
 
-Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint64_t workload_seed,
-                               uint64_t trial_seed, std::map<std::string, tensor::Tensor>& out) {
+Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
+                               std::map<std::string, tensor::Tensor>& out) {
   auto it = axes.find("seq_len");
   if (it == axes.end()) return Status::bad_input("moe_ds_routing generator: axis 'seq_len' is missing");
   const int64_t T = it->second;
-  if (T < 1) return Status::bad_input("moe_ds_routing generator: axis 'seq_len' = " + std::to_string(T) + " is below 1");
+  if (T < 1)
+    return Status::bad_input("moe_ds_routing generator: axis 'seq_len' = " + std::to_string(T) + " is below 1");
   if (T > (int64_t{1} << 22)) return Status::bad_input("moe_ds_routing generator: axis 'seq_len' too large");
 
   // Every value is fresh per trial (sigma included); only seq_len is the workload's.
@@ -86,8 +87,7 @@ void moe_route(const float* logits, const float* bias, int64_t tokens, int exper
       ids[t * kMoeTopK + n] = best;
       sum += s[best];
     }
-    for (int n = 0; n < kMoeTopK; ++n)
-      weights[t * kMoeTopK + n] = s[ids[t * kMoeTopK + n]] / (sum + 1e-20f) * scaling;
+    for (int n = 0; n < kMoeTopK; ++n) weights[t * kMoeTopK + n] = s[ids[t * kMoeTopK + n]] / (sum + 1e-20f) * scaling;
   }
 }
 

@@ -32,8 +32,8 @@ inline constexpr int kMoeTopKGroups = 4;
 //                  the choice by itself (measured: at sigma = 2 a +-0.1 bias left 71 of 256 experts unused over
 //                  1500 tokens; +-0.02 keeps every expert loaded and the max load ~2x the median).
 // Errors: bad_input naming the axis when it is missing or < 1.
-Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint64_t workload_seed,
-                               uint64_t trial_seed, std::map<std::string, tensor::Tensor>& out);
+Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint64_t workload_seed, uint64_t trial_seed,
+                               std::map<std::string, tensor::Tensor>& out);
 
 // DeepSeek-V3 no-aux routing of T tokens over E experts in fp32, exactly as the pack's references compute it
 // (sigmoid; + bias; group score = sum of the group's top-2; best 4 of 8 groups; top 8 experts; ties to the lower
@@ -43,8 +43,8 @@ void moe_route(const float* logits, const float* bias, int64_t tokens, int exper
 
 // What one workload's routing means for the local shard [offset, offset + 32).
 struct MoeLocalLoad {
-  int64_t pairs = 0;           // (token, local expert) pairs: the GEMM rows
-  int64_t experts_touched = 0;  // distinct local experts with >= 1 token: weight bytes streamed
+  int64_t pairs = 0;                 // (token, local expert) pairs: the GEMM rows
+  int64_t experts_touched = 0;       // distinct local experts with >= 1 token: weight bytes streamed
   int64_t tokens_without_local = 0;  // tokens whose output is all zero
 };
 MoeLocalLoad moe_local_load(const std::vector<int>& ids, int64_t offset);

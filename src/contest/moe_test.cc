@@ -217,9 +217,14 @@ TEST(MoeRouting, LocalLoadOfThePackWorkloadsOverSampleTrialsIsRecordedAndAboveTh
         touched.push_back(load.experts_touched);
         zero.push_back(load.tokens_without_local);
       }
-      rows.push_back({{"split", split}, {"uuid", uuid}, {"seq_len", T}, {"local_expert_offset", offset},
-                      {"routing", pinned ? "pinned by blob" : "fresh per trial"}, {"samples", samples},
-                      {"local_pairs", to_json(spread(pairs))}, {"experts_touched", to_json(spread(touched))},
+      rows.push_back({{"split", split},
+                      {"uuid", uuid},
+                      {"seq_len", T},
+                      {"local_expert_offset", offset},
+                      {"routing", pinned ? "pinned by blob" : "fresh per trial"},
+                      {"samples", samples},
+                      {"local_pairs", to_json(spread(pairs))},
+                      {"experts_touched", to_json(spread(touched))},
                       {"tokens_without_local", to_json(spread(zero))}});
     }
   }
@@ -300,9 +305,10 @@ TEST(MoeRouting, HoldoutPinsANoLocalExpertRoutingInABlob) {
     const std::string rel = w.at("inputs").at("routing_logits").at("path");
     EXPECT_EQ(w.at("inputs").at("routing_bias").at("path"), rel);
     if (const char* update = std::getenv("KDA_UPDATE_GOLDEN"); update && std::string(update) == "1") {
-      ASSERT_TRUE(tensor::write_safetensors(kPack + "/" + rel, {{"routing_bias", &want.at("routing_bias")},
-                                                                {"routing_logits", &want.at("routing_logits")}},
-                                            {{"trial_seed", std::to_string(trial)}})
+      ASSERT_TRUE(tensor::write_safetensors(
+                      kPack + "/" + rel,
+                      {{"routing_bias", &want.at("routing_bias")}, {"routing_logits", &want.at("routing_logits")}},
+                      {{"trial_seed", std::to_string(trial)}})
                       .ok());
     }
     auto got = pinned_routing(w);
@@ -342,7 +348,8 @@ MoeInputs small_inputs(int64_t T, uint64_t seed) {
   m.t.emplace("gemm2_weights", Tensor(DType::kFloat8E4M3FN, {32, kH, kI}));
   m.t.emplace("gemm2_weights_scale", Tensor(DType::kFloat32, {32, kH / 128, kI / 128}));
   for (const char* n : {"hidden_states", "gemm1_weights", "gemm2_weights"}) fill_fp8(m.t.at(n), rng);
-  for (const char* n : {"hidden_states_scale", "gemm1_weights_scale", "gemm2_weights_scale"}) fill_normal(m.t.at(n), rng);
+  for (const char* n : {"hidden_states_scale", "gemm1_weights_scale", "gemm2_weights_scale"})
+    fill_normal(m.t.at(n), rng);
   const std::vector<int> ids = route(m.t);
   m.offset = (ids[0] / 32) * 32;  // token 0's first expert is local
   return m;

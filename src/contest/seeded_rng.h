@@ -31,7 +31,9 @@ class SeededRng {
   // Uniform in [0, n) for n >= 1 (multiply-high; bias below 2^-40 for the n used here).
   uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(engine_()) * n) >> 64); }
   // Uniform in [lo, hi] (inclusive), lo <= hi.
-  int64_t between(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(below(static_cast<uint64_t>(hi - lo) + 1)); }
+  int64_t between(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(below(static_cast<uint64_t>(hi - lo) + 1));
+  }
   // Uniform in (0, 1]: 53 random bits.
   double unit_open0() { return static_cast<double>((engine_() >> 11) + 1) * 0x1.0p-53; }
   // Standard normal by Box-Muller (two per draw; libm log/sqrt/cos/sin, correctly rounded or within an ulp on

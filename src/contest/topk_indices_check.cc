@@ -77,7 +77,8 @@ float topk_indexer_score(const TopkIndexerProblem& p, int64_t b, int64_t id) {
 
 Result<TopkIndexerProblem> topk_indexer_problem(const std::vector<const tensor::Tensor*>& inputs) {
   using tensor::DType;
-  if (inputs.size() != 5) return Status::bad_input("topk_indices: expected 5 inputs, got " + std::to_string(inputs.size()));
+  if (inputs.size() != 5)
+    return Status::bad_input("topk_indices: expected 5 inputs, got " + std::to_string(inputs.size()));
   const char* names[5] = {"q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table"};
   const DType dtypes[5] = {DType::kFloat8E4M3FN, DType::kInt8, DType::kFloat32, DType::kInt32, DType::kInt32};
   const int64_t ranks[5] = {3, 4, 2, 1, 2};
@@ -117,8 +118,9 @@ TopkCheckResult check_topk_indices(const std::vector<const tensor::Tensor*>& inp
   const std::vector<int64_t> shape = {problem->batch_size, kTopk};
   for (const tensor::Tensor* t : {&candidate, &reference})
     if (t->dtype() != tensor::DType::kInt32 || t->shape() != shape)
-      return fail(TopkVerdict::kBadInput, std::string("topk_indices: ") + (t == &candidate ? "candidate" : "reference") +
-                                              " must be int32 [B, 2048]");
+      return fail(
+          TopkVerdict::kBadInput,
+          std::string("topk_indices: ") + (t == &candidate ? "candidate" : "reference") + " must be int32 [B, 2048]");
   return check_topk_indices(*problem, candidate.data_as<int32_t>(), reference.data_as<int32_t>(), options);
 }
 
@@ -131,8 +133,8 @@ TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* c
   for (int64_t b = 0; b < p.batch_size; ++b) {
     const int64_t len = p.seq_lens[b];
     if (len < 0 || len > p.max_num_pages * kPageSize)
-      return fail(TopkVerdict::kBadInput, "seq_lens[" + std::to_string(b) + "] = " + std::to_string(len) +
-                                              " outside [0, 64*max_num_pages]");
+      return fail(TopkVerdict::kBadInput,
+                  "seq_lens[" + std::to_string(b) + "] = " + std::to_string(len) + " outside [0, 64*max_num_pages]");
     for (int64_t s = 0; s * kPageSize < len; ++s) {
       const int64_t page = p.block_table[b * p.max_num_pages + s];
       if (page < 0 || page >= p.num_pages)
@@ -152,13 +154,12 @@ TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* c
       if (id < -1) return fail(TopkVerdict::kBadValue, where(b, i, id) + ": ids must be >= -1");
       const int64_t slot = first_slot(p, b, id / kPageSize);
       if (slot < 0)
-        return fail(TopkVerdict::kUnreachable, where(b, i, id) + ": page " + std::to_string(id / kPageSize) +
-                                                   " is not in the row's block table");
+        return fail(TopkVerdict::kUnreachable,
+                    where(b, i, id) + ": page " + std::to_string(id / kPageSize) + " is not in the row's block table");
       if (slot * kPageSize + id % kPageSize >= len)
         return fail(TopkVerdict::kUnreachable, where(b, i, id) + ": token " +
-                                                   std::to_string(slot * kPageSize + id % kPageSize) +
-                                                   " (first slot " + std::to_string(slot) + ") is not below L = " +
-                                                   std::to_string(len));
+                                                   std::to_string(slot * kPageSize + id % kPageSize) + " (first slot " +
+                                                   std::to_string(slot) + ") is not below L = " + std::to_string(len));
       if (!seen.insert(id).second) return fail(TopkVerdict::kDuplicate, where(b, i, id) + ": duplicate id");
     }
   }
@@ -207,8 +208,9 @@ TopkCheckResult check_topk_indices(const TopkIndexerProblem& p, const int32_t* c
     }
   };
   // Rows over the host's cores, each range its own rows' results.
-  util::run_ranges(util::split_ranges(static_cast<uint64_t>(std::max<int64_t>(p.batch_size, 0)), 1),
-                   [&](size_t, uint64_t b, uint64_t e) { score_rows(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
+  util::run_ranges(
+      util::split_ranges(static_cast<uint64_t>(std::max<int64_t>(p.batch_size, 0)), 1),
+      [&](size_t, uint64_t b, uint64_t e) { score_rows(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
   std::string first_mismatch;
   for (const RowResult& row : rows) {
     result.mismatched += row.mismatched;

@@ -51,12 +51,12 @@ enum class TopkVerdict {
 
 struct TopkCheckResult {
   TopkVerdict verdict = TopkVerdict::kPassed;
-  std::string message;             // first violation (row, position, id), or the mismatch summary
-  double max_absolute_error = 0;   // over finite score pairs
+  std::string message;            // first violation (row, position, id), or the mismatch summary
+  double max_absolute_error = 0;  // over finite score pairs
   double max_relative_error = 0;
-  int64_t mismatched = 0;          // score elements failing the tolerance (incl. -inf vs finite)
-  int64_t compared = 0;            // B * 2048
-  double matched_ratio = 1.0;      // 1 - mismatched / compared
+  int64_t mismatched = 0;      // score elements failing the tolerance (incl. -inf vs finite)
+  int64_t compared = 0;        // B * 2048
+  double matched_ratio = 1.0;  // 1 - mismatched / compared
   bool passed() const { return verdict == TopkVerdict::kPassed; }
 };
 

@@ -259,7 +259,7 @@ constexpr LibraryFamily kLibraryFamilies[] = {
 
 // Libraries any candidate may need: the C/C++ runtimes, the CUDA runtime and driver.
 constexpr const char* kBaseLibraries[] = {
-    "libc.so",   "libm.so",       "libstdc++.so", "libgcc_s.so", "libcudart.so",
+    "libc.so",    "libm.so",       "libstdc++.so", "libgcc_s.so", "libcudart.so",
     "libcuda.so", "libpthread.so", "librt.so",     "ld-linux",    "linux-vdso.so",
 };
 
@@ -311,10 +311,11 @@ const std::map<std::string, std::string>& reasons() {
 // candidate defining one of them is caught whatever the name. A short built-in list backs it up.
 const std::set<std::string>& c_library_names() {
   static const std::set<std::string> names = [] {
-    std::set<std::string> out = {"memcmp", "bcmp", "memcpy", "memmove", "memset", "strcmp", "strncmp", "strlen",
-                                 "malloc", "free", "calloc", "realloc", "clock_gettime", "gettimeofday", "time",
-                                 "clock", "rand", "abort", "exit", "_exit", "getenv", "sqrt", "sqrtf", "exp",
-                                 "expf", "log", "logf", "pthread_create", "dlopen", "dlsym", "qsort"};
+    std::set<std::string> out = {"memcmp", "bcmp",   "memcpy", "memmove", "memset",  "strcmp",        "strncmp",
+                                 "strlen", "malloc", "free",   "calloc",  "realloc", "clock_gettime", "gettimeofday",
+                                 "time",   "clock",  "rand",   "abort",   "exit",    "_exit",         "getenv",
+                                 "sqrt",   "sqrtf",  "exp",    "expf",    "log",     "logf",          "pthread_create",
+                                 "dlopen", "dlsym",  "qsort"};
     Dl_info dl{};
     if (::dladdr(reinterpret_cast<void*>(&std::memcmp), &dl) == 0 || dl.dli_fname == nullptr) return out;
     std::filesystem::path libc(dl.dli_fname);
@@ -354,8 +355,8 @@ const std::vector<AuditCategory>& audit_categories() {
       {"runtime_compilation", "compiles or loads GPU modules at run time: kernels the audit never saw",
        "allowed_libraries: nvrtc"},
       {"raw_syscall", "makes raw system calls (syscall), bypassing every name-based check", ""},
-      {"executable_memory", "maps or re-protects memory (or needs an executable stack / text relocations): code patching",
-       ""},
+      {"executable_memory",
+       "maps or re-protects memory (or needs an executable stack / text relocations): code patching", ""},
       {"process_inspection", "reads or writes other processes' memory (ptrace, process_vm_*)", ""},
       {"process_spawn", "starts processes (fork, exec*, posix_spawn, system, popen)", ""},
       {"process_control", "changes process limits, namespaces, scheduling or affinity", ""},
@@ -373,8 +374,10 @@ const std::vector<AuditCategory>& audit_categories() {
       {"l2_persistence", "sets L2 persistence, device limits or stream attributes that survive the cold-cache flush",
        ""},
       {"host_callbacks", "enqueues host callbacks that run after the call returns", ""},
-      {"driver_entry_point", "fetches driver functions by name (cuGetProcAddress; cudaGetDriverEntryPoint for anything but "
-                             "the tensor-map encoders, refused and reported at run time)", ""},
+      {"driver_entry_point",
+       "fetches driver functions by name (cuGetProcAddress; cudaGetDriverEntryPoint for anything but "
+       "the tensor-map encoders, refused and reported at run time)",
+       ""},
       {"static_cudart", "exports CUDA runtime/driver API symbols: a static runtime embedded or an interposer", ""},
       {"interposition", "exports a function or object the C or math library also defines (memcmp, clock_gettime...)",
        ""},

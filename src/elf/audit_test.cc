@@ -59,8 +59,9 @@ struct Case {
 
 // One tiny library per forbidden behaviour, each expected to be flagged for its category.
 const Case kCases[] = {
-    {"pthread", "#include <pthread.h>\nstatic void* f(void*) { return nullptr; }\n"
-                "extern \"C\" int entry() { pthread_t t; return pthread_create(&t, nullptr, f, nullptr); }",
+    {"pthread",
+     "#include <pthread.h>\nstatic void* f(void*) { return nullptr; }\n"
+     "extern \"C\" int entry() { pthread_t t; return pthread_create(&t, nullptr, f, nullptr); }",
      "threads", "pthread_create"},
     {"stdthread", "#include <thread>\nextern \"C\" int entry() { std::thread([] {}).detach(); return 0; }", "threads",
      "_ZNSt6thread15_M_start_thread"},
@@ -74,13 +75,18 @@ const Case kCases[] = {
      "file_io", "fopen"},
     {"open", "#include <fcntl.h>\nextern \"C\" int entry() { return open(\"/etc/passwd\", O_RDONLY); }", "file_io",
      "open"},
-    {"syscall", "#include <unistd.h>\n#include <sys/syscall.h>\nextern \"C\" long entry() { return syscall(SYS_getpid); }",
+    {"syscall",
+     "#include <unistd.h>\n#include <sys/syscall.h>\nextern \"C\" long entry() { return syscall(SYS_getpid); }",
      "raw_syscall", "syscall"},
-    {"mprotect", "#include <sys/mman.h>\nextern \"C\" int entry(void* p) { return mprotect(p, 4096, PROT_READ | PROT_WRITE | PROT_EXEC); }",
+    {"mprotect",
+     "#include <sys/mman.h>\nextern \"C\" int entry(void* p) { return mprotect(p, 4096, PROT_READ | PROT_WRITE | "
+     "PROT_EXEC); }",
      "executable_memory", "mprotect"},
-    {"ptrace", "#include <sys/ptrace.h>\nextern \"C\" long entry() { return ptrace(PTRACE_TRACEME, 0, nullptr, nullptr); }",
+    {"ptrace",
+     "#include <sys/ptrace.h>\nextern \"C\" long entry() { return ptrace(PTRACE_TRACEME, 0, nullptr, nullptr); }",
      "process_inspection", "ptrace"},
-    {"vmread", "#include <sys/uio.h>\nextern \"C\" long entry() { return process_vm_readv(1, nullptr, 0, nullptr, 0, 0); }",
+    {"vmread",
+     "#include <sys/uio.h>\nextern \"C\" long entry() { return process_vm_readv(1, nullptr, 0, nullptr, 0, 0); }",
      "process_inspection", "process_vm_readv"},
     {"fork", "#include <unistd.h>\nextern \"C\" int entry() { return fork(); }", "process_spawn", "fork"},
     {"system", "#include <cstdlib>\nextern \"C\" int entry() { return system(\"true\"); }", "process_spawn", "system"},
@@ -89,57 +95,82 @@ const Case kCases[] = {
     {"socket", "#include <sys/socket.h>\nextern \"C\" int entry() { return socket(AF_INET, SOCK_STREAM, 0); }",
      "network", "socket"},
     {"fdwrite", "#include <unistd.h>\nextern \"C\" long entry() { return write(3, \"forged\", 6); }", "fd_io", "write"},
-    {"sigaction", "#include <csignal>\nextern \"C\" int entry() { struct sigaction sa{}; return sigaction(SIGSEGV, &sa, nullptr); }",
+    {"sigaction",
+     "#include <csignal>\nextern \"C\" int entry() { struct sigaction sa{}; return sigaction(SIGSEGV, &sa, nullptr); }",
      "signals", "sigaction"},
     {"prctl", "#include <sys/prctl.h>\nextern \"C\" int entry() { return prctl(PR_SET_DUMPABLE, 1); }",
      "process_control", "prctl"},
-    {"getenv", "#include <cstdlib>\nextern \"C\" const char* entry() { return getenv(\"KDA_SEED\"); }",
-     "environment", "getenv"},
-    {"memcmp", "#include <cstddef>\nextern \"C\" int memcmp(const void*, const void*, size_t) { return 0; }\n"
-               "extern \"C\" int bcmp(const void*, const void*, size_t) { return 0; }\nextern \"C\" int entry() { return 0; }",
+    {"getenv", "#include <cstdlib>\nextern \"C\" const char* entry() { return getenv(\"KDA_SEED\"); }", "environment",
+     "getenv"},
+    {"memcmp",
+     "#include <cstddef>\nextern \"C\" int memcmp(const void*, const void*, size_t) { return 0; }\n"
+     "extern \"C\" int bcmp(const void*, const void*, size_t) { return 0; }\nextern \"C\" int entry() { return 0; }",
      "interposition", "memcmp"},
-    {"clockgettime", "#include <ctime>\nextern \"C\" int clock_gettime(clockid_t, struct timespec* t) { t->tv_sec = 0; return 0; }\n"
-                     "extern \"C\" int entry() { return 0; }",
+    {"clockgettime",
+     "#include <ctime>\nextern \"C\" int clock_gettime(clockid_t, struct timespec* t) { t->tv_sec = 0; return 0; }\n"
+     "extern \"C\" int entry() { return 0; }",
      "interposition", "clock_gettime"},
     // CUDA runtime/driver and library imports, declared by hand so that no CUDA is needed here.
-    {"stream", "extern \"C\" int cudaStreamCreateWithFlags(void**, unsigned);\n"
-               "extern \"C\" int entry() { void* s; return cudaStreamCreateWithFlags(&s, 1); }",
+    {"stream",
+     "extern \"C\" int cudaStreamCreateWithFlags(void**, unsigned);\n"
+     "extern \"C\" int entry() { void* s; return cudaStreamCreateWithFlags(&s, 1); }",
      "streams", "cudaStreamCreateWithFlags"},
-    {"custream", "extern \"C\" int cuStreamCreate(void**, unsigned);\nextern \"C\" int entry() { void* s; return cuStreamCreate(&s, 0); }",
+    {"custream",
+     "extern \"C\" int cuStreamCreate(void**, unsigned);\nextern \"C\" int entry() { void* s; return "
+     "cuStreamCreate(&s, 0); }",
      "streams", "cuStreamCreate"},
-    {"event", "extern \"C\" int cudaEventRecord(void*, void*);\nextern \"C\" int entry(void* e) { return cudaEventRecord(e, nullptr); }",
+    {"event",
+     "extern \"C\" int cudaEventRecord(void*, void*);\nextern \"C\" int entry(void* e) { return cudaEventRecord(e, "
+     "nullptr); }",
      "events", "cudaEventRecord"},
-    {"graph", "extern \"C\" int cudaGraphLaunch(void*, void*);\nextern \"C\" int entry(void* g) { return cudaGraphLaunch(g, nullptr); }",
+    {"graph",
+     "extern \"C\" int cudaGraphLaunch(void*, void*);\nextern \"C\" int entry(void* g) { return cudaGraphLaunch(g, "
+     "nullptr); }",
      "graphs", "cudaGraphLaunch"},
-    {"capture", "extern \"C\" int cudaStreamBeginCapture(void*, int);\nextern \"C\" int entry(void* s) { return cudaStreamBeginCapture(s, 0); }",
+    {"capture",
+     "extern \"C\" int cudaStreamBeginCapture(void*, int);\nextern \"C\" int entry(void* s) { return "
+     "cudaStreamBeginCapture(s, 0); }",
      "graphs", "cudaStreamBeginCapture"},
-    {"l2", "extern \"C\" int cudaDeviceSetLimit(int, unsigned long);\nextern \"C\" int entry() { return cudaDeviceSetLimit(6, 1 << 20); }",
+    {"l2",
+     "extern \"C\" int cudaDeviceSetLimit(int, unsigned long);\nextern \"C\" int entry() { return "
+     "cudaDeviceSetLimit(6, 1 << 20); }",
      "l2_persistence", "cudaDeviceSetLimit"},
-    {"streamattr", "extern \"C\" int cudaStreamSetAttribute(void*, int, const void*);\n"
-                   "extern \"C\" int entry(void* s) { return cudaStreamSetAttribute(s, 1, nullptr); }",
+    {"streamattr",
+     "extern \"C\" int cudaStreamSetAttribute(void*, int, const void*);\n"
+     "extern \"C\" int entry(void* s) { return cudaStreamSetAttribute(s, 1, nullptr); }",
      "l2_persistence", "cudaStreamSetAttribute"},
-    {"hostfn", "extern \"C\" int cudaLaunchHostFunc(void*, void (*)(void*), void*);\n"
-               "extern \"C\" int entry() { return cudaLaunchHostFunc(nullptr, nullptr, nullptr); }",
+    {"hostfn",
+     "extern \"C\" int cudaLaunchHostFunc(void*, void (*)(void*), void*);\n"
+     "extern \"C\" int entry() { return cudaLaunchHostFunc(nullptr, nullptr, nullptr); }",
      "host_callbacks", "cudaLaunchHostFunc"},
-    {"procaddr", "extern \"C\" int cuGetProcAddress_v2(const char*, void**, int, unsigned long long, void*);\n"
-                 "extern \"C\" int entry() { void* f; return cuGetProcAddress_v2(\"cuLaunch\", &f, 12000, 0, nullptr); }",
+    {"procaddr",
+     "extern \"C\" int cuGetProcAddress_v2(const char*, void**, int, unsigned long long, void*);\n"
+     "extern \"C\" int entry() { void* f; return cuGetProcAddress_v2(\"cuLaunch\", &f, 12000, 0, nullptr); }",
      "driver_entry_point", "cuGetProcAddress_v2"},
-    {"exporttable", "extern \"C\" int cudaGetExportTable(const void**, const void*);\n"
-                    "extern \"C\" int entry() { const void* t; return cudaGetExportTable(&t, nullptr); }",
+    {"exporttable",
+     "extern \"C\" int cudaGetExportTable(const void**, const void*);\n"
+     "extern \"C\" int entry() { const void* t; return cudaGetExportTable(&t, nullptr); }",
      "driver_entry_point", "cudaGetExportTable"},
-    {"cupti", "extern \"C\" int cuptiSubscribe(void*, void*, void*);\nextern \"C\" int entry() { return cuptiSubscribe(nullptr, nullptr, nullptr); }",
+    {"cupti",
+     "extern \"C\" int cuptiSubscribe(void*, void*, void*);\nextern \"C\" int entry() { return cuptiSubscribe(nullptr, "
+     "nullptr, nullptr); }",
      "cupti", "cuptiSubscribe"},
-    {"cublas", "extern \"C\" int cublasSgemm_v2(void*, int, int, int, int, int);\n"
-               "extern \"C\" int entry() { return cublasSgemm_v2(nullptr, 0, 0, 1, 1, 1); }",
+    {"cublas",
+     "extern \"C\" int cublasSgemm_v2(void*, int, int, int, int, int);\n"
+     "extern \"C\" int entry() { return cublasSgemm_v2(nullptr, 0, 0, 1, 1, 1); }",
      "kernel_library", "cublasSgemm_v2"},
-    {"nvrtc", "extern \"C\" int nvrtcCompileProgram(void*, int, const char**);\n"
-              "extern \"C\" int entry() { return nvrtcCompileProgram(nullptr, 0, nullptr); }",
+    {"nvrtc",
+     "extern \"C\" int nvrtcCompileProgram(void*, int, const char**);\n"
+     "extern \"C\" int entry() { return nvrtcCompileProgram(nullptr, 0, nullptr); }",
      "runtime_compilation", "nvrtcCompileProgram"},
-    {"modload", "extern \"C\" int cuModuleLoadData(void**, const void*);\nextern \"C\" int entry() { void* m; return cuModuleLoadData(&m, nullptr); }",
+    {"modload",
+     "extern \"C\" int cuModuleLoadData(void**, const void*);\nextern \"C\" int entry() { void* m; return "
+     "cuModuleLoadData(&m, nullptr); }",
      "runtime_compilation", "cuModuleLoadData"},
     // A runtime symbol defined inside the library: a static cudart (or an interposer).
-    {"staticrt", "extern \"C\" int cudaLaunchKernel(const void*, int, int, void**, unsigned long, void*) { return 0; }\n"
-                 "extern \"C\" int entry() { return 0; }",
+    {"staticrt",
+     "extern \"C\" int cudaLaunchKernel(const void*, int, int, void**, unsigned long, void*) { return 0; }\n"
+     "extern \"C\" int entry() { return 0; }",
      "static_cudart", "cudaLaunchKernel"},
 };
 
@@ -158,8 +189,10 @@ TEST(Audit, EachForbiddenBehaviourIsFlaggedForItsCategory) {
 // cudaGetDriverEntryPoint is no import finding: kda-runner interposes it and allows only the
 // tensor-map encoders (CUTLASS/CuTe's TMA path), refusing the rest at run time (T1's cuStreamCreate).
 TEST(Audit, DriverEntryPointIsLeftToTheRunnersInterposer) {
-  ElfInfo info = compile("entrypoint", "extern \"C\" int cudaGetDriverEntryPoint(const char*, void**, unsigned long long, void*);\n"
-                                       "extern \"C\" int entry() { void* f; return cudaGetDriverEntryPoint(\"cuTensorMapEncodeTiled\", &f, 0, nullptr); }");
+  ElfInfo info = compile("entrypoint",
+                         "extern \"C\" int cudaGetDriverEntryPoint(const char*, void**, unsigned long long, void*);\n"
+                         "extern \"C\" int entry() { void* f; return "
+                         "cudaGetDriverEntryPoint(\"cuTensorMapEncodeTiled\", &f, 0, nullptr); }");
   AuditReport r = audit_imports(info, ImportPolicy{});
   EXPECT_FALSE(r.has("driver_entry_point")) << categories(r);
 }
@@ -207,13 +240,16 @@ extern "C" int entry() { void* s; cudaStreamCreate(&s); cudaEventRecord(nullptr,
   allow_streams.allow_streams = true;
   EXPECT_TRUE(audit_imports(streams, allow_streams).clean()) << audit_imports(streams, allow_streams).summary();
 
-  ElfInfo threads = compile("pthread2", "#include <thread>\nextern \"C\" int entry() { std::thread t([] {}); t.join(); return 0; }");
+  ElfInfo threads =
+      compile("pthread2", "#include <thread>\nextern \"C\" int entry() { std::thread t([] {}); t.join(); return 0; }");
   ImportPolicy allow_threads;
   allow_threads.allow_threads = true;
   EXPECT_TRUE(audit_imports(threads, {}).has("threads"));
   EXPECT_FALSE(audit_imports(threads, allow_threads).has("threads"));
 
-  ElfInfo graphs = compile("pgraph", "extern \"C\" int cudaGraphLaunch(void*, void*);\nextern \"C\" int entry() { return cudaGraphLaunch(nullptr, nullptr); }");
+  ElfInfo graphs = compile("pgraph",
+                           "extern \"C\" int cudaGraphLaunch(void*, void*);\nextern \"C\" int entry() { return "
+                           "cudaGraphLaunch(nullptr, nullptr); }");
   ImportPolicy allow_graphs;
   allow_graphs.allow_graphs = true;
   EXPECT_TRUE(audit_imports(graphs, allow_graphs).clean());
@@ -243,8 +279,9 @@ TEST(Audit, NeededLibrariesAreChecked) {
   allow.allowed_libraries = {"kdafoo"};
   EXPECT_TRUE(audit_imports(info, allow).clean()) << audit_imports(info, allow).summary();
 
-  ElfInfo omp = compile("omp", "extern \"C\" int entry(float* x) {\n#pragma omp parallel for\n"
-                               "for (int i = 0; i < 64; ++i) x[i] *= 2;\nreturn 0; }",
+  ElfInfo omp = compile("omp",
+                        "extern \"C\" int entry(float* x) {\n#pragma omp parallel for\n"
+                        "for (int i = 0; i < 64; ++i) x[i] *= 2;\nreturn 0; }",
                         {"-fopenmp"});
   AuditReport ro = audit_imports(omp, {});
   EXPECT_TRUE(ro.has("threads")) << ro.summary();
@@ -282,7 +319,8 @@ TEST(Audit, NvccBuiltKernelIsClean) {
   if (nvcc.empty() && proc::find_program("nvcc").ok()) nvcc = "nvcc";
   if (nvcc.empty() && stdfs::exists("/usr/local/cuda/bin/nvcc")) nvcc = "/usr/local/cuda/bin/nvcc";
   if (nvcc.empty()) GTEST_SKIP() << "nvcc not available";
-  ElfInfo info = compile("cudaclean", R"(
+  ElfInfo info =
+      compile("cudaclean", R"(
 #include <cstdint>
 __global__ void scale(float* x, int64_t n) { int64_t i = blockIdx.x * 256 + threadIdx.x; if (i < n) x[i] *= 2; }
 extern "C" int kda_scale(float* x, int64_t n, void* stream) {
@@ -291,8 +329,7 @@ extern "C" int kda_scale(float* x, int64_t n, void* stream) {
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 )",
-                         {"-Xcompiler", "-fPIC", "-cudart", "shared", "-gencode=arch=compute_90a,code=sm_90a"}, nvcc,
-                         ".cu");
+              {"-Xcompiler", "-fPIC", "-cudart", "shared", "-gencode=arch=compute_90a,code=sm_90a"}, nvcc, ".cu");
   AuditReport r = audit_imports(info, {});
   EXPECT_TRUE(r.clean()) << r.summary();
 }

@@ -28,11 +28,11 @@ namespace {
 constexpr uint16_t kEtDyn = 3;
 constexpr uint32_t kPtLoad = 1, kPtDynamic = 2, kPtGnuStack = 0x6474e551, kPtGnuRelro = 0x6474e552;
 constexpr uint32_t kPfX = 1;
-constexpr int64_t kDtNull = 0, kDtNeeded = 1, kDtHash = 4, kDtStrtab = 5, kDtSymtab = 6, kDtStrsz = 10,
-                  kDtSyment = 11, kDtInit = 12, kDtSoname = 14, kDtRpath = 15, kDtTextrel = 22, kDtBindNow = 24,
-                  kDtInitArraySz = 27, kDtRunpath = 29, kDtFlags = 30, kDtGnuHash = 0x6ffffef5,
-                  kDtVersym = 0x6ffffff0, kDtFlags1 = 0x6ffffffb, kDtVerdef = 0x6ffffffc, kDtVerdefnum = 0x6ffffffd,
-                  kDtVerneed = 0x6ffffffe, kDtVerneednum = 0x6fffffff;
+constexpr int64_t kDtNull = 0, kDtNeeded = 1, kDtHash = 4, kDtStrtab = 5, kDtSymtab = 6, kDtStrsz = 10, kDtSyment = 11,
+                  kDtInit = 12, kDtSoname = 14, kDtRpath = 15, kDtTextrel = 22, kDtBindNow = 24, kDtInitArraySz = 27,
+                  kDtRunpath = 29, kDtFlags = 30, kDtGnuHash = 0x6ffffef5, kDtVersym = 0x6ffffff0,
+                  kDtFlags1 = 0x6ffffffb, kDtVerdef = 0x6ffffffc, kDtVerdefnum = 0x6ffffffd, kDtVerneed = 0x6ffffffe,
+                  kDtVerneednum = 0x6fffffff;
 constexpr uint64_t kDfBindNow = 0x8, kDf1Now = 0x1;
 constexpr size_t kSymSize = 24;
 // Caps that keep a hostile file from making us loop or allocate without bound.
@@ -133,7 +133,11 @@ SymbolBinding sym_binding(uint8_t info) {
 Result<ElfInfo> parse_elf(std::string_view bytes) {
   Parser p{Image(bytes)};
   const Image& img = p.img;
-  if (!img.has(0, 64) || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0) return bad("not an ELF file");
+  if (!img.has(0, 64) || std::memcmp(bytes.data(),
+                                     "\x7f"
+                                     "ELF",
+                                     4) != 0)
+    return bad("not an ELF file");
   if (bytes[4] != 2) return bad("not a 64-bit ELF (EI_CLASS)");
   if (bytes[5] != 1) return bad("not little-endian (EI_DATA)");
 

@@ -28,19 +28,19 @@ struct DynamicSymbol {
 };
 
 struct ElfInfo {
-  uint16_t machine = 0;             // e_machine (62 = x86-64, 183 = aarch64)
-  bool shared_object = false;       // e_type == ET_DYN
+  uint16_t machine = 0;        // e_machine (62 = x86-64, 183 = aarch64)
+  bool shared_object = false;  // e_type == ET_DYN
   std::string soname;
-  std::vector<std::string> needed;  // DT_NEEDED, in order
-  std::vector<std::string> rpath;   // DT_RPATH and DT_RUNPATH entries
+  std::vector<std::string> needed;     // DT_NEEDED, in order
+  std::vector<std::string> rpath;      // DT_RPATH and DT_RUNPATH entries
   std::vector<DynamicSymbol> exports;  // defined, global/weak/unique, default or protected visibility
   std::vector<DynamicSymbol> imports;  // undefined dynamic symbols (what the library calls out to)
   bool has_dynamic = false;
-  bool relro = false;          // PT_GNU_RELRO present
-  bool bind_now = false;       // DT_BIND_NOW, DF_BIND_NOW or DF_1_NOW
+  bool relro = false;             // PT_GNU_RELRO present
+  bool bind_now = false;          // DT_BIND_NOW, DF_BIND_NOW or DF_1_NOW
   bool text_relocations = false;  // DT_TEXTREL
-  bool exec_stack = false;     // PT_GNU_STACK with PF_X (or missing, which means executable)
-  size_t init_functions = 0;   // DT_INIT + DT_INIT_ARRAY entries: code that runs at dlopen
+  bool exec_stack = false;        // PT_GNU_STACK with PF_X (or missing, which means executable)
+  size_t init_functions = 0;      // DT_INIT + DT_INIT_ARRAY entries: code that runs at dlopen
 
   const DynamicSymbol* find_export(std::string_view name) const;
   const DynamicSymbol* find_import(std::string_view name) const;

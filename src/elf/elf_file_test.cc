@@ -88,7 +88,9 @@ TEST(ElfFile, RejectsNonElf) {
   EXPECT_EQ(parse_elf("").status().kind(), ErrorKind::kBadInput);
   EXPECT_EQ(parse_elf("#!/bin/sh\necho hi\n").status().kind(), ErrorKind::kBadInput);
   std::string elf32(64, '\0');
-  elf32.replace(0, 5, "\x7f" "ELF\x01");
+  elf32.replace(0, 5,
+                "\x7f"
+                "ELF\x01");
   EXPECT_NE(parse_elf(elf32).status().message().find("64-bit"), std::string::npos);
   EXPECT_EQ(read_elf_file("/nonexistent/libx.so").status().kind(), ErrorKind::kNotFound);
 }

@@ -50,8 +50,9 @@ bool matches_pattern(const std::byte* p, size_t n, uint64_t seed) {
 uint64_t slot_seed(uint64_t seed, size_t index, int side) { return seed * 1000003u + index * 2 + side; }
 
 nlohmann::json slot_json(const Slot& s) {
-  return {{"name", s.name}, {"dtype", std::string(tensor::dtype_name(s.dtype))}, {"shape", s.shape},
-          {"scalar", s.scalar}, {"offset", s.offset}, {"nbytes", s.nbytes}};
+  return {{"name", s.name},     {"dtype", std::string(tensor::dtype_name(s.dtype))},
+          {"shape", s.shape},   {"scalar", s.scalar},
+          {"offset", s.offset}, {"nbytes", s.nbytes}};
 }
 
 Result<Slot> slot_from_json(const nlohmann::json& j) {
@@ -272,7 +273,7 @@ template <typename Word>
 int64_t count_equal_words(const std::byte* a, const std::byte* b, int64_t n) {
   int64_t same = 0, i = 0;
   if constexpr (sizeof(Word) < 8) {
-    constexpr uint64_t kLow = sizeof(Word) == 1 ? 0x7F7F7F7F7F7F7F7FULL
+    constexpr uint64_t kLow = sizeof(Word) == 1   ? 0x7F7F7F7F7F7F7F7FULL
                               : sizeof(Word) == 2 ? 0x7FFF7FFF7FFF7FFFULL
                                                   : 0x7FFFFFFF7FFFFFFFULL;
     constexpr int64_t kLanes = 8 / sizeof(Word);
@@ -315,9 +316,12 @@ int64_t count_poisoned(tensor::DType dtype, uint64_t seed, const std::byte* data
     return total;
   };
   switch (dtype) {
-    case DType::kFloat32: case DType::kInt32: return count(uint32_t{});
-    case DType::kFloat16: case DType::kBFloat16: return count(uint16_t{});
-    case DType::kFloat8E4M3FN: case DType::kFloat8E5M2: return count(uint8_t{});
+    case DType::kFloat32:
+    case DType::kInt32: return count(uint32_t{});
+    case DType::kFloat16:
+    case DType::kBFloat16: return count(uint16_t{});
+    case DType::kFloat8E4M3FN:
+    case DType::kFloat8E5M2: return count(uint8_t{});
     case DType::kInt64: return count(uint64_t{});
     default: return 0;
   }

@@ -19,9 +19,8 @@
 
 namespace kda::eval {
 
-inline constexpr size_t kGuardBytes = 4096;  // guard band before and after every slot
+inline constexpr size_t kGuardBytes = 4096;        // guard band before and after every slot
 inline constexpr size_t kPoisonBlockBytes = 4096;  // poison: one seeded block, tiled (a multiple of every element size)
-
 
 struct Slot {
   std::string name;

@@ -42,9 +42,8 @@ struct RangeStats {
 // Keeps `e` among the kWorstKept largest absolute errors (ties: the lower index stays).
 void keep_worst(std::vector<BadElement>& worst, const BadElement& e) {
   if (worst.size() == kWorstKept && !(e.abs > worst.back().abs)) return;
-  auto at = std::upper_bound(worst.begin(), worst.end(), e, [](const BadElement& a, const BadElement& b) {
-    return a.abs > b.abs;
-  });
+  auto at = std::upper_bound(worst.begin(), worst.end(), e,
+                             [](const BadElement& a, const BadElement& b) { return a.abs > b.abs; });
   worst.insert(at, e);
   if (worst.size() > kWorstKept) worst.pop_back();
 }
@@ -158,8 +157,9 @@ CheckResult check_default(const std::vector<std::string>& names, const std::vect
     const auto& x = candidate[k];
     const auto& y = reference[k];
     if (x.shape() != y.shape()) {
-      fail(CheckVerdict::kIncorrectShape, fmt::format("output '{}': shape {} expected {}", names[k],
-                                                      tensor::shape_string(x.shape()), tensor::shape_string(y.shape())));
+      fail(CheckVerdict::kIncorrectShape,
+           fmt::format("output '{}': shape {} expected {}", names[k], tensor::shape_string(x.shape()),
+                       tensor::shape_string(y.shape())));
       continue;
     }
     if (x.dtype() != y.dtype()) {
@@ -172,8 +172,8 @@ CheckResult check_default(const std::vector<std::string>& names, const std::vect
     res.max_rel = std::max(res.max_rel, c.max_rel);
     res.matched_ratio = std::min(res.matched_ratio, c.matched_ratio);
     if (c.inf > 0)
-      fail(CheckVerdict::kIncorrectNumerical, fmt::format("output '{}': {} Inf value(s), first at {}", c.name,
-                                                          c.inf, index_string(c.first_bad_index, c.shape)));
+      fail(CheckVerdict::kIncorrectNumerical, fmt::format("output '{}': {} Inf value(s), first at {}", c.name, c.inf,
+                                                          index_string(c.first_bad_index, c.shape)));
     else if (c.nan > 0)
       fail(CheckVerdict::kIncorrectNumerical,
            fmt::format("output '{}': {} NaN value(s) (unwritten or invalid), first at {}", c.name, c.nan,
@@ -217,19 +217,30 @@ bool outputs_bitwise_equal(const std::vector<tensor::Tensor>& a, const std::vect
 nlohmann::json CheckResult::to_json() const {
   nlohmann::json outs = nlohmann::json::array();
   for (const auto& o : outputs) {
-    outs.push_back({{"name", o.name}, {"numel", o.numel}, {"failed", o.failed}, {"inf", o.inf}, {"nan", o.nan},
-                    {"max_absolute_error", number(o.max_abs)}, {"max_relative_error", number(o.max_rel)},
+    outs.push_back({{"name", o.name},
+                    {"numel", o.numel},
+                    {"failed", o.failed},
+                    {"inf", o.inf},
+                    {"nan", o.nan},
+                    {"max_absolute_error", number(o.max_abs)},
+                    {"max_relative_error", number(o.max_rel)},
                     {"matched_ratio", o.matched_ratio}});
     if (!o.worst.empty()) {
       nlohmann::json w = nlohmann::json::array();
       for (const auto& e : o.worst)
-        w.push_back(nlohmann::json{{"index", e.index}, {"at", index_string(e.index, o.shape)}, {"got", number(e.got)},
-                                   {"expected", number(e.expected)}, {"abs", number(e.abs)}, {"rel", number(e.rel)}});
+        w.push_back(nlohmann::json{{"index", e.index},
+                                   {"at", index_string(e.index, o.shape)},
+                                   {"got", number(e.got)},
+                                   {"expected", number(e.expected)},
+                                   {"abs", number(e.abs)},
+                                   {"rel", number(e.rel)}});
       outs.back()["worst"] = std::move(w);
     }
   }
-  return {{"max_absolute_error", number(max_abs)}, {"max_relative_error", number(max_rel)},
-          {"matched_ratio", matched_ratio}, {"outputs", outs}};
+  return {{"max_absolute_error", number(max_abs)},
+          {"max_relative_error", number(max_rel)},
+          {"matched_ratio", matched_ratio},
+          {"outputs", outs}};
 }
 
 }  // namespace kda::eval

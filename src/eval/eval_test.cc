@@ -153,7 +153,8 @@ TEST(Inputs, ContestInputsAreFreshPerTrialSeedExceptWhatTheWorkloadPins) {
       if (pinned || fixed_by_axes || a->tensors[i].nbytes() < 8) continue;  // scalars: one value may repeat
       ++fresh;
       EXPECT_FALSE(a->tensors[i].bitwise_equal(b->tensors[i]))
-          << e.path().filename().string() << " " << w->uuid << ": input '" << name << "' is the same for two trial seeds";
+          << e.path().filename().string() << " " << w->uuid << ": input '" << name
+          << "' is the same for two trial seeds";
     }
     EXPECT_GT(fresh, 0) << e.path();
   }
@@ -163,9 +164,9 @@ TEST(Inputs, RandomSpecDefinesTheValuesCopyFingerprintProduces) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
   ASSERT_TRUE(pack.ok()) << pack.status().message();
   // The widest rows: every input (weight too) has more than the fingerprint's 32 end elements.
-  const task::Workload& w = *std::max_element(pack->workloads.begin(), pack->workloads.end(), [](const auto& x, const auto& y) {
-    return x.axes.at("hidden_size") < y.axes.at("hidden_size");
-  });
+  const task::Workload& w = *std::max_element(
+      pack->workloads.begin(), pack->workloads.end(),
+      [](const auto& x, const auto& y) { return x.axes.at("hidden_size") < y.axes.at("hidden_size"); });
   auto rw = resolve_workload(*pack, w);
   ASSERT_TRUE(rw.ok());
   BlobCache blobs;
@@ -198,8 +199,10 @@ TEST(Inputs, RandomSpecDefinesTheValuesCopyFingerprintProduces) {
   ASSERT_TRUE(lean.ok());
   EXPECT_FALSE(lean->host_values);
   for (size_t i = 0; i < lean->tensors.size(); ++i) {
-    if (lean->plain_random[i]) EXPECT_EQ(lean->tensors[i].nbytes(), 0) << i;
-    else EXPECT_EQ(lean->tensors[i].nbytes(), a->tensors[i].nbytes()) << i;
+    if (lean->plain_random[i])
+      EXPECT_EQ(lean->tensors[i].nbytes(), 0) << i;
+    else
+      EXPECT_EQ(lean->tensors[i].nbytes(), a->tensors[i].nbytes()) << i;
   }
 }
 
@@ -209,8 +212,7 @@ TEST(Evaluate, HostBaselinesPassEveryWorkload) {
     o.workloads = "all";
     auto r = run(std::string("tasks/host/") + p, source_dir() / "tasks/host" / p / "baselines/naive", o);
     ASSERT_FALSE(r.workloads.empty()) << p;
-    for (const auto& w : r.workloads)
-      EXPECT_EQ(w.verdict, Verdict::kPassed) << p << " " << w.uuid << ": " << w.message;
+    for (const auto& w : r.workloads) EXPECT_EQ(w.verdict, Verdict::kPassed) << p << " " << w.uuid << ": " << w.message;
     EXPECT_TRUE(r.all_passed) << p;
     EXPECT_GT(r.score_mean, 0) << p;
   }
@@ -295,11 +297,10 @@ TEST(Evaluate, WrongCrashingAbortingAndHangingFixtures) {
     Verdict verdict;
     const char* reason;
   };
-  for (const Case& c : {Case{"wrong", Verdict::kIncorrectNumerical, "elements beyond"},
-                        Case{"crash", Verdict::kRuntimeError, "SIGSEGV"},
-                        Case{"abort", Verdict::kRuntimeError, "SIGABRT"},
-                        Case{"bad_arity", Verdict::kRuntimeError, "returned"},
-                        Case{"hang", Verdict::kTimeout, "exceeded"}}) {
+  for (const Case& c :
+       {Case{"wrong", Verdict::kIncorrectNumerical, "elements beyond"},
+        Case{"crash", Verdict::kRuntimeError, "SIGSEGV"}, Case{"abort", Verdict::kRuntimeError, "SIGABRT"},
+        Case{"bad_arity", Verdict::kRuntimeError, "returned"}, Case{"hang", Verdict::kTimeout, "exceeded"}}) {
     auto o = fast_options();
     o.workloads = "dev";
     auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
@@ -411,7 +412,8 @@ namespace {
 TEST(Evaluate, SealedPackThatChangedIsRefused) {
   auto dir = fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-sealed");
   ASSERT_TRUE(dir.ok());
-  std::filesystem::copy(source_dir() / "tasks/host/softmax", *dir / "softmax", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(source_dir() / "tasks/host/softmax", *dir / "softmax",
+                        std::filesystem::copy_options::recursive);
   auto root = *dir / "softmax";
   auto sealed = task::pack_manifest(root);
   ASSERT_TRUE(sealed.ok());
@@ -536,7 +538,8 @@ TEST(Screener, RungZeroChecksCorrectnessLaterRungsDoNotRepeatPassedChecks) {
       << gate(*rung2, "correctness").detail;
   for (const char* g : {"determinism", "probes"}) {
     EXPECT_EQ(gate(*rung2, g).status, GateStatus::kSkipped) << g;
-    EXPECT_NE(gate(*rung2, g).detail.find("earlier in this screening session"), std::string::npos) << gate(*rung2, g).detail;
+    EXPECT_NE(gate(*rung2, g).detail.find("earlier in this screening session"), std::string::npos)
+        << gate(*rung2, g).detail;
   }
   auto wrong = task::load_solution(fixture("host_rmsnorm", "wrong"));
   ASSERT_TRUE(wrong.ok());
@@ -566,8 +569,10 @@ TEST(Dependencies, CheckedAgainstThePolicyLinkedWhenAllowed) {
   EvalReport refused = run(pack, with_deps("cublas", {"cublas"}), o);
   ASSERT_FALSE(refused.workloads.empty());
   EXPECT_EQ(refused.workloads[0].verdict, Verdict::kCompileError);
-  EXPECT_NE(refused.workloads[0].message.find("dependency 'cublas' is not allowed by the task policy ([policy] libraries = []"),
-            std::string::npos) << refused.workloads[0].message;
+  EXPECT_NE(refused.workloads[0].message.find(
+                "dependency 'cublas' is not allowed by the task policy ([policy] libraries = []"),
+            std::string::npos)
+      << refused.workloads[0].message;
   EvalReport header_only = run(pack, with_deps("cutlass", {"cutlass"}), o);
   EXPECT_TRUE(header_only.all_passed) << (header_only.workloads.empty() ? "" : header_only.workloads[0].message);
   // The policy allows libm: linked, and the candidate passes.
@@ -597,11 +602,14 @@ TEST(BuildOptions, DefinesIncludeDirsAndFlagsFromBuildToml) {
     const stdfs::path dir = *tmp / name;
     stdfs::copy(fixture("host_rmsnorm", "fast"), dir, stdfs::copy_options::recursive);
     stdfs::create_directories(dir / "third_party/include");
-    EXPECT_TRUE(fs::write_file_atomic(dir / "third_party/include/rms_lanes.h", "#pragma once\n#define KDA_RMS_HEADER 1\n").ok());
+    EXPECT_TRUE(
+        fs::write_file_atomic(dir / "third_party/include/rms_lanes.h", "#pragma once\n#define KDA_RMS_HEADER 1\n")
+            .ok());
     const std::string kernel = *fs::read_file(dir / "kernel.cc");
     EXPECT_TRUE(fs::write_file_atomic(dir / "kernel.cc",
                                       "#include \"rms_lanes.h\"\n#if !defined(KDA_RMS_HEADER) || KDA_RMS_LANES != 16\n"
-                                      "#error build.toml was not applied\n#endif\n" + kernel)
+                                      "#error build.toml was not applied\n#endif\n" +
+                                          kernel)
                     .ok());
     auto j = nlohmann::json::parse(*fs::read_file(dir / "solution.json"));
     j["sources"].push_back({{"path", "third_party/include/rms_lanes.h"}});
@@ -615,7 +623,8 @@ TEST(BuildOptions, DefinesIncludeDirsAndFlagsFromBuildToml) {
   EvalOptions o = fast_options();
   o.workloads = "dev";
   const std::string pack = (*tmp / "pack").string();
-  const std::string good = "defines = [\"KDA_RMS_LANES=16\"]\ninclude_dirs = [\"third_party/include\"]\nflags = [\"-funroll-loops\"]\n";
+  const std::string good =
+      "defines = [\"KDA_RMS_LANES=16\"]\ninclude_dirs = [\"third_party/include\"]\nflags = [\"-funroll-loops\"]\n";
   EvalReport passed = run(pack, make("good", good), o);
   EXPECT_TRUE(passed.all_passed) << (passed.workloads.empty() ? "" : passed.workloads[0].message);
   auto sol = task::load_solution(*tmp / "good");
@@ -629,8 +638,10 @@ TEST(BuildOptions, DefinesIncludeDirsAndFlagsFromBuildToml) {
   ASSERT_FALSE(without.workloads.empty());
   EXPECT_EQ(without.workloads[0].verdict, Verdict::kCompileError);
   const std::pair<const char*, const char*> refused[] = {
-      {"flags = [\"-fplugin=/tmp/x.so\"]\n", "build.toml:1: flags: '-fplugin=/tmp/x.so' is not allowed for cpp (allowed: "},
-      {"defines = [\"A=1\"]\ninclude_dirs = [\"../pack\"]\n", "build.toml:2: include_dirs: '../pack' must be a directory inside the solution"},
+      {"flags = [\"-fplugin=/tmp/x.so\"]\n",
+       "build.toml:1: flags: '-fplugin=/tmp/x.so' is not allowed for cpp (allowed: "},
+      {"defines = [\"A=1\"]\ninclude_dirs = [\"../pack\"]\n",
+       "build.toml:2: include_dirs: '../pack' must be a directory inside the solution"},
       {"include_dirs = [\"include\"]\n", "build.toml:1: include_dirs: 'include' holds none of the solution's sources"},
       {"defines = [\"A B\"]\n", "build.toml:1: defines: 'A B' is not NAME or NAME=VALUE"},
       {"cflags = [\"-O2\"]\n", "build.toml:1: cflags: unknown field"},
@@ -639,7 +650,8 @@ TEST(BuildOptions, DefinesIncludeDirsAndFlagsFromBuildToml) {
   {
     auto cuda = task::load_solution(fixture("cuda_rmsnorm", "fast"));
     ASSERT_TRUE(cuda.ok());
-    cuda->sources.push_back({"build.toml", "defines = [\"KDA_PROBE=3\"]\nflags = [\"--use_fast_math\", \"-ftz=true\"]\n"});
+    cuda->sources.push_back(
+        {"build.toml", "defines = [\"KDA_PROBE=3\"]\nflags = [\"--use_fast_math\", \"-ftz=true\"]\n"});
     auto built = build_solution(*cuda, {});
     if (built.ok() && built->log.find("not found") == std::string::npos) {
       EXPECT_TRUE(built->ok) << built->log;
@@ -740,7 +752,8 @@ TEST(GpuMachine, ACudaPackNeedsAnNvidiaDriver) {
   Status st = check_gpu_machine(*cuda, absent);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.kind(), ErrorKind::kBadInput);
-  EXPECT_NE(st.message().find("a CUDA task pack, and this machine has no NVIDIA GPU driver"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("a CUDA task pack, and this machine has no NVIDIA GPU driver"), std::string::npos)
+      << st.message();
   EXPECT_NE(st.message().find("/nonexistent/kda/nvidia/version"), std::string::npos);
   EXPECT_TRUE(check_gpu_machine(*host, absent).ok());
   EXPECT_TRUE(check_gpu_machine(*cuda, {KDA_SOURCE_DIR}).ok());  // a driver file that exists

@@ -46,7 +46,8 @@ TEST(Probes, LargeInputsAreTransformedWhole) {
     const double ratio = std::ldexp(1.0, std::stoi(what.substr(what.find('^') + 1)));
     const double limit = d == DType::kFloat4E2M1 ? 6.0 : 1e30;
     Tensor want = base;  // the same transform, one element at a time
-    for (int64_t i = 0; i < base.numel(); ++i) want.set_from_double(i, std::clamp(base.get_as_double(i) * ratio, -limit, limit));
+    for (int64_t i = 0; i < base.numel(); ++i)
+      want.set_from_double(i, std::clamp(base.get_as_double(i) * ratio, -limit, limit));
     EXPECT_TRUE(t.bitwise_equal(want)) << tensor::dtype_name(d) << " " << what;
   }
 }
@@ -95,7 +96,8 @@ TEST(Probes, TransformsAreExactReproducibleAndBounded) {
   }
   // Integers are left alone.
   tensor::Tensor ints(tensor::DType::kInt32, {8});
-  EXPECT_NE(apply_probe(task::Probe::kOffset, 1, "idx", ints).description.find("not floating-point"), std::string::npos);
+  EXPECT_NE(apply_probe(task::Probe::kOffset, 1, "idx", ints).description.find("not floating-point"),
+            std::string::npos);
   EXPECT_EQ(ints.get_as_double(3), 0.0);
 }
 
@@ -127,13 +129,15 @@ TEST(Compare, MatchedRatioAndOrder) {
   EXPECT_EQ(r.verdict, CheckVerdict::kPass);
   EXPECT_DOUBLE_EQ(r.matched_ratio, 0.75);
   tol.matched_ratio = 0.8;
-  EXPECT_EQ(check_default({"y"}, {vec({1, 1, 1, 5})}, {vec({1, 1, 1, 1})}, tol).verdict, CheckVerdict::kIncorrectNumerical);
+  EXPECT_EQ(check_default({"y"}, {vec({1, 1, 1, 5})}, {vec({1, 1, 1, 1})}, tol).verdict,
+            CheckVerdict::kIncorrectNumerical);
   // Shape is checked before values, dtype before values.
   EXPECT_EQ(check_default({"y"}, {vec({1, 2})}, {vec({1})}, tol).verdict, CheckVerdict::kIncorrectShape);
   Tensor bf(DType::kBFloat16, {1});
   EXPECT_EQ(check_default({"y"}, {bf}, {vec({0})}, tol).verdict, CheckVerdict::kIncorrectDtype);
   // Only the selected outputs count.
-  EXPECT_EQ(check_default({"a", "b"}, {vec({9}), vec({1})}, {vec({1}), vec({1})}, tol, {"b"}).verdict, CheckVerdict::kPass);
+  EXPECT_EQ(check_default({"a", "b"}, {vec({9}), vec({1})}, {vec({1}), vec({1})}, tol, {"b"}).verdict,
+            CheckVerdict::kPass);
 }
 
 // An INCORRECT verdict names the worst elements by their indices in the output's shape, with the
@@ -286,7 +290,6 @@ TEST(Stats, FreshVersusRepeatConvictsOnlyRememberedOutputs) {
   EXPECT_DOUBLE_EQ(fresh_versus_repeat({1, 1, 1}, {1, 1, 1}).repeat_faster, 0.5);
 }
 
-
 // Paired (CUDA): the same inputs twice, so data-dependent work cancels; too few pairs give no verdict.
 TEST(Stats, FreshVersusRepeatPairedConvictsOnlyRememberedOutputs) {
   using Pairs = std::vector<std::pair<double, double>>;
@@ -316,12 +319,16 @@ TEST(Stats, FreshVersusRepeatPairedConvictsOnlyRememberedOutputs) {
   EXPECT_DOUBLE_EQ(memo.repeat_faster, 1.0);
   EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{1.0, 0.1}, {1.0, 0.1}}).applies);  // too few pairs
   // Sub-microsecond calls: a large ratio but a gain below kMemoMinGainMs is not convicted.
-  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{0.00034, 0.00021}, {0.00035, 0.00021}, {0.00033, 0.0002}, {0.00034, 0.00022},
-                                         {0.00034, 0.00021}}).memoized);
-  EXPECT_TRUE(fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}, {0.034, 0.0021}})
+  EXPECT_FALSE(
+      fresh_versus_repeat_paired(
+          Pairs{{0.00034, 0.00021}, {0.00035, 0.00021}, {0.00033, 0.0002}, {0.00034, 0.00022}, {0.00034, 0.00021}})
+          .memoized);
+  EXPECT_TRUE(fresh_versus_repeat_paired(
+                  Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}, {0.034, 0.0021}})
                   .memoized);
   // Fewer pairs than kMemoMinSamples give no verdict, however clear (a one-trial screening has 3).
-  EXPECT_FALSE(fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}}).applies);
+  EXPECT_FALSE(
+      fresh_versus_repeat_paired(Pairs{{0.034, 0.0021}, {0.035, 0.0021}, {0.033, 0.002}, {0.034, 0.0022}}).applies);
   // Ties count half: identical calls are not "faster".
   EXPECT_DOUBLE_EQ(fresh_versus_repeat_paired(Pairs{{1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}}).repeat_faster, 0.5);
 }
@@ -362,7 +369,8 @@ TEST(Gates, LedgerRecordsOnlyWhatRan) {
 // with the poisoned copy counts, for every lane width, at odd lengths and across 4 KiB blocks.
 TEST(Arena, CountPoisonedEqualsElementwiseCount) {
   using tensor::DType;
-  for (DType d : {DType::kFloat32, DType::kInt32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3FN, DType::kInt64}) {
+  for (DType d :
+       {DType::kFloat32, DType::kInt32, DType::kBFloat16, DType::kFloat16, DType::kFloat8E4M3FN, DType::kInt64}) {
     for (int64_t n : {1, 7, 9, 1000, 4097, 70001}) {
       SCOPED_TRACE(std::string(tensor::dtype_name(d)) + " x " + std::to_string(n));
       Slot s{"y", d, {n}, false};
@@ -388,7 +396,8 @@ TEST(Arena, CountPoisonedEqualsElementwiseCount) {
       // types have few NaN payload bits, fp8 none, so two seeds' poisons share values).
       const tensor::Tensor other = poison_tensor(s, 43);
       int64_t equal = 0;
-      for (int64_t i = 0; i < n; ++i) equal += std::memcmp(other.data() + i * width, poison.data() + i * width, width) == 0;
+      for (int64_t i = 0; i < n; ++i)
+        equal += std::memcmp(other.data() + i * width, poison.data() + i * width, width) == 0;
       EXPECT_EQ(count_poisoned(d, 43, poison.data(), s.nbytes), equal);
       if (width >= 4) {
         EXPECT_EQ(equal, 0);

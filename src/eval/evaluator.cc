@@ -42,9 +42,10 @@ Status check_candidate(const task::TaskPack& pack, const task::Solution& candida
                                          candidate.definition, pack.definition.name));
   const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
   if (candidate.spec.language != want)
-    return Status::bad_input(fmt::format("solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "
-                                         "takes '{}' solutions", candidate.name, candidate.spec.language,
-                                         pack.definition.name, want == "cuda" ? "cuda" : "host", want));
+    return Status::bad_input(fmt::format(
+        "solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "
+        "takes '{}' solutions",
+        candidate.name, candidate.spec.language, pack.definition.name, want == "cuda" ? "cuda" : "host", want));
   return {};
 }
 
@@ -54,14 +55,18 @@ Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
   if (opts.reference != "pack" && opts.reference != "torch")
     return Status::bad_input("--reference must be 'pack' or 'torch', not '" + opts.reference + "'");
   if (pack.python_reference_only && opts.reference != "torch")
-    return Status::bad_input(fmt::format("{}: definition '{}' has no reference solution, only its Python reference: evaluate "
-                                         "with --reference torch", pack.definition_file.string(), pack.definition.name));
+    return Status::bad_input(
+        fmt::format("{}: definition '{}' has no reference solution, only its Python reference: evaluate "
+                    "with --reference torch",
+                    pack.definition_file.string(), pack.definition.name));
   if (opts.sealed) {
     KDA_ASSIGN_OR_RETURN(task::Manifest now, task::pack_manifest(pack.root));
     task::ManifestDiff diff = task::manifest_diff(*opts.sealed, now);
     if (!diff.empty())
-      return Status::failed(fmt::format("{}: the task pack no longer matches its sealed manifest ({}); refusing to "
-                                        "evaluate", pack.root.string(), task::describe(diff)));
+      return Status::failed(
+          fmt::format("{}: the task pack no longer matches its sealed manifest ({}); refusing to "
+                      "evaluate",
+                      pack.root.string(), task::describe(diff)));
   }
   return {};
 }
@@ -70,8 +75,8 @@ Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
 
 Status check_gpu_machine(const task::TaskPack& pack, const std::vector<std::filesystem::path>& driver_files) {
   if (pack.backend != task::Backend::kCuda) return {};
-  static const std::vector<std::filesystem::path> kDriverFiles = {"/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0",
-                                                                  "/dev/dxg"};
+  static const std::vector<std::filesystem::path> kDriverFiles = {"/proc/driver/nvidia/version", "/dev/nvidiactl",
+                                                                  "/dev/nvidia0", "/dev/dxg"};
   const auto& files = driver_files.empty() ? kDriverFiles : driver_files;
   std::error_code ec;
   for (const auto& f : files)
@@ -119,7 +124,7 @@ Screener::Screener() = default;
 Screener::~Screener() = default;
 
 Result<EvalReport> Screener::evaluate(const task::Solution& candidate, const std::string& workloads, int trials,
-                                     int warmup, int iterations, ScreenChecks checks) {
+                                      int warmup, int iterations, ScreenChecks checks) {
   KDA_RETURN_IF_ERROR(check_candidate(impl_->pack, candidate));
   impl_->session.set_screen_checks(checks);
   impl_->options.workloads = workloads;

@@ -24,10 +24,10 @@
 namespace kda::eval {
 
 struct EvalOptions {
-  std::filesystem::path runner_binary;   // kda-runner
-  std::string workloads = "dev";         // all | dev | holdout | uuid[,uuid...] (unique prefixes too)
-  std::optional<uint64_t> seed;          // master seed (reproduce a run); fresh secret seed otherwise
-  bool with_baseline = true;             // time the pack's baseline interleaved with the candidate
+  std::filesystem::path runner_binary;  // kda-runner
+  std::string workloads = "dev";        // all | dev | holdout | uuid[,uuid...] (unique prefixes too)
+  std::optional<uint64_t> seed;         // master seed (reproduce a run); fresh secret seed otherwise
+  bool with_baseline = true;            // time the pack's baseline interleaved with the candidate
   // Time this solution as the baseline instead of the pack's (a head-to-head of two solutions on the
   // same inputs, interleaved; e.g. a dispatcher against its best single configuration).
   std::optional<task::Solution> baseline;
@@ -36,7 +36,7 @@ struct EvalOptions {
   // The manifest sealed when a run started: any changed, added or removed file of the pack
   // (definition, tolerances, workloads, reference, baselines) fails the evaluation.
   std::optional<task::Manifest> sealed;
-  bool sandbox = true;                   // Landlock + seccomp in candidate and baseline runners
+  bool sandbox = true;  // Landlock + seccomp in candidate and baseline runners
   std::string cuda_arch = "90a";
   // CUDA: runners generate the plain random inputs on the device from their seeds (no host fill, no
   // uploads of input bytes; inputs are checked by keyed digests). false: host values, uploaded.
@@ -58,40 +58,40 @@ struct WorkloadResult {
   std::string uuid;
   nlohmann::json axes;
   Verdict verdict = Verdict::kPassed;
-  std::string reason;         // stable code: "unwritten_output", "forbidden_import:threads", ... ("" when PASSED)
+  std::string reason;  // stable code: "unwritten_output", "forbidden_import:threads", ... ("" when PASSED)
   std::string message;
   std::string log;
   std::optional<CheckResult> check;
-  SampleStats candidate;      // latency in ms (per-trial medians pooled: median of iterations per trial)
+  SampleStats candidate;  // latency in ms (per-trial medians pooled: median of iterations per trial)
   SampleStats baseline;
-  double latency_ms = 0;      // mean over trials of the median over iterations
+  double latency_ms = 0;  // mean over trials of the median over iterations
   double baseline_ms = 0;
   std::vector<double> trial_ms, baseline_trial_ms;  // each trial's median (interleaved, trial by trial)
   double reference_ms = 0;
-  double speedup = 0;         // baseline / candidate
+  double speedup = 0;  // baseline / candidate
   std::optional<double> roofline_floor_ms;
-  std::vector<Gate> gates;    // every gate of the vocabulary: pass, fail or skipped (with why)
+  std::vector<Gate> gates;                        // every gate of the vocabulary: pass, fail or skipped (with why)
   nlohmann::json kda = nlohmann::json::object();  // kernels, cupti span, resources...
 };
 
 // Where the evaluator's wall time went (seconds; phases overlap nothing, the rest is runner start-up,
 // layouts, poisoning and bookkeeping).
 struct EvalPhases {
-  double build_s = 0;        // builds (warm cache: hashing only)
-  double materialize_s = 0;  // input generation on the host (probe transforms included)
-  double load_s = 0;         // writing inputs to arenas / device-side generation requests
-  double prepare_call_s = 0; // before each call: guard refill, output poisoning, poisoned copy, thread count
-  double call_wall_s = 0;    // call requests, evaluator's clock (includes transfers, flush, the call itself)
-  double verify_call_s = 0;  // after checked calls: guards, input compare / digests, unwritten outputs;
-                             // reading back every checked call's outputs (the reference's too)
-  double check_s = 0;        // output comparison
+  double build_s = 0;         // builds (warm cache: hashing only)
+  double materialize_s = 0;   // input generation on the host (probe transforms included)
+  double load_s = 0;          // writing inputs to arenas / device-side generation requests
+  double prepare_call_s = 0;  // before each call: guard refill, output poisoning, poisoned copy, thread count
+  double call_wall_s = 0;     // call requests, evaluator's clock (includes transfers, flush, the call itself)
+  double verify_call_s = 0;   // after checked calls: guards, input compare / digests, unwritten outputs;
+                              // reading back every checked call's outputs (the reference's too)
+  double check_s = 0;         // output comparison
   // Inside call_wall_s, as the CUDA runner accounts it: before the call (upload, poison, L2 flush,
   // sync) and after it (CUPTI records, download, input digests). Zero on the host backend.
   double runner_pre_s = 0;
   double runner_post_s = 0;
-  double runners_s = 0;      // starting runner processes and loading their libraries (device context, CUPTI)
-  double layout_s = 0;       // per-workload arena layouts (maps, device mirrors)
-  int64_t calls = 0;         // call requests to all runners
+  double runners_s = 0;  // starting runner processes and loading their libraries (device context, CUPTI)
+  double layout_s = 0;   // per-workload arena layouts (maps, device mirrors)
+  int64_t calls = 0;     // call requests to all runners
   // `wall_s`: the report's wall time; the JSON adds other_s, the part no phase accounts for.
   nlohmann::json to_json(double wall_s) const;
 };
@@ -104,13 +104,13 @@ struct EvalReport {
   uint64_t seed = 0;          // recorded so a run can be reproduced with --seed
   std::vector<WorkloadResult> workloads;
   bool all_passed = false;
-  double score_mean = 0;      // FlashInfer-Bench score: arithmetic mean of speedups (0 if any failed)
+  double score_mean = 0;  // FlashInfer-Bench score: arithmetic mean of speedups (0 if any failed)
   double score_geomean = 0;
   // 95 % interval of score_geomean over the trials (geomean_speedup_ci; absent with one trial, a
   // failure or no baseline).
   std::optional<Interval> geomean_ci;
-  double wall_s = 0;          // evaluator wall time
-  double in_call_s = 0;       // time spent inside reference/baseline/candidate calls (runner-reported)
+  double wall_s = 0;     // evaluator wall time
+  double in_call_s = 0;  // time spent inside reference/baseline/candidate calls (runner-reported)
   EvalPhases phases;
   nlohmann::json build = nlohmann::json::object();
   // The machine the runners reported ("hardware", on CUDA "driver", "cuda_driver_api",

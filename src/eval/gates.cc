@@ -70,7 +70,8 @@ std::vector<Gate> GateLedger::records(std::string_view not_reached) const {
       r.detail = e.detail;
     } else if (e.runs > 0) {
       r.status = GateStatus::kPass;
-      r.detail = e.detail.empty() ? fmt::format("{} ({} check{})", g.summary, e.runs, e.runs == 1 ? "" : "s") : e.detail;
+      r.detail =
+          e.detail.empty() ? fmt::format("{} ({} check{})", g.summary, e.runs, e.runs == 1 ? "" : "s") : e.detail;
     } else {
       r.detail = !e.skip_why.empty() ? e.skip_why : std::string(not_reached);
     }

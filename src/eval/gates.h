@@ -34,16 +34,16 @@ inline constexpr int kGateCount = static_cast<int>(GateId::kRoofline) + 1;
 
 enum class GateStatus { kPass, kFail, kSkipped };
 
-std::string_view gate_name(GateId id);           // "guard-bands", "timed-output-recheck", ...
-std::string_view gate_summary(GateId id);        // one line: what the gate checks
-std::string_view gate_status_name(GateStatus s); // "pass" | "fail" | "skipped"
+std::string_view gate_name(GateId id);            // "guard-bands", "timed-output-recheck", ...
+std::string_view gate_summary(GateId id);         // one line: what the gate checks
+std::string_view gate_status_name(GateStatus s);  // "pass" | "fail" | "skipped"
 std::optional<GateId> gate_from_name(std::string_view name);
 
 struct Gate {
   std::string name;
   GateStatus status = GateStatus::kSkipped;
-  std::string detail;   // evidence (pass, fail) or why it did not apply (skipped)
-  std::string reason;   // reason code when it failed (e.g. "forbidden_import:threads")
+  std::string detail;  // evidence (pass, fail) or why it did not apply (skipped)
+  std::string reason;  // reason code when it failed (e.g. "forbidden_import:threads")
   bool passed() const { return status == GateStatus::kPass; }
   bool failed() const { return status == GateStatus::kFail; }
 };

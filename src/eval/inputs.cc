@@ -48,9 +48,12 @@ namespace {
 
 Status set_scalar(tensor::Tensor& t, const nlohmann::json& v, const std::string& name) {
   double x = 0;
-  if (v.is_boolean()) x = v.get<bool>() ? 1 : 0;
-  else if (v.is_number()) x = v.get<double>();
-  else return Status::bad_input(fmt::format("input '{}': scalar value is not a number", name));
+  if (v.is_boolean())
+    x = v.get<bool>() ? 1 : 0;
+  else if (v.is_number())
+    x = v.get<double>();
+  else
+    return Status::bad_input(fmt::format("input '{}': scalar value is not a number", name));
   t.set_from_double(0, x);
   return {};
 }
@@ -68,8 +71,8 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
   if (!pack.settings.inputs_generator.empty()) {
     const contest::Generator* gen = contest::find_generator(pack.settings.inputs_generator);
     if (gen == nullptr)
-      return Status::bad_input(fmt::format("{}: task.toml [inputs] generator '{}' is unknown",
-                                           pack.root.string(), pack.settings.inputs_generator));
+      return Status::bad_input(fmt::format("{}: task.toml [inputs] generator '{}' is unknown", pack.root.string(),
+                                           pack.settings.inputs_generator));
     KDA_RETURN_IF_ERROR(
         (*gen)(rw.axes, contest::workload_seed_from_uuid(w.uuid), generator_seed.value_or(trial_seed), generated)
             .with_context("generator " + pack.settings.inputs_generator + " for workload " + w.uuid));
@@ -83,26 +86,23 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
     tensor::Tensor t = plain_kind && !host_values ? tensor::Tensor() : tensor::Tensor(spec.dtype, shape);
     bool plain = false;
     switch (kind) {
-      case task::InputSpec::Kind::kScalar:
-        KDA_RETURN_IF_ERROR(set_scalar(t, it->second.value, spec.name));
-        break;
+      case task::InputSpec::Kind::kScalar: KDA_RETURN_IF_ERROR(set_scalar(t, it->second.value, spec.name)); break;
       case task::InputSpec::Kind::kSafetensors: {
         KDA_ASSIGN_OR_RETURN(t, blobs.get(pack.root / it->second.path, it->second.tensor_key));
         if (t.shape() != shape || t.dtype() != spec.dtype)
-          return Status::bad_input(fmt::format("workload {}: blob {} tensor '{}' is {} {} but the definition needs {} {}",
-                                               w.uuid, it->second.path, it->second.tensor_key,
-                                               tensor::dtype_name(t.dtype()), tensor::shape_string(t.shape()),
-                                               tensor::dtype_name(spec.dtype), tensor::shape_string(shape)));
+          return Status::bad_input(fmt::format(
+              "workload {}: blob {} tensor '{}' is {} {} but the definition needs {} {}", w.uuid, it->second.path,
+              it->second.tensor_key, tensor::dtype_name(t.dtype()), tensor::shape_string(t.shape()),
+              tensor::dtype_name(spec.dtype), tensor::shape_string(shape)));
         break;
       }
       case task::InputSpec::Kind::kRandom:
         if (auto g = generated.find(spec.name); g != generated.end()) {
           if (g->second.shape() != shape || g->second.dtype() != spec.dtype)
-            return Status::internal(fmt::format("generator {} produced '{}' as {} {}, expected {} {}",
-                                                pack.settings.inputs_generator, spec.name,
-                                                tensor::dtype_name(g->second.dtype()),
-                                                tensor::shape_string(g->second.shape()),
-                                                tensor::dtype_name(spec.dtype), tensor::shape_string(shape)));
+            return Status::internal(
+                fmt::format("generator {} produced '{}' as {} {}, expected {} {}", pack.settings.inputs_generator,
+                            spec.name, tensor::dtype_name(g->second.dtype()), tensor::shape_string(g->second.shape()),
+                            tensor::dtype_name(spec.dtype), tensor::shape_string(shape)));
           t = std::move(g->second);
         } else {
           if (host_values || shape.empty()) tensor::fill_random(t, trial_seed, static_cast<uint64_t>(i));

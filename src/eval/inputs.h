@@ -19,7 +19,7 @@ namespace kda::eval {
 struct ResolvedWorkload {
   const task::Workload* workload = nullptr;
   std::map<std::string, int64_t> axes;
-  std::vector<std::vector<int64_t>> input_shapes;   // definition order ({} for scalars)
+  std::vector<std::vector<int64_t>> input_shapes;  // definition order ({} for scalars)
   std::vector<std::vector<int64_t>> output_shapes;
 };
 
@@ -49,8 +49,8 @@ struct MaterializedInputs {
   // False when plain random inputs were not filled on the host (their tensors are empty): a runner
   // with device-side inputs generates them from `random`.
   bool host_values = true;
-  uint64_t id = 0;                      // set by the evaluator: which input set a runner holds
-  uint64_t seed = 0;                    // set by the evaluator: the seed it was drawn from
+  uint64_t id = 0;    // set by the evaluator: which input set a runner holds
+  uint64_t seed = 0;  // set by the evaluator: the seed it was drawn from
 };
 
 // host_values = false skips the host fill of plain random inputs (they are described by `random`).

@@ -84,7 +84,8 @@ TEST(AdversarialSuite, HostHacksRejectedForTheRightReasonHonestPass) {
       on_holdout = rej != nullptr;
     }
     std::cout << c.dir.filename().string() << ": "
-              << (rej ? std::string(verdict_name(rej->verdict)) + " (" + rej->reason + ")" + (on_holdout ? " on holdout" : "")
+              << (rej ? std::string(verdict_name(rej->verdict)) + " (" + rej->reason + ")" +
+                            (on_holdout ? " on holdout" : "")
                       : std::string("PASSED on all public and holdout workloads"))
               << "\n";
     if (c.pass) {
@@ -144,7 +145,8 @@ TEST(AdversarialSuite, EachGateIsWhatRejectsItsHack) {
     const stdfs::path dir = stdfs::path(KDA_SOURCE_DIR) / "tests/fixtures/hacks/host" / c.fixture;
     auto text = fs::read_file(dir / "expected.json");
     ASSERT_TRUE(text.ok()) << text.status().message();
-    auto pack = task::load_task_pack(stdfs::path(KDA_SOURCE_DIR) / nlohmann::json::parse(*text).at("task").get<std::string>());
+    auto pack =
+        task::load_task_pack(stdfs::path(KDA_SOURCE_DIR) / nlohmann::json::parse(*text).at("task").get<std::string>());
     ASSERT_TRUE(pack.ok()) << pack.status().message();
     pack->settings.call_timeout_s = 5;
     auto sol = task::load_solution(dir);
@@ -158,7 +160,8 @@ TEST(AdversarialSuite, EachGateIsWhatRejectsItsHack) {
     std::string off;
     for (const auto& g : c.off) off += (off.empty() ? "" : "+") + g;
     std::cout << c.fixture << " without " << off << ": "
-              << (rej ? std::string(verdict_name(rej->verdict)) + " (" + rej->reason + ")" : std::string("PASSED")) << "\n";
+              << (rej ? std::string(verdict_name(rej->verdict)) + " (" + rej->reason + ")" : std::string("PASSED"))
+              << "\n";
     if (c.reasons_when_off.empty()) {
       EXPECT_EQ(rej, nullptr) << "still rejected without the gate: " << rej->reason << " " << rej->message;
     } else {

@@ -126,7 +126,8 @@ Result<NcuProfileRun> run_ncu_profile(const task::TaskPack& pack, const task::So
 
   // Phase: what the run left behind.
   if (run.stage == ToolRunStage::kBuild && !run.ok) {
-    out.status = Status::failed(fmt::format("solution '{}' does not build:\n{}", solution.name, tail_lines(run.compile_log, 30)));
+    out.status = Status::failed(
+        fmt::format("solution '{}' does not build:\n{}", solution.name, tail_lines(run.compile_log, 30)));
     return out;
   }
   const std::string tool_tail = tail_lines(run.tool_log, 20);
@@ -135,19 +136,22 @@ Result<NcuProfileRun> run_ncu_profile(const task::TaskPack& pack, const task::So
   const bool environment =
       run.stage == ToolRunStage::kStart || run.stage == ToolRunStage::kLoad || run.stage == ToolRunStage::kLayout;
   if (!run.ok) {
-    out.status = Status(environment ? ErrorKind::kIo : ErrorKind::kFailed,
-                        fmt::format("the run under ncu stopped at {}: {}{}{}", tool_run_stage_name(run.stage), run.message,
-                                    run.runner_log.empty() ? "" : "\nrunner output:\n" + tail_lines(run.runner_log, 20),
-                                    tool_tail.empty() ? "" : "\nncu log (" + log_file + "):\n" + tool_tail));
+    out.status =
+        Status(environment ? ErrorKind::kIo : ErrorKind::kFailed,
+               fmt::format("the run under ncu stopped at {}: {}{}{}", tool_run_stage_name(run.stage), run.message,
+                           run.runner_log.empty() ? "" : "\nrunner output:\n" + tail_lines(run.runner_log, 20),
+                           tool_tail.empty() ? "" : "\nncu log (" + log_file + "):\n" + tool_tail));
     return out;
   }
   if (!stdfs::is_regular_file(out.report, ec)) {
     const bool none = run.tool_log.find("No kernels were profiled") != std::string::npos;
     const std::string log_part = tool_tail.empty() ? "\n(ncu wrote no log at " + log_file + ")"
                                                    : "\nncu log (" + log_file + "), tail:\n" + tool_tail;
-    out.status = none ? Status::failed("ncu profiled no kernel (is the kernel filter right? does the call launch one?)" + log_part)
-                      : Status::io("ncu wrote no report at " + report +
-                                   (run.backend == "host" ? " (a host-backend task launches no kernel)" : "") + log_part);
+    out.status =
+        none ? Status::failed("ncu profiled no kernel (is the kernel filter right? does the call launch one?)" +
+                              log_part)
+             : Status::io("ncu wrote no report at " + report +
+                          (run.backend == "host" ? " (a host-backend task launches no kernel)" : "") + log_part);
   }
   return out;
 }

@@ -27,10 +27,10 @@ std::string ncu_kernel_filter(const std::vector<std::string>& mangled);
 
 // What ncu collects and under which cache and clock policy.
 struct NcuCollection {
-  std::string set = "full";           // --set; empty: none (only `metrics`)
-  std::vector<std::string> metrics;   // --metrics, comma-joined (e.g. gpu__time_duration.sum)
-  std::string cache_control = "all";  // --cache-control: all (flush between passes) | none
-  std::string clock_control = "none"; // --clock-control: none (as kda times) | base (locked)
+  std::string set = "full";            // --set; empty: none (only `metrics`)
+  std::vector<std::string> metrics;    // --metrics, comma-joined (e.g. gpu__time_duration.sum)
+  std::string cache_control = "all";   // --cache-control: all (flush between passes) | none
+  std::string clock_control = "none";  // --clock-control: none (as kda times) | base (locked)
 };
 
 // The collection, checked: cache_control all|none, clock_control none|base, metric names of
@@ -44,18 +44,19 @@ Status validate(const NcuCollection& c);
 // `log_file`, -o `report`, -f.
 std::vector<std::string> ncu_profile_argv(const std::string& ncu, const NcuCollection& collection,
                                           const std::vector<std::string>& kernels, const std::string& report,
-                                          const std::string& log_file, const std::vector<std::string>& source_folders = {});
+                                          const std::string& log_file,
+                                          const std::vector<std::string>& source_folders = {});
 
 struct NcuProfileOptions {
-  std::filesystem::path ncu;            // the ncu binary (find_tool(..., "ncu", "--ncu"))
-  std::filesystem::path report;         // where the report goes; ".ncu-rep" is appended when missing
-  std::string workload;                 // uuid in workloads.jsonl
+  std::filesystem::path ncu;     // the ncu binary (find_tool(..., "ncu", "--ncu"))
+  std::filesystem::path report;  // where the report goes; ".ncu-rep" is appended when missing
+  std::string workload;          // uuid in workloads.jsonl
   NcuCollection collection;
   std::filesystem::path runner_binary;  // kda-runner
   uint64_t seed = 1;
-  int warmup = 2;                       // unprofiled calls before the profiled one
+  int warmup = 2;  // unprofiled calls before the profiled one
   std::string cuda_arch = "90a";
-  double timeout_s = 600;               // runner start, load, and each call
+  double timeout_s = 600;  // runner start, load, and each call
   std::function<void(const std::string&)> progress;
 };
 

@@ -68,7 +68,8 @@ std::string precompute_header(const task::TaskPack& pack, const std::vector<std:
       results.emplace_back(pack.definition.outputs[i].dtype, rw->output_shapes[i]);
     std::vector<DLTensor> res;
     for (const auto& t : results) res.push_back(t.dl_view());
-    EXPECT_EQ(run(args.data(), static_cast<int64_t>(args.size()), res.data(), static_cast<int64_t>(res.size()), nullptr), 0);
+    EXPECT_EQ(
+        run(args.data(), static_cast<int64_t>(args.size()), res.data(), static_cast<int64_t>(res.size()), nullptr), 0);
     uint32_t key = 0;
     std::memcpy(&key, in->tensors[0].data(), sizeof key);
     keys += fmt::format("0x{:08x}u, ", key);
@@ -102,7 +103,8 @@ stdfs::path make_fixture(const std::string& name, const std::string& header) {
   const stdfs::path dir = stdfs::temp_directory_path() / fmt::format("kda-precomputed-{}-{}", name, ::getpid());
   stdfs::remove_all(dir);
   stdfs::create_directories(dir);
-  for (const auto& e : stdfs::directory_iterator(kFixtures / name)) stdfs::copy_file(e.path(), dir / e.path().filename());
+  for (const auto& e : stdfs::directory_iterator(kFixtures / name))
+    stdfs::copy_file(e.path(), dir / e.path().filename());
   EXPECT_TRUE(fs::write_file_atomic(dir / "precomputed.h", header).ok());
   return dir;
 }
@@ -145,8 +147,8 @@ void expect_rejected_then_passed(const task::TaskPack& pack, const stdfs::path& 
   Outcome fixed = evaluate_fixture(pack, dir, o, /*knock_out=*/true);
   ASSERT_EQ(fixed.report.workloads.size(), workloads);
   for (const WorkloadResult* w : fixed.rejected)
-    ADD_FAILURE() << "with inputs fixed per uuid the table should be right: " << w->uuid << " " << verdict_name(w->verdict)
-                  << " (" << w->reason << ") " << w->message;
+    ADD_FAILURE() << "with inputs fixed per uuid the table should be right: " << w->uuid << " "
+                  << verdict_name(w->verdict) << " (" << w->reason << ") " << w->message;
 }
 
 TEST(PrecomputedOutputs, HostRejectedAndPassesOnlyWithInputsFixedByTheUuid) {

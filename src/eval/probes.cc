@@ -29,9 +29,10 @@ double max_finite(tensor::DType d) {
 // across threads.
 template <typename Fn>
 void for_each_element(int64_t n, Fn&& fn) {
-  util::run_ranges(util::split_ranges(static_cast<uint64_t>(n), uint64_t{1} << 20, 64), [&](size_t, uint64_t b, uint64_t e) {
-    for (auto i = static_cast<int64_t>(b); i < static_cast<int64_t>(e); ++i) fn(i);
-  });
+  util::run_ranges(util::split_ranges(static_cast<uint64_t>(n), uint64_t{1} << 20, 64),
+                   [&](size_t, uint64_t b, uint64_t e) {
+                     for (auto i = static_cast<int64_t>(b); i < static_cast<int64_t>(e); ++i) fn(i);
+                   });
 }
 
 // Sum of squares of the finite elements, by fixed chunks of 2^20 added in order: the same value on

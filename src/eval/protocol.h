@@ -25,8 +25,16 @@
 
 namespace kda::eval {
 
-enum class MsgType : uint32_t { kHello = 1, kLoad = 2, kLayout = 3, kCall = 4, kQuit = 5, kReply = 6, kPrepare = 7,
-                              kCollect = 8 };
+enum class MsgType : uint32_t {
+  kHello = 1,
+  kLoad = 2,
+  kLayout = 3,
+  kCall = 4,
+  kQuit = 5,
+  kReply = 6,
+  kPrepare = 7,
+  kCollect = 8
+};
 
 // Child fd numbers the evaluator gives every runner.
 inline constexpr int kRunnerCommandFd = 3;  // evaluator -> runner

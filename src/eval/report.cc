@@ -11,20 +11,28 @@ namespace kda::eval {
 
 nlohmann::json EvalPhases::to_json(double wall_s) const {
   // call_wall_s contains runner_pre_s, runner_post_s and the calls themselves.
-  const double accounted = build_s + materialize_s + load_s + prepare_call_s + call_wall_s + verify_call_s + check_s +
-                           runners_s + layout_s;
-  return {{"build_s", build_s},         {"materialize_s", materialize_s}, {"load_s", load_s},
-          {"prepare_call_s", prepare_call_s}, {"call_wall_s", call_wall_s}, {"verify_call_s", verify_call_s},
-          {"check_s", check_s},         {"runner_pre_s", runner_pre_s},   {"runner_post_s", runner_post_s},
-          {"runners_s", runners_s},     {"layout_s", layout_s},           {"calls", calls},
+  const double accounted =
+      build_s + materialize_s + load_s + prepare_call_s + call_wall_s + verify_call_s + check_s + runners_s + layout_s;
+  return {{"build_s", build_s},
+          {"materialize_s", materialize_s},
+          {"load_s", load_s},
+          {"prepare_call_s", prepare_call_s},
+          {"call_wall_s", call_wall_s},
+          {"verify_call_s", verify_call_s},
+          {"check_s", check_s},
+          {"runner_pre_s", runner_pre_s},
+          {"runner_post_s", runner_post_s},
+          {"runners_s", runners_s},
+          {"layout_s", layout_s},
+          {"calls", calls},
           {"other_s", std::max(0.0, wall_s - accounted)}};
 }
 
 namespace {
 
 nlohmann::json stats_json(const SampleStats& s) {
-  return {{"n", s.n}, {"median_ms", s.median}, {"mean_ms", s.mean}, {"min_ms", s.min}, {"max_ms", s.max},
-          {"p10_ms", s.p10}, {"p90_ms", s.p90}, {"cv", s.cv}};
+  return {{"n", s.n},        {"median_ms", s.median}, {"mean_ms", s.mean}, {"min_ms", s.min},
+          {"max_ms", s.max}, {"p10_ms", s.p10},       {"p90_ms", s.p90},   {"cv", s.cv}};
 }
 
 std::string iso_now() {
@@ -37,7 +45,8 @@ std::string iso_now() {
 nlohmann::json gates_json(const std::vector<Gate>& gates) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& g : gates) {
-    nlohmann::json r{{"gate", g.name}, {"status", gate_status_name(g.status)}, {"passed", g.passed()}, {"detail", g.detail}};
+    nlohmann::json r{
+        {"gate", g.name}, {"status", gate_status_name(g.status)}, {"passed", g.passed()}, {"detail", g.detail}};
     if (!g.reason.empty()) r["reason"] = g.reason;
     a.push_back(std::move(r));
   }
@@ -50,9 +59,9 @@ nlohmann::json environment_json(const EvalReport& report) {
   nlohmann::json libs{{"kda", "0.1.0"}};
   for (const auto& [name, value] : report.environment.items())
     if (name != "hardware" && value.is_string()) libs[name] = value;
-  const nlohmann::json compilers =
-      report.build.contains("candidate") ? report.build["candidate"].value("compilers", nlohmann::json::array())
-                                         : nlohmann::json::array();
+  const nlohmann::json compilers = report.build.contains("candidate")
+                                       ? report.build["candidate"].value("compilers", nlohmann::json::array())
+                                       : nlohmann::json::array();
   if (compilers.is_array()) {
     if (compilers.size() > 0 && compilers[0].is_string()) libs["compiler"] = compilers[0];
     if (compilers.size() > 1 && compilers[1].is_string()) libs["host_compiler"] = compilers[1];
@@ -100,7 +109,8 @@ nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, con
   kda["candidate"] = stats_json(w.candidate);
   if (!w.trial_ms.empty()) kda["candidate"]["trials_ms"] = w.trial_ms;
   if (w.baseline.n > 0) {
-    kda["baseline"] = {{"name", report.baseline_name}, {"latency_ms", w.baseline_ms}, {"stats", stats_json(w.baseline)}};
+    kda["baseline"] = {
+        {"name", report.baseline_name}, {"latency_ms", w.baseline_ms}, {"stats", stats_json(w.baseline)}};
     if (!w.baseline_trial_ms.empty()) kda["baseline"]["stats"]["trials_ms"] = w.baseline_trial_ms;
     kda["speedup_vs_baseline"] = w.speedup;
   }
@@ -112,14 +122,17 @@ nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, con
     for (const auto& [name, spec] : wl->inputs) {
       switch (spec.kind) {
         case task::InputSpec::Kind::kRandom: workload["inputs"][name] = {{"type", "random"}}; break;
-        case task::InputSpec::Kind::kScalar: workload["inputs"][name] = {{"type", "scalar"}, {"value", spec.value}}; break;
+        case task::InputSpec::Kind::kScalar:
+          workload["inputs"][name] = {{"type", "scalar"}, {"value", spec.value}};
+          break;
         case task::InputSpec::Kind::kSafetensors:
           workload["inputs"][name] = {{"type", "safetensors"}, {"path", spec.path}, {"tensor_key", spec.tensor_key}};
           break;
       }
     }
   }
-  return {{"definition", report.definition}, {"workload", workload}, {"solution", report.solution}, {"evaluation", eval}};
+  return {
+      {"definition", report.definition}, {"workload", workload}, {"solution", report.solution}, {"evaluation", eval}};
 }
 
 nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack) {

@@ -95,16 +95,15 @@ Result<RunnerClient> RunnerClient::spawn(const RunnerOptions& options) {
   RunnerClient c;
   c.options_ = options;
   int to_child[2], from_child[2];
-  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0)
-    return Status::io("pipe2 failed");
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) return Status::io("pipe2 failed");
   auto arena = SharedArena::create(4096, std::string("kda-arena-") + role_name(options.role));
   if (!arena.ok()) return arena.status();
   c.arena_ = std::move(*arena);
 
   proc::ChildOptions co;
   co.argv = options.wrapper;
-  for (std::string a : {options.runner_binary.string(), std::string("--backend"), options.backend, std::string("--role"),
-                        std::string(role_name(options.role))})
+  for (std::string a : {options.runner_binary.string(), std::string("--backend"), options.backend,
+                        std::string("--role"), std::string(role_name(options.role))})
     co.argv.push_back(std::move(a));
   // Under a tool (ncu, compute-sanitizer) the runner exits through its destructors and atexit
   // handlers, where the tool's injected library finishes its report.
@@ -198,8 +197,9 @@ CallOutcome RunnerClient::receive() {
   auto r = proc::read_frame(reply_fd_, proc::Deadline::after_seconds(std::max(0.0, left)), 64 << 20);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.sent).count();
   if (!r.ok()) {
-    auto o = death(r.error == proc::FrameError::kTimeout ? CallOutcome::Kind::kTimeout : CallOutcome::Kind::kCrashed,
-                   r.error == proc::FrameError::kTimeout ? "call exceeded " + std::to_string(p.timeout_s) + " s" : r.message);
+    auto o = death(
+        r.error == proc::FrameError::kTimeout ? CallOutcome::Kind::kTimeout : CallOutcome::Kind::kCrashed,
+        r.error == proc::FrameError::kTimeout ? "call exceeded " + std::to_string(p.timeout_s) + " s" : r.message);
     o.wall_s = wall;
     return o;
   }

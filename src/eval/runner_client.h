@@ -26,7 +26,7 @@ struct RunnerOptions {
   std::filesystem::path runner_binary;  // kda-runner
   std::string backend = "host";         // host | cuda
   RunnerRole role = RunnerRole::kCandidate;
-  bool sandbox = true;                  // Landlock + seccomp before dlopen (candidate runners)
+  bool sandbox = true;  // Landlock + seccomp before dlopen (candidate runners)
   double start_timeout_s = 30;
   // Programs the runner is started under, argv prefix (e.g. {"ncu", ...} or {"compute-sanitizer",
   // ...}; {"python3"} for a script runner). Empty: the runner binary is executed directly.
@@ -41,11 +41,11 @@ struct RunnerOptions {
 // What one request to a runner produced.
 struct CallOutcome {
   enum class Kind { kOk, kFailed, kTimeout, kCrashed } kind = Kind::kOk;
-  nlohmann::json reply;   // the runner's reply (kOk / kFailed)
-  std::string message;    // why it failed / how it died ("killed by SIGSEGV")
+  nlohmann::json reply;  // the runner's reply (kOk / kFailed)
+  std::string message;   // why it failed / how it died ("killed by SIGSEGV")
   int signal = 0;
-  double wall_s = 0;      // the evaluator's own clock around the request
-  std::string log;        // the runner's captured stderr/stdout tail, on failure
+  double wall_s = 0;  // the evaluator's own clock around the request
+  std::string log;    // the runner's captured stderr/stdout tail, on failure
 };
 
 class RunnerClient {

@@ -39,23 +39,25 @@ Status Session::build_all() {
     KDA_ASSIGN_OR_RETURN(ref_lib_, build_solution(pack_.reference, bs));
   }
   if (!pack_.python_reference_only && !ref_lib_.ok)
-    return Status::bad_input(fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
+    return Status::bad_input(
+        fmt::format("{}: the reference solution does not build:\n{}", pack_.root.string(), ref_lib_.log));
   const task::Solution* base = !options_.with_baseline ? nullptr
-                               : options_.baseline   ? &*options_.baseline
-                                                     : pack_.baseline();
+                               : options_.baseline     ? &*options_.baseline
+                                                       : pack_.baseline();
   if (base != nullptr) {
     report_.baseline_name = options_.baseline ? options_.baseline->name : pack_.baseline_name;
     progress("building baseline " + report_.baseline_name);
     KDA_ASSIGN_OR_RETURN(base_lib_, build_solution(*base, bs));
     if (!base_lib_.ok)
-      return Status::bad_input(fmt::format("{}: baseline '{}' does not build:\n{}", pack_.root.string(), report_.baseline_name,
-                                           base_lib_.log));
+      return Status::bad_input(fmt::format("{}: baseline '{}' does not build:\n{}", pack_.root.string(),
+                                           report_.baseline_name, base_lib_.log));
     have_baseline_ = true;
   }
   progress("building candidate " + candidate_->name);
   KDA_ASSIGN_OR_RETURN(cand_lib_, build_solution(*candidate_, bs));
   report_.build = {{"candidate", cand_lib_.info},
-                   {"reference", pack_.python_reference_only ? json("the definition's Python reference (torch oracle)") : ref_lib_.info}};
+                   {"reference", pack_.python_reference_only ? json("the definition's Python reference (torch oracle)")
+                                                             : ref_lib_.info}};
   if (have_baseline_) report_.build["baseline"] = base_lib_.info;
   if (!cand_lib_.ok) {
     candidate_blocked_ = Failure{Verdict::kCompileError, "compile_error",
@@ -65,7 +67,8 @@ Status Session::build_all() {
   report_.static_gates = static_gates(cand_lib_, pack_.settings);
   for (const auto& g : report_.static_gates) {
     if (g.failed() && gate_on("import-audit")) {
-      candidate_blocked_ = Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}, GateId::kImportAudit};
+      candidate_blocked_ =
+          Failure{Verdict::kForbiddenImport, g.reason, g.name + ": " + g.detail, {}, GateId::kImportAudit};
       break;
     }
   }
@@ -166,7 +169,8 @@ std::optional<Failure> Session::send_layouts() {
     auto f = classify(r->receive());  // every reply is read, so no runner is left mid-request
     if (!f || first) continue;
     if (r != &cand_)
-      harness_error_ = Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));
+      harness_error_ =
+          Status::internal(fmt::format("{} runner: {}", r == &ref_ ? "reference" : "baseline", f->message));
     first = f;
   }
   return first;
@@ -178,8 +182,10 @@ std::optional<Failure> Session::classify(const CallOutcome& o) const {
     case CallOutcome::Kind::kTimeout: return Failure{Verdict::kTimeout, "timeout", o.message, o.log};
     case CallOutcome::Kind::kCrashed:
       if (o.signal == SIGSYS)
-        return Failure{Verdict::kSandboxViolation, "sandbox_killed", "runner killed by SIGSYS: a forbidden system call (fork, exec, "
-                                                   "ptrace, process_vm_*) was attempted", o.log};
+        return Failure{Verdict::kSandboxViolation, "sandbox_killed",
+                       "runner killed by SIGSYS: a forbidden system call (fork, exec, "
+                       "ptrace, process_vm_*) was attempted",
+                       o.log};
       return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
     case CallOutcome::Kind::kFailed: return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
   }
@@ -197,11 +203,14 @@ Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& in
   bool full_upload = false;
   if (auto f = load_inputs(ref_, inputs, &full_upload)) {
     if (!harness_error_)
-      harness_error_ = Status::internal(fmt::format("the reference runner could not take the inputs of workload {}: {}",
-                                                    current_uuid_, f->message));
+      harness_error_ = Status::internal(
+          fmt::format("the reference runner could not take the inputs of workload {}: {}", current_uuid_, f->message));
     return *harness_error_;
   }
-  json call{{"flush", true}, {"upload", true}, {"upload_from", full_upload ? 0 : outputs_begin()}, {"download", true},
+  json call{{"flush", true},
+            {"upload", true},
+            {"upload_from", full_upload ? 0 : outputs_begin()},
+            {"download", true},
             {"timed", true}};
   if (device_inputs(ref_)) {  // poisoned on the device: nothing to upload
     json poison = json::array();
@@ -269,9 +278,12 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   if (o.reply.is_object()) {
     const json refused = o.reply.value("extra", json::object()).value("driver_entry_points_refused", json::array());
     if (refused.is_array() && !refused.empty())
-      return Failure{Verdict::kForbiddenImport, "forbidden_import:driver_entry_point",
-                     "the call fetched driver function(s) by name that only tensor-map encoding may fetch: " +
-                         refused.dump(), {}, GateId::kImportAudit};
+      return Failure{
+          Verdict::kForbiddenImport,
+          "forbidden_import:driver_entry_point",
+          "the call fetched driver function(s) by name that only tensor-map encoding may fetch: " + refused.dump(),
+          {},
+          GateId::kImportAudit};
   }
   if (auto f = classify(o)) return f;
   const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
@@ -282,9 +294,12 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   if (!gate_on("timing-clock")) {
     led.skip(GateId::kTimingClock, kOff);
   } else if (static_cast<double>(elapsed_ns) / 1e9 > o.wall_s + 1e-3) {
-    return Failure{Verdict::kTimingInconsistent, "timing_inconsistent",
-                   fmt::format("runner reported {:.3f} ms but the request took {:.3f} ms", elapsed_ns / 1e6, o.wall_s * 1e3),
-                   {}, GateId::kTimingClock};
+    return Failure{
+        Verdict::kTimingInconsistent,
+        "timing_inconsistent",
+        fmt::format("runner reported {:.3f} ms but the request took {:.3f} ms", elapsed_ns / 1e6, o.wall_s * 1e3),
+        {},
+        GateId::kTimingClock};
   } else {
     led.ran(GateId::kTimingClock);
   }
@@ -296,9 +311,13 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   } else if (threads_before <= 0 || threads_after <= 0) {
     led.skip(GateId::kThreads, "the runner's thread count could not be read");
   } else if (threads_after > threads_before) {
-    return Failure{Verdict::kThreadLeak, "thread_count_changed",
+    return Failure{Verdict::kThreadLeak,
+                   "thread_count_changed",
                    fmt::format("runner had {} threads before the call and {} after: work may continue after return "
-                               "(task policy: threads = false)", threads_before, threads_after), {}, GateId::kThreads};
+                               "(task policy: threads = false)",
+                               threads_before, threads_after),
+                   {},
+                   GateId::kThreads};
   } else {
     led.ran(GateId::kThreads);
   }
@@ -311,7 +330,8 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   } else if (auto bad = arena.damaged_guards(layout_, guard_seed); !bad.empty()) {
     std::string names;
     for (const auto& b : bad) names += (names.empty() ? "" : ", ") + b;
-    return Failure{Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}, GateId::kGuardBands};
+    return Failure{
+        Verdict::kOutOfBounds, "out_of_bounds", "guard band written around: " + names, {}, GateId::kGuardBands};
   } else {
     led.ran(GateId::kGuardBands);
   }
@@ -335,7 +355,8 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   if (!gate_on("input-check")) {
     led.skip(GateId::kInputCheck, kOff);
   } else if (!mutated.empty()) {
-    return Failure{Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}, GateId::kInputCheck};
+    return Failure{
+        Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}, GateId::kInputCheck};
   } else {
     led.ran(GateId::kInputCheck);
   }
@@ -344,11 +365,15 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   if (!gate_on("unwritten")) led.skip(GateId::kUnwritten, kOff);
   for (size_t k = 0; k < got.size() && gate_on("unwritten"); ++k) {
     // Elements whose bits still equal the poison written before the call.
-    int64_t left = count_poisoned(layout_.outputs[k].dtype, poison_seed(k), got[k].data(), static_cast<uint64_t>(got[k].nbytes()));
+    int64_t left =
+        count_poisoned(layout_.outputs[k].dtype, poison_seed(k), got[k].data(), static_cast<uint64_t>(got[k].nbytes()));
     if (left > 0)
-      return Failure{Verdict::kIncorrectNumerical, "unwritten_output",
-                     fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)", left,
-                                 got[k].numel(), layout_.outputs[k].name), {}, GateId::kUnwritten};
+      return Failure{Verdict::kIncorrectNumerical,
+                     "unwritten_output",
+                     fmt::format("{} of {} elements of output '{}' were never written (the poison is still there)",
+                                 left, got[k].numel(), layout_.outputs[k].name),
+                     {},
+                     GateId::kUnwritten};
   }
   if (gate_on("unwritten")) led.ran(GateId::kUnwritten);
   if (outputs) *outputs = std::move(got);
@@ -451,7 +476,8 @@ std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedI
   for (size_t i = 0; i < layout_.inputs.size(); ++i) {
     bool same = it->second[i] == loaded.digests[i];
     if (same && check_host)
-      same = digest_bytes(in.tensors[i].data(), static_cast<uint64_t>(in.tensors[i].nbytes()), key) == loaded.digests[i];
+      same =
+          digest_bytes(in.tensors[i].data(), static_cast<uint64_t>(in.tensors[i].nbytes()), key) == loaded.digests[i];
     if (!same) differs += (differs.empty() ? "" : ", ") + layout_.inputs[i].name;
   }
   if (!differs.empty()) {

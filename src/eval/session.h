@@ -43,8 +43,18 @@ inline uint64_t fresh_secret_seed() {
 
 // Poison and guard seeds: derived from the secret master, so a candidate cannot predict them.
 enum Purpose : uint64_t {
-  kInputsCheck = 1, kInputsA = 2, kInputsB = 3, kPoison = 4, kGuard = 5, kRecheck = 6, kDigestKey = 7, kProbe = 8,
-  kInputsFresh = 9, kFreshAt = 10, kReloadAt = 11, kInputsWarm = 12
+  kInputsCheck = 1,
+  kInputsA = 2,
+  kInputsB = 3,
+  kPoison = 4,
+  kGuard = 5,
+  kRecheck = 6,
+  kDigestKey = 7,
+  kProbe = 8,
+  kInputsFresh = 9,
+  kFreshAt = 10,
+  kReloadAt = 11,
+  kInputsWarm = 12
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -345,19 +355,21 @@ class Session {
   void mark_verified(uint64_t seed, CheckKind kind) {
     if (screening_) verified_.insert({cand_lib_.library.string(), current_uuid_, seed, kind});
   }
-  static constexpr const char* kVerifiedBefore = "passed by this candidate on the same inputs earlier in this screening session";
+  static constexpr const char* kVerifiedBefore =
+      "passed by this candidate on the same inputs earlier in this screening session";
   static constexpr const char* kScreenRungZero =
       "screening's first look at a configuration checks correctness only; this check runs when it goes on";
-  std::filesystem::path cand_loaded_;  // the library the live candidate runner calls
+  std::filesystem::path cand_loaded_;                              // the library the live candidate runner calls
   std::map<std::pair<std::string, uint64_t>, Outputs> ref_cache_;  // (workload, input set seed)
   std::map<std::tuple<std::string, uint64_t, int>, std::shared_ptr<const MaterializedInputs>> set_cache_;
-  uint64_t screen_bytes_ = 0;  // held by both caches
+  uint64_t screen_bytes_ = 0;                                           // held by both caches
   std::map<std::pair<std::string, uint64_t>, std::string> probe_what_;  // what each kept probe set's transforms were
   ScreenStats screen_stats_;
 
   std::optional<Failure> baseline_failure(const Failure& f) {
-    harness_error_ = Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", report_.baseline_name,
-                                                  current_uuid_, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
+    harness_error_ =
+        Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", report_.baseline_name,
+                                     current_uuid_, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
     return Failure{Verdict::kRuntimeError, "harness_error", "the baseline failed", {}};
   }
 };

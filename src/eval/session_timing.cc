@@ -55,9 +55,9 @@ struct Session::TrialInputs {
 
 // What a trial's timed calls measured, in call order.
 struct Session::TrialCalls {
-  std::vector<double> cand_ms, base_ms;  // the latencies (CUDA: CUPTI's span over all streams)
-  std::vector<SetUse> use;               // per candidate call
-  std::vector<uint64_t> set;             // per candidate call: its input set
+  std::vector<double> cand_ms, base_ms;   // the latencies (CUDA: CUPTI's span over all streams)
+  std::vector<SetUse> use;                // per candidate call
+  std::vector<uint64_t> set;              // per candidate call: its input set
   std::vector<double> cpu_ms, kernel_ms;  // CUDA: the runner's host CPU and kernel time per call
   // CUDA: what CUPTI saw in each timed call, summarised by the runner at the end of the trial
   // (deferred: one CUPTI flush per trial instead of one per call) or with each reply.
@@ -71,7 +71,7 @@ struct Session::TimingTotals {
   // Candidate latencies on input sets it had never been called on, and on sets it had (pooled over
   // the trials): the fresh-versus-repeat test against remembered outputs.
   std::vector<std::pair<double, double>> pairs;  // CUDA
-  std::vector<double> fresh_ms, repeat_ms;        // host
+  std::vector<double> fresh_ms, repeat_ms;       // host
   std::set<std::string> kernels_seen;
   json cupti = json::array();
 };
@@ -88,8 +88,9 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   TimingTotals tot;
   for (int t = 0; t < trials(); ++t)
     if (auto f = timed_trial(t, n_iter, tot, wr)) return f;
-  if (auto f = memoization_gate(cuda() ? fresh_versus_repeat_paired(tot.pairs) : fresh_versus_repeat(tot.fresh_ms, tot.repeat_ms),
-                                cuda(), wr))
+  if (auto f = memoization_gate(
+          cuda() ? fresh_versus_repeat_paired(tot.pairs) : fresh_versus_repeat(tot.fresh_ms, tot.repeat_ms), cuda(),
+          wr))
     return f;
   if (!cuda()) {
     gates_.skip(GateId::kGpuActivity, "host backend");
@@ -118,7 +119,8 @@ std::optional<Failure> Session::timed_trial(int t, int n_iter, TimingTotals& tot
     cand_called_.insert(in.warm->id);
     if (auto f = checked_call(cand_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
     if (have_baseline_) {
-      if (auto f = checked_call(base_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr)) return baseline_failure(*f);
+      if (auto f = checked_call(base_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr))
+        return baseline_failure(*f);
     }
   }
   TrialCalls calls;
@@ -133,8 +135,10 @@ std::optional<Failure> Session::timed_trial(int t, int n_iter, TimingTotals& tot
       std::vector<double> later;
       for (size_t k = 0; k < calls.cand_ms.size() && k < calls.set.size(); ++k) {
         if (calls.set[k] != set->id) continue;
-        if (calls.use[k] == SetUse::kFresh) first = calls.cand_ms[k];
-        else if (first) later.push_back(calls.cand_ms[k]);
+        if (calls.use[k] == SetUse::kFresh)
+          first = calls.cand_ms[k];
+        else if (first)
+          later.push_back(calls.cand_ms[k]);
       }
       if (first && !later.empty()) tot.pairs.emplace_back(*first, summarize(later).median);
     }
@@ -163,7 +167,8 @@ std::optional<Failure> Session::trial_inputs(int t, int n_iter, TrialInputs& in)
     seeds.push_back(derive_seed(*options_.seed, current_uuid_, t * 1000 + static_cast<uint64_t>(at), kInputsFresh));
   if (cuda()) seeds.push_back(derive_seed(*options_.seed, current_uuid_, t, kInputsWarm));
   auto sets = materialize_all(seeds);
-  if (!sets.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed: " + sets.status().message(), {}};
+  if (!sets.ok())
+    return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed: " + sets.status().message(), {}};
   in.sets = std::move(*sets);
   in.a = &in.sets[0];
   in.b = &in.sets[1];
@@ -171,7 +176,8 @@ std::optional<Failure> Session::trial_inputs(int t, int n_iter, TrialInputs& in)
   copy_fingerprint(*in.a, *in.b);
   auto ref_a = reference_outputs(*in.a);
   auto ref_b = reference_outputs(*in.b);
-  if (!ref_a.ok() || !ref_b.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
+  if (!ref_a.ok() || !ref_b.ok())
+    return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
   in.ref_a = std::move(*ref_a);
   in.ref_b = std::move(*ref_b);
   for (size_t k = 0; k < in.fresh_at.size(); ++k) {
@@ -195,7 +201,8 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
   // forced at secret places. (CUDA needs no reload: a load regenerates the inputs on the device
   // before the L2 flush, and its pairs are on one set each.)
   const std::set<int> reload_at =
-      cuda() ? std::set<int>{} : forced_reloads(n_iter, in.fresh_at, derive_seed(*options_.seed, current_uuid_, t, kReloadAt));
+      cuda() ? std::set<int>{}
+             : forced_reloads(n_iter, in.fresh_at, derive_seed(*options_.seed, current_uuid_, t, kReloadAt));
   // The call before each change of inputs has its inputs checked (guard bands, digests), so a
   // mutation is still seen: its outputs are no more likely to be wrong than any other call's, and
   // reading them back and comparing them was most of what a fresh set cost the µs packs.
@@ -217,8 +224,8 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
     // fresh set in B's half refreshes such a cache before B's last call).
     // Screening's first look (ScreenChecks::kCorrectness) re-checks no timed output: a configuration
     // that goes on is re-checked at every later rung, and the tuned solutions by the official evaluation.
-    const bool recheck = (checked[static_cast<size_t>(i)] || fp == i || (half > 0 && i == half)) && gate_on("recheck") &&
-                         !screen_first_look();
+    const bool recheck = (checked[static_cast<size_t>(i)] || fp == i || (half > 0 && i == half)) &&
+                         gate_on("recheck") && !screen_first_look();
     const bool inputs_only = !recheck && inputs_checked[static_cast<size_t>(i)];
     json call{{"flush", true}, {"upload", true}, {"download", recheck || inputs_only}, {"timed", true}};
     if (inputs_only) call["download_outputs"] = false;
@@ -230,12 +237,16 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
       const bool first = cand_called_.insert(set.id).second;
       calls.use.push_back(first ? SetUse::kFresh : reload_at.contains(i) ? SetUse::kReloaded : SetUse::kRepeat);
       calls.set.push_back(set.id);
-      if (auto f = checked_call(cand_, set, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra)) return f;
+      if (auto f = checked_call(cand_, set, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra))
+        return f;
       if (recheck) {
         if (auto f = compare(outs, want, set, nullptr))
-          return Failure{Verdict::kStaleOutput, "recheck_mismatch",
+          return Failure{Verdict::kStaleOutput,
+                         "recheck_mismatch",
                          fmt::format("timed iteration {} of trial {} (inputs refilled in place{}) produced a wrong "
-                                     "output: {}", i, t, use_f ? ", a never-seen set" : "", f->message), {},
+                                     "output: {}",
+                                     i, t, use_f ? ", a never-seen set" : "", f->message),
+                         {},
                          GateId::kTimedRecheck};
         gates_.ran(GateId::kTimedRecheck);
       }
@@ -277,14 +288,20 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
 
 std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialCalls& calls, TimingTotals& tot) {
   if (extra.value("cupti_activities", 0) == 0)
-    return Failure{Verdict::kNoGpuActivity, "no_gpu_activity", fmt::format("timed iteration {} launched no GPU work", i),
-                   {}, GateId::kGpuActivity};
+    return Failure{Verdict::kNoGpuActivity,
+                   "no_gpu_activity",
+                   fmt::format("timed iteration {} launched no GPU work", i),
+                   {},
+                   GateId::kGpuActivity};
   // Copies alone are not a kernel: a candidate that moves the data to the host, computes
   // there and copies the result back (S3) shows memcpy activity and no kernel.
   if (extra.value("kernels", json::array()).empty())
-    return Failure{Verdict::kNoGpuActivity, "no_gpu_activity",
+    return Failure{Verdict::kNoGpuActivity,
+                   "no_gpu_activity",
                    fmt::format("timed iteration {} launched no kernel ({} copy/memset activities only)", i,
-                               extra.value("cupti_activities", 0)), {}, GateId::kGpuActivity};
+                               extra.value("cupti_activities", 0)),
+                   {},
+                   GateId::kGpuActivity};
   gates_.ran(GateId::kGpuActivity);
   for (const auto& k : extra.value("kernels", json::array())) tot.kernels_seen.insert(k.get<std::string>());
   if (extra.contains("cpu_ns")) {
@@ -292,7 +309,8 @@ std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialC
     calls.kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);
   }
   if (tot.cupti.size() < 4) tot.cupti.push_back(extra);
-  calls.cand_ms.push_back(static_cast<double>(extra.value("cupti_span_ns", int64_t{0})) / 1e6);  // the latency: span over all streams
+  calls.cand_ms.push_back(static_cast<double>(extra.value("cupti_span_ns", int64_t{0})) /
+                          1e6);  // the latency: span over all streams
   return std::nullopt;
 }
 
@@ -303,7 +321,8 @@ std::optional<Failure> Session::merge_deferred_records(TrialCalls& calls, Timing
     if (auto f = collect_records(base_, &got_base)) return baseline_failure(*f);
   // A call the runner has no summary for keeps its reply alone: no CUPTI records, no_gpu_activity.
   auto merge = [](json& e, const std::map<uint64_t, json>& got) {
-    if (auto it = got.find(e.value("seq", uint64_t{0})); it != got.end() && it->second.is_object()) e.update(it->second);
+    if (auto it = got.find(e.value("seq", uint64_t{0})); it != got.end() && it->second.is_object())
+      e.update(it->second);
   };
   for (size_t i = 0; i < calls.cand_extra.size(); ++i) {
     merge(calls.cand_extra[i], got_cand);
@@ -331,9 +350,12 @@ std::optional<Failure> Session::host_cpu_gate(const TrialCalls& calls, int t, Wo
   if (!gate_on("host-cpu")) {
     gate_off(GateId::kHostCpu);
   } else if (cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu) {
-    return Failure{Verdict::kNoGpuActivity, "host_cpu_time",
+    return Failure{Verdict::kNoGpuActivity,
+                   "host_cpu_time",
                    fmt::format("timed calls of trial {} used {:.3f} ms of host CPU time (median) against {:.4f} ms "
-                               "of kernel time on the GPU: the work is done on the host", t, cpu, gpu), {},
+                               "of kernel time on the GPU: the work is done on the host",
+                               t, cpu, gpu),
+                   {},
                    GateId::kHostCpu};
   } else {
     gates_.ran(GateId::kHostCpu);
@@ -345,7 +367,8 @@ std::optional<Failure> Session::host_cpu_gate(const TrialCalls& calls, int t, Wo
 std::optional<Failure> Session::roofline_gate(WorkloadResult& wr) {
   auto floor = roofline_floor_ms(pack_, resolved_.axes, report_.backend);
   if (!floor) {
-    gates_.skip(GateId::kRoofline, fmt::format("no roofline floor for this workload on the {} backend", report_.backend));
+    gates_.skip(GateId::kRoofline,
+                fmt::format("no roofline floor for this workload on the {} backend", report_.backend));
     return std::nullopt;
   }
   wr.roofline_floor_ms = *floor;
@@ -353,9 +376,12 @@ std::optional<Failure> Session::roofline_gate(WorkloadResult& wr) {
   if (!gate_on("roofline")) {
     gate_off(GateId::kRoofline);
   } else if (wr.latency_ms < 0.9 * *floor) {
-    return Failure{Verdict::kBelowRoofline, "below_roofline",
-                   fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor),
-                   {}, GateId::kRoofline};
+    return Failure{
+        Verdict::kBelowRoofline,
+        "below_roofline",
+        fmt::format("{:.4f} ms is below the roofline floor {:.4f} ms for this workload", wr.latency_ms, *floor),
+        {},
+        GateId::kRoofline};
   } else {
     gates_.ran(GateId::kRoofline);
     gates_.note(GateId::kRoofline, fmt::format("{:.4f} ms against a floor of {:.4f} ms ({:.0f}% of the floor's speed)",
@@ -365,23 +391,30 @@ std::optional<Failure> Session::roofline_gate(WorkloadResult& wr) {
 }
 
 std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr) {
-  wr.kda["fresh_vs_repeat"] = {{"fresh_n", fr.n_fresh},          {"repeat_n", fr.n_repeat},
-                               {"fresh_median_ms", fr.fresh_median_ms}, {"repeat_median_ms", fr.repeat_median_ms},
-                               {"ratio", fr.ratio},              {"repeat_faster_fraction", fr.repeat_faster}};
+  wr.kda["fresh_vs_repeat"] = {{"fresh_n", fr.n_fresh},
+                               {"repeat_n", fr.n_repeat},
+                               {"fresh_median_ms", fr.fresh_median_ms},
+                               {"repeat_median_ms", fr.repeat_median_ms},
+                               {"ratio", fr.ratio},
+                               {"repeat_faster_fraction", fr.repeat_faster}};
   // Screening times each candidate too briefly for a verdict: on the host its 3 fresh and 4 reloaded
   // calls convicted 2 of 58 honest GEMM configurations (tasks/host/gemm, 2-core machine), where the
   // official evaluation's 9 and 12 passed them. The tuned solution's official evaluation decides.
   if (screening_) {
-    gates_.skip(GateId::kMemoization, "screening session: too few calls per candidate for a verdict; the official "
-                                      "evaluation of the tuned solution gives it");
+    gates_.skip(GateId::kMemoization,
+                "screening session: too few calls per candidate for a verdict; the official "
+                "evaluation of the tuned solution gives it");
     return std::nullopt;
   }
   if (!fr.applies) {
-    gates_.skip(GateId::kMemoization,
-                paired ? fmt::format("{} input set(s) timed on their first call and on later ones: too few to compare (at "
-                                     "least {}: two per trial)", fr.n_fresh, kMemoMinPairs)
-                       : fmt::format("{} timed call(s) on never-seen inputs and {} on repeated ones: too few to compare (at "
-                                     "least {} each)", fr.n_fresh, fr.n_repeat, kMemoMinSamples));
+    gates_.skip(
+        GateId::kMemoization,
+        paired ? fmt::format("{} input set(s) timed on their first call and on later ones: too few to compare (at "
+                             "least {}: two per trial)",
+                             fr.n_fresh, kMemoMinPairs)
+               : fmt::format("{} timed call(s) on never-seen inputs and {} on repeated ones: too few to compare (at "
+                             "least {} each)",
+                             fr.n_fresh, fr.n_repeat, kMemoMinSamples));
     return std::nullopt;
   }
   if (!gate_on("fresh-vs-repeat")) {
@@ -389,18 +422,23 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
     return std::nullopt;
   }
   const std::string evidence =
-      paired ? fmt::format("{} input sets, each timed on its first call (never seen) and on its later calls (the same "
-                           "inputs): first calls {:.5f} ms, later calls {:.5f} ms (medians), median ratio {:.3f}, the later "
-                           "calls faster in {:.0f}% of sets",
-                           fr.n_fresh, fr.fresh_median_ms, fr.repeat_median_ms, fr.ratio, 100.0 * fr.repeat_faster)
-             : fmt::format("timed calls on input sets the candidate had seen (loaded again just before) took {:.5f} ms "
-                           "(median of {}), on never-seen sets {:.5f} ms (median of {}): ratio {:.3f}, the repeated call "
-                           "faster in {:.0f}% of pairs",
-                           fr.repeat_median_ms, fr.n_repeat, fr.fresh_median_ms, fr.n_fresh, fr.ratio,
-                           100.0 * fr.repeat_faster);
+      paired
+          ? fmt::format(
+                "{} input sets, each timed on its first call (never seen) and on its later calls (the same "
+                "inputs): first calls {:.5f} ms, later calls {:.5f} ms (medians), median ratio {:.3f}, the later "
+                "calls faster in {:.0f}% of sets",
+                fr.n_fresh, fr.fresh_median_ms, fr.repeat_median_ms, fr.ratio, 100.0 * fr.repeat_faster)
+          : fmt::format(
+                "timed calls on input sets the candidate had seen (loaded again just before) took {:.5f} ms "
+                "(median of {}), on never-seen sets {:.5f} ms (median of {}): ratio {:.3f}, the repeated call "
+                "faster in {:.0f}% of pairs",
+                fr.repeat_median_ms, fr.n_repeat, fr.fresh_median_ms, fr.n_fresh, fr.ratio, 100.0 * fr.repeat_faster);
   if (fr.memoized)
-    return Failure{Verdict::kMemoization, "repeat_faster_than_fresh",
-                   evidence + " - outputs are remembered, not computed", {}, GateId::kMemoization};
+    return Failure{Verdict::kMemoization,
+                   "repeat_faster_than_fresh",
+                   evidence + " - outputs are remembered, not computed",
+                   {},
+                   GateId::kMemoization};
   gates_.ran(GateId::kMemoization);
   gates_.note(GateId::kMemoization, evidence);
   return std::nullopt;
@@ -438,9 +476,12 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
   if (!foreign.empty()) {
     std::string list;
     for (const auto& k : foreign) list += (list.empty() ? "" : ", ") + k;
-    return Failure{Verdict::kForeignKernel, "foreign_kernel",
-                   fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}", list),
-                   {}, GateId::kLaunchAttestation};
+    return Failure{
+        Verdict::kForeignKernel,
+        "foreign_kernel",
+        fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}", list),
+        {},
+        GateId::kLaunchAttestation};
   }
   gates_.ran(GateId::kLaunchAttestation);
   gates_.note(GateId::kLaunchAttestation,

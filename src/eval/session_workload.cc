@@ -31,6 +31,25 @@
 
 namespace kda::eval::detail {
 
+namespace {
+
+// The workload's arena layout: every tensor in its own guarded slot.
+ArenaLayout workload_layout(const task::Definition& def, const ResolvedWorkload& rw) {
+  auto slots = [](const auto& specs, const auto& shapes, bool inputs) {
+    std::vector<Slot> out;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      Slot s{specs[i].name, specs[i].dtype, shapes[i], inputs && !specs[i].shape.has_value()};
+      s.nbytes = static_cast<uint64_t>(
+          tensor::dtype_storage_bytes(specs[i].dtype, tensor::checked_numel(s.shape).value_or(0)));
+      out.push_back(s);
+    }
+    return out;
+  };
+  return plan_layout(slots(def.inputs, rw.input_shapes, true), slots(def.outputs, rw.output_shapes, false));
+}
+
+}  // namespace
+
 WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   WorkloadResult wr;
   wr.uuid = w.uuid;
@@ -44,7 +63,8 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     wr.message = f.message;
     wr.log = f.log;
     if (f.gate) gates_.fail(*f.gate, f.reason, f.message);
-    wr.gates = gates_.records(fmt::format("not reached: the workload stopped at {} ({})", f.reason, verdict_name(f.verdict)));
+    wr.gates =
+        gates_.records(fmt::format("not reached: the workload stopped at {} ({})", f.reason, verdict_name(f.verdict)));
     return wr;
   };
   auto rw = resolve_workload(pack_, w);
@@ -52,29 +72,18 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   resolved_ = *rw;
   wr.axes = rw->axes;
   if (candidate_blocked_) {
-    if (candidate_blocked_->verdict == Verdict::kCompileError) gates_.skip(GateId::kImportAudit, "the candidate does not build");
+    if (candidate_blocked_->verdict == Verdict::kCompileError)
+      gates_.skip(GateId::kImportAudit, "the candidate does not build");
     return fail(*candidate_blocked_);
   }
-  if (gate_on("import-audit")) gates_.ran(GateId::kImportAudit);
-  else gate_off(GateId::kImportAudit);
+  if (gate_on("import-audit"))
+    gates_.ran(GateId::kImportAudit);
+  else
+    gate_off(GateId::kImportAudit);
   for (const auto& g : report_.static_gates)
     if (g.name == gate_name(GateId::kImportAudit) && g.passed()) gates_.note(GateId::kImportAudit, g.detail);
 
-  // Layout: every tensor in its own guarded slot.
-  std::vector<Slot> ins, outs;
-  for (size_t i = 0; i < pack_.definition.inputs.size(); ++i) {
-    const auto& spec = pack_.definition.inputs[i];
-    Slot s{spec.name, spec.dtype, rw->input_shapes[i], !spec.shape.has_value()};
-    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
-    ins.push_back(s);
-  }
-  for (size_t i = 0; i < pack_.definition.outputs.size(); ++i) {
-    const auto& spec = pack_.definition.outputs[i];
-    Slot s{spec.name, spec.dtype, rw->output_shapes[i], false};
-    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
-    outs.push_back(s);
-  }
-  layout_ = plan_layout(ins, outs);
+  layout_ = workload_layout(pack_.definition, *rw);
 
   if (auto f = ensure_runners()) return fail(*f);
   loaded_.clear();
@@ -87,14 +96,16 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   // Correctness: fresh secret inputs per trial; on the first, the same call twice (determinism).
   std::vector<tensor::Tensor> first_outputs;
   std::vector<uint64_t> check_seeds;
-  for (int t = 0; t < std::max(1, trials()); ++t) check_seeds.push_back(derive_seed(*options_.seed, w.uuid, t, kInputsCheck));
+  for (int t = 0; t < std::max(1, trials()); ++t)
+    check_seeds.push_back(derive_seed(*options_.seed, w.uuid, t, kInputsCheck));
   auto check_sets = materialize_all(check_seeds);
   if (!check_sets.ok()) return fail({Verdict::kRuntimeError, "runtime_error", check_sets.status().message(), {}});
   int verified_earlier = 0;
   for (int t = 0; t < std::max(1, trials()); ++t) {
     MaterializedInputs* inputs = &(*check_sets)[static_cast<size_t>(t)];
     const bool full = !screening_ || screen_checks_ == ScreenChecks::kAll;
-    if (verified_before(check_seeds[t], kCheckCorrectness) && (t > 0 || !full || verified_before(check_seeds[t], kCheckDeterminism))) {
+    if (verified_before(check_seeds[t], kCheckCorrectness) &&
+        (t > 0 || !full || verified_before(check_seeds[t], kCheckDeterminism))) {
       ++verified_earlier;
       if (t == 0 && full) gates_.skip(GateId::kDeterminism, kVerifiedBefore);
       continue;
@@ -118,25 +129,33 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
       std::vector<tensor::Tensor> again;
       if (auto f = checked_call(cand_, *inputs, 500, &again, call, nullptr, nullptr)) return fail(*f);
       if (pack_.settings.determinism == task::Determinism::kBitwise && !outputs_bitwise_equal(got, again))
-        return fail({Verdict::kNondeterministic, "nondeterministic",
-                     "the same inputs gave different outputs on two calls (policy: bitwise determinism)", {},
+        return fail({Verdict::kNondeterministic,
+                     "nondeterministic",
+                     "the same inputs gave different outputs on two calls (policy: bitwise determinism)",
+                     {},
                      GateId::kDeterminism});
       if (auto f = compare(again, **ref, *inputs, nullptr))
-        return fail({Verdict::kNondeterministic, "nondeterministic", "a repeated call on the same inputs failed: " + f->message,
-                     {}, GateId::kDeterminism});
+        return fail({Verdict::kNondeterministic,
+                     "nondeterministic",
+                     "a repeated call on the same inputs failed: " + f->message,
+                     {},
+                     GateId::kDeterminism});
       gates_.ran(GateId::kDeterminism);
       mark_verified(check_seeds[t], kCheckDeterminism);
-      gates_.note(GateId::kDeterminism, pack_.settings.determinism == task::Determinism::kBitwise
-                                            ? "the same inputs twice gave bitwise identical outputs"
-                                            : "the same inputs twice gave outputs within tolerance (policy: tolerance)");
+      gates_.note(GateId::kDeterminism,
+                  pack_.settings.determinism == task::Determinism::kBitwise
+                      ? "the same inputs twice gave bitwise identical outputs"
+                      : "the same inputs twice gave outputs within tolerance (policy: tolerance)");
     }
   }
   if (verified_earlier == std::max(1, trials()))
     gates_.skip(GateId::kCorrectness, kVerifiedBefore);
   else
-    gates_.note(GateId::kCorrectness, fmt::format("{} trial(s), each on inputs drawn from its own secret seed{}{}",
-                                                  std::max(1, trials()), fresh_wording(),
-                                                  verified_earlier > 0 ? fmt::format(" ({} of them {})", verified_earlier, kVerifiedBefore) : ""));
+    gates_.note(
+        GateId::kCorrectness,
+        fmt::format("{} trial(s), each on inputs drawn from its own secret seed{}{}", std::max(1, trials()),
+                    fresh_wording(),
+                    verified_earlier > 0 ? fmt::format(" ({} of them {})", verified_earlier, kVerifiedBefore) : ""));
   if (auto f = probe_trials()) return fail(*f);
   if (auto f = timing_phase(wr)) return fail(*f);
   wr.reference_ms = summarize(reference_samples_).median;
@@ -222,8 +241,10 @@ std::optional<Failure> Session::probe_trials() {
     json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
     if (auto f = checked_call(cand_, *in, 700 + k, &got, call, nullptr, nullptr)) return f;
     if (auto f = compare(got, **ref, *in, nullptr))
-      return Failure{Verdict::kIncorrectNumerical, "probe_mismatch",
-                     fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message), {},
+      return Failure{Verdict::kIncorrectNumerical,
+                     "probe_mismatch",
+                     fmt::format("off-distribution probe '{}' ({}): {}", task::probe_name(kinds[k]), what, f->message),
+                     {},
                      GateId::kProbes};
     detail += fmt::format("{}{} ({})", detail.empty() ? "" : "; ", task::probe_name(kinds[k]), what);
     gates_.ran(GateId::kProbes);
@@ -254,8 +275,9 @@ std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, 
         if (matches.size() > 1) {
           std::string names;
           for (size_t i = 0; i < matches.size() && i < 4; ++i) names += (i ? ", " : "") + matches[i]->uuid;
-          *error = Status::bad_input(fmt::format("--workloads: '{}' is the start of {} workloads of {} ({}{}); give more of it", u,
-                                                 matches.size(), pack.root.string(), names, matches.size() > 4 ? ", ..." : ""));
+          *error = Status::bad_input(
+              fmt::format("--workloads: '{}' is the start of {} workloads of {} ({}{}); give more of it", u,
+                          matches.size(), pack.root.string(), names, matches.size() > 4 ? ", ..." : ""));
           return {};
         }
         if (matches.empty()) {
@@ -267,7 +289,8 @@ std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, 
       out.push_back(w);
     }
   }
-  if (out.empty()) *error = Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
+  if (out.empty())
+    *error = Status::bad_input(fmt::format("--workloads {}: selects no workload of {}", which, pack.root.string()));
   return out;
 }
 

@@ -60,7 +60,8 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
     BuiltLibrary lib;
     lib.info = {{"language", req.language},
                 {"status", fmt::format("dependency '{}' is not allowed by the task policy ([policy] libraries = [{}]; "
-                                       "header-only, always allowed: {})", dep, allowed, header_only)},
+                                       "header-only, always allowed: {})",
+                                       dep, allowed, header_only)},
                 {"cache_hit", false}};
     lib.log = lib.info["status"].get<std::string>() + "\n";
     return lib;
@@ -73,11 +74,20 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   lib.log = r.log;
   nlohmann::json resources = nlohmann::json::array();
   for (const auto& k : r.resources)
-    resources.push_back({{"kernel", k.demangled}, {"mangled", k.name}, {"arch", k.arch}, {"registers", k.registers},
-                         {"shared_mem_static", k.shared_mem_static}, {"spill_stores", k.spill_stores},
-                         {"spill_loads", k.spill_loads}, {"stack", k.stack}});
-  lib.info = {{"language", req.language}, {"status", r.status}, {"cache_hit", r.cache_hit}, {"key", r.key},
-              {"compile_seconds", r.compile_seconds}, {"resources", resources},
+    resources.push_back({{"kernel", k.demangled},
+                         {"mangled", k.name},
+                         {"arch", k.arch},
+                         {"registers", k.registers},
+                         {"shared_mem_static", k.shared_mem_static},
+                         {"spill_stores", k.spill_stores},
+                         {"spill_loads", k.spill_loads},
+                         {"stack", k.stack}});
+  lib.info = {{"language", req.language},
+              {"status", r.status},
+              {"cache_hit", r.cache_hit},
+              {"key", r.key},
+              {"compile_seconds", r.compile_seconds},
+              {"resources", resources},
               {"compilers", r.compilers}};
   return lib;
 }

@@ -23,13 +23,14 @@ struct BuildSettings {
 
 // Dependencies that need no library: headers the CUDA toolkit ships (CUB, Thrust, libcu++ / CCCL)
 // or that a solution carries in its own sources (CUTLASS, CuTe).
-inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub", "cutlass", "cute", "libcudacxx", "thrust"};
+inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub",        "cutlass",
+                                                                 "cute", "libcudacxx", "thrust"};
 
 struct BuiltLibrary {
-  bool ok = false;                 // false: COMPILE_ERROR (log says why)
-  std::filesystem::path library;   // the cached .so
-  std::string symbol;              // entry point function
-  std::string log;                 // compiler output
+  bool ok = false;                                 // false: COMPILE_ERROR (log says why)
+  std::filesystem::path library;                   // the cached .so
+  std::string symbol;                              // entry point function
+  std::string log;                                 // compiler output
   nlohmann::json info = nlohmann::json::object();  // cache key, hit, language, resources (ptxas)
 };
 

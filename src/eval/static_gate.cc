@@ -17,7 +17,11 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
   policy.allow_threads = settings.threads;
   policy.allow_graphs = settings.cuda_graphs;
   elf::AuditReport report = elf::audit_imports(info, policy);
-  if (report.clean()) return {"import-audit", GateStatus::kPass, fmt::format("{} imports, all allowed by the task policy", info.imports.size()), {}};
+  if (report.clean())
+    return {"import-audit",
+            GateStatus::kPass,
+            fmt::format("{} imports, all allowed by the task policy", info.imports.size()),
+            {}};
   return {"import-audit", GateStatus::kFail, report.summary(), "forbidden_import:" + report.findings.front().category};
 }
 

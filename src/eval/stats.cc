@@ -80,7 +80,8 @@ std::optional<RatioEstimate> ratio_ci95(const std::vector<double>& ratios) {
 
 std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>>& candidate_trials,
                                            const std::vector<std::vector<double>>& baseline_trials, double geomean) {
-  if (candidate_trials.empty() || candidate_trials.size() != baseline_trials.size() || !(geomean > 0)) return std::nullopt;
+  if (candidate_trials.empty() || candidate_trials.size() != baseline_trials.size() || !(geomean > 0))
+    return std::nullopt;
   size_t trials = SIZE_MAX;
   for (size_t i = 0; i < candidate_trials.size(); ++i)
     trials = std::min({trials, candidate_trials[i].size(), baseline_trials[i].size()});

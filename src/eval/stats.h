@@ -61,10 +61,10 @@ std::optional<Interval> geomean_speedup_ci(const std::vector<std::vector<double>
 struct FreshRepeat {
   int n_fresh = 0, n_repeat = 0;  // paired: the same count on both sides
   double fresh_median_ms = 0, repeat_median_ms = 0;
-  double ratio = 0;            // repeat median / fresh median (paired: median over pairs of repeat / fresh)
-  double repeat_faster = 0;    // fraction of (fresh, repeat) pairs whose repeat was faster (ties count half)
-  bool applies = false;        // enough samples
-  bool memoized = false;       // ratio < kMemoRatio, repeat_faster >= kMemoDominance, gain >= kMemoMinGainMs
+  double ratio = 0;          // repeat median / fresh median (paired: median over pairs of repeat / fresh)
+  double repeat_faster = 0;  // fraction of (fresh, repeat) pairs whose repeat was faster (ties count half)
+  bool applies = false;      // enough samples
+  bool memoized = false;     // ratio < kMemoRatio, repeat_faster >= kMemoDominance, gain >= kMemoMinGainMs
 };
 // Repeats must be this much faster (median) and faster in this fraction of the pairs: the second
 // condition keeps a few noisy calls from convicting an honest kernel (unpaired, for one distribution

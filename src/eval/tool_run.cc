@@ -31,13 +31,15 @@ ArenaLayout layout_for(const task::TaskPack& pack, const ResolvedWorkload& rw) {
   for (size_t i = 0; i < pack.definition.inputs.size(); ++i) {
     const auto& spec = pack.definition.inputs[i];
     Slot s{spec.name, spec.dtype, rw.input_shapes[i], !spec.shape.has_value()};
-    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
+    s.nbytes =
+        static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
     ins.push_back(s);
   }
   for (size_t i = 0; i < pack.definition.outputs.size(); ++i) {
     const auto& spec = pack.definition.outputs[i];
     Slot s{spec.name, spec.dtype, rw.output_shapes[i], false};
-    s.nbytes = static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
+    s.nbytes =
+        static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
     outs.push_back(s);
   }
   return plan_layout(ins, outs);
@@ -75,8 +77,8 @@ Result<std::filesystem::path> find_tool(const std::string& explicit_path, const 
   if (auto p = proc::find_program(name); p.ok()) return std::filesystem::absolute(*p, ec);
   const std::filesystem::path cuda = std::filesystem::path("/usr/local/cuda/bin") / name;
   if (std::filesystem::is_regular_file(cuda, ec)) return cuda;
-  return Status::not_found(fmt::format("{} not found on PATH or in /usr/local/cuda/bin: install it or pass {} PATH",
-                                       name, flag));
+  return Status::not_found(
+      fmt::format("{} not found on PATH or in /usr/local/cuda/bin: install it or pass {} PATH", name, flag));
 }
 
 std::filesystem::path default_runner_binary() {
@@ -131,18 +133,19 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
     return Status::bad_input(fmt::format("{}: no workload with uuid '{}' (field workload.uuid)",
                                          (pack.root / "workloads.jsonl").string(), options.workload));
   if (solution.definition != pack.definition.name)
-    return Status::bad_input(fmt::format("solution '{}': field definition is '{}', the task '{}' defines '{}'", solution.name,
-                                         solution.definition, pack.root.string(), pack.definition.name));
+    return Status::bad_input(fmt::format("solution '{}': field definition is '{}', the task '{}' defines '{}'",
+                                         solution.name, solution.definition, pack.root.string(), pack.definition.name));
   const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
   if (solution.spec.language != want)
-    return Status::bad_input(fmt::format("solution '{}': field spec.language is '{}', the task '{}' takes '{}'", solution.name,
-                                         solution.spec.language, pack.root.string(), want));
+    return Status::bad_input(fmt::format("solution '{}': field spec.language is '{}', the task '{}' takes '{}'",
+                                         solution.name, solution.spec.language, pack.root.string(), want));
   KDA_ASSIGN_OR_RETURN(ResolvedWorkload rw, resolve_workload(pack, *w));
 
   // Phase: build (cached; -lineinfo is part of the cache key).
   progress("building " + solution.name + (options.lineinfo ? " (-lineinfo)" : ""));
-  KDA_ASSIGN_OR_RETURN(BuiltLibrary lib, build_solution(solution, {.cuda_arch = options.cuda_arch, .lineinfo = options.lineinfo,
-                                                                      .allowed_libraries = pack.settings.libraries}));
+  KDA_ASSIGN_OR_RETURN(BuiltLibrary lib, build_solution(solution, {.cuda_arch = options.cuda_arch,
+                                                                   .lineinfo = options.lineinfo,
+                                                                   .allowed_libraries = pack.settings.libraries}));
   r.build = lib.info;
   r.build["lineinfo"] = options.lineinfo;
   r.build["cuda_arch"] = options.cuda_arch;

@@ -28,20 +28,20 @@
 namespace kda::eval {
 
 struct ToolRunOptions {
-  std::string workload;                       // uuid of a workload in workloads.jsonl (never holdout)
-  std::vector<std::string> wrapper;           // argv prefix: the tool and its options (argv[0] absolute)
+  std::string workload;              // uuid of a workload in workloads.jsonl (never holdout)
+  std::vector<std::string> wrapper;  // argv prefix: the tool and its options (argv[0] absolute)
   // When set, called after the build to make the wrapper (e.g. a kernel filter from the kernels
   // ptxas reported); replaces `wrapper`.
   std::function<Result<std::vector<std::string>>(const BuiltLibrary&)> wrapper_for;
-  std::vector<std::string> extra_env;         // NAME=value for the tool (the runner's env is scrubbed)
-  std::filesystem::path runner_binary;        // kda-runner
-  uint64_t seed = 1;                          // inputs derive from (seed, uuid)
-  int warmup = 1;                             // plain calls before the profiled one
-  bool profile_range = true;                  // send "profile_range" with the last call (ncu); a sanitizer
-                                              // checks every call, so it needs no range
-  bool lineinfo = false;                      // build with -lineinfo (ncu source view)
+  std::vector<std::string> extra_env;   // NAME=value for the tool (the runner's env is scrubbed)
+  std::filesystem::path runner_binary;  // kda-runner
+  uint64_t seed = 1;                    // inputs derive from (seed, uuid)
+  int warmup = 1;                       // plain calls before the profiled one
+  bool profile_range = true;            // send "profile_range" with the last call (ncu); a sanitizer
+                                        // checks every call, so it needs no range
+  bool lineinfo = false;                // build with -lineinfo (ncu source view)
   std::string cuda_arch = "90a";
-  double timeout_s = 600;                     // runner start, load, and each call
+  double timeout_s = 600;  // runner start, load, and each call
   // A file the wrapper writes its own output to (ncu/compute-sanitizer --log-file); read back
   // into ToolRunResult::tool_log once the runner has stopped.
   std::filesystem::path tool_log;
@@ -54,20 +54,20 @@ const char* tool_run_stage_name(ToolRunStage s);
 
 struct ToolRunResult {
   std::string workload;
-  std::string backend;                        // host | cuda
-  std::vector<std::string> wrapper;           // the argv prefix actually used
+  std::string backend;                              // host | cuda
+  std::vector<std::string> wrapper;                 // the argv prefix actually used
   nlohmann::json build = nlohmann::json::object();  // build info + {"lineinfo", "cuda_arch"}
-  std::string compile_log;                    // when the build failed
-  std::vector<std::string> kernels;           // mangled names of the candidate's kernels (ptxas)
-  ToolRunStage stage = ToolRunStage::kBuild;  // the stage reached (where it stopped unless kDone)
-  bool ok = false;                            // every call returned ok
-  std::string message;                        // why it stopped, when !ok
-  nlohmann::json reply;                       // the runner's reply to the profiled call
-  std::string runner_log;                     // runner's captured output (when it failed or died)
-  std::string tool_log;                       // contents of options.tool_log, if written
-  std::vector<std::string> damaged_guards;    // slots whose guard bands the last call wrote
-  double call_wall_s = 0;                     // the profiled call, evaluator's clock
-  double wall_s = 0;                          // the whole run
+  std::string compile_log;                          // when the build failed
+  std::vector<std::string> kernels;                 // mangled names of the candidate's kernels (ptxas)
+  ToolRunStage stage = ToolRunStage::kBuild;        // the stage reached (where it stopped unless kDone)
+  bool ok = false;                                  // every call returned ok
+  std::string message;                              // why it stopped, when !ok
+  nlohmann::json reply;                             // the runner's reply to the profiled call
+  std::string runner_log;                           // runner's captured output (when it failed or died)
+  std::string tool_log;                             // contents of options.tool_log, if written
+  std::vector<std::string> damaged_guards;          // slots whose guard bands the last call wrote
+  double call_wall_s = 0;                           // the profiled call, evaluator's clock
+  double wall_s = 0;                                // the whole run
   nlohmann::json to_json() const;
 };
 

@@ -21,7 +21,9 @@ inline std::filesystem::path write_fake_tool(const std::filesystem::path& dir, c
   std::ofstream(log_body) << log_text;
   std::ofstream f(script);
   f << "#!/bin/sh\n"
-       "rec='" << record.string() << "'\n"
+       "rec='"
+    << record.string()
+    << "'\n"
        ": > \"$rec\"\n"
        "for a in \"$@\"; do printf '%s\\n' \"$a\" >> \"$rec\"; done\n"
        "echo '--env--' >> \"$rec\"\n"
@@ -34,7 +36,9 @@ inline std::filesystem::path write_fake_tool(const std::filesystem::path& dir, c
        "    *) shift ;;\n"
        "  esac\n"
        "done\n"
-       "if [ -n \"$log\" ]; then cat '" << log_body.string() << "' > \"$log\"; fi\n"
+       "if [ -n \"$log\" ]; then cat '"
+    << log_body.string()
+    << "' > \"$log\"; fi\n"
        "exec \"$@\"\n";
   f.close();
   ::chmod(script.c_str(), 0755);

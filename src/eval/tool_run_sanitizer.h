@@ -9,8 +9,8 @@
 namespace kda::eval {
 
 struct SanitizerSummary {
-  bool found = false;    // a summary line was seen (the tool ran to its end)
-  int64_t errors = 0;    // "ERROR SUMMARY: N errors" (summed over processes)
+  bool found = false;  // a summary line was seen (the tool ran to its end)
+  int64_t errors = 0;  // "ERROR SUMMARY: N errors" (summed over processes)
   // The first reports, each its headline ("Invalid __global__ write of size 2 bytes") followed by
   // its detail lines ("at kernel()+0x90 in k.cu:12", "Address ... is out of bounds"), host
   // backtrace frames left out.

@@ -18,8 +18,8 @@ const tensor::Tensor* input_named(const task::Definition& def, const std::vector
 }  // namespace
 
 CheckResult check_topk_indices(const task::Definition& def, const std::vector<tensor::Tensor>& inputs,
-                               const std::vector<tensor::Tensor>& candidate, const std::vector<tensor::Tensor>& reference,
-                               const Tolerance& tol) {
+                               const std::vector<tensor::Tensor>& candidate,
+                               const std::vector<tensor::Tensor>& reference, const Tolerance& tol) {
   CheckResult res;
   const auto* q = input_named(def, inputs, "q_index_fp8");
   const auto* k = input_named(def, inputs, "k_index_cache_fp8");

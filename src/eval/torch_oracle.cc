@@ -79,7 +79,8 @@ TorchProbe run_probe() {
     return p;
   }
   std::string why = last_line(r->stderr_text);
-  if (r->exit.timed_out) why = "import torch took longer than " + std::to_string(static_cast<int>(kProbeTimeoutS)) + " s";
+  if (r->exit.timed_out)
+    why = "import torch took longer than " + std::to_string(static_cast<int>(kProbeTimeoutS)) + " s";
   if (why.empty()) why = r->exit.describe();
   p.detail = "python3 -c 'import torch' failed under " + p.python.string() + ": " + why;
   return p;
@@ -95,7 +96,8 @@ Result<stdfs::path> torch_oracle_python() {
   }
   if (auto found = proc::find_program("python3"); found.ok()) return *found;
   if (auto found = proc::find_program("/usr/bin/python3"); found.ok()) return *found;
-  return Status::not_found("no python3 on PATH nor at /usr/bin/python3 (the torch oracle needs one; or set KDA_PYTHON)");
+  return Status::not_found(
+      "no python3 on PATH nor at /usr/bin/python3 (the torch oracle needs one; or set KDA_PYTHON)");
 }
 
 const TorchProbe& torch_probe() {

@@ -28,7 +28,7 @@ struct TorchProbe {
   std::filesystem::path python;      // the interpreter asked (torch_oracle_python())
   std::filesystem::path executable;  // its sys.executable ("" when it did not start)
   bool importable = false;
-  std::string detail;                // "torch 2.11.0+cu130 (cuda 13.0, cuda available)" or why not
+  std::string detail;  // "torch 2.11.0+cu130 (cuda 13.0, cuda available)" or why not
 };
 const TorchProbe& torch_probe();
 

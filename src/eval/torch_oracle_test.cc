@@ -54,9 +54,10 @@ class TorchOracleTest : public ::testing::Test {
 
   // Writes a definition.json with the given inputs/outputs and Python reference; returns its path.
   // Definitions keep their key order (inputs and outputs in definition order): ordered_json.
-  stdfs::path write_definition(const std::string& name, const ojson& inputs, const ojson& outputs, const std::string& ref) {
-    ojson d{{"name", name}, {"op_type", "test"}, {"axes", ojson::object()}, {"inputs", inputs}, {"outputs", outputs},
-           {"reference", ref}};
+  stdfs::path write_definition(const std::string& name, const ojson& inputs, const ojson& outputs,
+                               const std::string& ref) {
+    ojson d{{"name", name},     {"op_type", "test"},  {"axes", ojson::object()},
+            {"inputs", inputs}, {"outputs", outputs}, {"reference", ref}};
     stdfs::path p = dir_ / (name + ".json");
     EXPECT_TRUE(kda::fs::write_file_atomic(p, d.dump(2)).ok());
     return p;
@@ -70,11 +71,12 @@ class TorchOracleTest : public ::testing::Test {
     if (block_torch) {
       stdfs::create_directories(dir_ / "blocked" / "torch");
       EXPECT_TRUE(kda::fs::write_file_atomic(dir_ / "blocked" / "torch" / "__init__.py",
-                                    "raise ImportError('torch blocked by torch_oracle_test')\n")
+                                             "raise ImportError('torch blocked by torch_oracle_test')\n")
                       .ok());
       auto& env = o->extra_env;
-      env.erase(std::remove_if(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("PYTHONPATH="); }),
-                env.end());
+      env.erase(
+          std::remove_if(env.begin(), env.end(), [](const std::string& e) { return e.starts_with("PYTHONPATH="); }),
+          env.end());
       env.push_back("PYTHONPATH=" + (dir_ / "blocked").string());
     }
     auto r = RunnerClient::start(*o);
@@ -86,15 +88,15 @@ class TorchOracleTest : public ::testing::Test {
   stdfs::path dir_;
 };
 
-#define REQUIRE_TORCH()                                                             \
-  do {                                                                              \
+#define REQUIRE_TORCH()                                                            \
+  do {                                                                             \
     if (!torch_importable()) GTEST_SKIP() << "no torch: " << torch_probe().detail; \
   } while (0)
 
 const ojson kTwoInputs = {{"x", {{"shape", {"M", "N"}}, {"dtype", "float32"}}},
-                         {"scale", {{"shape", nullptr}, {"dtype", "float32"}}}};
+                          {"scale", {{"shape", nullptr}, {"dtype", "float32"}}}};
 const ojson kTwoOutputs = {{"y", {{"shape", {"M", "N"}}, {"dtype", "float32"}}},
-                          {"positives", {{"shape", {"M"}}, {"dtype", "int32"}}}};
+                           {"positives", {{"shape", {"M"}}, {"dtype", "int32"}}}};
 
 // y = x * scale; positives[i] = count of x[i, :] > 0 (torch gives int64: the oracle converts).
 constexpr const char* kScaleReference = R"(import torch
@@ -104,8 +106,9 @@ def run(x, scale):
 )";
 
 ArenaLayout scale_layout() {
-  return plan_layout({Slot{"x", DType::kFloat32, {4, 8}, false, 0, 4 * 8 * 4}, Slot{"scale", DType::kFloat32, {}, true, 0, 4}},
-                     {Slot{"y", DType::kFloat32, {4, 8}, false, 0, 4 * 8 * 4}, Slot{"positives", DType::kInt32, {4}, false, 0, 16}});
+  return plan_layout(
+      {Slot{"x", DType::kFloat32, {4, 8}, false, 0, 4 * 8 * 4}, Slot{"scale", DType::kFloat32, {}, true, 0, 4}},
+      {Slot{"y", DType::kFloat32, {4, 8}, false, 0, 4 * 8 * 4}, Slot{"positives", DType::kInt32, {4}, false, 0, 16}});
 }
 
 Tensor make_x(float shift) {
@@ -268,10 +271,10 @@ TEST_F(TorchOracleTest, ComputesTheReferenceIntoTheOutputSlotsOnly) {
   EXPECT_TRUE(arena.damaged_guards(layout, kGuardSeed).empty());
 
   // A new, larger layout remaps the arena.
-  ArenaLayout big = plan_layout({Slot{"x", DType::kFloat32, {64, 128}, false, 0, 64 * 128 * 4},
-                                 Slot{"scale", DType::kFloat32, {}, true, 0, 4}},
-                                {Slot{"y", DType::kFloat32, {64, 128}, false, 0, 64 * 128 * 4},
-                                 Slot{"positives", DType::kInt32, {64}, false, 0, 64 * 4}});
+  ArenaLayout big = plan_layout(
+      {Slot{"x", DType::kFloat32, {64, 128}, false, 0, 64 * 128 * 4}, Slot{"scale", DType::kFloat32, {}, true, 0, 4}},
+      {Slot{"y", DType::kFloat32, {64, 128}, false, 0, 64 * 128 * 4},
+       Slot{"positives", DType::kInt32, {64}, false, 0, 64 * 4}});
   lo = r.set_layout(big, kTimeoutS);
   ASSERT_EQ(lo.kind, CallOutcome::Kind::kOk) << lo.message;
   Tensor bx(DType::kFloat32, {64, 128});
@@ -354,8 +357,9 @@ def run(a, b):
   // A layout that is not the definition's is refused.
   def = write_definition("scale", kTwoInputs, kTwoOutputs, kScaleReference);
   ASSERT_EQ(load_torch_reference(r, def, kTimeoutS).kind, CallOutcome::Kind::kOk);
-  ArenaLayout wrong = plan_layout({Slot{"z", DType::kFloat32, {4, 8}, false, 0, 128}, Slot{"scale", DType::kFloat32, {}, true, 0, 4}},
-                                  layout.outputs);
+  ArenaLayout wrong =
+      plan_layout({Slot{"z", DType::kFloat32, {4, 8}, false, 0, 128}, Slot{"scale", DType::kFloat32, {}, true, 0, 4}},
+                  layout.outputs);
   auto lo = r.set_layout(wrong, kTimeoutS);
   ASSERT_EQ(lo.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(lo.message.find("not the definition's inputs"), std::string::npos) << lo.message;
@@ -371,8 +375,8 @@ void cross_check_pack(const stdfs::path& dir, const std::string& backend, size_t
   auto lib = build_solution(pack->reference, {});
   ASSERT_TRUE(lib.ok()) << lib.status().message();
   ASSERT_TRUE(lib->ok) << lib->log;
-  RunnerOptions native_options{.runner_binary = KDA_RUNNER, .backend = backend, .role = RunnerRole::kReference,
-                               .sandbox = false};
+  RunnerOptions native_options{
+      .runner_binary = KDA_RUNNER, .backend = backend, .role = RunnerRole::kReference, .sandbox = false};
   auto native = RunnerClient::start(native_options);
   ASSERT_TRUE(native.ok()) << native.status().message();
   auto nl = native->load(lib->library, lib->symbol, kTimeoutS);

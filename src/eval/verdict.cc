@@ -35,10 +35,8 @@ std::string_view verdict_status(Verdict v) {
     case Verdict::kIncorrectNumerical:
     case Verdict::kRuntimeError:
     case Verdict::kCompileError:
-    case Verdict::kTimeout:
-      return verdict_name(v);
-    default:
-      return "RUNTIME_ERROR";
+    case Verdict::kTimeout: return verdict_name(v);
+    default: return "RUNTIME_ERROR";
   }
 }
 

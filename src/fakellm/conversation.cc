@@ -30,7 +30,8 @@ std::string content_text(const json& content) {
       continue;
     }
     std::string type = str(block, "type");
-    if (type == "text" || type == "input_text" || type == "output_text" || (type.empty() && field(block, "text").is_string())) {
+    if (type == "text" || type == "input_text" || type == "output_text" ||
+        (type.empty() && field(block, "text").is_string())) {
       out += (out.empty() ? "" : "\n") + str(block, "text");
     }
   }

@@ -18,8 +18,8 @@ struct OfferedTool {
   std::string name;     // what scenarios match against: namespace + name for namespaced tools
   bool custom = false;  // Responses freeform tool ({"type":"custom"}), e.g. Codex's apply_patch
   nlohmann::json schema = nlohmann::json::object();  // JSON schema of the arguments (may be empty)
-  bool search = false;  // a tool-search tool (Codex "tool_search", Claude Code "ToolSearch")
-  std::string ns;       // Responses namespace ("" = none); the call then names call_name in it
+  bool search = false;    // a tool-search tool (Codex "tool_search", Claude Code "ToolSearch")
+  std::string ns;         // Responses namespace ("" = none); the call then names call_name in it
   std::string call_name;  // the name inside the namespace ("" = name)
 };
 
@@ -33,12 +33,12 @@ struct Conversation {
   Format format = Format::kAnthropic;
   std::string model;
   bool stream = false;
-  bool include_usage = false;       // chat: stream_options.include_usage
-  std::string user_text;            // user messages' text, joined with "\n"
+  bool include_usage = false;  // chat: stream_options.include_usage
+  std::string user_text;       // user messages' text, joined with "\n"
   // Runs of consecutive assistant items = the step index. Runs made only of tool-search calls
   // (which the fake itself issues to load deferred tools) do not count.
   int assistant_turns = 0;
-  int all_turns = 0;                // every run, search runs included (tool-call ids derive from it)
+  int all_turns = 0;  // every run, search runs included (tool-call ids derive from it)
   std::vector<OfferedTool> tools;
   std::vector<ToolResult> last_results;  // tool results after the last assistant turn
   std::optional<std::string> workdir;    // "Primary working directory:" or <cwd>

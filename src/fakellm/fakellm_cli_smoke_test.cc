@@ -87,14 +87,21 @@ TEST(FakeLlmCliSmoke, ClaudeCodeRunsAScriptedSession) {
   if (!bin) GTEST_SKIP() << "Claude Code not installed (run scripts/install-agent-clis.sh or set KDA_CLAUDE_BIN)";
   Session s = start_session("fakellm-claude");
   proc::RunOptions ro;
-  ro.argv = {bin->string(), "-p", "do the scripted steps", "--output-format", "stream-json", "--verbose",
-             "--allowedTools", "Write", "Edit", "Bash", "--no-session-persistence"};
+  ro.argv = {bin->string(), "-p",        "do the scripted steps",   "--output-format",
+             "stream-json", "--verbose", "--allowedTools",          "Write",
+             "Edit",        "Bash",      "--no-session-persistence"};
   ro.cwd = s.work;
-  ro.env = std::vector<std::string>{
-      "PATH=/usr/bin:/bin", "HOME=" + (s.root / "home").string(), "TMPDIR=" + (s.root / "tmp").string(),
-      "LANG=C.UTF-8", "ANTHROPIC_BASE_URL=" + s.server->base_url(), "ANTHROPIC_API_KEY=dummy",
-      "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
-      "DISABLE_ERROR_REPORTING=1", "CLAUDE_CODE_MAX_RETRIES=3"};
+  ro.env = std::vector<std::string>{"PATH=/usr/bin:/bin",
+                                    "HOME=" + (s.root / "home").string(),
+                                    "TMPDIR=" + (s.root / "tmp").string(),
+                                    "LANG=C.UTF-8",
+                                    "ANTHROPIC_BASE_URL=" + s.server->base_url(),
+                                    "ANTHROPIC_API_KEY=dummy",
+                                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+                                    "DISABLE_TELEMETRY=1",
+                                    "DISABLE_AUTOUPDATER=1",
+                                    "DISABLE_ERROR_REPORTING=1",
+                                    "CLAUDE_CODE_MAX_RETRIES=3"};
   ro.timeout_seconds = 240;
   auto r = proc::run(ro);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -121,11 +128,25 @@ TEST(FakeLlmCliSmoke, CodexRunsAScriptedSession) {
   if (!bin) GTEST_SKIP() << "Codex not installed (run scripts/install-agent-clis.sh or set KDA_CODEX_BIN)";
   Session s = start_session("fakellm-codex");
   proc::RunOptions ro;
-  ro.argv = {bin->string(), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "-m", "gpt-5.5",
-             "--sandbox", "workspace-write", "-c", "model_provider=fake", "-c",
+  ro.argv = {bin->string(),
+             "exec",
+             "--json",
+             "--skip-git-repo-check",
+             "--ephemeral",
+             "-m",
+             "gpt-5.5",
+             "--sandbox",
+             "workspace-write",
+             "-c",
+             "model_provider=fake",
+             "-c",
              "model_providers.fake={name=\"fake\",base_url=\"" + s.server->base_url() +
                  "/v1\",env_key=\"FAKE_API_KEY\",wire_api=\"responses\",request_max_retries=3,stream_max_retries=3}",
-             "-c", "analytics.enabled=false", "--disable", "plugins", "do the scripted steps"};
+             "-c",
+             "analytics.enabled=false",
+             "--disable",
+             "plugins",
+             "do the scripted steps"};
   ro.cwd = s.work;
   ro.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "HOME=" + (s.root / "home").string(),
                                     "CODEX_HOME=" + (s.root / "codex_home").string(),

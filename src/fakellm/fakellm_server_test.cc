@@ -165,18 +165,27 @@ const json kWriteScenario = json::parse(R"([{"name":"hello","match":"create hell
 
 // A request shaped like Claude Code 2.1.332's (agent-clis.md §2.2).
 json claude_request(int round_trips) {
-  json messages = json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "create hello.txt containing hi"}}})}},
-                               {{"role", "system"}, {"content", "# Environment"}}});
+  json messages = json::array(
+      {{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "create hello.txt containing hi"}}})}},
+       {{"role", "system"}, {"content", "# Environment"}}});
   for (int i = 0; i < round_trips; ++i) {
     std::string id = "toolu_fake_" + std::to_string(i) + "_0";
-    messages.push_back({{"role", "assistant"}, {"content", json::array({{{"type", "tool_use"}, {"id", id}, {"name", "Write"}, {"input", json::object()}}})}});
-    messages.push_back({{"role", "user"}, {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", id},
-                                                                   {"content", "File created successfully at: /tmp/w/hello.txt"}}})}});
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", json::array({{{"type", "tool_use"}, {"id", id}, {"name", "Write"}, {"input", json::object()}}})}});
+    messages.push_back({{"role", "user"},
+                        {"content", json::array({{{"type", "tool_result"},
+                                                  {"tool_use_id", id},
+                                                  {"content", "File created successfully at: /tmp/w/hello.txt"}}})}});
   }
-  return {{"model", "claude-sonnet-x"}, {"max_tokens", 128000}, {"stream", true},
-          {"thinking", {{"type", "adaptive"}}}, {"metadata", {{"user_id", "u"}}},
-          {"system", json::array({{{"type", "text"}, {"text", "You are Claude Code"}, {"cache_control", {{"type", "ephemeral"}}}},
-                                  {{"type", "text"}, {"text", "Primary working directory: /tmp/w\nIs a git repo: no"}}})},
+  return {{"model", "claude-sonnet-x"},
+          {"max_tokens", 128000},
+          {"stream", true},
+          {"thinking", {{"type", "adaptive"}}},
+          {"metadata", {{"user_id", "u"}}},
+          {"system",
+           json::array({{{"type", "text"}, {"text", "You are Claude Code"}, {"cache_control", {{"type", "ephemeral"}}}},
+                        {{"type", "text"}, {"text", "Primary working directory: /tmp/w\nIs a git repo: no"}}})},
           {"tools", json::array({{{"name", "Bash"}, {"input_schema", json::object()}},
                                  {{"name", "Edit"}, {"input_schema", json::object()}},
                                  {{"name", "Write"}, {"input_schema", json::object()}}})},
@@ -188,7 +197,8 @@ TEST(FakeLlmServer, AnthropicStreamToolUseThenFinalText) {
   ASSERT_TRUE(server);
   Client c(server->port());
   ASSERT_TRUE(c.connected());
-  HttpReply r = c.post("/v1/messages?beta=true", claude_request(0), "x-api-key: sk-secret\r\nanthropic-version: 2023-06-01\r\n");
+  HttpReply r =
+      c.post("/v1/messages?beta=true", claude_request(0), "x-api-key: sk-secret\r\nanthropic-version: 2023-06-01\r\n");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.headers["content-type"], "text/event-stream");
   EXPECT_EQ(r.headers.count("content-length"), 0u);
@@ -202,7 +212,9 @@ TEST(FakeLlmServer, AnthropicStreamToolUseThenFinalText) {
   for (const Event& e : ev) {
     json d = json::parse(e.data);
     EXPECT_EQ(d["type"], e.name);
-    if (e.name == "message_start") { EXPECT_EQ(d["message"]["usage"]["output_tokens"], 1); }
+    if (e.name == "message_start") {
+      EXPECT_EQ(d["message"]["usage"]["output_tokens"], 1);
+    }
     if (e.name == "content_block_start") tool_name = d["content_block"]["name"];
     if (e.name == "content_block_delta") partial += d["delta"]["partial_json"].get<std::string>();
     if (e.name == "message_delta") stop_reason = d["delta"]["stop_reason"];
@@ -218,7 +230,9 @@ TEST(FakeLlmServer, AnthropicStreamToolUseThenFinalText) {
   for (const Event& e : sse(r2.body)) {
     json d = json::parse(e.data);
     if (e.name == "content_block_delta") text += d["delta"]["text"].get<std::string>();
-    if (e.name == "message_delta") { EXPECT_EQ(d["delta"]["stop_reason"], "end_turn"); }
+    if (e.name == "message_delta") {
+      EXPECT_EQ(d["delta"]["stop_reason"], "end_turn");
+    }
   }
   EXPECT_EQ(text, "Done. Tool said: File created successfully at: /tmp/w/hello.txt");
 
@@ -264,10 +278,15 @@ TEST(FakeLlmServer, ChatCompletionsStreamsToolCallDeltasAndUsage) {
     {"text":"Let me look.","calls":[{"tool":"read","input":{"path":"k.cu"}},{"tool":"finish_round","input":{"summary":"s"}}]},
     {"text":"finished"}]}])"));
   ASSERT_TRUE(server);
-  json req = {{"model", "local"}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
-              {"tools", json::array({{{"type", "function"}, {"function", {{"name", "read_file"}, {"parameters", json::object()}}}},
-                                     {{"type", "function"}, {"function", {{"name", "finish_round"}, {"parameters", json::object()}}}}})},
-              {"messages", json::array({{{"role", "system"}, {"content", "sys"}}, {{"role", "user"}, {"content", "improve the kernel"}}})}};
+  json req = {
+      {"model", "local"},
+      {"stream", true},
+      {"stream_options", {{"include_usage", true}}},
+      {"tools",
+       json::array({{{"type", "function"}, {"function", {{"name", "read_file"}, {"parameters", json::object()}}}},
+                    {{"type", "function"}, {"function", {{"name", "finish_round"}, {"parameters", json::object()}}}}})},
+      {"messages",
+       json::array({{{"role", "system"}, {"content", "sys"}}, {{"role", "user"}, {"content", "improve the kernel"}}})}};
   Client c(server->port());
   HttpReply r = c.post("/v1/chat/completions", req, "Authorization: Bearer sk-x\r\n");
   ASSERT_EQ(r.status, 200);
@@ -321,12 +340,26 @@ TEST(FakeLlmServer, ChatCompletionsStreamsToolCallDeltasAndUsage) {
 
 // A request shaped like Codex 0.171.0's (agent-clis.md §3.2).
 json codex_request(const json& extra_items) {
-  json input = json::array({{{"type", "message"}, {"role", "developer"}, {"content", json::array({{{"type", "input_text"}, {"text", "base"}}})}},
-                            {{"type", "message"}, {"role", "user"}, {"content", json::array({{{"type", "input_text"}, {"text", "<environment_context><cwd>/tmp/cw</cwd></environment_context>"}}})}},
-                            {{"type", "message"}, {"role", "user"}, {"content", json::array({{{"type", "input_text"}, {"text", "create hello.txt containing hi"}}})}}});
+  json input = json::array(
+      {{{"type", "message"},
+        {"role", "developer"},
+        {"content", json::array({{{"type", "input_text"}, {"text", "base"}}})}},
+       {{"type", "message"},
+        {"role", "user"},
+        {"content", json::array({{{"type", "input_text"},
+                                  {"text", "<environment_context><cwd>/tmp/cw</cwd></environment_context>"}}})}},
+       {{"type", "message"},
+        {"role", "user"},
+        {"content", json::array({{{"type", "input_text"}, {"text", "create hello.txt containing hi"}}})}}});
   for (const json& it : extra_items) input.push_back(it);
-  return {{"model", "gpt-5.5"}, {"instructions", ""}, {"stream", true}, {"store", false}, {"tool_choice", "auto"},
-          {"parallel_tool_calls", true}, {"reasoning", {{"effort", "medium"}}}, {"include", json::array()},
+  return {{"model", "gpt-5.5"},
+          {"instructions", ""},
+          {"stream", true},
+          {"store", false},
+          {"tool_choice", "auto"},
+          {"parallel_tool_calls", true},
+          {"reasoning", {{"effort", "medium"}}},
+          {"include", json::array()},
           {"tools", json::array({{{"type", "function"}, {"name", "exec_command"}, {"parameters", {{"type", "object"}}}},
                                  {{"type", "custom"}, {"name", "apply_patch"}, {"format", {{"type", "grammar"}}}},
                                  {{"type", "web_search"}}})},
@@ -355,8 +388,10 @@ TEST(FakeLlmServer, ResponsesMinimalStreamForCodex) {
   EXPECT_EQ(completed["response"]["output"][0], item);
   EXPECT_GT(completed["response"]["usage"]["total_tokens"].get<int>(), 0);
 
-  json step1 = codex_request(json::array({item, {{"type", "custom_tool_call_output"}, {"call_id", item["call_id"]},
-                                                 {"output", "Success. Updated the following files:\nA hello.txt"}}}));
+  json step1 = codex_request(json::array({item,
+                                          {{"type", "custom_tool_call_output"},
+                                           {"call_id", item["call_id"]},
+                                           {"output", "Success. Updated the following files:\nA hello.txt"}}}));
   auto ev1 = sse(c.post("/v1/responses", step1).body);
   json call = json::parse(ev1[0].data)["item"];
   EXPECT_EQ(call["type"], "function_call");
@@ -377,8 +412,11 @@ TEST(FakeLlmServer, ResponsesMinimalStreamForCodex) {
 }
 
 TEST(FakeLlmServer, ResponsesFullEventStream) {
-  json doc = {{"responses_stream", "full"}, {"chunk_chars", 4},
-              {"scenarios", json::parse(R"([{"name":"t","steps":[{"text":"hello there","tool":"shell","input":{"command":"ls"}}]}])")}};
+  json doc = {
+      {"responses_stream", "full"},
+      {"chunk_chars", 4},
+      {"scenarios",
+       json::parse(R"([{"name":"t","steps":[{"text":"hello there","tool":"shell","input":{"command":"ls"}}]}])")}};
   auto server = start(doc);
   ASSERT_TRUE(server);
   Client c(server->port());
@@ -415,10 +453,16 @@ TEST(FakeLlmServer, ResponsesLoadsDeferredToolsThroughToolSearch) {
   EXPECT_EQ(search["type"], "tool_search_call");
   EXPECT_EQ(search["execution"], "client");
   EXPECT_EQ(search["arguments"], (json{{"query", "finish_round"}, {"limit", 8}}));
-  json loaded = {{"type", "tool_search_output"}, {"call_id", search["call_id"]}, {"execution", "client"}, {"status", "completed"},
-                 {"tools", json::array({{{"type", "namespace"}, {"name", "mcp__kda"},
-                                         {"tools", json::array({{{"type", "function"}, {"name", "finish_round"},
-                                                                 {"defer_loading", true}, {"parameters", json::object()}}})}}})}};
+  json loaded = {{"type", "tool_search_output"},
+                 {"call_id", search["call_id"]},
+                 {"execution", "client"},
+                 {"status", "completed"},
+                 {"tools", json::array({{{"type", "namespace"},
+                                         {"name", "mcp__kda"},
+                                         {"tools", json::array({{{"type", "function"},
+                                                                 {"name", "finish_round"},
+                                                                 {"defer_loading", true},
+                                                                 {"parameters", json::object()}}})}}})}};
   req["input"].push_back(search);
   req["input"].push_back(loaded);
   json call = json::parse(sse(c.post("/v1/responses", req).body)[0].data)["item"];
@@ -427,7 +471,8 @@ TEST(FakeLlmServer, ResponsesLoadsDeferredToolsThroughToolSearch) {
   EXPECT_EQ(call["name"], "finish_round");
   EXPECT_NE(call["call_id"], search["call_id"]);  // ids never repeat within a conversation
   req["input"].push_back(call);
-  req["input"].push_back({{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "round finished"}});
+  req["input"].push_back(
+      {{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "round finished"}});
   json done = json::parse(sse(c.post("/v1/responses", req).body)[0].data)["item"];
   EXPECT_EQ(done["content"][0]["text"], "over");
   auto log = server->log();
@@ -450,10 +495,16 @@ TEST(FakeLlmServer, AnthropicLoadsDeferredToolsThroughToolSearch) {
   json first = json::parse(c.post("/v1/messages", req).body);
   ASSERT_EQ(first["content"][0]["name"], "ToolSearch");
   EXPECT_EQ(first["content"][0]["input"]["query"], "finish_round");
-  req["tools"].push_back({{"name", "mcp__kda__finish_round"}, {"defer_loading", true}, {"input_schema", json::object()}});
+  req["tools"].push_back(
+      {{"name", "mcp__kda__finish_round"}, {"defer_loading", true}, {"input_schema", json::object()}});
   req["messages"].push_back({{"role", "assistant"}, {"content", first["content"]}});
-  req["messages"].push_back({{"role", "user"}, {"content", json::array({{{"type", "tool_result"}, {"tool_use_id", first["content"][0]["id"]},
-                                                                          {"content", json::array({{{"type", "tool_reference"}, {"tool_name", "mcp__kda__finish_round"}}})}}})}});
+  req["messages"].push_back(
+      {{"role", "user"},
+       {"content",
+        json::array(
+            {{{"type", "tool_result"},
+              {"tool_use_id", first["content"][0]["id"]},
+              {"content", json::array({{{"type", "tool_reference"}, {"tool_name", "mcp__kda__finish_round"}}})}}})}});
   json second = json::parse(c.post("/v1/messages", req).body);
   ASSERT_EQ(second["content"][0]["name"], "mcp__kda__finish_round");
   EXPECT_NE(second["content"][0]["id"], first["content"][0]["id"]);
@@ -486,7 +537,8 @@ TEST(FakeLlmServer, StatusFaultsWithRetryAfterThenSuccess) {
   EXPECT_EQ(log[3]["fault"], "status:500");
 
   // A global 401 for every attempt, in the OpenAI error shape.
-  auto denied = start(json{{"scenarios", kWriteScenario}, {"faults", json::array({{{"status", 401}, {"times", "always"}}})}});
+  auto denied =
+      start(json{{"scenarios", kWriteScenario}, {"faults", json::array({{{"status", 401}, {"times", "always"}}})}});
   Client d(denied->port());
   for (int i = 0; i < 3; ++i) {
     HttpReply r = d.post("/v1/responses", codex_request(json::array()));
@@ -602,7 +654,8 @@ TEST(FakeLlmServer, ConcurrentConnectionsAreServedInParallel) {
 }
 
 TEST(FakeLlmServer, NotFoundNoScenarioNoToolsAndUnresolvableTool) {
-  auto server = start(json::parse(R"([{"name":"w","match":"write it","steps":[{"tool":"write","input":{"path":"a","content":"b"}}]},
+  auto server = start(
+      json::parse(R"([{"name":"w","match":"write it","steps":[{"tool":"write","input":{"path":"a","content":"b"}}]},
                                        {"name":"x","match":"use xyz","steps":[{"tool":"xyz_tool"}]}])"));
   ASSERT_TRUE(server);
   Client c(server->port());
@@ -665,15 +718,17 @@ TEST(FakeLlmServer, BinaryWritesPortFileAndStopsOnSigterm) {
   ASSERT_TRUE(dir.ok());
   ASSERT_TRUE(fs::write_file_atomic(*dir / "s.json", kWriteScenario.dump()).ok());
   proc::ChildOptions co;
-  co.argv = {KDA_FAKE_LLM_BINARY, "--scenarios", (*dir / "s.json").string(), "--port-file", (*dir / "port").string(),
-             "--log", (*dir / "log.jsonl").string()};
+  co.argv = {KDA_FAKE_LLM_BINARY,      "--scenarios", (*dir / "s.json").string(),   "--port-file",
+             (*dir / "port").string(), "--log",       (*dir / "log.jsonl").string()};
   auto child = proc::Child::spawn(co);
   ASSERT_TRUE(child.ok()) << child.status().message();
   int port = 0;
   for (int i = 0; i < 500 && port == 0; ++i) {
     auto p = fs::read_file(*dir / "port");
-    if (p.ok()) port = std::atoi(p->c_str());
-    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (p.ok())
+      port = std::atoi(p->c_str());
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_GT(port, 0);
   {

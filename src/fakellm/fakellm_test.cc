@@ -197,24 +197,28 @@ TEST(FakeLlmResolve, ShellReadAndEditAliases) {
   EXPECT_EQ(resolve_call("read", json{{"path", "it's.cu"}}, tools({"exec_command"}), "/w").value().input,
             (json{{"cmd", "cat 'it'\\''s.cu'"}}));
   EXPECT_EQ(resolve_call("edit", json{{"path", "k.cu"}, {"old", "a"}, {"new", "b"}}, tools({"Edit", "Write"}), "/w")
-                .value().input,
+                .value()
+                .input,
             (json{{"file_path", "/w/k.cu"}, {"old_string", "a"}, {"new_string", "b"}}));
-  EXPECT_EQ(resolve_call("edit", json{{"path", "k.cu"}, {"old_string", "a"}, {"new_string", "b"}},
-                         tools({"edit_file"}), "/w").value().input,
-            (json{{"path", "k.cu"}, {"old_string", "a"}, {"new_string", "b"}}));
+  EXPECT_EQ(
+      resolve_call("edit", json{{"path", "k.cu"}, {"old_string", "a"}, {"new_string", "b"}}, tools({"edit_file"}), "/w")
+          .value()
+          .input,
+      (json{{"path", "k.cu"}, {"old_string", "a"}, {"new_string", "b"}}));
 }
 
 TEST(FakeLlmResolve, CodexEditAndRewriteUseTheFileOnDisk) {
   auto dir = fs::make_temp_dir(std::filesystem::temp_directory_path(), "fakellm-test");
   ASSERT_TRUE(dir.ok());
   ASSERT_TRUE(fs::write_file_atomic(*dir / "k.cu", "int a = 1;\nint b = 2;\nint c = 3;\n").ok());
-  auto edit = resolve_call("edit", json{{"path", "k.cu"}, {"old", "b = 2"}, {"new", "b = 20"}},
-                           tools({"apply_patch"}), dir->string());
+  auto edit = resolve_call("edit", json{{"path", "k.cu"}, {"old", "b = 2"}, {"new", "b = 20"}}, tools({"apply_patch"}),
+                           dir->string());
   ASSERT_TRUE(edit.ok());
   EXPECT_EQ(edit->input, "*** Begin Patch\n*** Update File: k.cu\n@@\n-int b = 2;\n+int b = 20;\n*** End Patch\n");
   auto lines = resolve_call("edit", json{{"path", "k.cu"}, {"old", "int a = 1;\nint b = 2;\n"}, {"new", "int ab;\n"}},
                             tools({"apply_patch"}), dir->string());
-  EXPECT_EQ(lines->input, "*** Begin Patch\n*** Update File: k.cu\n@@\n-int a = 1;\n-int b = 2;\n+int ab;\n*** End Patch\n");
+  EXPECT_EQ(lines->input,
+            "*** Begin Patch\n*** Update File: k.cu\n@@\n-int a = 1;\n-int b = 2;\n+int ab;\n*** End Patch\n");
   auto rewrite = resolve_call("write", json{{"path", (*dir / "k.cu").string()}, {"content", "x\n"}},
                               tools({"apply_patch"}), dir->string());
   EXPECT_EQ(rewrite->input,
@@ -229,7 +233,10 @@ TEST(FakeLlmResolve, Substitutions) {
 }
 
 TEST(FakeLlmWire, SplitUtf8KeepsSequencesWhole) {
-  auto parts = split_utf8("a\xc3\xa9" "bc\xe2\x82\xac", 2);
+  auto parts = split_utf8(
+      "a\xc3\xa9"
+      "bc\xe2\x82\xac",
+      2);
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[0], "a\xc3\xa9");
   EXPECT_EQ(parts[1], "bc");
@@ -264,7 +271,9 @@ TEST(FakeLlmWire, AnthropicStreamShapeAndFirstDelta) {
     if (d["type"] == "content_block_delta" && d["delta"]["type"] == "input_json_delta") {
       partial += d["delta"]["partial_json"].get<std::string>();
     }
-    if (d["type"] == "message_delta") { EXPECT_EQ(d["delta"]["stop_reason"], "tool_use"); }
+    if (d["type"] == "message_delta") {
+      EXPECT_EQ(d["delta"]["stop_reason"], "tool_use");
+    }
   }
   EXPECT_EQ(json::parse(partial), r.calls[0].input);
 }

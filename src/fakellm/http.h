@@ -15,9 +15,9 @@ namespace kda::fakellm {
 
 struct HttpRequest {
   std::string method;
-  std::string target;   // path and query as sent
-  std::string path;     // target without the query
-  std::string version;  // "HTTP/1.1"
+  std::string target;                                        // path and query as sent
+  std::string path;                                          // target without the query
+  std::string version;                                       // "HTTP/1.1"
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, in order
   std::string body;
   bool keep_alive = true;

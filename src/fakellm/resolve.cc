@@ -111,8 +111,8 @@ std::optional<ToolCall> resolve_write(const json& in, const std::vector<OfferedT
   if (const OfferedTool* t = find_exact(offered, "apply_patch")) {
     std::string rel = relative_path(path, wd);
     auto existing = read_in_workdir(path, wd);
-    std::string patch = existing && !existing->empty() ? patch_update_file(rel, *existing, content)
-                                                       : patch_add_file(rel, content);
+    std::string patch =
+        existing && !existing->empty() ? patch_update_file(rel, *existing, content) : patch_add_file(rel, content);
     return patch_call(*t, patch);
   }
   if (const OfferedTool* t = find_suffix(offered, "write_file", nullptr)) {
@@ -187,8 +187,10 @@ std::optional<ToolCall> resolve_shell(const json& in, const std::vector<OfferedT
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -262,10 +264,14 @@ std::string patch_update_file(const std::string& path, const std::string& old_bl
 Result<ToolCall> resolve_call(const std::string& tool, const json& input, const std::vector<OfferedTool>& offered,
                               const std::string& workdir) {
   std::optional<ToolCall> call;
-  if (tool == "write") call = resolve_write(input, offered, workdir);
-  else if (tool == "edit") call = resolve_edit(input, offered, workdir);
-  else if (tool == "shell") call = resolve_shell(input, offered);
-  else if (tool == "read") call = resolve_read(input, offered, workdir);
+  if (tool == "write")
+    call = resolve_write(input, offered, workdir);
+  else if (tool == "edit")
+    call = resolve_edit(input, offered, workdir);
+  else if (tool == "shell")
+    call = resolve_shell(input, offered);
+  else if (tool == "read")
+    call = resolve_read(input, offered, workdir);
   if (call) return *call;
   bool ambiguous = false;
   if (const OfferedTool* t = find_suffix(offered, tool, &ambiguous)) {
@@ -287,7 +293,8 @@ Result<ToolCall> resolve_call(const std::string& tool, const json& input, const 
       ToolCall c;
       c.name = t.name;
       c.search = true;
-      c.input = t.name == "ToolSearch" ? json{{"query", tool}, {"max_results", 5}} : json{{"query", tool}, {"limit", 8}};
+      c.input =
+          t.name == "ToolSearch" ? json{{"query", tool}, {"max_results", 5}} : json{{"query", tool}, {"limit", 8}};
       return c;
     }
   }

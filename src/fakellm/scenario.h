@@ -14,11 +14,11 @@ namespace kda::fakellm {
 struct Fault {
   enum class Kind { kStatus, kCut, kMalformed, kDelay };
   Kind kind = Kind::kStatus;
-  int status = 0;            // kStatus
-  int retry_after = -1;      // kStatus: seconds for Retry-After; -1 = no header
+  int status = 0;                   // kStatus
+  int retry_after = -1;             // kStatus: seconds for Retry-After; -1 = no header
   std::string cut = "after_start";  // kCut: "after_start" | "before_response"
-  int delay_ms = 0;          // kDelay
-  int times = 1;             // fires on attempts 1..times at a step; -1 = always
+  int delay_ms = 0;                 // kDelay
+  int times = 1;                    // fires on attempts 1..times at a step; -1 = always
   bool fires(int attempt) const { return times < 0 || attempt <= times; }
 };
 

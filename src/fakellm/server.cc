@@ -53,11 +53,11 @@ std::optional<Format> route(const std::string& path) {
 struct Plan {
   int status = 200;
   int retry_after = -1;
-  std::string cut;        // "", "after_start", "before_response"
+  std::string cut;  // "", "after_start", "before_response"
   bool malformed = false;
   int delay_ms = 0;
-  std::string fault;      // for the log
-  json body;              // non-streaming body or error body
+  std::string fault;  // for the log
+  json body;          // non-streaming body or error body
   std::vector<SseEvent> events;
   int first_delta = 0;
   bool stream = false;
@@ -167,10 +167,12 @@ void Server::Impl::serve(int fd) {
     auto req = conn.read_request();
     if (!req.ok()) {
       if (req.status().kind() == ErrorKind::kBadInput) {
-        std::string body = json{{"error", {{"message", req.status().message()}, {"type", "invalid_request_error"}}}}.dump();
+        std::string body =
+            json{{"error", {{"message", req.status().message()}, {"type", "invalid_request_error"}}}}.dump();
         conn.write_all(response_head(400, {{"Content-Type", "application/json"},
                                            {"Content-Length", std::to_string(body.size())},
-                                           {"Connection", "close"}}) + body);
+                                           {"Connection", "close"}}) +
+                       body);
       }
       break;
     }
@@ -182,14 +184,15 @@ void Server::Impl::serve(int fd) {
 
 bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   json entry = {{"method", req.method}, {"path", req.target}, {"format", nullptr}, {"scenario", nullptr},
-                {"step", nullptr}, {"attempt", nullptr}, {"fault", nullptr}, {"error", nullptr}};
+                {"step", nullptr},      {"attempt", nullptr}, {"fault", nullptr},  {"error", nullptr}};
   json headers = json::object();
   for (const auto& [k, v] : req.headers) headers[k] = secret_header(k) ? std::string("<redacted>") : v;
   entry["headers"] = headers;
   const bool keep = req.keep_alive;
   auto send_json = [&](int status, const json& body, std::vector<std::pair<std::string, std::string>> extra) {
     std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
-    extra.insert(extra.begin(), {{"Content-Type", "application/json"}, {"Content-Length", std::to_string(text.size())}});
+    extra.insert(extra.begin(),
+                 {{"Content-Type", "application/json"}, {"Content-Length", std::to_string(text.size())}});
     extra.emplace_back("Connection", keep ? "keep-alive" : "close");
     return conn.write_all(response_head(status, extra) + text) && keep;
   };
@@ -203,7 +206,10 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   if (!format || req.method != "POST") {
     entry["status"] = 404;
     record(entry);
-    return send_json(404, {{"error", {{"type", "not_found_error"}, {"message", "fake-llm: no route " + req.method + " " + req.path}}}}, {});
+    return send_json(
+        404,
+        {{"error", {{"type", "not_found_error"}, {"message", "fake-llm: no route " + req.method + " " + req.path}}}},
+        {});
   }
   entry["format"] = format_name(*format);
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -220,10 +226,14 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   const Scenario* scenario = match_scenario(script, c.user_text);
   const int step_index = c.assistant_turns;
   std::string workdir;
-  if (c.workdir) workdir = *c.workdir;
-  else if (scenario && scenario->workdir) workdir = *scenario->workdir;
-  else if (options.workdir) workdir = options.workdir->string();
-  else if (script.workdir) workdir = *script.workdir;
+  if (c.workdir)
+    workdir = *c.workdir;
+  else if (scenario && scenario->workdir)
+    workdir = *scenario->workdir;
+  else if (options.workdir)
+    workdir = options.workdir->string();
+  else if (script.workdir)
+    workdir = *script.workdir;
   std::string last_result = c.last_results.empty() ? "" : c.last_results.back().text;
   int attempt;
   {
@@ -240,7 +250,8 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   for (const OfferedTool& t : c.tools) tool_names.push_back(t.name);
   entry["tools"] = tool_names;
   json results = json::array();
-  for (const ToolResult& r : c.last_results) results.push_back({{"id", r.id}, {"text", r.text}, {"is_error", r.is_error}});
+  for (const ToolResult& r : c.last_results)
+    results.push_back({{"id", r.id}, {"text", r.text}, {"is_error", r.is_error}});
   entry["tool_results"] = results;
 
   // The reply.
@@ -268,7 +279,8 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   }
   json reply_log = {{"text", reply.text}, {"tool_calls", json::array()}};
   for (const ToolCall& tc : reply.calls) {
-    json call = {{"name", tc.ns.empty() || tc.ns.back() == '_' ? tc.ns + tc.name : tc.ns + "__" + tc.name}, {"input", tc.input}};
+    json call = {{"name", tc.ns.empty() || tc.ns.back() == '_' ? tc.ns + tc.name : tc.ns + "__" + tc.name},
+                 {"input", tc.input}};
     if (tc.search) call["search"] = true;
     reply_log["tool_calls"].push_back(std::move(call));
   }
@@ -297,10 +309,14 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
       case Fault::Kind::kMalformed: plan.malformed = true; break;
     }
   }
-  if (plan.cut == "before_response") plan.fault = "cut:before_response";
-  else if (plan.status != 200) plan.fault = "status:" + std::to_string(plan.status);
-  else if (!plan.cut.empty()) plan.fault = "cut:" + plan.cut;
-  else if (plan.malformed) plan.fault = "malformed";
+  if (plan.cut == "before_response")
+    plan.fault = "cut:before_response";
+  else if (plan.status != 200)
+    plan.fault = "status:" + std::to_string(plan.status);
+  else if (!plan.cut.empty())
+    plan.fault = "cut:" + plan.cut;
+  else if (plan.malformed)
+    plan.fault = "malformed";
   entry["fault"] = plan.fault.empty() ? json(nullptr) : json(plan.fault);
   if (plan.delay_ms > 0) entry["delay_ms"] = plan.delay_ms;
   entry["status"] = plan.cut == "before_response" ? json(nullptr) : json(plan.status);
@@ -311,8 +327,8 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
     std::vector<std::pair<std::string, std::string>> extra;
     if (plan.retry_after >= 0) extra.emplace_back("Retry-After", std::to_string(plan.retry_after));
     sleep_ms(plan.delay_ms);
-    return send_json(plan.status, error_body(*format, plan.status, "fake-llm: injected HTTP " + std::to_string(plan.status)),
-                     extra);
+    return send_json(plan.status,
+                     error_body(*format, plan.status, "fake-llm: injected HTTP " + std::to_string(plan.status)), extra);
   }
 
   RenderContext ctx;

@@ -26,8 +26,10 @@ std::string tool_id(const char* prefix, const RenderContext& ctx, size_t i) {
 // ---- Anthropic Messages ----
 
 json anthropic_usage(const RenderContext& ctx, int out) {
-  return {{"input_tokens", input_tokens(ctx)}, {"output_tokens", out},
-          {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0}};
+  return {{"input_tokens", input_tokens(ctx)},
+          {"output_tokens", out},
+          {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", 0}};
 }
 
 std::vector<SseEvent> anthropic_stream(const Reply& r, const RenderContext& ctx, int* first_delta) {
@@ -36,10 +38,15 @@ std::vector<SseEvent> anthropic_stream(const Reply& r, const RenderContext& ctx,
     data["type"] = type;
     ev.push_back({type, dump(data)});
   };
-  add("message_start", {{"message", {{"id", "msg_fake_" + std::to_string(ctx.seq)}, {"type", "message"},
-                                     {"role", "assistant"}, {"model", ctx.model}, {"content", json::array()},
-                                     {"stop_reason", nullptr}, {"stop_sequence", nullptr},
-                                     {"usage", anthropic_usage(ctx, 1)}}}});
+  add("message_start", {{"message",
+                         {{"id", "msg_fake_" + std::to_string(ctx.seq)},
+                          {"type", "message"},
+                          {"role", "assistant"},
+                          {"model", ctx.model},
+                          {"content", json::array()},
+                          {"stop_reason", nullptr},
+                          {"stop_sequence", nullptr},
+                          {"usage", anthropic_usage(ctx, 1)}}}});
   int index = 0;
   if (!r.text.empty()) {
     add("content_block_start", {{"index", index}, {"content_block", {{"type", "text"}, {"text", ""}}}});
@@ -52,16 +59,20 @@ std::vector<SseEvent> anthropic_stream(const Reply& r, const RenderContext& ctx,
   }
   for (size_t i = 0; i < r.calls.size(); ++i, ++index) {
     const ToolCall& c = r.calls[i];
-    add("content_block_start", {{"index", index}, {"content_block", {{"type", "tool_use"}, {"id", tool_id("toolu", ctx, i)},
-                                                                     {"name", c.name}, {"input", json::object()}}}});
+    add("content_block_start",
+        {{"index", index},
+         {"content_block",
+          {{"type", "tool_use"}, {"id", tool_id("toolu", ctx, i)}, {"name", c.name}, {"input", json::object()}}}});
     for (const std::string& piece : split_utf8(dump(c.input), ctx.chunk_chars)) {
       if (*first_delta < 0) *first_delta = static_cast<int>(ev.size());
-      add("content_block_delta", {{"index", index}, {"delta", {{"type", "input_json_delta"}, {"partial_json", piece}}}});
+      add("content_block_delta",
+          {{"index", index}, {"delta", {{"type", "input_json_delta"}, {"partial_json", piece}}}});
     }
     add("content_block_stop", {{"index", index}});
   }
-  add("message_delta", {{"delta", {{"stop_reason", r.calls.empty() ? "end_turn" : "tool_use"}, {"stop_sequence", nullptr}}},
-                        {"usage", {{"output_tokens", output_tokens(r)}}}});
+  add("message_delta",
+      {{"delta", {{"stop_reason", r.calls.empty() ? "end_turn" : "tool_use"}, {"stop_sequence", nullptr}}},
+       {"usage", {{"output_tokens", output_tokens(r)}}}});
   add("message_stop", json::object());
   return ev;
 }
@@ -70,12 +81,19 @@ json anthropic_body(const Reply& r, const RenderContext& ctx) {
   json content = json::array();
   if (!r.text.empty()) content.push_back({{"type", "text"}, {"text", r.text}});
   for (size_t i = 0; i < r.calls.size(); ++i) {
-    content.push_back({{"type", "tool_use"}, {"id", tool_id("toolu", ctx, i)}, {"name", r.calls[i].name},
+    content.push_back({{"type", "tool_use"},
+                       {"id", tool_id("toolu", ctx, i)},
+                       {"name", r.calls[i].name},
                        {"input", r.calls[i].input}});
   }
-  return {{"id", "msg_fake_" + std::to_string(ctx.seq)}, {"type", "message"}, {"role", "assistant"},
-          {"model", ctx.model}, {"content", content}, {"stop_reason", r.calls.empty() ? "end_turn" : "tool_use"},
-          {"stop_sequence", nullptr}, {"usage", anthropic_usage(ctx, output_tokens(r))}};
+  return {{"id", "msg_fake_" + std::to_string(ctx.seq)},
+          {"type", "message"},
+          {"role", "assistant"},
+          {"model", ctx.model},
+          {"content", content},
+          {"stop_reason", r.calls.empty() ? "end_turn" : "tool_use"},
+          {"stop_sequence", nullptr},
+          {"usage", anthropic_usage(ctx, output_tokens(r))}};
 }
 
 // ---- OpenAI chat completions ----
@@ -89,9 +107,12 @@ std::vector<SseEvent> chat_stream(const Reply& r, const RenderContext& ctx, int*
   std::vector<SseEvent> ev;
   long created = static_cast<long>(std::time(nullptr));
   auto chunk = [&](json delta, json finish) {
-    json c = {{"id", "chatcmpl-fake-" + std::to_string(ctx.seq)}, {"object", "chat.completion.chunk"},
-              {"created", created}, {"model", ctx.model},
-              {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(finish)}}})}};
+    json c = {
+        {"id", "chatcmpl-fake-" + std::to_string(ctx.seq)},
+        {"object", "chat.completion.chunk"},
+        {"created", created},
+        {"model", ctx.model},
+        {"choices", json::array({{{"index", 0}, {"delta", std::move(delta)}, {"finish_reason", std::move(finish)}}})}};
     ev.push_back({"", dump(c)});
   };
   chunk({{"role", "assistant"}, {"content", ""}}, nullptr);
@@ -101,7 +122,9 @@ std::vector<SseEvent> chat_stream(const Reply& r, const RenderContext& ctx, int*
   }
   for (size_t i = 0; i < r.calls.size(); ++i) {
     const ToolCall& c = r.calls[i];
-    chunk({{"tool_calls", json::array({{{"index", i}, {"id", tool_id("call", ctx, i)}, {"type", "function"},
+    chunk({{"tool_calls", json::array({{{"index", i},
+                                        {"id", tool_id("call", ctx, i)},
+                                        {"type", "function"},
                                         {"function", {{"name", c.name}, {"arguments", ""}}}}})}},
           nullptr);
     for (const std::string& piece : split_utf8(call_text(c), ctx.chunk_chars)) {
@@ -111,8 +134,12 @@ std::vector<SseEvent> chat_stream(const Reply& r, const RenderContext& ctx, int*
   }
   chunk(json::object(), r.calls.empty() ? "stop" : "tool_calls");
   if (ctx.include_usage) {
-    json u = {{"id", "chatcmpl-fake-" + std::to_string(ctx.seq)}, {"object", "chat.completion.chunk"},
-              {"created", created}, {"model", ctx.model}, {"choices", json::array()}, {"usage", chat_usage(r, ctx)}};
+    json u = {{"id", "chatcmpl-fake-" + std::to_string(ctx.seq)},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", ctx.model},
+              {"choices", json::array()},
+              {"usage", chat_usage(r, ctx)}};
     ev.push_back({"", dump(u)});
   }
   ev.push_back({"", "[DONE]"});
@@ -120,47 +147,67 @@ std::vector<SseEvent> chat_stream(const Reply& r, const RenderContext& ctx, int*
 }
 
 json chat_body(const Reply& r, const RenderContext& ctx) {
-  json message = {{"role", "assistant"}, {"content", r.text.empty() && !r.calls.empty() ? json(nullptr) : json(r.text)}};
+  json message = {{"role", "assistant"},
+                  {"content", r.text.empty() && !r.calls.empty() ? json(nullptr) : json(r.text)}};
   if (!r.calls.empty()) {
     json calls = json::array();
     for (size_t i = 0; i < r.calls.size(); ++i) {
-      calls.push_back({{"id", tool_id("call", ctx, i)}, {"type", "function"},
+      calls.push_back({{"id", tool_id("call", ctx, i)},
+                       {"type", "function"},
                        {"function", {{"name", r.calls[i].name}, {"arguments", call_text(r.calls[i])}}}});
     }
     message["tool_calls"] = calls;
   }
-  return {{"id", "chatcmpl-fake-" + std::to_string(ctx.seq)}, {"object", "chat.completion"},
-          {"created", static_cast<long>(std::time(nullptr))}, {"model", ctx.model},
-          {"choices", json::array({{{"index", 0}, {"message", message}, {"finish_reason", r.calls.empty() ? "stop" : "tool_calls"}}})},
-          {"usage", chat_usage(r, ctx)}};
+  return {
+      {"id", "chatcmpl-fake-" + std::to_string(ctx.seq)},
+      {"object", "chat.completion"},
+      {"created", static_cast<long>(std::time(nullptr))},
+      {"model", ctx.model},
+      {"choices",
+       json::array({{{"index", 0}, {"message", message}, {"finish_reason", r.calls.empty() ? "stop" : "tool_calls"}}})},
+      {"usage", chat_usage(r, ctx)}};
 }
 
 // ---- OpenAI Responses ----
 
 json responses_usage(const Reply& r, const RenderContext& ctx) {
   int in = input_tokens(ctx), out = output_tokens(r);
-  return {{"input_tokens", in}, {"input_tokens_details", {{"cached_tokens", 0}}}, {"output_tokens", out},
-          {"output_tokens_details", {{"reasoning_tokens", 0}}}, {"total_tokens", in + out}};
+  return {{"input_tokens", in},
+          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"output_tokens", out},
+          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"total_tokens", in + out}};
 }
 
 json responses_items(const Reply& r, const RenderContext& ctx) {
   json items = json::array();
   if (!r.text.empty()) {
-    items.push_back({{"type", "message"}, {"id", "msg_fake_" + std::to_string(ctx.step)}, {"role", "assistant"},
-                     {"status", "completed"},
-                     {"content", json::array({{{"type", "output_text"}, {"text", r.text}, {"annotations", json::array()}}})}});
+    items.push_back(
+        {{"type", "message"},
+         {"id", "msg_fake_" + std::to_string(ctx.step)},
+         {"role", "assistant"},
+         {"status", "completed"},
+         {"content", json::array({{{"type", "output_text"}, {"text", r.text}, {"annotations", json::array()}}})}});
   }
   for (size_t i = 0; i < r.calls.size(); ++i) {
     const ToolCall& c = r.calls[i];
     if (c.search) {
-      items.push_back({{"type", "tool_search_call"}, {"id", tool_id("tsc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
-                       {"status", "completed"}, {"execution", "client"}, {"arguments", c.input}});
+      items.push_back({{"type", "tool_search_call"},
+                       {"id", tool_id("tsc", ctx, i)},
+                       {"call_id", tool_id("call", ctx, i)},
+                       {"status", "completed"},
+                       {"execution", "client"},
+                       {"arguments", c.input}});
     } else if (c.custom) {
-      items.push_back({{"type", "custom_tool_call"}, {"id", tool_id("ctc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
-                       {"name", c.name}, {"input", call_text(c)}, {"status", "completed"}});
+      items.push_back({{"type", "custom_tool_call"},
+                       {"id", tool_id("ctc", ctx, i)},
+                       {"call_id", tool_id("call", ctx, i)},
+                       {"name", c.name},
+                       {"input", call_text(c)},
+                       {"status", "completed"}});
     } else {
       json item = {{"type", "function_call"}, {"id", tool_id("fc", ctx, i)}, {"call_id", tool_id("call", ctx, i)},
-                   {"name", c.name}, {"arguments", call_text(c)}, {"status", "completed"}};
+                   {"name", c.name},          {"arguments", call_text(c)},   {"status", "completed"}};
       if (!c.ns.empty()) item["namespace"] = c.ns;
       items.push_back(std::move(item));
     }
@@ -169,8 +216,11 @@ json responses_items(const Reply& r, const RenderContext& ctx) {
 }
 
 json responses_object(const Reply& r, const RenderContext& ctx, const char* status, json output, bool with_usage) {
-  json o = {{"id", "resp_fake_" + std::to_string(ctx.seq)}, {"object", "response"},
-            {"created_at", static_cast<long>(std::time(nullptr))}, {"status", status}, {"model", ctx.model},
+  json o = {{"id", "resp_fake_" + std::to_string(ctx.seq)},
+            {"object", "response"},
+            {"created_at", static_cast<long>(std::time(nullptr))},
+            {"status", status},
+            {"model", ctx.model},
             {"output", std::move(output)}};
   o["usage"] = with_usage ? responses_usage(r, ctx) : json(nullptr);
   return o;
@@ -201,12 +251,15 @@ std::vector<SseEvent> responses_stream(const Reply& r, const RenderContext& ctx,
         start["content"] = json::array();
         add("response.output_item.added", {{"output_index", i}, {"item", start}});
         json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-        add("response.content_part.added", {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"part", part}});
+        add("response.content_part.added",
+            {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"part", part}});
         for (const std::string& piece : split_utf8(r.text, ctx.chunk_chars)) {
           if (*first_delta < 0) *first_delta = static_cast<int>(ev.size());
-          add("response.output_text.delta", {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"delta", piece}});
+          add("response.output_text.delta",
+              {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"delta", piece}});
         }
-        add("response.output_text.done", {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"text", r.text}});
+        add("response.output_text.done",
+            {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"text", r.text}});
         part["text"] = r.text;
         add("response.content_part.done", {{"item_id", id}, {"output_index", i}, {"content_index", 0}, {"part", part}});
       } else if (item["type"] == "function_call") {
@@ -216,7 +269,8 @@ std::vector<SseEvent> responses_stream(const Reply& r, const RenderContext& ctx,
           if (*first_delta < 0) *first_delta = static_cast<int>(ev.size());
           add("response.function_call_arguments.delta", {{"item_id", id}, {"output_index", i}, {"delta", piece}});
         }
-        add("response.function_call_arguments.done", {{"item_id", id}, {"output_index", i}, {"arguments", item["arguments"]}});
+        add("response.function_call_arguments.done",
+            {{"item_id", id}, {"output_index", i}, {"arguments", item["arguments"]}});
       } else {
         if (item["type"] == "custom_tool_call") start["input"] = "";
         add("response.output_item.added", {{"output_index", i}, {"item", start}});
@@ -287,8 +341,10 @@ json error_body(Format format, int status, const std::string& message) {
   if (format == Format::kAnthropic) {
     return {{"type", "error"}, {"error", {{"type", anthropic_error_type(status)}, {"message", message}}}};
   }
-  const char* type = status == 429 ? "rate_limit_exceeded" : status == 401 ? "invalid_api_key"
-                     : status >= 500 ? "server_error" : "invalid_request_error";
+  const char* type = status == 429   ? "rate_limit_exceeded"
+                     : status == 401 ? "invalid_api_key"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
   return {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", type}}}};
 }
 

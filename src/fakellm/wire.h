@@ -13,16 +13,16 @@
 namespace kda::fakellm {
 
 struct Reply {
-  std::string text;              // may be empty when there are calls
+  std::string text;  // may be empty when there are calls
   std::vector<ToolCall> calls;
 };
 
 struct RenderContext {
   std::string model;
-  int step = 0;                  // ids derive from this (all assistant turns so far), so a retried
-                                 // request gets the same ids and every turn gets new ones
-  int seq = 0;                   // request sequence number (message/response ids)
-  size_t request_bytes = 0;      // usage: input_tokens = request_bytes / 4
+  int step = 0;              // ids derive from this (all assistant turns so far), so a retried
+                             // request gets the same ids and every turn gets new ones
+  int seq = 0;               // request sequence number (message/response ids)
+  size_t request_bytes = 0;  // usage: input_tokens = request_bytes / 4
   int chunk_chars = 24;
   bool responses_full = false;
   bool include_usage = false;
@@ -32,8 +32,8 @@ struct RenderContext {
 };
 
 struct SseEvent {
-  std::string event;             // "event:" line; empty for chat completions (data only)
-  std::string data;              // the serialized data line
+  std::string event;  // "event:" line; empty for chat completions (data only)
+  std::string data;   // the serialized data line
 };
 
 // The whole stream. Index 0 is the "start" event (message_start, the role chunk,

@@ -35,7 +35,9 @@ json AnthropicFormat::encode_body(const Request& request, const Endpoint& endpoi
           if (!b.text.empty()) content.push_back({{"type", "text"}, {"text", b.text}});
           break;
         case BlockType::kToolUse:
-          content.push_back({{"type", "tool_use"}, {"id", b.id}, {"name", b.name},
+          content.push_back({{"type", "tool_use"},
+                             {"id", b.id},
+                             {"name", b.name},
                              {"input", b.input.is_object() ? b.input : json::object()}});
           break;
         case BlockType::kToolResult: {
@@ -49,12 +51,11 @@ json AnthropicFormat::encode_body(const Request& request, const Endpoint& endpoi
     if (content.empty()) content.push_back({{"type", "text"}, {"text", "(empty)"}});
     messages.push_back({{"role", m.role == MessageRole::kUser ? "user" : "assistant"}, {"content", content}});
   }
-  json body = {{"model", request.model}, {"max_tokens", request.max_tokens}, {"messages", messages},
-               {"stream", true}};
+  json body = {{"model", request.model}, {"max_tokens", request.max_tokens}, {"messages", messages}, {"stream", true}};
   if (!request.system.empty()) {
     if (endpoint.prompt_cache) {
-      body["system"] = json::array({{{"type", "text"}, {"text", request.system},
-                                     {"cache_control", {{"type", "ephemeral"}}}}});
+      body["system"] =
+          json::array({{{"type", "text"}, {"text", request.system}, {"cache_control", {{"type", "ephemeral"}}}}});
     } else {
       body["system"] = request.system;
     }
@@ -67,9 +68,9 @@ json AnthropicFormat::encode_body(const Request& request, const Endpoint& endpoi
   if (!request.tools.empty()) {
     json tools = json::array();
     for (const auto& t : request.tools) {
-      tools.push_back({{"name", t.name}, {"description", t.description},
-                       {"input_schema", t.input_schema.is_object() ? t.input_schema
-                                                                   : json{{"type", "object"}}}});
+      tools.push_back({{"name", t.name},
+                       {"description", t.description},
+                       {"input_schema", t.input_schema.is_object() ? t.input_schema : json{{"type", "object"}}}});
     }
     body["tools"] = std::move(tools);
   }
@@ -193,8 +194,6 @@ class AnthropicDecoder final : public StreamDecoder {
 
 }  // namespace
 
-std::unique_ptr<StreamDecoder> AnthropicFormat::make_decoder() const {
-  return std::make_unique<AnthropicDecoder>();
-}
+std::unique_ptr<StreamDecoder> AnthropicFormat::make_decoder() const { return std::make_unique<AnthropicDecoder>(); }
 
 }  // namespace kda::llm

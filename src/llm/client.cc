@@ -38,7 +38,9 @@ struct AttemptOutcome {
 }  // namespace
 
 Client::Client(ClientOptions options, std::shared_ptr<HttpTransport> transport, RetryEnv env)
-    : options_(std::move(options)), transport_(std::move(transport)), env_(std::move(env)),
+    : options_(std::move(options)),
+      transport_(std::move(transport)),
+      env_(std::move(env)),
       format_(make_wire_format(options_.kind)) {
   RetryEnv real = real_retry_env();
   if (!env_.now) env_.now = real.now;
@@ -61,8 +63,8 @@ Result<Response> Client::send(const Request& request, const AttemptCallback& on_
     if (deadline) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - env_.now());
       if (left <= std::chrono::milliseconds(0)) {
-        return Status::io("LLM request: session deadline passed after " + std::to_string(attempt - 1) +
-                          " attempt(s)" + (last_error.empty() ? "" : "; last error: " + last_error));
+        return Status::io("LLM request: session deadline passed after " + std::to_string(attempt - 1) + " attempt(s)" +
+                          (last_error.empty() ? "" : "; last error: " + last_error));
       }
       http.timeouts.total = std::min(http.timeouts.total, left);
     }
@@ -98,9 +100,11 @@ Result<Response> Client::send(const Request& request, const AttemptCallback& on_
     if (!decode_error.ok()) {
       out.response = decode_error;
       out.retryable = true;
-    } else if (resp.error != TransportError::kNone && !(resp.status >= 200 && resp.status < 300 && decoder->complete())) {
+    } else if (resp.error != TransportError::kNone &&
+               !(resp.status >= 200 && resp.status < 300 && decoder->complete())) {
       // A transport error after the final event (e.g. a connection reset on close) is harmless.
-      out.response = Status::io(std::string("HTTP ") + transport_error_name(resp.error) + " error: " + resp.error_message);
+      out.response =
+          Status::io(std::string("HTTP ") + transport_error_name(resp.error) + " error: " + resp.error_message);
       out.retryable = resp.error != TransportError::kOther;
     } else if (resp.status < 200 || resp.status >= 300) {
       out.response = Status::bad_input("HTTP " + std::to_string(resp.status) + " from " + http.url + ": " +

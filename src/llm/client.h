@@ -21,13 +21,13 @@ namespace kda::llm {
 
 // One attempt, as the loop audits it.
 struct AttemptInfo {
-  int attempt = 1;                           // 1-based
-  int http_status = 0;                       // 0: no response (connect error, timeout)
-  bool ok = false;                           // this attempt produced the response
-  std::string error;                         // why it failed ("" when ok)
+  int attempt = 1;      // 1-based
+  int http_status = 0;  // 0: no response (connect error, timeout)
+  bool ok = false;      // this attempt produced the response
+  std::string error;    // why it failed ("" when ok)
   bool will_retry = false;
-  std::chrono::milliseconds delay{0};        // sleep before the next attempt
-  bool retry_after = false;                  // delay came from a Retry-After header
+  std::chrono::milliseconds delay{0};  // sleep before the next attempt
+  bool retry_after = false;            // delay came from a Retry-After header
   std::string request_id;
 };
 using AttemptCallback = std::function<void(const AttemptInfo&)>;

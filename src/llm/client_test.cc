@@ -45,7 +45,8 @@ struct Harness {
     Request r;
     r.model = model;
     r.messages.push_back({MessageRole::kUser, {ContentBlock::make_text("hi")}});
-    auto out = c.send(r, [this](const AttemptInfo& a) { attempts.push_back(a); }, deadline);
+    auto out = c.send(
+        r, [this](const AttemptInfo& a) { attempts.push_back(a); }, deadline);
     last_cost_known = c.last_cost_known();
     return out;
   }

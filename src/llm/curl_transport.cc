@@ -74,19 +74,15 @@ TransportError classify(CURLcode code) {
   switch (code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_COULDNT_CONNECT:
-      return TransportError::kConnect;
-    case CURLE_OPERATION_TIMEDOUT:
-      return TransportError::kTimeout;
+    case CURLE_COULDNT_CONNECT: return TransportError::kConnect;
+    case CURLE_OPERATION_TIMEDOUT: return TransportError::kTimeout;
     case CURLE_PARTIAL_FILE:
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      return TransportError::kNetwork;
-    default:
-      return TransportError::kOther;
+    case CURLE_HTTP2_STREAM: return TransportError::kNetwork;
+    default: return TransportError::kOther;
   }
 }
 

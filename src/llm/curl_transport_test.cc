@@ -182,9 +182,10 @@ TEST(CurlTransport, StreamsAnswerOverLoopback) {
 TEST(CurlTransport, RateLimitThenCutStreamThenSuccess) {
   LoopbackServer server({
       [](int fd) {
-        write_all(fd, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Type: application/json\r\n"
-                      "Content-Length: 48\r\nConnection: close\r\n\r\n"
-                      "{\"error\":{\"type\":\"rate_limit\",\"message\":\"wait\"}}");
+        write_all(fd,
+                  "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Type: application/json\r\n"
+                  "Content-Length: 48\r\nConnection: close\r\n\r\n"
+                  "{\"error\":{\"type\":\"rate_limit\",\"message\":\"wait\"}}");
       },
       [](int fd) {  // cut mid-chunk: the transport sees a broken chunked body
         std::string body = testing::anthropic_stream("never seen", {});

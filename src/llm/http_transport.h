@@ -17,8 +17,8 @@ namespace kda::llm {
 
 struct HttpTimeouts {
   std::chrono::milliseconds connect{10'000};
-  std::chrono::milliseconds total{600'000};        // whole request, body included
-  std::chrono::seconds stall{120};                 // abort when no byte arrives for this long
+  std::chrono::milliseconds total{600'000};  // whole request, body included
+  std::chrono::seconds stall{120};           // abort when no byte arrives for this long
 };
 
 struct HttpRequest {
@@ -31,17 +31,17 @@ struct HttpRequest {
 // Why a request produced no complete HTTP exchange.
 enum class TransportError {
   kNone,
-  kConnect,      // could not resolve/connect (retryable)
-  kTimeout,      // connect, total or low-speed timeout (retryable)
-  kNetwork,      // connection reset, body cut mid-transfer (retryable)
-  kAborted,      // the body callback asked to stop
-  kOther,        // TLS/certificate, bad URL, unsupported protocol (not retried)
+  kConnect,  // could not resolve/connect (retryable)
+  kTimeout,  // connect, total or low-speed timeout (retryable)
+  kNetwork,  // connection reset, body cut mid-transfer (retryable)
+  kAborted,  // the body callback asked to stop
+  kOther,    // TLS/certificate, bad URL, unsupported protocol (not retried)
 };
 const char* transport_error_name(TransportError e);
 
 struct HttpResponse {
-  int status = 0;                                  // 0 when no status line arrived
-  std::map<std::string, std::string> headers;      // names lower-cased; last value wins
+  int status = 0;                              // 0 when no status line arrived
+  std::map<std::string, std::string> headers;  // names lower-cased; last value wins
   TransportError error = TransportError::kNone;
   std::string error_message;
 };

@@ -17,12 +17,12 @@ enum class BlockType { kText, kToolUse, kToolResult };
 
 struct ContentBlock {
   BlockType type = BlockType::kText;
-  std::string text;                 // kText; kToolResult: what the tool returned
-  std::string id;                   // kToolUse: the call id; kToolResult: the call it answers
-  std::string name;                 // kToolUse
+  std::string text;                                 // kText; kToolResult: what the tool returned
+  std::string id;                                   // kToolUse: the call id; kToolResult: the call it answers
+  std::string name;                                 // kToolUse
   nlohmann::json input = nlohmann::json::object();  // kToolUse arguments
-  bool input_invalid = false;       // kToolUse: the model's arguments were not a JSON object
-  bool is_error = false;            // kToolResult
+  bool input_invalid = false;                       // kToolUse: the model's arguments were not a JSON object
+  bool is_error = false;                            // kToolResult
 
   static ContentBlock make_text(std::string text);
   static ContentBlock make_tool_use(std::string id, std::string name, nlohmann::json input);
@@ -51,9 +51,9 @@ const char* stop_reason_name(StopReason reason);  // "end_turn" | "tool_use" | "
 struct Response {
   std::vector<ContentBlock> blocks;
   StopReason stop_reason = StopReason::kEndTurn;
-  agent::Usage usage;               // tokens of this response (requests/cost filled by the client)
-  std::string request_id;           // provider request id header, else the message/response id
-  std::string model;                // the model the server says answered
+  agent::Usage usage;      // tokens of this response (requests/cost filled by the client)
+  std::string request_id;  // provider request id header, else the message/response id
+  std::string model;       // the model the server says answered
 };
 
 // All text blocks joined with "\n" (the assistant's visible message).

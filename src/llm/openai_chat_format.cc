@@ -40,8 +40,8 @@ json OpenAiChatFormat::encode_body(const Request& request, const Endpoint& endpo
       json calls = json::array();
       for (const auto& b : m.blocks) {
         if (b.type != BlockType::kToolUse) continue;
-        calls.push_back({{"id", b.id}, {"type", "function"},
-                         {"function", {{"name", b.name}, {"arguments", b.input.dump()}}}});
+        calls.push_back(
+            {{"id", b.id}, {"type", "function"}, {"function", {{"name", b.name}, {"arguments", b.input.dump()}}}});
       }
       if (!calls.empty()) msg["tool_calls"] = std::move(calls);
       messages.push_back(std::move(msg));
@@ -52,8 +52,8 @@ json OpenAiChatFormat::encode_body(const Request& request, const Endpoint& endpo
     std::string text;
     for (const auto& b : m.blocks) {
       if (b.type == BlockType::kToolResult) {
-        messages.push_back({{"role", "tool"}, {"tool_call_id", b.id},
-                            {"content", b.is_error ? "ERROR: " + b.text : b.text}});
+        messages.push_back(
+            {{"role", "tool"}, {"tool_call_id", b.id}, {"content", b.is_error ? "ERROR: " + b.text : b.text}});
       } else if (b.type == BlockType::kText && !b.text.empty()) {
         if (!text.empty()) text += "\n";
         text += b.text;
@@ -61,18 +61,20 @@ json OpenAiChatFormat::encode_body(const Request& request, const Endpoint& endpo
     }
     if (!text.empty()) messages.push_back({{"role", "user"}, {"content", text}});
   }
-  json body = {{"model", request.model}, {"messages", messages}, {"stream", true},
+  json body = {{"model", request.model},
+               {"messages", messages},
+               {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
-  body[endpoint.max_tokens_field.empty() ? "max_completion_tokens" : endpoint.max_tokens_field] =
-      request.max_tokens;
+  body[endpoint.max_tokens_field.empty() ? "max_completion_tokens" : endpoint.max_tokens_field] = request.max_tokens;
   if (request.temperature) body["temperature"] = *request.temperature;
   if (!request.tools.empty()) {
     json tools = json::array();
     for (const auto& t : request.tools) {
       tools.push_back({{"type", "function"},
-                       {"function", {{"name", t.name}, {"description", t.description},
-                                     {"parameters", t.input_schema.is_object() ? t.input_schema
-                                                                               : json{{"type", "object"}}}}}});
+                       {"function",
+                        {{"name", t.name},
+                         {"description", t.description},
+                         {"parameters", t.input_schema.is_object() ? t.input_schema : json{{"type", "object"}}}}}});
     }
     body["tools"] = std::move(tools);
   }

@@ -24,32 +24,40 @@ json OpenAiResponsesFormat::encode_body(const Request& request, const Endpoint&)
         case BlockType::kText:
           if (b.text.empty()) break;
           if (m.role == MessageRole::kUser) {
-            input.push_back({{"type", "message"}, {"role", "user"},
+            input.push_back({{"type", "message"},
+                             {"role", "user"},
                              {"content", json::array({{{"type", "input_text"}, {"text", b.text}}})}});
           } else {
-            input.push_back({{"type", "message"}, {"role", "assistant"},
+            input.push_back({{"type", "message"},
+                             {"role", "assistant"},
                              {"content", json::array({{{"type", "output_text"}, {"text", b.text}}})}});
           }
           break;
         case BlockType::kToolUse:
-          input.push_back({{"type", "function_call"}, {"call_id", b.id}, {"name", b.name},
-                           {"arguments", b.input.dump()}});
+          input.push_back(
+              {{"type", "function_call"}, {"call_id", b.id}, {"name", b.name}, {"arguments", b.input.dump()}});
           break;
         case BlockType::kToolResult:
-          input.push_back({{"type", "function_call_output"}, {"call_id", b.id},
+          input.push_back({{"type", "function_call_output"},
+                           {"call_id", b.id},
                            {"output", b.is_error ? "ERROR: " + b.text : b.text}});
           break;
       }
     }
   }
-  json body = {{"model", request.model}, {"input", input}, {"stream", true}, {"store", false},
+  json body = {{"model", request.model},
+               {"input", input},
+               {"stream", true},
+               {"store", false},
                {"max_output_tokens", request.max_tokens}};
   if (!request.system.empty()) body["instructions"] = request.system;
   if (request.temperature) body["temperature"] = *request.temperature;
   if (!request.tools.empty()) {
     json tools = json::array();
     for (const auto& t : request.tools) {
-      tools.push_back({{"type", "function"}, {"name", t.name}, {"description", t.description},
+      tools.push_back({{"type", "function"},
+                       {"name", t.name},
+                       {"description", t.description},
                        {"parameters", t.input_schema.is_object() ? t.input_schema : json{{"type", "object"}}}});
     }
     body["tools"] = std::move(tools);
@@ -141,16 +149,14 @@ class ResponsesDecoder final : public StreamDecoder {
       read_response(obj(data, "response"));
     } else if (type == "response.output_item.done") {
       const json& item = obj(data, "item");
-      int64_t index = data.contains("output_index") ? num(data, "output_index")
-                                                    : static_cast<int64_t>(items_.size());
+      int64_t index = data.contains("output_index") ? num(data, "output_index") : static_cast<int64_t>(items_.size());
       if (item.is_object()) items_[index] = item;
     } else if (type == "response.completed" || type == "response.incomplete") {
       read_response(obj(data, "response"));
       done_ = true;
     } else if (type == "response.failed") {
       const json& e = obj(obj(data, "response"), "error");
-      return Status::failed("openai responses stream: response.failed: " + str(e, "code") + ": " +
-                            str(e, "message"));
+      return Status::failed("openai responses stream: response.failed: " + str(e, "code") + ": " + str(e, "message"));
     } else if (type == "error") {
       std::string msg = str(data, "message");
       if (msg.empty()) msg = str(obj(data, "error"), "message");

@@ -51,8 +51,10 @@ Result<PriceTable> PriceTable::from_json(const json& j) {
     }
     ModelPrice mp;
     mp.prefix = p->get<std::string>();
-    for (auto [key, field] : {std::pair<const char*, double*>{"input", &mp.input}, {"output", &mp.output},
-                              {"cache_read", &mp.cache_read}, {"cache_write", &mp.cache_write}}) {
+    for (auto [key, field] : {std::pair<const char*, double*>{"input", &mp.input},
+                              {"output", &mp.output},
+                              {"cache_read", &mp.cache_read},
+                              {"cache_write", &mp.cache_write}}) {
       auto it = e.find(key);
       if (it == e.end()) continue;
       if (!it->is_number() || it->get<double>() < 0) {
@@ -77,8 +79,11 @@ Result<PriceTable> PriceTable::load(const std::filesystem::path& file) {
 json PriceTable::to_json() const {
   json models = json::array();
   for (const auto& e : entries_) {
-    models.push_back({{"prefix", e.prefix}, {"input", e.input}, {"output", e.output},
-                      {"cache_read", e.cache_read}, {"cache_write", e.cache_write}});
+    models.push_back({{"prefix", e.prefix},
+                      {"input", e.input},
+                      {"output", e.output},
+                      {"cache_read", e.cache_read},
+                      {"cache_write", e.cache_write}});
   }
   return {{"models", models}};
 }
@@ -87,8 +92,8 @@ const ModelPrice* PriceTable::find(const std::string& model) const {
   const ModelPrice* best = nullptr;
   for (const auto& e : entries_) {
     if (model.compare(0, e.prefix.size(), e.prefix) != 0) continue;
-    bool boundary = model.size() == e.prefix.size() || model[e.prefix.size()] == '-' ||
-                    model[e.prefix.size()] == '@' || model[e.prefix.size()] == ':';
+    bool boundary = model.size() == e.prefix.size() || model[e.prefix.size()] == '-' || model[e.prefix.size()] == '@' ||
+                    model[e.prefix.size()] == ':';
     if (!boundary) continue;
     if (best == nullptr || e.prefix.size() > best->prefix.size()) best = &e;
   }
@@ -98,10 +103,11 @@ const ModelPrice* PriceTable::find(const std::string& model) const {
 Cost PriceTable::cost(const std::string& model, const agent::Usage& usage) const {
   const ModelPrice* p = find(model);
   if (p == nullptr) return {0, false};
-  double usd = (static_cast<double>(usage.input_tokens) * p->input +
-                static_cast<double>(usage.output_tokens) * p->output +
-                static_cast<double>(usage.cache_read_tokens) * p->cache_read +
-                static_cast<double>(usage.cache_write_tokens) * p->cache_write) / 1e6;
+  double usd =
+      (static_cast<double>(usage.input_tokens) * p->input + static_cast<double>(usage.output_tokens) * p->output +
+       static_cast<double>(usage.cache_read_tokens) * p->cache_read +
+       static_cast<double>(usage.cache_write_tokens) * p->cache_write) /
+      1e6;
   return {usd, true};
 }
 

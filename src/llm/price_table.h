@@ -18,7 +18,7 @@ namespace kda::llm {
 
 struct ModelPrice {
   std::string prefix;
-  double input = 0;        // $/Mtok, uncached input
+  double input = 0;  // $/Mtok, uncached input
   double output = 0;
   double cache_read = 0;
   double cache_write = 0;
@@ -26,7 +26,7 @@ struct ModelPrice {
 
 struct Cost {
   double usd = 0;
-  bool known = false;      // false: no price for this model (usd is 0)
+  bool known = false;  // false: no price for this model (usd is 0)
 };
 
 class PriceTable {

@@ -162,7 +162,8 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
       if (!table.ok()) return bad("prices: " + table.status().message());
       c.price_table_path = value;
     } else {
-      return bad("unknown key '" + key + "' (known: base_url, key_env, max_tokens, temperature, max_tokens_field, "
+      return bad("unknown key '" + key +
+                 "' (known: base_url, key_env, max_tokens, temperature, max_tokens_field, "
                  "connect_timeout_s, timeout_s, stall_timeout_s, max_attempts, prices, cache)");
     }
   }

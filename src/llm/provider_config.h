@@ -27,16 +27,16 @@ inline constexpr const char* kNoKey = "NONE";
 struct ProviderConfig {
   ProviderKind kind = ProviderKind::kAnthropic;
   std::string model;
-  std::string base_url;                 // resolved; see Endpoint for the convention per kind
-  std::string api_key_env;              // the variable holding the key; kNoKey: send no key
-  int max_tokens = 16384;               // per response
+  std::string base_url;     // resolved; see Endpoint for the convention per kind
+  std::string api_key_env;  // the variable holding the key; kNoKey: send no key
+  int max_tokens = 16384;   // per response
   std::optional<double> temperature;
-  std::string max_tokens_field;         // openai-chat: "max_completion_tokens" | "max_tokens"
-  bool prompt_cache = true;             // anthropic: cache_control breakpoints (spec: cache=off)
+  std::string max_tokens_field;  // openai-chat: "max_completion_tokens" | "max_tokens"
+  bool prompt_cache = true;      // anthropic: cache_control breakpoints (spec: cache=off)
   HttpTimeouts timeouts;
   RetryPolicy retry;
-  std::string price_table_path;         // "" = built-in table
-  std::string spec;                     // the spec as given
+  std::string price_table_path;  // "" = built-in table
+  std::string spec;              // the spec as given
 };
 
 // Looks a variable up; the default reads the process environment.

@@ -93,11 +93,13 @@ TEST(ProviderSpec, EnvironmentBaseUrlAndKeyVariable) {
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(k->base_url, "http://b/v1");
   EXPECT_EQ(k->api_key_env, "VLLM_KEY");
-  auto a = parse_provider_spec("anthropic:m", env_of({{"ANTHROPIC_BASE_URL", "http://127.0.0.1:9"}, {"ANTHROPIC_API_KEY", "x"}}));
+  auto a = parse_provider_spec("anthropic:m",
+                               env_of({{"ANTHROPIC_BASE_URL", "http://127.0.0.1:9"}, {"ANTHROPIC_API_KEY", "x"}}));
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->base_url, "http://127.0.0.1:9");
   // The spec wins over the environment.
-  auto s = parse_provider_spec("anthropic:m?base_url=http://c", env_of({{"ANTHROPIC_BASE_URL", "http://d"}, {"ANTHROPIC_API_KEY", "x"}}));
+  auto s = parse_provider_spec("anthropic:m?base_url=http://c",
+                               env_of({{"ANTHROPIC_BASE_URL", "http://d"}, {"ANTHROPIC_API_KEY", "x"}}));
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->base_url, "http://c");
 }

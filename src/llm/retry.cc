@@ -25,8 +25,7 @@ RetryEnv real_retry_env() {
 bool retryable_status(int status) { return status == 408 || status == 409 || status == 429 || status >= 500; }
 
 std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int failed_attempts, double uniform) {
-  double cap = static_cast<double>(policy.initial_backoff.count()) *
-               std::pow(2.0, std::max(0, failed_attempts - 1));
+  double cap = static_cast<double>(policy.initial_backoff.count()) * std::pow(2.0, std::max(0, failed_attempts - 1));
   cap = std::min(cap, static_cast<double>(policy.max_backoff.count()));
   uniform = std::clamp(uniform, 0.0, 1.0);
   return std::chrono::milliseconds(static_cast<int64_t>(cap * uniform));

@@ -10,16 +10,16 @@
 namespace kda::llm {
 
 struct RetryPolicy {
-  int max_attempts = 6;                                  // attempts in all, the first included
-  std::chrono::milliseconds initial_backoff{1000};       // cap of the first jittered delay
-  std::chrono::milliseconds max_backoff{60'000};         // cap of any jittered delay
-  std::chrono::milliseconds max_retry_after{300'000};    // a longer Retry-After is cut to this
+  int max_attempts = 6;                                // attempts in all, the first included
+  std::chrono::milliseconds initial_backoff{1000};     // cap of the first jittered delay
+  std::chrono::milliseconds max_backoff{60'000};       // cap of any jittered delay
+  std::chrono::milliseconds max_retry_after{300'000};  // a longer Retry-After is cut to this
 };
 
 struct RetryEnv {
   std::function<std::chrono::system_clock::time_point()> now;
   std::function<void(std::chrono::milliseconds)> sleep;
-  std::function<double()> uniform;                       // uniform in [0, 1)
+  std::function<double()> uniform;  // uniform in [0, 1)
 };
 RetryEnv real_retry_env();
 

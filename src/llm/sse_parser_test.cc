@@ -103,7 +103,9 @@ TEST(SseParser, FieldWithoutColonAndEmptyData) {
 
 TEST(SseParser, ByteOrderMarkSkipped) {
   SseParser p;
-  auto evs = p.feed("\xEF\xBB\xBF" "data: z\n\n");
+  auto evs = p.feed(
+      "\xEF\xBB\xBF"
+      "data: z\n\n");
   ASSERT_EQ(evs.size(), 1u);
   EXPECT_EQ(evs[0].data, "z");
 }

@@ -20,7 +20,7 @@ struct Endpoint {
   // Anthropic: the bare origin ("https://api.anthropic.com"; a trailing "/v1" is tolerated).
   // OpenAI: the API root including "/v1" ("https://api.openai.com/v1"), as OPENAI_BASE_URL.
   std::string base_url;
-  std::string api_key;               // empty: no auth header (local servers)
+  std::string api_key;  // empty: no auth header (local servers)
   // OpenAI chat only: "max_completion_tokens" (api.openai.com) or "max_tokens" (vLLM, llama.cpp...).
   std::string max_tokens_field = "max_completion_tokens";
   // Anthropic only: mark the system prompt and the newest message as cache breakpoints

@@ -15,10 +15,12 @@ Request sample_request() {
   r.model = "m1";
   r.system = "be brief";
   r.max_tokens = 100;
-  r.tools.push_back({"read_file", "Read a file", json{{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}}}}, true});
+  r.tools.push_back(
+      {"read_file", "Read a file", json{{"type", "object"}, {"properties", {{"path", {{"type", "string"}}}}}}, true});
   r.messages.push_back({MessageRole::kUser, {ContentBlock::make_text("hi")}});
-  r.messages.push_back({MessageRole::kAssistant,
-                        {ContentBlock::make_text("looking"), ContentBlock::make_tool_use("c1", "read_file", {{"path", "a"}})}});
+  r.messages.push_back(
+      {MessageRole::kAssistant,
+       {ContentBlock::make_text("looking"), ContentBlock::make_tool_use("c1", "read_file", {{"path", "a"}})}});
   r.messages.push_back({MessageRole::kUser, {ContentBlock::make_tool_result("c1", "no such file", true)}});
   return r;
 }
@@ -165,8 +167,8 @@ TEST_P(DecodeAll, MalformedJsonIsAnError) {
 }
 
 TEST_P(DecodeAll, UnknownEventsAndFieldsIgnored) {
-  std::string body = testing::sse("mystery_event", {{"type", "mystery_event"}, {"x", 1}}) +
-                     testing::stream_for(GetParam(), "ok", {});
+  std::string body =
+      testing::sse("mystery_event", {{"type", "mystery_event"}, {"x", 1}}) + testing::stream_for(GetParam(), "ok", {});
   auto r = decode_stream(*make_wire_format(GetParam()), body);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->blocks[0].text, "ok");
@@ -182,8 +184,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, DecodeAll,
                          });
 
 TEST(AnthropicFormat, ErrorEventFails) {
-  std::string body = testing::sse("message_start", {{"type", "message_start"}, {"message", {{"id", "m"}}}}) +
-                     testing::sse("error", {{"type", "error"}, {"error", {{"type", "overloaded_error"}, {"message", "Overloaded"}}}});
+  std::string body =
+      testing::sse("message_start", {{"type", "message_start"}, {"message", {{"id", "m"}}}}) +
+      testing::sse("error", {{"type", "error"}, {"error", {{"type", "overloaded_error"}, {"message", "Overloaded"}}}});
   auto r = decode_stream(AnthropicFormat(), body);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("overloaded_error"), std::string::npos);
@@ -191,14 +194,19 @@ TEST(AnthropicFormat, ErrorEventFails) {
 
 TEST(AnthropicFormat, MaxTokensAndInvalidToolJson) {
   std::string body =
-      testing::sse("message_start", {{"type", "message_start"}, {"message", {{"id", "m"}, {"usage", {{"input_tokens", 4}}}}}}) +
-      testing::sse("content_block_start", {{"type", "content_block_start"}, {"index", 0},
-                                           {"content_block", {{"type", "tool_use"}, {"id", "t"}, {"name", "w"}, {"input", json::object()}}}}) +
-      testing::sse("content_block_delta", {{"type", "content_block_delta"}, {"index", 0},
+      testing::sse("message_start",
+                   {{"type", "message_start"}, {"message", {{"id", "m"}, {"usage", {{"input_tokens", 4}}}}}}) +
+      testing::sse("content_block_start",
+                   {{"type", "content_block_start"},
+                    {"index", 0},
+                    {"content_block", {{"type", "tool_use"}, {"id", "t"}, {"name", "w"}, {"input", json::object()}}}}) +
+      testing::sse("content_block_delta", {{"type", "content_block_delta"},
+                                           {"index", 0},
                                            {"delta", {{"type", "input_json_delta"}, {"partial_json", "{\"pa"}}}}) +
       testing::sse("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
-      testing::sse("message_delta", {{"type", "message_delta"}, {"delta", {{"stop_reason", "max_tokens"}}},
-                                     {"usage", {{"output_tokens", 9}}}}) +
+      testing::sse(
+          "message_delta",
+          {{"type", "message_delta"}, {"delta", {{"stop_reason", "max_tokens"}}}, {"usage", {{"output_tokens", 9}}}}) +
       testing::sse("message_stop", {{"type", "message_stop"}});
   auto r = decode_stream(AnthropicFormat(), body);
   ASSERT_TRUE(r.ok()) << r.status().message();
@@ -212,9 +220,11 @@ TEST(AnthropicFormat, MaxTokensAndInvalidToolJson) {
 
 TEST(OpenAiChatFormat, LengthAndErrorChunk) {
   auto f = make_wire_format(ProviderKind::kOpenAiChat);
-  std::string body = testing::sse("", {{"choices", json::array({{{"index", 0}, {"delta", {{"content", "abc"}}},
-                                                                   {"finish_reason", "length"}}})}}) +
-                     "data: [DONE]\n\n";
+  std::string body =
+      testing::sse(
+          "",
+          {{"choices", json::array({{{"index", 0}, {"delta", {{"content", "abc"}}}, {"finish_reason", "length"}}})}}) +
+      "data: [DONE]\n\n";
   auto r = decode_stream(*f, body);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stop_reason, StopReason::kMaxTokens);
@@ -226,11 +236,14 @@ TEST(OpenAiChatFormat, LengthAndErrorChunk) {
 TEST(OpenAiResponsesFormat, MinimalStreamAndFailures) {
   auto f = make_wire_format(ProviderKind::kOpenAiResponses);
   // Only response.completed, with the output in it (no output_item.done events).
-  std::string body = testing::sse("response.completed",
+  std::string body = testing::sse(
+      "response.completed",
       {{"type", "response.completed"},
-       {"response", {{"id", "r9"}, {"output", json::array({{{"type", "function_call"}, {"call_id", "k"}, {"name", "ls"},
-                                                             {"arguments", "{\"d\":\".\"}"}}})},
-                     {"usage", {{"input_tokens", 7}, {"output_tokens", 2}}}}}});
+       {"response",
+        {{"id", "r9"},
+         {"output",
+          json::array({{{"type", "function_call"}, {"call_id", "k"}, {"name", "ls"}, {"arguments", "{\"d\":\".\"}"}}})},
+         {"usage", {{"input_tokens", 7}, {"output_tokens", 2}}}}}});
   auto r = decode_stream(*f, body);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->blocks.size(), 1u);
@@ -240,13 +253,17 @@ TEST(OpenAiResponsesFormat, MinimalStreamAndFailures) {
   EXPECT_EQ(r->usage.input_tokens, 7);
   EXPECT_EQ(r->request_id, "r9");
 
-  auto incomplete = decode_stream(*f, testing::sse("response.incomplete",
-      {{"type", "response.incomplete"}, {"response", {{"incomplete_details", {{"reason", "max_output_tokens"}}}}}}));
+  auto incomplete = decode_stream(
+      *f,
+      testing::sse("response.incomplete", {{"type", "response.incomplete"},
+                                           {"response", {{"incomplete_details", {{"reason", "max_output_tokens"}}}}}}));
   ASSERT_TRUE(incomplete.ok());
   EXPECT_EQ(incomplete->stop_reason, StopReason::kMaxTokens);
 
-  auto failed = decode_stream(*f, testing::sse("response.failed",
-      {{"type", "response.failed"}, {"response", {{"error", {{"code", "server_error"}, {"message", "boom"}}}}}}));
+  auto failed = decode_stream(
+      *f,
+      testing::sse("response.failed", {{"type", "response.failed"},
+                                       {"response", {{"error", {{"code", "server_error"}, {"message", "boom"}}}}}}));
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("boom"), std::string::npos);
 }

@@ -43,8 +43,10 @@ const std::vector<Kind>& kinds() {
       {"openai-chat", "openai-chat:<model>[?...]", api_kind("openai-chat")},
       {"openai-responses", "openai-responses:<model>[?...]", api_kind("openai-responses")},
       // The real CLIs under kda's sandbox (agent/cli_backend_spec.h lists the keys).
-      {"claude-code", "claude-code[:<model>][?base_url=..&key_env=..]", [](const std::string& a) { return agent::make_cli_backend("claude-code", a); }},
-      {"codex", "codex[:<model>][?base_url=..&key_env=..]", [](const std::string& a) { return agent::make_cli_backend("codex", a); }},
+      {"claude-code", "claude-code[:<model>][?base_url=..&key_env=..]",
+       [](const std::string& a) { return agent::make_cli_backend("claude-code", a); }},
+      {"codex", "codex[:<model>][?base_url=..&key_env=..]",
+       [](const std::string& a) { return agent::make_cli_backend("codex", a); }},
       // Offline, no LLM: the autotuning writer (kda_tune) and the rule-based reviewer.
       {"tuner", "tuner (offline autotuning writer)", make_tuner_writer},
       {"rules", "rules (offline rule-based reviewer)",

@@ -38,8 +38,7 @@ nlohmann::json Criteria::to_json() const {
   nlohmann::json regimes_j = nlohmann::json::array();
   for (const auto& r : regimes)
     regimes_j.push_back({{"axis", r.axis}, {"op", r.op}, {"value", r.value}, {"min_speedup", r.min_speedup}});
-  return {{"machine",
-           {{"all_passed", true}, {"min_geomean_speedup", min_geomean_speedup}, {"regimes", regimes_j}}},
+  return {{"machine", {{"all_passed", true}, {"min_geomean_speedup", min_geomean_speedup}, {"regimes", regimes_j}}},
           {"reviewer", reviewer}};
 }
 

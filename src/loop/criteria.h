@@ -15,8 +15,8 @@
 namespace kda::loop {
 
 struct RegimeTarget {
-  std::string axis;     // workload axis name, e.g. "M"
-  std::string op;       // ">=", "<=", ">", "<", "=="
+  std::string axis;  // workload axis name, e.g. "M"
+  std::string op;    // ">=", "<=", ">", "<", "=="
   double value = 0;
   double min_speedup = 1;
   std::string text() const;  // "M>=128:2x"
@@ -34,7 +34,7 @@ struct Criteria {
 Result<Criteria> parse_target(const std::string& spec);
 
 struct CriterionResult {
-  std::string id;       // "all_passed", "geomean_speedup", "regime:M>=128:2x"
+  std::string id;  // "all_passed", "geomean_speedup", "regime:M>=128:2x"
   bool met = false;
   std::string detail;
 };

@@ -16,8 +16,12 @@ inline std::filesystem::path write_fake_ncu(const std::filesystem::path& dir, co
   const std::filesystem::path script = dir / "ncu";
   std::ofstream f(script);
   f << "#!/bin/sh\n"
-       "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '" << record.string() << "'; done\n"
-       "echo -- >> '" << record.string() << "'\n"
+       "for a in \"$@\"; do printf '%s\\n' \"$a\" >> '"
+    << record.string()
+    << "'; done\n"
+       "echo -- >> '"
+    << record.string()
+    << "'\n"
        "out=''; log=''\n"
        "while [ $# -gt 0 ]; do\n"
        "  case \"$1\" in\n"
@@ -28,7 +32,9 @@ inline std::filesystem::path write_fake_ncu(const std::filesystem::path& dir, co
        "  esac\n"
        "done\n"
        "if [ -n \"$log\" ]; then echo '==PROF== fake ncu' > \"$log\"; fi\n"
-       "if [ -n \"$out\" ]; then cp '" << report.string() << "' \"$out\"; fi\n"
+       "if [ -n \"$out\" ]; then cp '"
+    << report.string()
+    << "' \"$out\"; fi\n"
        "exec \"$@\"\n";
   f.close();
   ::chmod(script.c_str(), 0755);

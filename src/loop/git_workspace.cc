@@ -9,13 +9,20 @@ Result<std::string> GitWorkspace::git(const std::vector<std::string>& args) {
   o.argv = {"git",
             "--git-dir=" + git_dir_.string(),
             "--work-tree=" + dir_.string(),
-            "-c", "core.hooksPath=/dev/null",
-            "-c", "core.excludesFile=/dev/null",
-            "-c", "core.fsmonitor=false",
-            "-c", "user.name=kda",
-            "-c", "user.email=kda@localhost",
-            "-c", "commit.gpgsign=false",
-            "-c", "core.autocrlf=false"};
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.excludesFile=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "user.name=kda",
+            "-c",
+            "user.email=kda@localhost",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.autocrlf=false"};
   o.cwd = dir_;
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   // A fixed environment: no user/system git config, stable dates are not needed (commits are
@@ -90,7 +97,8 @@ Result<std::vector<std::string>> GitWorkspace::changed_paths(const std::string& 
 
 Result<std::string> GitWorkspace::diff(const std::string& from, const std::string& to, size_t cap) {
   KDA_ASSIGN_OR_RETURN(std::string out, git({"diff", "--no-renames", from, to}));
-  if (out.size() > cap) out = out.substr(0, cap) + "\n[diff truncated: " + std::to_string(out.size() - cap) + " bytes]\n";
+  if (out.size() > cap)
+    out = out.substr(0, cap) + "\n[diff truncated: " + std::to_string(out.size() - cap) + " bytes]\n";
   return out;
 }
 

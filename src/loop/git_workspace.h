@@ -20,7 +20,7 @@ class GitWorkspace {
       : dir_(std::move(work_tree)), git_dir_(std::move(git_dir)) {}
   const std::filesystem::path& dir() const { return dir_; }
 
-  Status init();                                            // git init (idempotent)
+  Status init();  // git init (idempotent)
   // After a kill -9 mid-command: removes git's stale lock files (the caller holds the run lock,
   // so no other git runs here).
   void recover();

@@ -38,15 +38,17 @@ namespace {
 // with a note when something was left out.
 std::string bounded_text(const std::string& s, size_t n) {
   nlohmann::json j = s;
-  std::string v = nlohmann::json::parse(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)).get<std::string>();
+  std::string v =
+      nlohmann::json::parse(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)).get<std::string>();
   if (v.size() <= n) return v;
   const size_t total = v.size();
   size_t cut = n;
   while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xC0) == 0x80) --cut;
   v.resize(cut);
-  return v + fmt::format("\n[truncated: {} of {} characters shown; call ncu_analyze on the report with kernel (a "
-                         "regex) or max_priorities for a smaller view]",
-                         cut, total);
+  return v + fmt::format(
+                 "\n[truncated: {} of {} characters shown; call ncu_analyze on the report with kernel (a "
+                 "regex) or max_priorities for a smaller view]",
+                 cut, total);
 }
 
 }  // namespace
@@ -103,53 +105,54 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
                  false});
   }
   if (hooks_.profile && in_round_) {
-    t.push_back({"profile",
-                 fmt::format(
-                     "Profile the workspace's solution (as it is now) on one workload under Nsight Compute (full "
+    t.push_back(
+        {"profile",
+         fmt::format("Profile the workspace's solution (as it is now) on one workload under Nsight Compute (full "
                      "section set, source counters, PM sampling, only the solution's own kernels, one call after "
                      "warm-up). Returns the ranked priorities of the analysis (evidence, expected gain, effort) and "
                      "the report's path, which ncu_analyze and ncu_diff accept. workload: a uuid from the task's "
                      "workloads (default: the first dev workload). At most {} profiles per round; each takes GPU "
                      "time, so profile to decide what to change, not to measure (evaluate measures).",
                      hooks_.max_profiles_per_round),
-                 {{"type", "object"},
-                  {"properties", {{"workload", {{"type", "string"}, {"description", "workload uuid (default: the first dev workload)"}}}}},
-                  {"additionalProperties", false}},
-                 false});
-  }
-  if (hooks_.ledger) {
-    t.push_back({"ledger",
-                 "The run's ledger: the incumbent (the best verified solution) in full, then the candidates newest "
-                 "first (round, parent, commit, measured speedup, verdicts), a page at a time. page: 1 (default) "
-                 "is the newest; the reply says how many pages there are.",
-                 {{"type", "object"},
-                  {"properties",
-                   {{"page", {{"type", "integer"}, {"minimum", 1}, {"description", "1 = the newest candidates"}}},
-                    {"per_page", {{"type", "integer"}, {"minimum", 1}, {"maximum", 20}, {"description", "default 5"}}}}},
-                  {"additionalProperties", false}},
-                 true});
-  }
-  if (in_round_ && hooks_.rounds) {
-    t.push_back(
-        {"finish_round",
-         "End this round. summary: what you changed and why, what you measured. claims: measurable claims kda "
-         "checks against its own measurement (a false claim rejects the round), each {metric: "
-         "\"geomean_speedup\"|\"speedup\"|\"latency_ms\", value: number, workload: uuid (for per-workload "
-         "metrics)}. Call it once, as your last action.",
          {{"type", "object"},
           {"properties",
-           {{"summary", {{"type", "string"}}},
-            {"claims",
-             {{"type", "array"},
-              {"items",
-               {{"type", "object"},
-                {"properties",
-                 {{"metric", {{"type", "string"}, {"enum", {"geomean_speedup", "speedup", "latency_ms"}}}},
-                  {"value", {{"type", "number"}}},
-                  {"workload", {{"type", "string"}}}}},
-                {"required", {"metric", "value"}}}}}}}},
-          {"required", {"summary"}}},
+           {{"workload", {{"type", "string"}, {"description", "workload uuid (default: the first dev workload)"}}}}},
+          {"additionalProperties", false}},
          false});
+  }
+  if (hooks_.ledger) {
+    t.push_back(
+        {"ledger",
+         "The run's ledger: the incumbent (the best verified solution) in full, then the candidates newest "
+         "first (round, parent, commit, measured speedup, verdicts), a page at a time. page: 1 (default) "
+         "is the newest; the reply says how many pages there are.",
+         {{"type", "object"},
+          {"properties",
+           {{"page", {{"type", "integer"}, {"minimum", 1}, {"description", "1 = the newest candidates"}}},
+            {"per_page", {{"type", "integer"}, {"minimum", 1}, {"maximum", 20}, {"description", "default 5"}}}}},
+          {"additionalProperties", false}},
+         true});
+  }
+  if (in_round_ && hooks_.rounds) {
+    t.push_back({"finish_round",
+                 "End this round. summary: what you changed and why, what you measured. claims: measurable claims kda "
+                 "checks against its own measurement (a false claim rejects the round), each {metric: "
+                 "\"geomean_speedup\"|\"speedup\"|\"latency_ms\", value: number, workload: uuid (for per-workload "
+                 "metrics)}. Call it once, as your last action.",
+                 {{"type", "object"},
+                  {"properties",
+                   {{"summary", {{"type", "string"}}},
+                    {"claims",
+                     {{"type", "array"},
+                      {"items",
+                       {{"type", "object"},
+                        {"properties",
+                         {{"metric", {{"type", "string"}, {"enum", {"geomean_speedup", "speedup", "latency_ms"}}}},
+                          {"value", {{"type", "number"}}},
+                          {"workload", {{"type", "string"}}}}},
+                        {"required", {"metric", "value"}}}}}}}},
+                  {"required", {"summary"}}},
+                 false});
   }
   return t;
 }
@@ -157,8 +160,10 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
 agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::json& arguments) {
   if (name == "evaluate" && hooks_.evaluate && in_round_) {
     if (evals_left_ <= 0)
-      return {hooks_.rounds ? "evaluate: no evaluations left this round" : "evaluate: no evaluations left in this session",
-              true, {{"error", "eval_limit"}}};
+      return {
+          hooks_.rounds ? "evaluate: no evaluations left this round" : "evaluate: no evaluations left in this session",
+          true,
+          {{"error", "eval_limit"}}};
     --evals_left_;
     auto r = hooks_.evaluate();
     if (!r.ok())
@@ -174,9 +179,12 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
   if (name == "profile" && hooks_.profile && in_round_) return profile(arguments);
   if (name == "ledger" && hooks_.ledger) {
     const int page = arguments.is_object() && arguments.contains("page") && arguments["page"].is_number_integer()
-                         ? arguments["page"].get<int>() : 1;
-    const int per_page = arguments.is_object() && arguments.contains("per_page") && arguments["per_page"].is_number_integer()
-                             ? arguments["per_page"].get<int>() : kLedgerPerPage;
+                         ? arguments["page"].get<int>()
+                         : 1;
+    const int per_page =
+        arguments.is_object() && arguments.contains("per_page") && arguments["per_page"].is_number_integer()
+            ? arguments["per_page"].get<int>()
+            : kLedgerPerPage;
     if (page < 1 || per_page < 1 || per_page > 20)
       return {"ledger: page must be >= 1 and per_page in 1..20", true, {{"error", "bad_arguments"}}};
     return {ledger_page(hooks_.ledger(), page, per_page).dump(1), false, {}};
@@ -184,14 +192,16 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
   if (name == "finish_round" && in_round_ && hooks_.rounds) {
     auto f = FinishRound::from_json(arguments);
     if (!f) {
-      return {"finish_round: expected {summary: string, claims: [{metric, value, workload?}]}", true,
+      return {"finish_round: expected {summary: string, claims: [{metric, value, workload?}]}",
+              true,
               {{"error", "bad_arguments"}}};
     }
     if (finished_) return {"finish_round: already called this round", true, {{"error", "repeated"}}};
     finished_ = *f;
-    return {"Round finished. kda will now verify your claims and the reviewer will read your summary. End your "
-            "session.",
-            false, f->to_json()};
+    return {
+        "Round finished. kda will now verify your claims and the reviewer will read your summary. End your "
+        "session.",
+        false, f->to_json()};
   }
   return {"unknown tool: " + name, true, {{"error", "unknown_tool"}}};
 }
@@ -219,7 +229,8 @@ agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
                  "profile_limit");
   auto ncu = eval::find_tool(hooks_.ncu, "ncu", "--ncu");
   if (!ncu.ok())
-    return error("ncu not found: install Nsight Compute or pass --ncu (" + ncu.status().message() + ")", "ncu_not_found");
+    return error("ncu not found: install Nsight Compute or pass --ncu (" + ncu.status().message() + ")",
+                 "ncu_not_found");
   req.ncu = *ncu;
   req.index = profiles_taken_ + 1;
 
@@ -229,8 +240,8 @@ agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
   if (!taken.ok()) {
     const bool input = taken.status().kind() == ErrorKind::kBadInput || taken.status().kind() == ErrorKind::kNotFound;
     if (input) --profiles_taken_;
-    return error(bounded_text(taken.status().message(), hooks_.max_profile_chars), input ? "bad_arguments" : "profile_failed",
-                 {{"workload", req.workload}});
+    return error(bounded_text(taken.status().message(), hooks_.max_profile_chars),
+                 input ? "bad_arguments" : "profile_failed", {{"workload", req.workload}});
   }
   const std::string shown = taken->shown_path.empty() ? taken->report.string() : taken->shown_path;
   nlohmann::json data = {{"workload", taken->workload}, {"report", shown}, {"profiles_left", limit - profiles_taken_}};
@@ -240,7 +251,8 @@ agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
   if (!loaded.ok())
     return error("the report " + shown + " does not read: " + loaded.status().message(), "bad_report", data);
   auto analysis = ncu::analyze(*loaded, {});
-  if (!analysis.ok()) return error("analysis of " + shown + " failed: " + analysis.status().message(), "analyze_failed", data);
+  if (!analysis.ok())
+    return error("analysis of " + shown + " failed: " + analysis.status().message(), "analyze_failed", data);
   nlohmann::json kernels = nlohmann::json::array();
   for (const auto& k : analysis->kernels) {
     nlohmann::json ps = nlohmann::json::array();
@@ -259,12 +271,14 @@ Result<ProfileRun> run_profile(const task::TaskPack& pack, const task::Solution&
                                const ProfileSetup& setup) {
   ProfileRun out;
   out.workload = !req.workload.empty() ? req.workload : pack.dev_uuids.empty() ? "" : pack.dev_uuids.front();
-  if (std::none_of(pack.workloads.begin(), pack.workloads.end(), [&](const task::Workload& w) { return w.uuid == out.workload; }))
+  if (std::none_of(pack.workloads.begin(), pack.workloads.end(),
+                   [&](const task::Workload& w) { return w.uuid == out.workload; }))
     return Status::not_found("workload '" + out.workload + "' is not in the task's workloads.jsonl");
   KDA_RETURN_IF_ERROR(fs::ensure_dir(setup.dir));
   std::string stem = out.workload.substr(0, 8);
   std::error_code ec;
-  if (std::filesystem::exists(setup.dir / (stem + ".ncu-rep"), ec) || std::filesystem::exists(setup.dir / (stem + ".json"), ec))
+  if (std::filesystem::exists(setup.dir / (stem + ".ncu-rep"), ec) ||
+      std::filesystem::exists(setup.dir / (stem + ".json"), ec))
     stem += "-" + std::to_string(req.index);  // the same workload again: keep both, for ncu_diff
   eval::NcuProfileOptions o;
   o.ncu = req.ncu;

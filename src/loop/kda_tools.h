@@ -62,8 +62,8 @@ struct ProfileSetup {
   std::filesystem::path runner_binary;
   uint64_t seed = 1;
   std::string cuda_arch = "90a";
-  nlohmann::json extra = nlohmann::json::object();  // fields the record starts with
-  std::filesystem::path record_relative_to;  // the record names the report relative to this ("": absolute)
+  nlohmann::json extra = nlohmann::json::object();        // fields the record starts with
+  std::filesystem::path record_relative_to;               // the record names the report relative to this ("": absolute)
   std::function<void(const std::string& stem)> starting;  // told the report's name before ncu runs
 };
 // Errors: an unknown or holdout workload (kNotFound), a directory that cannot be written.
@@ -71,9 +71,9 @@ Result<ProfileRun> run_profile(const task::TaskPack& pack, const task::Solution&
                                const ProfileSetup& setup);
 
 struct ProfileTaken {
-  std::string workload;        // the uuid profiled
+  std::string workload;  // the uuid profiled
   std::filesystem::path report;
-  std::string shown_path;      // e.g. the run-relative path; "" = report
+  std::string shown_path;  // e.g. the run-relative path; "" = report
 };
 
 // The ledger tool's reply: the incumbent's id and full record first, then one page of candidates
@@ -93,8 +93,8 @@ class KdaToolHost final : public agent::ToolHost {
     // outcome; kBadInput / kNotFound (e.g. an unknown workload) do not use up the round's budget.
     // Empty: the tool is not offered.
     std::function<Result<ProfileTaken>(const ProfileRequest&)> profile;
-    std::string ncu;                   // the ncu binary (--ncu); "": ncu on PATH, else /usr/local/cuda/bin/ncu
-    int max_profiles_per_round = 2;    // `profile` calls per writer round
+    std::string ncu;                 // the ncu binary (--ncu); "": ncu on PATH, else /usr/local/cuda/bin/ncu
+    int max_profiles_per_round = 2;  // `profile` calls per writer round
     // false: a session without rounds (kda mcp --workspace --task): begin_round() opens the session's
     // evaluation budget once and finish_round is never offered.
     bool rounds = true;

@@ -97,7 +97,9 @@ std::string joined(const std::vector<std::string>& v, std::string_view sep = ", 
 // ---- arguments ----------------------------------------------------------------------------------
 
 json object_schema(json properties, std::vector<std::string> required) {
-  return {{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+  return {{"type", "object"},
+          {"properties", std::move(properties)},
+          {"required", std::move(required)},
           {"additionalProperties", false}};
 }
 json str_prop(const std::string& d) { return {{"type", "string"}, {"description", d}}; }
@@ -105,9 +107,7 @@ json int_prop(const std::string& d, int lo, int hi) {
   return {{"type", "integer"}, {"description", d}, {"minimum", lo}, {"maximum", hi}};
 }
 
-ToolOutcome error(std::string text, std::string code) {
-  return {valid_utf8(text), true, {{"error", std::move(code)}}};
-}
+ToolOutcome error(std::string text, std::string code) { return {valid_utf8(text), true, {{"error", std::move(code)}}}; }
 
 // Arguments read against the tool's schema: unknown keys are refused (a misspelt filter would
 // otherwise be ignored silently), types are checked, messages are fit for the model.
@@ -144,7 +144,8 @@ class ArgReader {
     if (!present(key)) return std::nullopt;
     const json& v = args_[key];
     std::optional<long long> n;
-    if (v.is_number_integer()) n = v.get<long long>();
+    if (v.is_number_integer())
+      n = v.get<long long>();
     else if (v.is_number_float() && v.get<double>() >= -1e15 && v.get<double>() <= 1e15 &&
              v.get<double>() == static_cast<double>(static_cast<long long>(v.get<double>())))
       n = static_cast<long long>(v.get<double>());
@@ -207,7 +208,8 @@ json priorities_data(const ncu::Analysis& a) {
 
 // ---- host ---------------------------------------------------------------------------------------
 
-KnowledgeTools::KnowledgeTools(KnowledgeToolsOptions options) : options_(std::move(options)), wiki_(std::make_unique<Wiki>()) {
+KnowledgeTools::KnowledgeTools(KnowledgeToolsOptions options)
+    : options_(std::move(options)), wiki_(std::make_unique<Wiki>()) {
   std::error_code ec;
   const stdfs::path cwd = stdfs::current_path(ec);
   for (const auto& r : options_.roots) {
@@ -246,9 +248,10 @@ std::vector<ToolSpec> KnowledgeTools::tools() const {
                         {"arch", str_prop("only chunks for this architecture (sm90, H200, hopper, sm100, ...)")},
                         {"op", str_prop("only this operation (gemm, attention, moe, topk, gdn, dsa, ...)")},
                         {"technique", str_prop("only this technique (tma, wgmma, split-k, persistent, ...)")},
-                        {"kind", {{"type", "string"},
-                                  {"enum", {"page", "doc", "code", "pr", "ncu", "lesson"}},
-                                  {"description", "only this kind of chunk"}}},
+                        {"kind",
+                         {{"type", "string"},
+                          {"enum", {"page", "doc", "code", "pr", "ncu", "lesson"}},
+                          {"description", "only this kind of chunk"}}},
                         {"repo", str_prop("only this repository (\"knowledge\" for the authored pages)")},
                         {"language", str_prop("only this language: cuda, cpp, python, markdown, json, diff")}},
                        {"query"}),
@@ -257,8 +260,9 @@ std::vector<ToolSpec> KnowledgeTools::tools() const {
                  "Read one KernelWiki chunk or page in full by the id a wiki_search hit gives (a page id such as "
                  "hopper/tma, or repo:path:line), with its citation line, tags, related pages and sources.",
                  object_schema({{"id", str_prop("the id from a wiki_search hit")},
-                                {"max_chars", int_prop(fmt::format("text to return at most (default {})", options_.max_output_chars),
-                                                       200, static_cast<int>(kMaxShowChars))}},
+                                {"max_chars",
+                                 int_prop(fmt::format("text to return at most (default {})", options_.max_output_chars),
+                                          200, static_cast<int>(kMaxShowChars))}},
                                {"id"}),
                  true});
   }
@@ -312,8 +316,7 @@ Result<wiki::Index*> open_wiki(std::unique_ptr<wiki::Index>& slot, const stdfs::
   if (!slot) {
     auto index = wiki::open_index(db);
     if (!index.ok()) {
-      return Status(index.status().kind(),
-                    "the KernelWiki index could not be opened: " + index.status().message());
+      return Status(index.status().kind(), "the KernelWiki index could not be opened: " + index.status().message());
     }
     slot = std::move(*index);
   }
@@ -369,9 +372,10 @@ ToolOutcome KnowledgeTools::wiki_search(const json& args) {
   std::string text = fmt::format("{} result{} for '{}':\n\n", hits->size(), hits->size() == 1 ? "" : "s", req.query);
   size_t shown = 0;
   for (const auto& h : *hits) {
-    std::string one = fmt::format("{}. {}  [{}{}]\n   id: {}\n   cite: {}", shown + 1, h.title.empty() ? h.path : h.title,
-                                  h.kind, h.unit.empty() || h.unit == h.kind ? "" : "/" + h.unit, h.id,
-                                  citation(h.repo, h.commit, h.path, h.start_line, h.end_line));
+    std::string one =
+        fmt::format("{}. {}  [{}{}]\n   id: {}\n   cite: {}", shown + 1, h.title.empty() ? h.path : h.title, h.kind,
+                    h.unit.empty() || h.unit == h.kind ? "" : "/" + h.unit, h.id,
+                    citation(h.repo, h.commit, h.path, h.start_line, h.end_line));
     if (h.file_hits > 1) one += fmt::format("  ({} matching chunks in this file)", h.file_hits);
     one += "\n";
     if (!h.tags.empty()) one += "   tags: " + joined(h.tags) + "\n";
@@ -412,7 +416,8 @@ ToolOutcome KnowledgeTools::wiki_show(const json& args) {
   auto r = (*index)->show(id);
   if (!r.ok()) {
     if (r.status().kind() == ErrorKind::kNotFound)
-      return error(fmt::format("wiki_show: no chunk with id '{}' (use an id from a wiki_search result)", id), "not_found");
+      return error(fmt::format("wiki_show: no chunk with id '{}' (use an id from a wiki_search result)", id),
+                   "not_found");
     return error("wiki_show: " + r.status().message(), "show_failed");
   }
   std::string cite = citation(r->repo, r->commit, r->path, r->start_line, r->end_line);
@@ -430,8 +435,12 @@ ToolOutcome KnowledgeTools::wiki_show(const json& args) {
 
 #else
 
-ToolOutcome KnowledgeTools::wiki_search(const json&) { return error("wiki_search: kda was built without the KernelWiki (no SQLite)", "unavailable"); }
-ToolOutcome KnowledgeTools::wiki_show(const json&) { return error("wiki_show: kda was built without the KernelWiki (no SQLite)", "unavailable"); }
+ToolOutcome KnowledgeTools::wiki_search(const json&) {
+  return error("wiki_search: kda was built without the KernelWiki (no SQLite)", "unavailable");
+}
+ToolOutcome KnowledgeTools::wiki_show(const json&) {
+  return error("wiki_show: kda was built without the KernelWiki (no SQLite)", "unavailable");
+}
 
 #endif  // KDA_HAVE_WIKI
 
@@ -449,12 +458,13 @@ Result<stdfs::path> KnowledgeTools::resolve_report(const std::string& path) cons
   stdfs::path canon = stdfs::weakly_canonical(full, ec);
   if (ec) return Status::bad_input(fmt::format("{}: cannot resolve the path ({})", path, ec.message()));
   canon = fs::lexically_clean(canon);
-  bool inside = std::any_of(roots_.begin(), roots_.end(), [&](const stdfs::path& r) { return fs::is_within(canon, r); });
+  bool inside =
+      std::any_of(roots_.begin(), roots_.end(), [&](const stdfs::path& r) { return fs::is_within(canon, r); });
   if (!inside) {
     std::vector<std::string> rs;
     for (const auto& r : roots_) rs.push_back(r.string());
-    return Status::bad_input(fmt::format("{} resolves to {}, which is {} ({})", path, canon.string(), kOutsideRoots,
-                                         joined(rs)));
+    return Status::bad_input(
+        fmt::format("{} resolves to {}, which is {} ({})", path, canon.string(), kOutsideRoots, joined(rs)));
   }
   if (!stdfs::exists(canon, ec)) return Status::not_found(fmt::format("{}: no such file", path));
   if (!stdfs::is_regular_file(canon, ec)) return Status::bad_input(fmt::format("{}: not a regular file", path));
@@ -536,8 +546,10 @@ ToolOutcome KnowledgeTools::ncu_analyze(const json& args) {
     shown.push_back(display_path(resolved));
     auto one = parse_report(*bytes, shown.back());
     if (!one.ok()) return error("ncu_analyze: " + one.status().message(), "bad_report");
-    if (!merged) merged = std::move(*one);
-    else ncu::merge_report(*merged, std::move(*one));
+    if (!merged)
+      merged = std::move(*one);
+    else
+      ncu::merge_report(*merged, std::move(*one));
   }
   // Phase: analyse and render (REPORT.md's text), bounded.
   auto analysis = ncu::analyze(*merged, opt);
@@ -566,15 +578,19 @@ ToolOutcome KnowledgeTools::ncu_diff(const json& args) {
     }
     shown[i] = display_path(resolved);
     auto r = parse_report(*bytes, shown[i]);
-    if (!r.ok()) return error(fmt::format("ncu_diff: {}: {}", i == 0 ? "before" : "after", r.status().message()), "bad_report");
+    if (!r.ok())
+      return error(fmt::format("ncu_diff: {}: {}", i == 0 ? "before" : "after", r.status().message()), "bad_report");
     reports[i] = std::move(*r);
   }
   ncu::ReportDiff d = ncu::diff_reports(*reports[0], *reports[1]);
   std::string md = fmt::format("Diff of {} (before) and {} (after)\n\n", shown[0], shown[1]) + ncu::to_markdown(d, 1.0);
   json verdicts = json::array();
   for (const auto& k : d.kernels) verdicts.push_back({{"kernel", valid_utf8(k.name)}, {"verdict", k.verdict}});
-  json data = {{"before", shown[0]}, {"after", shown[1]}, {"kernels", verdicts},
-               {"only_before", d.only_before.size()}, {"only_after", d.only_after.size()}};
+  json data = {{"before", shown[0]},
+               {"after", shown[1]},
+               {"kernels", verdicts},
+               {"only_before", d.only_before.size()},
+               {"only_after", d.only_after.size()}};
   return {bounded(std::move(md), options_.max_report_output_chars, ""), false, std::move(data)};
 }
 

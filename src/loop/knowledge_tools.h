@@ -31,12 +31,12 @@
 namespace kda::loop {
 
 struct KnowledgeToolsOptions {
-  std::filesystem::path wiki_db;             // empty: wiki::default_db_path() ($KDA_WIKI_DIR, else XDG)
-  std::vector<std::filesystem::path> roots;  // where ncu reports may be read; relative reports start at roots[0]
-  size_t max_hits = 8;                       // wiki_search results at most
-  size_t max_snippet_chars = 600;            // per search hit
-  size_t max_output_chars = 12000;           // wiki_search text in all; wiki_show's default max_chars
-  size_t max_report_output_chars = 24000;    // ncu_analyze / ncu_diff text
+  std::filesystem::path wiki_db;                // empty: wiki::default_db_path() ($KDA_WIKI_DIR, else XDG)
+  std::vector<std::filesystem::path> roots;     // where ncu reports may be read; relative reports start at roots[0]
+  size_t max_hits = 8;                          // wiki_search results at most
+  size_t max_snippet_chars = 600;               // per search hit
+  size_t max_output_chars = 12000;              // wiki_search text in all; wiki_show's default max_chars
+  size_t max_report_output_chars = 24000;       // ncu_analyze / ncu_diff text
   size_t max_report_bytes = size_t{512} << 20;  // larger report files are refused
 };
 

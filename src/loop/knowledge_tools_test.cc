@@ -49,10 +49,11 @@ class KnowledgeToolsTest : public ::testing::Test {
                "## Idea\n\nThe quokkafold schedule keeps three stages of striped tiles in flight so that the copy of "
                "stage k+2 overlaps the math of stage k.\n\n## When\n\nUse it when the long scoreboard stalls dominate "
                "and shared memory allows three stages."));
-    write(knowledge_ / "technique" / "wombat.md",
-          page("technique/wombat-split", "Wombat split of the reduction", "technique, split-k",
-               "## Idea\n\nSplit the reduction dimension across wombat blocks and reduce partial sums in a second pass. "
-               "Striped tiles again, but no quokkafold schedule is needed here."));
+    write(
+        knowledge_ / "technique" / "wombat.md",
+        page("technique/wombat-split", "Wombat split of the reduction", "technique, split-k",
+             "## Idea\n\nSplit the reduction dimension across wombat blocks and reduce partial sums in a second pass. "
+             "Striped tiles again, but no quokkafold schedule is needed here."));
     write(knowledge_ / "technique" / "numbat.md",
           page("technique/numbat-swizzle", "Numbat swizzle", "technique, swizzle",
                "## Idea\n\nXOR the column index with the row to spread striped tiles over the banks.\n\n" + filler(60) +
@@ -203,12 +204,15 @@ TEST_F(KnowledgeToolsTest, NcuAnalyzeReadsAReportInsideTheRoots) {
 
   // The multi-kernel report, narrowed by kernel regex and priorities.
   copy_fixture("multi.ncu-rep", dir_ / "run" / "multi.ncu-rep");
-  auto m = host.call("ncu_analyze", {{"report", (dir_ / "run" / "multi.ncu-rep").string()}, {"kernel", "smem"}, {"max_priorities", 1}});
+  auto m =
+      host.call("ncu_analyze",
+                {{"report", (dir_ / "run" / "multi.ncu-rep").string()}, {"kernel", "smem"}, {"max_priorities", 1}});
   ASSERT_FALSE(m.is_error) << m.text;
   ASSERT_EQ(m.data["kernels"].size(), 1u) << m.data.dump();
   EXPECT_NE(m.data["kernels"][0]["name"].get<std::string>().find("smem"), std::string::npos);
   EXPECT_LE(m.data["kernels"][0]["priorities"].size(), 1u);
-  auto nomatch = host.call("ncu_analyze", {{"report", (dir_ / "run" / "multi.ncu-rep").string()}, {"kernel", "nomatch_kernel"}});
+  auto nomatch =
+      host.call("ncu_analyze", {{"report", (dir_ / "run" / "multi.ncu-rep").string()}, {"kernel", "nomatch_kernel"}});
   EXPECT_TRUE(nomatch.is_error) << nomatch.text;
 }
 
@@ -229,8 +233,8 @@ TEST_F(KnowledgeToolsTest, NcuPathsOutsideTheRootsAreRefused) {
   stdfs::create_directory_symlink(dir_ / "elsewhere", dir_ / "ws" / "linkdir");
   KnowledgeTools host(options());
   for (const std::string& p : {(kFixtures / "saxpy.ncu-rep").string(), std::string("../elsewhere/saxpy.ncu-rep"),
-                               std::string("link.ncu-rep"), std::string("linkdir/saxpy.ncu-rep"), std::string("/etc/passwd"),
-                               (dir_ / "elsewhere" / "missing.ncu-rep").string()}) {
+                               std::string("link.ncu-rep"), std::string("linkdir/saxpy.ncu-rep"),
+                               std::string("/etc/passwd"), (dir_ / "elsewhere" / "missing.ncu-rep").string()}) {
     auto r = host.call("ncu_analyze", {{"report", p}});
     EXPECT_TRUE(r.is_error) << p;
     EXPECT_EQ(r.data["error"], "outside_roots") << p << ": " << r.text;

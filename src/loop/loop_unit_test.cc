@@ -27,9 +27,10 @@ TEST(Verdict, WellFormed) {
 }
 
 TEST(Verdict, GarbageIsContinueStalledWithComplaint) {
-  for (const char* text : {"", "DECISION: complete\nPROGRESS: ADVANCED", "DECISION: COMPLETE\nDECISION: STOP\nPROGRESS: ADVANCED",
-                           "DECISION: COMPLETE", "DECISION: COMPLETE!\nPROGRESS: ADVANCED",
-                           "I think DECISION: STOP is right\nPROGRESS: STALLED", "DECISION: STOP\nPROGRESS: GREAT"}) {
+  for (const char* text :
+       {"", "DECISION: complete\nPROGRESS: ADVANCED", "DECISION: COMPLETE\nDECISION: STOP\nPROGRESS: ADVANCED",
+        "DECISION: COMPLETE", "DECISION: COMPLETE!\nPROGRESS: ADVANCED",
+        "I think DECISION: STOP is right\nPROGRESS: STALLED", "DECISION: STOP\nPROGRESS: GREAT"}) {
     auto v = parse_review_verdict(text);
     EXPECT_FALSE(v.well_formed) << text;
     EXPECT_EQ(v.decision, Decision::kContinue) << text;
@@ -134,7 +135,10 @@ TEST(KdaTools, FinishRoundOnlyInRoundAndOnce) {
                       ++evals;
                       return agent::ToolOutcome{"measured", false, {}};
                     },
-                    .ledger = [] { return nlohmann::json{{"incumbent", "c000"}}; }});
+                    .ledger =
+                        [] {
+                          return nlohmann::json{{"incumbent", "c000"}};
+                        }});
   auto names = [&] {
     std::vector<std::string> n;
     for (const auto& t : host.tools()) n.push_back(t.name);
@@ -152,8 +156,8 @@ TEST(KdaTools, FinishRoundOnlyInRoundAndOnce) {
   EXPECT_TRUE(host.call("evaluate", {}).is_error);  // limit 1
   EXPECT_EQ(evals, 1);
   EXPECT_TRUE(host.call("finish_round", {{"claims", 3}}).is_error);
-  auto ok = host.call("finish_round",
-                      {{"summary", "faster"}, {"claims", {{{"metric", "speedup"}, {"value", 2.0}, {"workload", "u"}}}}});
+  auto ok = host.call("finish_round", {{"summary", "faster"},
+                                       {"claims", {{{"metric", "speedup"}, {"value", 2.0}, {"workload", "u"}}}}});
   EXPECT_FALSE(ok.is_error) << ok.text;
   EXPECT_TRUE(host.call("finish_round", {{"summary", "again"}}).is_error);
   ASSERT_TRUE(host.finished().has_value());

@@ -6,9 +6,7 @@
 
 namespace kda::loop::detail {
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 Status Runner::setup_measure() {
   GitWorkspace ws = workspace();
@@ -20,7 +18,8 @@ Status Runner::setup_measure() {
   for (const auto& w : r.workloads) traces += eval::trace_json(r, w, *pack_).dump() + "\n";
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "rounds/000/traces.jsonl", traces));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "rounds/000/eval.json", eval::report_json(r, *pack_).dump(2)));
-  if (!r.all_passed) return stop("the starting solution does not pass on the dev workloads:\n" + eval_table(eval_summary(r)));
+  if (!r.all_passed)
+    return stop("the starting solution does not pass on the dev workloads:\n" + eval_table(eval_summary(r)));
   Candidate c;
   c.id = "c000";
   c.commit = state_.baseline_commit;
@@ -88,7 +87,8 @@ Status Runner::plan_review() {
     state_.complaints.push_back(fmt::format("plan review {}: {}", k, v.complaint));
     KDA_RETURN_IF_ERROR(log("complaint", "kda", {{"what", v.complaint}, {"plan_review", k}}));
   }
-  KDA_RETURN_IF_ERROR(log("verdict", "reviewer", {{"plan_review", k}, {"approve", v.approve}, {"well_formed", v.well_formed}}));
+  KDA_RETURN_IF_ERROR(
+      log("verdict", "reviewer", {{"plan_review", k}, {"approve", v.approve}, {"well_formed", v.well_formed}}));
   if (v.approve || k >= state_.options.plan_reviews) return freeze_plan();
   state_.plan_draft = k + 1;
   state_.step = "draft";
@@ -107,8 +107,9 @@ Status Runner::freeze_plan() {
     if (line.rfind("CRITERION:", 0) == 0) c.reviewer.push_back(util::trimmed(line.substr(10)));
     pos = end + 1;
   }
-  c.reviewer.push_back("The solution is a general kernel for the definition: no special-casing of the workloads, "
-                       "no caching of outputs across calls, no reliance on the harness's memory.");
+  c.reviewer.push_back(
+      "The solution is a general kernel for the definition: no special-casing of the workloads, "
+      "no caching of outputs across calls, no reliance on the harness's memory.");
   criteria_ = c;
   json plan = {{"draft", k}, {"plan", text}, {"criteria", c.to_json()}, {"baseline", ledger_.find("c000")->eval}};
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "plan" / "plan.json", plan.dump(2) + "\n"));
@@ -120,8 +121,11 @@ Status Runner::freeze_plan() {
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "plan" / "plan.md", md));
   KDA_ASSIGN_OR_RETURN(task::Manifest pm, task::pack_manifest(dir_ / "plan"));
   state_.plan_digest = pm.digest();
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "plan frozen"}, {"draft", k}, {"plan_digest", state_.plan_digest},
-                                           {"plan_json_sha256", sha256_hex(plan.dump(2) + "\n")}}));
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "plan frozen"},
+                           {"draft", k},
+                           {"plan_digest", state_.plan_digest},
+                           {"plan_json_sha256", sha256_hex(plan.dump(2) + "\n")}}));
   state_.phase = "round";
   state_.step = "writer";
   state_.round = 1;

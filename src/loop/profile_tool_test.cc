@@ -21,8 +21,10 @@ std::vector<std::vector<std::string>> recorded_runs(const stdfs::path& record) {
   std::vector<std::vector<std::string>> runs(1);
   std::ifstream in(record);
   for (std::string line; std::getline(in, line);) {
-    if (line == "--") runs.emplace_back();
-    else runs.back().push_back(line);
+    if (line == "--")
+      runs.emplace_back();
+    else
+      runs.back().push_back(line);
   }
   runs.pop_back();
   return runs;
@@ -96,7 +98,8 @@ TEST(ProfileTool, ArgumentsBudgetAndHookErrors) {
   KdaToolHost host(KdaToolHost::Hooks{
       .profile = [&](const ProfileRequest& r) -> Result<ProfileTaken> {
         seen.push_back(r);
-        if (r.workload == "unknown") return Status::not_found("workload 'unknown' is not in the task's workloads.jsonl");
+        if (r.workload == "unknown")
+          return Status::not_found("workload 'unknown' is not in the task's workloads.jsonl");
         if (r.workload == "broken") return Status::failed("solution 'x' does not build:\nerror: expected ';'");
         const stdfs::path rep = *d / "r.ncu-rep";
         stdfs::copy_file(kSaxpy, rep, stdfs::copy_options::overwrite_existing);
@@ -153,11 +156,13 @@ TEST_F(RunLoopTest, WriterProfilesIntoTheRoundDirectory) {
   json profile_default = {{"tool", "profile"}};
   json profile_other = {{"tool", "profile"}, {"arguments", {{"workload", other}}}};
   json analyze = {{"tool", "ncu_analyze"},
-                  {"arguments", {{"report", (run_ / "rounds/001/profiles" / (first_dev.substr(0, 8) + ".ncu-rep")).string()},
-                                 {"max_priorities", 1}}}};
-  sessions_.push_back(writer_session("round", 1,
-                                     json::array({profile_default, profile_other, analyze, write_kernel(4.0),
-                                                  profile_default, finish("profiled", json::array({geomean_claim(4.0)}))})));
+                  {"arguments",
+                   {{"report", (run_ / "rounds/001/profiles" / (first_dev.substr(0, 8) + ".ncu-rep")).string()},
+                    {"max_priorities", 1}}}};
+  sessions_.push_back(
+      writer_session("round", 1,
+                     json::array({profile_default, profile_other, analyze, write_kernel(4.0), profile_default,
+                                  finish("profiled", json::array({geomean_claim(4.0)}))})));
   sessions_.push_back(reviewer_session("review", 1, "DECISION: COMPLETE\nPROGRESS: ADVANCED"));
   LoopOptions opts = options();
   opts.task = kRmsnorm;
@@ -213,9 +218,9 @@ TEST_F(RunLoopTest, WriterProfilesIntoTheRoundDirectory) {
 
 TEST_F(RunLoopTest, NoProfileToolWhenTheBudgetIsZero) {
   for (const auto& p : plan_sessions()) sessions_.push_back(p);
-  sessions_.push_back(writer_session("round", 1,
-                                     json::array({{{"tool", "profile"}}, write_kernel(4.0),
-                                                  finish("x", json::array({geomean_claim(4.0)}))})));
+  sessions_.push_back(writer_session(
+      "round", 1,
+      json::array({{{"tool", "profile"}}, write_kernel(4.0), finish("x", json::array({geomean_claim(4.0)}))})));
   sessions_.push_back(reviewer_session("review", 1, "DECISION: COMPLETE\nPROGRESS: ADVANCED"));
   LoopOptions opts = options();
   opts.max_profiles_per_round = 0;

@@ -10,7 +10,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr RoundOutcome kOutcomeAccepted{"accepted", "verified, an improvement, and the reviewer advanced it: the new incumbent"};
+constexpr RoundOutcome kOutcomeAccepted{"accepted",
+                                        "verified, an improvement, and the reviewer advanced it: the new incumbent"};
 constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
     {"protected_files", {"integrity", "kda's own files were changed"}},
     {"finish_round", {"no_finish", "finish_round was not called"}},
@@ -21,8 +22,10 @@ constexpr std::pair<const char*, RoundOutcome> kRejectedBy[] = {
     {"claim", {"false_claim", "a claim did not match kda's measurement (or named what kda does not measure)"}},
 };
 constexpr RoundOutcome kOutcomeRejected{"rejected", "rejected by kda's verifier"};  // a check not in the table
-constexpr RoundOutcome kOutcomeNotImproved{"not_improved", "verified, but not faster than the incumbent by the required margin, beyond the noise"};
-constexpr RoundOutcome kOutcomeRegressed{"regression", "verified and measured, but the reviewer judged it a regression"};
+constexpr RoundOutcome kOutcomeNotImproved{
+    "not_improved", "verified, but not faster than the incumbent by the required margin, beyond the noise"};
+constexpr RoundOutcome kOutcomeRegressed{"regression",
+                                         "verified and measured, but the reviewer judged it a regression"};
 constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
 
 json read_json_or_null(const std::filesystem::path& file) {
@@ -78,8 +81,13 @@ json round_table(const std::filesystem::path& run_dir, int last_round, const Led
   for (int r = 1; r <= last_round; ++r) {
     const RoundExplanation e = explain_round(run_dir, r, ledger);
     if (!e.measured) continue;
-    rows.push_back({{"round", r}, {"candidate", candidate_id(r)}, {"accepted", e.accepted}, {"reason", e.outcome.code},
-                    {"detail", e.detail}, {"geomean", e.geomean}, {"review", e.review}});
+    rows.push_back({{"round", r},
+                    {"candidate", candidate_id(r)},
+                    {"accepted", e.accepted},
+                    {"reason", e.outcome.code},
+                    {"detail", e.detail},
+                    {"geomean", e.geomean},
+                    {"review", e.review}});
   }
   return rows;
 }

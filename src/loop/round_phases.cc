@@ -29,7 +29,7 @@ std::string Runner::contract_text() const {
   if (state_.stalls >= 2)
     s += "\nREPLAN: the last " + std::to_string(state_.stalls) +
          " rounds stalled. Step back: re-read the plan, pick a different ranked direction, and say why the previous "
-            "attempts failed. One more stalled round stops the run.\n";
+         "attempts failed. One more stalled round stops the run.\n";
   if (!state_.note.empty()) s += "\nNote from kda: " + state_.note + "\n";
   return s;
 }
@@ -46,25 +46,30 @@ Status Runner::round_writer() {
   KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
   const std::string contract = contract_text();
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "contract.md", contract));
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "round started"}, {"round", state_.round},
-                                           {"incumbent", state_.incumbent_id}, {"contract_sha256", sha256_hex(contract)}}));
-  std::string prompt = contract + "\nThe frozen plan:\n" + plan_text() +
-                       "\nYour workspace: " + (dir_ / "workspace").string() + "; scratch: " + (dir_ / "scratch").string() +
-                       "; earlier rounds' evidence: " + (dir_ / "rounds").string() + ".\n";
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "round started"},
+                           {"round", state_.round},
+                           {"incumbent", state_.incumbent_id},
+                           {"contract_sha256", sha256_hex(contract)}}));
+  std::string prompt =
+      contract + "\nThe frozen plan:\n" + plan_text() + "\nYour workspace: " + (dir_ / "workspace").string() +
+      "; scratch: " + (dir_ / "scratch").string() + "; earlier rounds' evidence: " + (dir_ / "rounds").string() + ".\n";
   tools_->begin_round(state_.options.max_evals_per_round);
   auto r = session(agent::Role::kWriter, "round", state_.round, prompt);
   tools_->end_round();
   if (!r.ok()) return r.status();
-  json writer = {{"final_text", r->final_text}, {"turns", r->turns}, {"timed_out", r->timed_out},
-                 {"events", r->events.size()}};
+  json writer = {
+      {"final_text", r->final_text}, {"turns", r->turns}, {"timed_out", r->timed_out}, {"events", r->events.size()}};
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "writer.json", writer.dump(2)));
   if (tools_->finished())
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "finish.json", tools_->finished()->to_json().dump(2)));
   KDA_ASSIGN_OR_RETURN(state_.candidate_commit, ws.commit_all(candidate_id(state_.round) + ": round " +
                                                               std::to_string(state_.round) + " candidate"));
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "writer done"}, {"round", state_.round},
-                                           {"candidate_commit", state_.candidate_commit},
-                                           {"finished", tools_->finished().has_value()}}));
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "writer done"},
+                           {"round", state_.round},
+                           {"candidate_commit", state_.candidate_commit},
+                           {"finished", tools_->finished().has_value()}}));
   state_.step = "verify";
   return save_state();
 }
@@ -94,9 +99,9 @@ Status Runner::round_review() {
   int shown = 0;
   for (auto it = ledger_.candidates.rbegin(); it != ledger_.candidates.rend() && shown < (alignment ? 100 : 3);
        ++it, ++shown)
-    history += fmt::format("- {} (round {}, parent {}): geomean {:.3f}x, accepted {}; {}\n", it->id, it->round,
-                           it->parent, it->eval.value("geomean", 0.0), it->accepted ? "yes" : "no",
-                           it->notes.substr(0, 300));
+    history +=
+        fmt::format("- {} (round {}, parent {}): geomean {:.3f}x, accepted {}; {}\n", it->id, it->round, it->parent,
+                    it->eval.value("geomean", 0.0), it->accepted ? "yes" : "no", it->notes.substr(0, 300));
   std::string prompt = fmt::format(
       "{} of round {}.\n\n--- frozen plan ---\n{}\n--- round contract ---\n{}\n--- writer's finish_round ---\n{}\n"
       "--- verifier evidence ---\n{}\n--- diff (incumbent -> candidate) ---\n{}\n--- recent candidates ---\n{}\n"
@@ -110,8 +115,11 @@ Status Runner::round_review() {
                        session(agent::Role::kReviewer, alignment ? "alignment" : "review", state_.round, prompt));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "review.md", r.final_text));
   ReviewVerdict v = parse_review_verdict(r.final_text);
-  json vj = {{"decision", decision_name(v.decision)}, {"progress", progress_name(v.progress)},
-             {"well_formed", v.well_formed}, {"complaint", v.complaint}, {"alignment", alignment}};
+  json vj = {{"decision", decision_name(v.decision)},
+             {"progress", progress_name(v.progress)},
+             {"well_formed", v.well_formed},
+             {"complaint", v.complaint},
+             {"alignment", alignment}};
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verdict.json", vj.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verdict.json"));
   KDA_RETURN_IF_ERROR(log("verdict", "reviewer", {{"round", state_.round}, {"verdict", vj}}));
@@ -143,8 +151,10 @@ Status Runner::round_decide() {
   c.commit = state_.candidate_commit;
   if (auto s = task::load_solution(dir_ / "workspace"); s.ok()) c.solution_hash = task::solution_hash(*s);
   c.eval = verify.value("eval", json::object());
-  c.verdicts = {{"verify", {{"verified", verified}, {"improvement", improvement},
-                            {"rejections", verify.value("rejections", json::array())}}},
+  c.verdicts = {{"verify",
+                 {{"verified", verified},
+                  {"improvement", improvement},
+                  {"rejections", verify.value("rejections", json::array())}}},
                 {"review", verdict}};
   c.accepted = accepted;
   json finish = json::parse(read_or_empty(round_dir() / "finish.json"), nullptr, false);
@@ -162,14 +172,19 @@ Status Runner::round_decide() {
   KDA_ASSIGN_OR_RETURN(state_.protected_files["ledger.json"], save_json(dir_ / "ledger.json", ledger_.to_json()));
   state_.stalls = progress == "ADVANCED" ? 0 : state_.stalls + 1;
   state_.note.clear();
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "round decided"}, {"round", state_.round}, {"accepted", accepted},
-                                           {"incumbent", state_.incumbent_id}, {"decision", decision},
-                                           {"progress", progress}, {"stalls", state_.stalls}}));
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "round decided"},
+                           {"round", state_.round},
+                           {"accepted", accepted},
+                           {"incumbent", state_.incumbent_id},
+                           {"decision", decision},
+                           {"progress", progress},
+                           {"stalls", state_.stalls}}));
   GitWorkspace ws = workspace();
   KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
   if (accepted) {
-    status_line(fmt::format("round {} accepted: geomean {:.3f}x (reviewer {}, {})", state_.round, state_.incumbent_speedup,
-                            decision, progress));
+    status_line(fmt::format("round {} accepted: geomean {:.3f}x (reviewer {}, {})", state_.round,
+                            state_.incumbent_speedup, decision, progress));
   } else {
     const RoundExplanation e = explain_round(state_.round);
     status_line(fmt::format("round {} not accepted: {}: {} (reviewer {})", state_.round, e.outcome.code,
@@ -187,7 +202,8 @@ Status Runner::round_decide() {
       state_.note = "the reviewer asked for COMPLETE, but no completion check was run: " + *futile;
       state_.complaints.push_back("COMPLETE on round " + std::to_string(state_.round - 1) + ": " + *futile);
       status_line("completion check skipped: " + *futile);
-      if (state_.round > state_.options.max_rounds) return stop("the reviewer asked for COMPLETE and no rounds are left: " + *futile);
+      if (state_.round > state_.options.max_rounds)
+        return stop("the reviewer asked for COMPLETE and no rounds are left: " + *futile);
       return save_state();
     }
     state_.phase = "finalize";
@@ -203,12 +219,15 @@ std::optional<std::string> Runner::futile_completion(bool accepted) const {
   if (accepted) return std::nullopt;
   const json last = json::parse(read_or_empty(dir_ / "final" / "check.json"), nullptr, false);
   if (last.is_object() && !last.value("met", false) && last.value("incumbent", "") == state_.incumbent_id)
-    return fmt::format("the incumbent {} is unchanged since the last completion check, which failed", state_.incumbent_id);
-  const double bound = std::max(state_.incumbent_ci_high, state_.incumbent_speedup * (1 + state_.options.claim_tolerance));
+    return fmt::format("the incumbent {} is unchanged since the last completion check, which failed",
+                       state_.incumbent_id);
+  const double bound =
+      std::max(state_.incumbent_ci_high, state_.incumbent_speedup * (1 + state_.options.claim_tolerance));
   if (bound < criteria_.min_geomean_speedup)
-    return fmt::format("this round was not accepted, and the incumbent {} measured {:.3f}x (at most {:.3f}x within its "
-                       "interval and the claim tolerance) against the target {:.3f}x",
-                       state_.incumbent_id, state_.incumbent_speedup, bound, criteria_.min_geomean_speedup);
+    return fmt::format(
+        "this round was not accepted, and the incumbent {} measured {:.3f}x (at most {:.3f}x within its "
+        "interval and the claim tolerance) against the target {:.3f}x",
+        state_.incumbent_id, state_.incumbent_speedup, bound, criteria_.min_geomean_speedup);
   return std::nullopt;
 }
 

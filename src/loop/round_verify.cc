@@ -11,7 +11,8 @@ namespace {
 
 // What kda measured for a claim's metric (geomean_speedup, speedup of the geomean or of one
 // workload, latency_ms of one workload); nullopt when the report has no such value.
-std::optional<double> claim_measurement(const eval::EvalReport& r, const std::string& metric, const std::string& workload) {
+std::optional<double> claim_measurement(const eval::EvalReport& r, const std::string& metric,
+                                        const std::string& workload) {
   if (metric == "geomean_speedup" || (metric == "speedup" && workload.empty())) return r.score_geomean;
   for (const auto& w : r.workloads) {
     if (w.uuid != workload) continue;
@@ -47,7 +48,6 @@ ClaimRange claim_range(const eval::EvalReport& r, const std::string& metric, con
   return out;
 }
 
-
 // Why kda cannot check a claim (a metric or workload finish_round's schema does not offer), or
 // nullopt when it can. Such a claim is not evidence: it rejects the round.
 std::optional<std::string> invalid_claim(const Claim& c, const eval::EvalReport& r) {
@@ -55,7 +55,8 @@ std::optional<std::string> invalid_claim(const Claim& c, const eval::EvalReport&
   if (!known_metric) return fmt::format("metric '{}' is not geomean_speedup, speedup or latency_ms", c.metric);
   if (c.workload.empty())
     return c.metric == "latency_ms" ? std::optional<std::string>("latency_ms needs a workload uuid") : std::nullopt;
-  if (std::none_of(r.workloads.begin(), r.workloads.end(), [&](const eval::WorkloadResult& w) { return w.uuid == c.workload; }))
+  if (std::none_of(r.workloads.begin(), r.workloads.end(),
+                   [&](const eval::WorkloadResult& w) { return w.uuid == c.workload; }))
     return fmt::format("workload '{}' is not one of the round's dev workloads", c.workload);
   return std::nullopt;
 }
@@ -100,13 +101,17 @@ Status Runner::round_verify() {
                  {"rejections", checks.rejections},
                  {"profiles", round_profiles()}};
   if (report && report->geomean_ci) verify["geomean_ci95"] = interval_json(*report->geomean_ci);
-  if (state_.incumbent_ci_high > 0) verify["incumbent_ci95"] = interval_json({state_.incumbent_ci_low, state_.incumbent_ci_high});
+  if (state_.incumbent_ci_high > 0)
+    verify["incumbent_ci95"] = interval_json({state_.incumbent_ci_low, state_.incumbent_ci_high});
   if (better.head_to_head.is_object()) verify["head_to_head"] = better.head_to_head;
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
-  KDA_RETURN_IF_ERROR(log("verdict", "verifier", {{"round", state_.round}, {"verified", verified},
-                                                  {"improvement", better.improvement}, {"rejections", checks.rejections},
-                                                  {"claims", claims}}));
+  KDA_RETURN_IF_ERROR(log("verdict", "verifier",
+                          {{"round", state_.round},
+                           {"verified", verified},
+                           {"improvement", better.improvement},
+                           {"rejections", checks.rejections},
+                           {"claims", claims}}));
   for (const auto& c : claims)
     if (c["status"] == "false")
       KDA_RETURN_IF_ERROR(log("false_claim", "verifier", {{"round", state_.round}, {"claim", c}}));
@@ -138,7 +143,8 @@ Result<std::optional<std::string>> Runner::verify_protected(VerifyChecks& checks
 // name the task's definition. Returns the candidate solution, or nullopt where it does not load.
 Result<std::optional<task::Solution>> Runner::verify_scope(VerifyChecks& checks) {
   GitWorkspace ws = workspace();
-  KDA_ASSIGN_OR_RETURN(std::vector<std::string> changed, ws.changed_paths(state_.incumbent_commit, state_.candidate_commit));
+  KDA_ASSIGN_OR_RETURN(std::vector<std::string> changed,
+                       ws.changed_paths(state_.incumbent_commit, state_.candidate_commit));
   KDA_ASSIGN_OR_RETURN(std::string diff, ws.diff(state_.incumbent_commit, state_.candidate_commit));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "diff.patch", diff));
   auto solution = task::load_solution(dir_ / "workspace");
@@ -158,7 +164,8 @@ Result<std::optional<task::Solution>> Runner::verify_scope(VerifyChecks& checks)
 
 // The official evaluation on fresh seeds and the dev set, kept as traces.jsonl and eval.json.
 Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution, VerifyChecks& checks) {
-  KDA_ASSIGN_OR_RETURN(eval::EvalReport report, run_eval(solution, "dev", std::nullopt, "round " + std::to_string(state_.round)));
+  KDA_ASSIGN_OR_RETURN(eval::EvalReport report,
+                       run_eval(solution, "dev", std::nullopt, "round " + std::to_string(state_.round)));
   std::string traces;
   for (const auto& w : report.workloads) traces += eval::trace_json(report, w, *pack_).dump() + "\n";
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "traces.jsonl", traces));
@@ -173,8 +180,8 @@ Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution,
 // trials, at least +-claim_tolerance); one outside it is measured once more before it is called
 // false (two evaluations on the 2-core host once differed by 27 %, each with a tight interval),
 // and the two ranges are joined. Invalid and false claims reject the round.
-Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalReport& report, const task::Solution& solution,
-                                   VerifyChecks& checks) {
+Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalReport& report,
+                                   const task::Solution& solution, VerifyChecks& checks) {
   json claims = json::array();
   std::optional<eval::EvalReport> second;  // the re-measurement, taken only for a claim that looks false
   const double tol = state_.options.claim_tolerance;
@@ -208,13 +215,13 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
       cj["accepted_range"] = {range.low, range.high};
       if (range.ci) cj["measured_ci95"] = interval_json(*range.ci);
       cj["status"] = c.value >= range.low && c.value <= range.high ? "confirmed" : "false";
-      cj["detail"] = fmt::format("claimed {:.4g}, measured {:.4g} ({:+.0f}%); accepted {:.4g}..{:.4g}{}{}", c.value,
-                                 *measured, (c.value / *measured - 1) * 100, range.low, range.high,
-                                 range.ci ? fmt::format(" (the 95% interval over trials {:.4g}..{:.4g}, at least +-{:.0f}%)",
-                                                        range.ci->low, range.ci->high, tol * 100)
-                                          : fmt::format(" (+-{:.0f}%)", tol * 100),
-                                 remeasured ? fmt::format("; measured again: {:.4g}", cj["remeasured"].get<double>())
-                                            : std::string());
+      cj["detail"] = fmt::format(
+          "claimed {:.4g}, measured {:.4g} ({:+.0f}%); accepted {:.4g}..{:.4g}{}{}", c.value, *measured,
+          (c.value / *measured - 1) * 100, range.low, range.high,
+          range.ci ? fmt::format(" (the 95% interval over trials {:.4g}..{:.4g}, at least +-{:.0f}%)", range.ci->low,
+                                 range.ci->high, tol * 100)
+                   : fmt::format(" (+-{:.0f}%)", tol * 100),
+          remeasured ? fmt::format("; measured again: {:.4g}", cj["remeasured"].get<double>()) : std::string());
       if (cj["status"] == "false") checks.add("claim", false, c.metric + " " + cj["detail"].get<std::string>());
     }
     claims.push_back(cj);
@@ -241,14 +248,16 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
       head_to_head_detail = h->detail;
     }
   }
-  out.detail = !report ? "not measured"
-               : !gain ? fmt::format("geomean {:.4g} is not {:.0f}% above the incumbent's {:.4g}", report->score_geomean,
-                                     state_.options.min_improvement * 100, state_.incumbent_speedup)
-               : !intervals ? fmt::format("geomean {:.4g} against the incumbent's {:.4g} (no interval to compare)",
-                                          report->score_geomean, state_.incumbent_speedup)
-               : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
-                             report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
-                             state_.incumbent_ci_high, clears ? "apart" : "overlapping (within noise)", head_to_head_detail);
+  out.detail =
+      !report ? "not measured"
+      : !gain ? fmt::format("geomean {:.4g} is not {:.0f}% above the incumbent's {:.4g}", report->score_geomean,
+                            state_.options.min_improvement * 100, state_.incumbent_speedup)
+      : !intervals
+          ? fmt::format("geomean {:.4g} against the incumbent's {:.4g} (no interval to compare)", report->score_geomean,
+                        state_.incumbent_speedup)
+          : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
+                        report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
+                        state_.incumbent_ci_high, clears ? "apart" : "overlapping (within noise)", head_to_head_detail);
   return out;
 }
 
@@ -271,11 +280,10 @@ Result<std::optional<HeadToHead>> Runner::confirm_head_to_head(const task::Solut
   std::vector<double> ratios;
   bool all_passed = true;
   for (int i = 0; i < state_.options.confirm_pairs; ++i) {
-    KDA_ASSIGN_OR_RETURN(eval::EvalReport h,
-                         run_eval(candidate, "dev", std::nullopt,
-                                  fmt::format("round {} against the incumbent, {} of {}", state_.round, i + 1,
-                                              state_.options.confirm_pairs),
-                                  &*incumbent));
+    KDA_ASSIGN_OR_RETURN(eval::EvalReport h, run_eval(candidate, "dev", std::nullopt,
+                                                      fmt::format("round {} against the incumbent, {} of {}",
+                                                                  state_.round, i + 1, state_.options.confirm_pairs),
+                                                      &*incumbent));
     all_passed = all_passed && h.all_passed;
     if (h.all_passed) ratios.push_back(h.score_geomean);
     if (!h.all_passed || h.score_geomean <= 1) break;
@@ -283,17 +291,21 @@ Result<std::optional<HeadToHead>> Runner::confirm_head_to_head(const task::Solut
   const auto est = eval::ratio_ci95(ratios);
   HeadToHead h;
   h.faster = all_passed && est && est->geomean > 1 + state_.options.min_improvement && est->ci.low > 1;
-  h.record = {{"ratios", ratios}, {"all_passed", all_passed}, {"faster", h.faster},
-              {"geomean", est ? est->geomean : ratios.empty() ? 0.0 : ratios.front()}};
+  h.record = {{"ratios", ratios},
+              {"all_passed", all_passed},
+              {"faster", h.faster},
+              {"geomean", est              ? est->geomean
+                          : ratios.empty() ? 0.0
+                                           : ratios.front()}};
   if (est) h.record["geomean_ci95"] = interval_json(est->ci);
   std::string each;
   for (double r : ratios) each += fmt::format("{}{:.4g}x", each.empty() ? "" : " ", r);
-  h.detail = fmt::format("; head-to-head against the incumbent in {} evaluation{} ({}){}: {}", ratios.size(),
-                         ratios.size() == 1 ? "" : "s", each.empty() ? "none PASSED" : each,
-                         est ? fmt::format(", {:.4g}x, 95% interval over them {:.4g}..{:.4g}", est->geomean, est->ci.low,
-                                           est->ci.high)
-                             : std::string(),
-                         h.faster ? "faster" : "not faster beyond the noise");
+  h.detail = fmt::format(
+      "; head-to-head against the incumbent in {} evaluation{} ({}){}: {}", ratios.size(),
+      ratios.size() == 1 ? "" : "s", each.empty() ? "none PASSED" : each,
+      est ? fmt::format(", {:.4g}x, 95% interval over them {:.4g}..{:.4g}", est->geomean, est->ci.low, est->ci.high)
+          : std::string(),
+      h.faster ? "faster" : "not faster beyond the noise");
   return std::optional<HeadToHead>(std::move(h));
 }
 

@@ -110,8 +110,11 @@ class RulesReviewer final : public agent::Backend {
       if (rounds != nullptr) {
         const stdfs::path dir = *rounds / fmt::format("{:03d}", req.index);
         auto r = read_round_evidence(dir);
-        emit({"tool_call", r.ok(), {{"name", "read_file"}, {"arguments", {{"path", (dir / "verify.json").string()}}},
-                                    {"result", r.ok() ? "read" : r.status().message()}}});
+        emit({"tool_call",
+              r.ok(),
+              {{"name", "read_file"},
+               {"arguments", {{"path", (dir / "verify.json").string()}}},
+               {"result", r.ok() ? "read" : r.status().message()}}});
         if (r.ok()) e = *r;
       }
       result.final_text = review_round(e).text();
@@ -195,8 +198,9 @@ RulesVerdict review_round(const RoundEvidence& e) {
                                       : " No next step named: complete with the incumbent.";
 
   if (e.violation)
-    return set(Decision::kStop, Progress::kRegressed, Rule::kIntegrity,
-               "Integrity violation recorded by the verifier: " + (rejected.empty() ? "protected files changed" : rejected));
+    return set(
+        Decision::kStop, Progress::kRegressed, Rule::kIntegrity,
+        "Integrity violation recorded by the verifier: " + (rejected.empty() ? "protected files changed" : rejected));
   if (!e.have_verify || !e.finished)
     return set(Decision::kContinue, Progress::kRegressed, Rule::kNoEvidence,
                !e.have_verify ? "No verify.json for this round: nothing measured to judge."
@@ -209,7 +213,8 @@ RulesVerdict review_round(const RoundEvidence& e) {
     return set(Decision::kContinue, Progress::kRegressed, Rule::kNotPassed,
                "Not every dev workload PASSED in kda's evaluation: " + rejected);
   if (!e.verified)
-    return set(Decision::kContinue, Progress::kRegressed, Rule::kRejected, "The verifier rejected the round: " + rejected);
+    return set(Decision::kContinue, Progress::kRegressed, Rule::kRejected,
+               "The verifier rejected the round: " + rejected);
   const double gain = e.incumbent_speedup > 0 ? e.geomean / e.incumbent_speedup - 1 : 0;
   const std::string measured = fmt::format("kda measured {:.3f}x vs the baseline, incumbent {:.3f}x ({:+.1f}%)",
                                            e.geomean, e.incumbent_speedup, gain * 100);

@@ -31,15 +31,15 @@ inline constexpr double kRulesRegressLoss = 0.03;
 
 // The facts of one round the rules look at (from verify.json and finish.json).
 struct RoundEvidence {
-  bool have_verify = false;     // verify.json was readable
-  bool violation = false;       // an integrity violation (protected files changed)
-  bool finished = false;        // the writer called finish_round
-  bool verified = false;        // every verify check passed (no rejections)
-  bool all_passed = false;      // every dev workload PASSED
-  bool improvement = false;     // the loop's own improvement test (--min-improvement)
+  bool have_verify = false;        // verify.json was readable
+  bool violation = false;          // an integrity violation (protected files changed)
+  bool finished = false;           // the writer called finish_round
+  bool verified = false;           // every verify check passed (no rejections)
+  bool all_passed = false;         // every dev workload PASSED
+  bool improvement = false;        // the loop's own improvement test (--min-improvement)
   std::string improvement_detail;  // verify.json's: why the gain does or does not count
-  double geomean = 0;           // measured geomean speedup vs the baseline
-  double incumbent_speedup = 0; // the incumbent's, when the round started
+  double geomean = 0;              // measured geomean speedup vs the baseline
+  double incumbent_speedup = 0;    // the incumbent's, when the round started
   int claims_confirmed = 0, claims_false = 0, claims_unverifiable = 0;
   std::vector<std::string> rejections;
   // The writer's own account of what is left: the value of a `NEXT:` line in its summary ("" when
@@ -52,15 +52,15 @@ Result<RoundEvidence> read_round_evidence(const std::filesystem::path& round_dir
 
 // Which rule decided, for the review text and the tests.
 enum class Rule {
-  kIntegrity,      // violation -> STOP, REGRESSED
-  kNoEvidence,     // verify.json unreadable or finish_round not called -> CONTINUE, REGRESSED
-  kFalseClaim,     // a claim kda measured as false -> CONTINUE, REGRESSED
-  kNotPassed,      // a workload not PASSED -> CONTINUE, REGRESSED
-  kRejected,       // another verify check failed (diff scope, solution loads) -> CONTINUE, REGRESSED
-  kUnclaimed,      // no claim confirmed by kda: the gain is not evidenced -> as a stall
-  kAdvanced,       // verified gain >= kRulesAdvanceGain -> CONTINUE (COMPLETE when NEXT: none), ADVANCED
-  kSlower,         // verified loss > kRulesRegressLoss -> as a stall, but REGRESSED
-  kStalled,        // gain below the threshold -> COMPLETE (CONTINUE while the writer names a next step)
+  kIntegrity,   // violation -> STOP, REGRESSED
+  kNoEvidence,  // verify.json unreadable or finish_round not called -> CONTINUE, REGRESSED
+  kFalseClaim,  // a claim kda measured as false -> CONTINUE, REGRESSED
+  kNotPassed,   // a workload not PASSED -> CONTINUE, REGRESSED
+  kRejected,    // another verify check failed (diff scope, solution loads) -> CONTINUE, REGRESSED
+  kUnclaimed,   // no claim confirmed by kda: the gain is not evidenced -> as a stall
+  kAdvanced,    // verified gain >= kRulesAdvanceGain -> CONTINUE (COMPLETE when NEXT: none), ADVANCED
+  kSlower,      // verified loss > kRulesRegressLoss -> as a stall, but REGRESSED
+  kStalled,     // gain below the threshold -> COMPLETE (CONTINUE while the writer names a next step)
 };
 const char* rule_name(Rule r);
 

@@ -170,9 +170,10 @@ TEST_F(RulesFiles, ReadsTheRoundsEvidence) {
   const stdfs::path round = tmp_ / "rounds" / "002";
   ASSERT_TRUE(fs::ensure_dir(round).ok());
   ASSERT_TRUE(fs::write_file_atomic(round / "verify.json", verify_json(1.5, 1.2, "confirmed", true).dump()).ok());
-  ASSERT_TRUE(fs::write_file_atomic(round / "finish.json",
-                                    json({{"summary", "Stage: refine.\nNEXT: dispatcher\n"}, {"claims", json::array()}}).dump())
-                  .ok());
+  ASSERT_TRUE(
+      fs::write_file_atomic(round / "finish.json",
+                            json({{"summary", "Stage: refine.\nNEXT: dispatcher\n"}, {"claims", json::array()}}).dump())
+          .ok());
   auto e = read_round_evidence(round);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_TRUE(e->verified);
@@ -197,7 +198,8 @@ TEST_F(RulesFiles, TheBackendReviewsFromTheReadablePaths) {
   EXPECT_EQ((*b)->name(), "rules");
   ASSERT_TRUE(fs::ensure_dir(tmp_ / "rounds" / "001").ok());
   ASSERT_TRUE(fs::ensure_dir(tmp_ / "plan").ok());
-  ASSERT_TRUE(fs::write_file_atomic(tmp_ / "rounds/001/verify.json", verify_json(1.01, 1.0, "confirmed", true).dump()).ok());
+  ASSERT_TRUE(
+      fs::write_file_atomic(tmp_ / "rounds/001/verify.json", verify_json(1.01, 1.0, "confirmed", true).dump()).ok());
   agent::SessionRequest req;
   req.role = agent::Role::kReviewer;
   req.phase = "review";
@@ -211,7 +213,8 @@ TEST_F(RulesFiles, TheBackendReviewsFromTheReadablePaths) {
   EXPECT_EQ(v.progress, Progress::kStalled);
 
   req.phase = "plan_review";
-  ASSERT_TRUE(fs::write_file_atomic(tmp_ / "plan/draft_1.md", "Plan\nTunables: BLOCK={64,128}\nRegimes: small, large\n").ok());
+  ASSERT_TRUE(
+      fs::write_file_atomic(tmp_ / "plan/draft_1.md", "Plan\nTunables: BLOCK={64,128}\nRegimes: small, large\n").ok());
   r = (*b)->run_session(req);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(parse_plan_verdict(r->final_text).approve) << r->final_text;

@@ -55,13 +55,14 @@ json eval_summary(const eval::EvalReport& r) {
                   {"baseline_ms", w.baseline_ms},
                   {"speedup", w.speedup}});
   }
-  return {{"all_passed", r.all_passed}, {"geomean", r.score_geomean}, {"mean", r.score_mean},
-          {"seed", r.seed},             {"wall_s", r.wall_s},         {"workloads", ws}};
+  return {{"all_passed", r.all_passed}, {"geomean", r.score_geomean},
+          {"mean", r.score_mean},       {"seed", r.seed},
+          {"wall_s", r.wall_s},         {"workloads", ws}};
 }
 
 std::string eval_table(const json& summary) {
-  std::string out = fmt::format("{:<38} {:<26} {:>12} {:>12} {:>9}\n", "workload", "verdict", "latency_ms",
-                                "baseline_ms", "speedup");
+  std::string out =
+      fmt::format("{:<38} {:<26} {:>12} {:>12} {:>9}\n", "workload", "verdict", "latency_ms", "baseline_ms", "speedup");
   for (const auto& w : summary["workloads"]) {
     out += fmt::format("{:<38} {:<26} {:>12.5f} {:>12.5f} {:>8.3f}x", w["uuid"].get<std::string>(),
                        w["verdict"].get<std::string>(), w["latency_ms"].get<double>(), w["baseline_ms"].get<double>(),
@@ -94,7 +95,8 @@ Status Runner::lock() {
 Status Runner::create(const LoopOptions& options) {
   std::error_code ec;
   if (stdfs::exists(dir_, ec) && !stdfs::is_empty(dir_, ec))
-    return Status::bad_input("--run-dir " + dir_.string() + ": exists and is not empty (use --resume to continue a run)");
+    return Status::bad_input("--run-dir " + dir_.string() +
+                             ": exists and is not empty (use --resume to continue a run)");
   // Validate everything cheap before creating anything.
   auto source_pack = task::load_task_pack(options.task);
   if (!source_pack.ok()) return source_pack.status();
@@ -141,8 +143,11 @@ Status Runner::create(const LoopOptions& options) {
   state_.incumbent_commit = commit;
   state_.incumbent_id = "c000";
   KDA_RETURN_IF_ERROR(load_runtime());
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "created"}, {"options", state_.options.to_json()},
-                                           {"task_digest", state_.task_digest}, {"start_commit", commit}}));
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "created"},
+                           {"options", state_.options.to_json()},
+                           {"task_digest", state_.task_digest},
+                           {"start_commit", commit}}));
   KDA_ASSIGN_OR_RETURN(std::string lsha, save_json(dir_ / "ledger.json", ledger_.to_json()));
   state_.protected_files["ledger.json"] = lsha;
   return save_state();
@@ -153,7 +158,8 @@ Status Runner::open_existing() {
   dir_ = stdfs::canonical(dir_, ec);
   if (ec) return Status::not_found("--resume: no run directory " + dir_.string());
   if (!stdfs::exists(dir_ / "state.json"))
-    return Status::not_found("--resume " + dir_.string() + ": no state.json (not a run directory, or setup never finished)");
+    return Status::not_found("--resume " + dir_.string() +
+                             ": no state.json (not a run directory, or setup never finished)");
   KDA_RETURN_IF_ERROR(lock());
   KDA_ASSIGN_OR_RETURN(state_, load_state(dir_ / "state.json"));
   state_sha_ = sha256_hex(read_or_empty(dir_ / "state.json"));
@@ -171,7 +177,8 @@ Status Runner::open_existing() {
   if (state_.phase != "done" && state_.phase != "stopped") {
     auto v = audit::verify(log_path, state_.audit_head);
     if (!v.ok() && v.status().kind() != ErrorKind::kNotFound) return v.status();
-    if (!v.ok()) altered = "the log is missing; ";
+    if (!v.ok())
+      altered = "the log is missing; ";
     else
       for (size_t i = 0; i < v->problems.size(); ++i)
         if (!(v->torn_tail && i + 1 == v->problems.size() && v->problems[i].message.starts_with("torn last line")))
@@ -186,8 +193,8 @@ Status Runner::open_existing() {
     }
   }
   KDA_RETURN_IF_ERROR(load_runtime());
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "resumed"}, {"phase", state_.phase}, {"step", state_.step},
-                                           {"round", state_.round}}));
+  KDA_RETURN_IF_ERROR(log(
+      "state", "kda", {{"event", "resumed"}, {"phase", state_.phase}, {"step", state_.step}, {"round", state_.round}}));
   if (!altered.empty()) {
     evidence["what"] = "audit log";
     evidence["problems"] = altered;
@@ -231,8 +238,7 @@ Status Runner::load_runtime() {
 }
 
 Status Runner::save_state() {
-  state_.elapsed_s =
-      elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  state_.elapsed_s = elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   if (audit_) {
     state_.audit_head = audit_->last_hash();
     state_.audit_records = audit_->size();
@@ -252,10 +258,11 @@ void Runner::status_line(const std::string& what) {
       elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const int64_t tokens = state_.usage.input_tokens + state_.usage.output_tokens;
   const int max_rounds = state_.options.max_rounds;
-  std::string where = state_.phase == "round" ? (state_.round > max_rounds ? fmt::format("rounds {}/{} done", max_rounds, max_rounds)
-                                                                           : fmt::format("round {}/{} {}", state_.round, max_rounds,
-                                                                                         state_.step))
-                                              : state_.phase + (state_.step.empty() ? "" : " " + state_.step);
+  std::string where =
+      state_.phase == "round"
+          ? (state_.round > max_rounds ? fmt::format("rounds {}/{} done", max_rounds, max_rounds)
+                                       : fmt::format("round {}/{} {}", state_.round, max_rounds, state_.step))
+          : state_.phase + (state_.step.empty() ? "" : " " + state_.step);
   env_.status(fmt::format("kda run: {} | {} | incumbent {} {:.3f}x | tokens {} ${:.2f} | eval {:.1f} min | {:.0f}s",
                           where, what, state_.incumbent_id, state_.incumbent_speedup, human_tokens(tokens),
                           state_.usage.cost_usd, state_.eval_s / 60.0, elapsed));
@@ -291,7 +298,8 @@ Result<std::vector<std::string>> Runner::protected_problems() {
     problems.push_back("task/ changed: " + describe(task::manifest_diff(*manifest_, tm)));
   if (!state_.plan_digest.empty()) {
     KDA_ASSIGN_OR_RETURN(task::Manifest pm, task::pack_manifest(dir_ / "plan"));
-    if (pm.digest() != state_.plan_digest) problems.push_back("plan/ changed after it was frozen (plan hash violation)");
+    if (pm.digest() != state_.plan_digest)
+      problems.push_back("plan/ changed after it was frozen (plan hash violation)");
   }
   if (sha256_hex(read_or_empty(dir_ / "state.json")) != state_sha_) problems.push_back("state.json changed");
   for (const auto& [rel, hash] : state_.protected_files) {
@@ -312,11 +320,13 @@ Result<std::vector<std::string>> Runner::protected_problems() {
 
 Result<std::unique_ptr<agent::Backend>>& Runner::backend_for(agent::Role role) {
   auto& slot = role == agent::Role::kWriter ? writer_ : reviewer_;
-  if (!slot) slot.emplace(env_.make_backend(role == agent::Role::kWriter ? state_.options.writer : state_.options.reviewer));
+  if (!slot)
+    slot.emplace(env_.make_backend(role == agent::Role::kWriter ? state_.options.writer : state_.options.reviewer));
   return *slot;
 }
 
-Result<agent::SessionResult> Runner::session(agent::Role role, const std::string& phase, int index, std::string prompt) {
+Result<agent::SessionResult> Runner::session(agent::Role role, const std::string& phase, int index,
+                                             std::string prompt) {
   auto& backend = backend_for(role);
   if (!backend.ok()) return backend.status();
   agent::SessionRequest req;
@@ -362,20 +372,32 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
   all_tools.add(tools_.get());
   all_tools.add(&knowledge);
   req.tools = &all_tools;
-  KDA_RETURN_IF_ERROR(log("session", "kda", {{"event", "start"}, {"role", actor}, {"phase", phase}, {"index", index},
-                                             {"backend", (*backend)->name()}, {"prompt_sha256", sha256_hex(req.prompt)}}));
+  KDA_RETURN_IF_ERROR(log("session", "kda",
+                          {{"event", "start"},
+                           {"role", actor},
+                           {"phase", phase},
+                           {"index", index},
+                           {"backend", (*backend)->name()},
+                           {"prompt_sha256", sha256_hex(req.prompt)}}));
   status_line(fmt::format("{} session ({})", actor, phase));
   auto r = (*backend)->run_session(req);
   if (!r.ok()) {
-    (void)log("session", "kda", {{"event", "error"}, {"role", actor}, {"phase", phase}, {"error", r.status().message()}});
+    (void)log("session", "kda",
+              {{"event", "error"}, {"role", actor}, {"phase", phase}, {"error", r.status().message()}});
     return r.status().with_context(std::string(actor) + " backend");
   }
   if (!session_audit_error_.empty()) return Status::io("audit log: " + session_audit_error_);
   state_.usage += r->usage;
   KDA_RETURN_IF_ERROR(log("session", "kda",
-                          {{"event", "end"}, {"role", actor}, {"phase", phase}, {"index", index}, {"turns", r->turns},
-                           {"timed_out", r->timed_out}, {"input_tokens", r->usage.input_tokens},
-                           {"output_tokens", r->usage.output_tokens}, {"cost_usd", r->usage.cost_usd},
+                          {{"event", "end"},
+                           {"role", actor},
+                           {"phase", phase},
+                           {"index", index},
+                           {"turns", r->turns},
+                           {"timed_out", r->timed_out},
+                           {"input_tokens", r->usage.input_tokens},
+                           {"output_tokens", r->usage.output_tokens},
+                           {"cost_usd", r->usage.cost_usd},
                            {"final_text_sha256", sha256_hex(r->final_text)}}));
   return r;
 }
@@ -407,7 +429,9 @@ Result<eval::EvalReport> Runner::run_eval(const task::Solution& s, const std::st
     return r.status().with_context("evaluator");
   }
   KDA_RETURN_IF_ERROR(log("evaluation", "verifier",
-                          {{"why", why}, {"workloads", workloads}, {"solution_hash", task::solution_hash(s)},
+                          {{"why", why},
+                           {"workloads", workloads},
+                           {"solution_hash", task::solution_hash(s)},
                            {"summary", eval_summary(*r)}}));
   return r;
 }
@@ -467,7 +491,9 @@ Status Runner::finalize() {
   auto results = check_criteria(criteria_, r);
   const bool met = all_met(results);
   KDA_RETURN_IF_ERROR(log("verdict", "verifier", {{"completion_check", criteria_results_json(results)}, {"met", met}}));
-  json check = {{"incumbent", state_.incumbent_id}, {"criteria", criteria_results_json(results)}, {"met", met},
+  json check = {{"incumbent", state_.incumbent_id},
+                {"criteria", criteria_results_json(results)},
+                {"met", met},
                 {"eval", eval_summary(r)}};
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "final" / "check.json", check.dump(2)));
   if (met) {
@@ -475,7 +501,8 @@ Status Runner::finalize() {
     state_.phase = "done";
     state_.step = "";
     state_.stop_reason.clear();
-    KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "done"}, {"incumbent", state_.incumbent_id}, {"geomean", r.score_geomean}}));
+    KDA_RETURN_IF_ERROR(
+        log("state", "kda", {{"event", "done"}, {"incumbent", state_.incumbent_id}, {"geomean", r.score_geomean}}));
     set_incumbent_score(r.score_geomean, r.geomean_ci);
     status_line("done");
     return save_state();
@@ -535,7 +562,8 @@ Status Runner::stop(const std::string& reason) {
   state_.phase = "stopped";
   state_.step = "";
   state_.stop_reason = reason;
-  KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "stopped"}, {"reason", reason}, {"incumbent", state_.incumbent_id}}));
+  KDA_RETURN_IF_ERROR(
+      log("state", "kda", {{"event", "stopped"}, {"reason", reason}, {"incumbent", state_.incumbent_id}}));
   if (!state_.incumbent_commit.empty() && ledger_.find(state_.incumbent_id) != nullptr)
     KDA_RETURN_IF_ERROR(export_final(std::nullopt));
   status_line("stopped: " + reason);
@@ -545,7 +573,8 @@ Status Runner::stop(const std::string& reason) {
 Status Runner::extend(const BudgetChange& b) {
   if (!b.any()) return {};
   if (state_.phase == "done")
-    return Status::bad_input("--resume " + dir_.string() + ": the run is done (its acceptance criteria were met on all "
+    return Status::bad_input("--resume " + dir_.string() +
+                             ": the run is done (its acceptance criteria were met on all "
                              "workloads); new budgets do not reopen it: start a new run with --start " +
                              (dir_ / "final").string());
   const bool budget_stop = state_.stop_reason.starts_with("budget:") || state_.stop_reason.starts_with("max rounds") ||
@@ -639,9 +668,9 @@ Result<RunOutcome> Runner::drive() {
 using detail::Runner;
 
 nlohmann::json RunOutcome::to_json() const {
-  return {{"run_dir", run_dir.string()}, {"phase", phase},         {"stop_reason", stop_reason},
-          {"incumbent", incumbent},      {"speedup", incumbent_speedup}, {"rounds", rounds},
-          {"criteria_met", criteria_met}, {"round_table", round_rows}};
+  return {
+      {"run_dir", run_dir.string()},  {"phase", phase},   {"stop_reason", stop_reason},   {"incumbent", incumbent},
+      {"speedup", incumbent_speedup}, {"rounds", rounds}, {"criteria_met", criteria_met}, {"round_table", round_rows}};
 }
 
 Result<RunOutcome> start_run(const std::filesystem::path& run_dir, const LoopOptions& options, const LoopEnv& env) {

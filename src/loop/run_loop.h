@@ -66,6 +66,7 @@ struct BudgetChange {
 // Continues a run from its state.json (after a crash, kill -9 or a backend failure), with
 // `budgets` applied first. Extending a run that is done, or stopped for anything but a budget or
 // max rounds, is bad input (it names why).
-Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env, const BudgetChange& budgets = {});
+Result<RunOutcome> resume_run(const std::filesystem::path& run_dir, const LoopEnv& env,
+                              const BudgetChange& budgets = {});
 
 }  // namespace kda::loop

@@ -97,7 +97,7 @@ inline Result<std::string> final_sources(const stdfs::path& run) {
 }
 
 inline json writer_session(const std::string& phase, int index, json steps, const std::string& final_text = "done",
-                    int tokens = 0) {
+                           int tokens = 0) {
   json s = {{"role", "writer"}, {"phase", phase}, {"index", index}, {"steps", steps}, {"final_text", final_text}};
   if (tokens > 0) s["usage"] = {{"input_tokens", tokens}, {"output_tokens", 0}, {"cost_usd", tokens * 1e-5}};
   return s;
@@ -123,9 +123,11 @@ inline json plan_sessions() {
       writer_session("plan", 1, json::array(), "Plan v1: loop order.\nCRITERION: the kernel stays readable"),
       reviewer_session("plan_review", 1, "Rank the directions.\nPLAN: REVISE"),
       writer_session("plan", 2,
-                     json::array({{{"write_file", {{"path", "../scratch/plan.md"},
-                                                   {"content", "Plan v2: 1. i-k-j order 2. blocking\nCRITERION: no "
-                                                               "special cases"}}}}})),
+                     json::array({{{"write_file",
+                                    {{"path", "../scratch/plan.md"},
+                                     {"content",
+                                      "Plan v2: 1. i-k-j order 2. blocking\nCRITERION: no "
+                                      "special cases"}}}}})),
       reviewer_session("plan_review", 2, "Good.\nPLAN: APPROVE"),
   });
 }
@@ -261,6 +263,5 @@ inline void expect_full_scenario_result(const stdfs::path& run, const RunOutcome
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->ok());
 }
-
 
 }  // namespace kda::loop::testing_fixture

@@ -16,7 +16,10 @@ TEST_F(RunLoopTest, ResumesAfterFailureAtEveryEffect) {
   for (int at = 1; at <= total_sessions + total_evals; ++at) {
     SCOPED_TRACE("failure at effect " + std::to_string(at));
     start_over();
-    if (at <= total_sessions) fail_session_at_ = at; else fake_.fail_at = at - total_sessions;
+    if (at <= total_sessions)
+      fail_session_at_ = at;
+    else
+      fake_.fail_at = at - total_sessions;
     auto first = start_run(run_, options(), env());
     if (first.ok()) {  // an evaluate-tool failure is the agent's problem, not the run's
       expect_full_scenario_result(run_, *first);

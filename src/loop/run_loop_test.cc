@@ -42,16 +42,20 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
          const size_t at = rec.find_first_of("0123456789", rec.find("\"seq\""));
          rec[at] = rec[at] == '9' ? '8' : static_cast<char>(rec[at] + 1);
        }},
-      {"a record deleted", [](std::vector<std::string>& l, const std::string&) { l.erase(l.begin() + static_cast<long>(l.size() / 2)); }},
-      {"two records swapped", [](std::vector<std::string>& l, const std::string&) { std::swap(l[l.size() / 2], l[l.size() / 2 + 1]); }},
+      {"a record deleted",
+       [](std::vector<std::string>& l, const std::string&) { l.erase(l.begin() + static_cast<long>(l.size() / 2)); }},
+      {"two records swapped",
+       [](std::vector<std::string>& l, const std::string&) { std::swap(l[l.size() / 2], l[l.size() / 2 + 1]); }},
       {"the records from the state's head on cut off",
        [](std::vector<std::string>& l, const std::string& head) {
-         auto at = std::find_if(l.begin(), l.end(), [&](const std::string& r) { return r.find(head) != std::string::npos; });
+         auto at =
+             std::find_if(l.begin(), l.end(), [&](const std::string& r) { return r.find(head) != std::string::npos; });
          ASSERT_NE(at, l.end());
          l.erase(at, l.end());
        }},
       {"the log deleted", nullptr},
-      {"a torn last line (not a violation)", [](std::vector<std::string>& l, const std::string&) { l.back() = l.back().substr(0, 20); }},
+      {"a torn last line (not a violation)",
+       [](std::vector<std::string>& l, const std::string&) { l.back() = l.back().substr(0, 20); }},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -86,7 +90,8 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
       continue;
     }
     EXPECT_EQ(o->phase, "stopped");
-    EXPECT_NE(o->stop_reason.find("integrity violation: the audit log was altered"), std::string::npos) << o->stop_reason;
+    EXPECT_NE(o->stop_reason.find("integrity violation: the audit log was altered"), std::string::npos)
+        << o->stop_reason;
     EXPECT_EQ(o->incumbent, "c001");
     auto sol = final_sources(run_);
     ASSERT_TRUE(sol.ok());
@@ -168,14 +173,19 @@ TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) 
   ASSERT_TRUE(o.ok()) << o.status().message();
   auto contract = [&](int n) { return *fs::read_file(run_ / fmt::format("rounds/{:03d}/contract.md", n)); };
   EXPECT_EQ(contract(1).find("PREVIOUS_ROUND"), std::string::npos);
-  EXPECT_NE(contract(2).find("PREVIOUS_ROUND: 1\nOUTCOME: accepted\nREASON: accepted"), std::string::npos) << contract(2);
-  EXPECT_NE(contract(3).find("PREVIOUS_ROUND: 2\nOUTCOME: rejected\nREASON: false_claim"), std::string::npos) << contract(3);
-  EXPECT_NE(contract(3).find("EVIDENCE: " + (stdfs::canonical(run_) / "rounds/002/verify.json").string()), std::string::npos);
-  EXPECT_NE(contract(4).find("PREVIOUS_ROUND: 3\nOUTCOME: rejected\nREASON: not_improved"), std::string::npos) << contract(4);
+  EXPECT_NE(contract(2).find("PREVIOUS_ROUND: 1\nOUTCOME: accepted\nREASON: accepted"), std::string::npos)
+      << contract(2);
+  EXPECT_NE(contract(3).find("PREVIOUS_ROUND: 2\nOUTCOME: rejected\nREASON: false_claim"), std::string::npos)
+      << contract(3);
+  EXPECT_NE(contract(3).find("EVIDENCE: " + (stdfs::canonical(run_) / "rounds/002/verify.json").string()),
+            std::string::npos);
+  EXPECT_NE(contract(4).find("PREVIOUS_ROUND: 3\nOUTCOME: rejected\nREASON: not_improved"), std::string::npos)
+      << contract(4);
   ASSERT_EQ(prompts_.size(), session_log_.size());
   for (size_t i = 0; i < prompts_.size(); ++i) {
     EXPECT_NE(prompts_[i].find("task (definition.json"), std::string::npos) << session_log_[i];
-    EXPECT_NE(prompts_[i].find((stdfs::canonical(run_) / "ledger.json").string()), std::string::npos) << session_log_[i];
+    EXPECT_NE(prompts_[i].find((stdfs::canonical(run_) / "ledger.json").string()), std::string::npos)
+        << session_log_[i];
     if (session_log_[i].starts_with("reviewer:review:"))
       EXPECT_NE(prompts_[i].find("this round: " + (stdfs::canonical(run_) / "rounds").string()), std::string::npos);
   }
@@ -212,7 +222,8 @@ TEST_F(RunLoopTest, AnImprovementIsConfirmedAcrossHeadToHeadEvaluations) {
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {
   for (const auto& p : plan_sessions()) sessions_.push_back(p);
   sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing")}}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: STALLED"}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: STALLED"}});
   auto o = start_run(run_, options(), env());
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o->phase, "stopped");
@@ -231,8 +242,10 @@ TEST_F(RunLoopTest, TokenBudgetStopsGracefullyWithIncumbent) {
   sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE", 1000));
   sessions_.push_back(writer_session("round", 1, {write_kernel(2.0), finish("x", {geomean_claim(2.0)})}, "", 1000));
   sessions_.push_back(reviewer_session("review", 1, "DECISION: CONTINUE\nPROGRESS: ADVANCED", 1000));
-  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("y")}}, {"usage", {{"input_tokens", 1000}}}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: STALLED"}});
+  sessions_.push_back(
+      {{"role", "writer"}, {"phase", "round"}, {"steps", {finish("y")}}, {"usage", {{"input_tokens", 1000}}}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: STALLED"}});
   auto opts = options();
   opts.budget_tokens = 4500;
   auto o = start_run(run_, opts, env());
@@ -267,9 +280,10 @@ TEST_F(RunLoopTest, PlanTamperingIsAViolationThatStopsTheRun) {
 TEST_F(RunLoopTest, WritesOutsideTheSolutionAreRejectedAndReset) {
   sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
   sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
-  sessions_.push_back(writer_session(
-      "round", 1,
-      {write_kernel(2.0), {{"write_file", {{"path", "conftest.py"}, {"content", "x"}}}}, finish("x", {geomean_claim(2.0)})}));
+  sessions_.push_back(writer_session("round", 1,
+                                     {write_kernel(2.0),
+                                      {{"write_file", {{"path", "conftest.py"}, {"content", "x"}}}},
+                                      finish("x", {geomean_claim(2.0)})}));
   sessions_.push_back(reviewer_session("review", 1, "DECISION: STOP\nPROGRESS: ADVANCED"));
   auto o = start_run(run_, options(), env());
   ASSERT_TRUE(o.ok()) << o.status().message();
@@ -284,8 +298,10 @@ TEST_F(RunLoopTest, WritesOutsideTheSolutionAreRejectedAndReset) {
 TEST_F(RunLoopTest, FailedCompletionCheckReturnsToRounds) {
   sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
   sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
-  sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {write_kernel(2.0), finish("x", {geomean_claim(2.0)})}}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: ADVANCED"}});
+  sessions_.push_back(
+      {{"role", "writer"}, {"phase", "round"}, {"steps", {write_kernel(2.0), finish("x", {geomean_claim(2.0)})}}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: ADVANCED"}});
   auto opts = options("10x");
   opts.max_rounds = 2;
   auto o = start_run(run_, opts, env());
@@ -296,11 +312,14 @@ TEST_F(RunLoopTest, FailedCompletionCheckReturnsToRounds) {
   EXPECT_NE(c2->find("completion check failed"), std::string::npos);
   // Round 2 changed nothing and the reviewer asked again: the same incumbent is not checked twice.
   EXPECT_NE(o->stop_reason.find("the incumbent c001 is unchanged since the last completion check, which failed"),
-            std::string::npos) << o->stop_reason;
+            std::string::npos)
+      << o->stop_reason;
   auto log = fs::read_file(run_ / "audit.jsonl");
   ASSERT_TRUE(log.ok());
   size_t checks = 0;
-  for (size_t at = log->find("\"why\":\"completion check\""); at != std::string::npos; at = log->find("\"why\":\"completion check\"", at + 1)) ++checks;
+  for (size_t at = log->find("\"why\":\"completion check\""); at != std::string::npos;
+       at = log->find("\"why\":\"completion check\"", at + 1))
+    ++checks;
   EXPECT_EQ(checks, 1u);
 }
 
@@ -310,15 +329,18 @@ TEST_F(RunLoopTest, CompleteOnARejectedRoundBelowTheTargetRunsNoCheck) {
   sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
   sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
   sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing changed")}}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: STALLED"}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: STALLED"}});
   sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("still nothing")}}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: STALLED"}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: COMPLETE\nPROGRESS: STALLED"}});
   auto opts = options("10x");
   opts.max_rounds = 2;
   auto o = start_run(run_, opts, env());
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o->phase, "stopped");
-  EXPECT_NE(o->stop_reason.find("the reviewer asked for COMPLETE and no rounds are left"), std::string::npos) << o->stop_reason;
+  EXPECT_NE(o->stop_reason.find("the reviewer asked for COMPLETE and no rounds are left"), std::string::npos)
+      << o->stop_reason;
   EXPECT_FALSE(stdfs::exists(run_ / "final/check.json"));  // no completion check ran
   auto log = fs::read_file(run_ / "audit.jsonl");
   ASSERT_TRUE(log.ok());
@@ -326,15 +348,19 @@ TEST_F(RunLoopTest, CompleteOnARejectedRoundBelowTheTargetRunsNoCheck) {
   EXPECT_NE(log->find("\"completion check skipped\""), std::string::npos);
   auto c2 = fs::read_file(run_ / "rounds/002/contract.md");
   ASSERT_TRUE(c2.ok());
-  EXPECT_NE(c2->find("no completion check was run: this round was not accepted, and the incumbent c000"), std::string::npos) << *c2;
+  EXPECT_NE(c2->find("no completion check was run: this round was not accepted, and the incumbent c000"),
+            std::string::npos)
+      << *c2;
 }
 
 TEST_F(RunLoopTest, AlignmentReviewEveryKRounds) {
   sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
   sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
   sessions_.push_back({{"role", "writer"}, {"phase", "round"}, {"steps", {finish("nothing")}}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: ADVANCED"}});
-  sessions_.push_back({{"role", "reviewer"}, {"phase", "alignment"}, {"final_text", "Off course.\nDECISION: STOP\nPROGRESS: STALLED"}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "review"}, {"final_text", "DECISION: CONTINUE\nPROGRESS: ADVANCED"}});
+  sessions_.push_back(
+      {{"role", "reviewer"}, {"phase", "alignment"}, {"final_text", "Off course.\nDECISION: STOP\nPROGRESS: STALLED"}});
   auto opts = options();
   opts.alignment_every = 2;
   auto o = start_run(run_, opts, env());

@@ -14,9 +14,12 @@ std::optional<int> get_opt_int(const nlohmann::json& j, const char* key) {
 }
 
 nlohmann::json usage_json(const agent::Usage& u) {
-  return {{"input_tokens", u.input_tokens},   {"output_tokens", u.output_tokens},
-          {"cache_read_tokens", u.cache_read_tokens}, {"cache_write_tokens", u.cache_write_tokens},
-          {"cost_usd", u.cost_usd},           {"requests", u.requests}};
+  return {{"input_tokens", u.input_tokens},
+          {"output_tokens", u.output_tokens},
+          {"cache_read_tokens", u.cache_read_tokens},
+          {"cache_write_tokens", u.cache_write_tokens},
+          {"cost_usd", u.cost_usd},
+          {"requests", u.requests}};
 }
 agent::Usage usage_from(const nlohmann::json& j) {
   agent::Usage u;
@@ -97,8 +100,11 @@ nlohmann::json RunState::to_json() const {
           {"plan_draft", plan_draft},
           {"round", round},
           {"candidate_commit", candidate_commit},
-          {"incumbent", {{"id", incumbent_id}, {"commit", incumbent_commit}, {"speedup", incumbent_speedup},
-                         {"ci95", {incumbent_ci_low, incumbent_ci_high}}}},
+          {"incumbent",
+           {{"id", incumbent_id},
+            {"commit", incumbent_commit},
+            {"speedup", incumbent_speedup},
+            {"ci95", {incumbent_ci_low, incumbent_ci_high}}}},
           {"baseline_commit", baseline_commit},
           {"task_digest", task_digest},
           {"plan_digest", plan_digest},

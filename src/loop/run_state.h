@@ -18,20 +18,20 @@ namespace kda::loop {
 
 // What `kda run` was asked for; persisted in state.json so a resumed run behaves the same.
 struct LoopOptions {
-  std::filesystem::path task;              // the pack it was started from (copied and sealed into <run>/task)
-  std::string writer;                      // backend spec, e.g. "scripted:writer.json", "anthropic:claude-..."
+  std::filesystem::path task;  // the pack it was started from (copied and sealed into <run>/task)
+  std::string writer;          // backend spec, e.g. "scripted:writer.json", "anthropic:claude-..."
   std::string reviewer;
-  std::string target = "1.0";              // --target: "1.5x" or "1.5x,M>=128:2x"
-  std::filesystem::path start;             // starting solution; empty: the pack's baseline
+  std::string target = "1.0";   // --target: "1.5x" or "1.5x,M>=128:2x"
+  std::filesystem::path start;  // starting solution; empty: the pack's baseline
   int max_rounds = 10;
-  double hours = 0;                        // wall-clock budget; 0: none
-  int64_t budget_tokens = 0;               // input + output tokens; 0: none
-  double budget_usd = 0;                   // 0: none
-  double gpu_minutes = 0;                  // evaluator time (all evaluations); 0: none
+  double hours = 0;                                              // wall-clock budget; 0: none
+  int64_t budget_tokens = 0;                                     // input + output tokens; 0: none
+  double budget_usd = 0;                                         // 0: none
+  double gpu_minutes = 0;                                        // evaluator time (all evaluations); 0: none
   std::optional<int> eval_trials, eval_iterations, eval_warmup;  // overrides for every evaluation
-  std::optional<int> final_trials;         // trials of the completion check; default 2x the round trials
-  int plan_reviews = 2;                    // bounded plan-review rounds
-  int alignment_every = 0;                 // a full alignment review every K rounds; 0: never
+  std::optional<int> final_trials;  // trials of the completion check; default 2x the round trials
+  int plan_reviews = 2;             // bounded plan-review rounds
+  int alignment_every = 0;          // a full alignment review every K rounds; 0: never
   // A claim is confirmed inside the measurement's 95 % interval over trials, widened to at least
   // +-claim_tolerance (relative) around the measured value.
   double claim_tolerance = 0.25;
@@ -41,11 +41,11 @@ struct LoopOptions {
   // ...and then holds head-to-head against the incumbent over this many evaluations in fresh
   // processes (the 95 % interval over them above 1).
   int confirm_pairs = 3;
-  int max_evals_per_round = 8;             // writer's `evaluate` tool calls per round
+  int max_evals_per_round = 8;  // writer's `evaluate` tool calls per round
   // Writer's `profile` tool calls per round; 0 (the default): not offered, because the runner under
   // ncu cannot be sandboxed, so profiled code runs with the user's rights (opt in with --max-profiles).
   int max_profiles_per_round = 0;
-  bool sandbox = true;                     // evaluator sandbox (Landlock + seccomp)
+  bool sandbox = true;  // evaluator sandbox (Landlock + seccomp)
   std::string cuda_arch = "90a";
   nlohmann::json to_json() const;
   static Result<LoopOptions> from_json(const nlohmann::json& j);
@@ -60,35 +60,35 @@ struct RunState {
   std::string step = "draft";
   int plan_draft = 1;
   int round = 1;
-  std::string candidate_commit;            // the writer's commit of the current round (set after "writer")
+  std::string candidate_commit;  // the writer's commit of the current round (set after "writer")
   std::string incumbent_id = "c000";
   std::string incumbent_commit;
-  double incumbent_speedup = 0;            // geomean vs the baseline, as verified
+  double incumbent_speedup = 0;                        // geomean vs the baseline, as verified
   double incumbent_ci_low = 0, incumbent_ci_high = 0;  // its 95 % interval over trials (0, 0: none)
   std::string baseline_commit;
-  std::string task_digest;                 // manifest digest of <run>/task when sealed
-  std::string plan_digest;                 // manifest digest of <run>/plan when frozen ("" before)
+  std::string task_digest;                             // manifest digest of <run>/task when sealed
+  std::string plan_digest;                             // manifest digest of <run>/plan when frozen ("" before)
   std::map<std::string, std::string> protected_files;  // run-relative path -> sha256 (verdicts, ledger)
-  int stalls = 0;                          // consecutive rounds the reviewer did not call ADVANCED
+  int stalls = 0;                                      // consecutive rounds the reviewer did not call ADVANCED
   agent::Usage usage;
-  double elapsed_s = 0;                    // wall time across resumes
-  double eval_s = 0;                       // evaluator wall time (the --gpu-minutes budget)
+  double elapsed_s = 0;  // wall time across resumes
+  double eval_s = 0;     // evaluator wall time (the --gpu-minutes budget)
   int finalize_attempts = 0;
-  std::string note;                        // carried into the next round contract (e.g. why COMPLETE failed)
+  std::string note;  // carried into the next round contract (e.g. why COMPLETE failed)
   std::string stop_reason;
-  std::string stopped_from;                // "<phase>/<step>" the run stopped in (where new budgets resume it)
+  std::string stopped_from;  // "<phase>/<step>" the run stopped in (where new budgets resume it)
   std::vector<std::string> complaints;
-  std::string audit_head;                  // audit log head when this state was written
+  std::string audit_head;  // audit log head when this state was written
   uint64_t audit_records = 0;
   nlohmann::json to_json() const;
   static Result<RunState> from_json(const nlohmann::json& j);
 };
 
 struct Candidate {
-  std::string id;          // "c000" (the starting solution), "c003" (round 3's candidate)
-  std::string parent;      // the incumbent the round started from ("" for c000)
+  std::string id;      // "c000" (the starting solution), "c003" (round 3's candidate)
+  std::string parent;  // the incumbent the round started from ("" for c000)
   int round = 0;
-  std::string commit;      // workspace commit
+  std::string commit;  // workspace commit
   std::string solution_hash;
   nlohmann::json eval = nlohmann::json::object();      // summary: all_passed, geomean, per-workload
   nlohmann::json verdicts = nlohmann::json::object();  // {"verify": {...}, "review": {...}}
@@ -99,7 +99,7 @@ struct Candidate {
 struct Ledger {
   std::string incumbent = "c000";
   std::vector<Candidate> candidates;
-  void upsert(Candidate c);                // replaces the candidate with the same id (idempotent rounds)
+  void upsert(Candidate c);  // replaces the candidate with the same id (idempotent rounds)
   const Candidate* find(const std::string& id) const;
   nlohmann::json to_json() const;
   static Result<Ledger> from_json(const nlohmann::json& j);

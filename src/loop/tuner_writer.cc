@@ -67,7 +67,8 @@ Result<std::vector<std::string>> copy_solution(const stdfs::path& dir, const std
   KDA_ASSIGN_OR_RETURN(task::Solution s, task::load_solution(dir));
   std::vector<std::string> written;
   for (const auto& src : s.sources) {
-    if (!safe_relative(src.path)) return Status::bad_input(dir.string() + "/solution.json: source path '" + src.path + "' leaves the solution");
+    if (!safe_relative(src.path))
+      return Status::bad_input(dir.string() + "/solution.json: source path '" + src.path + "' leaves the solution");
     KDA_RETURN_IF_ERROR(fs::ensure_dir((to / src.path).parent_path()));
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(to / src.path, src.content));
     written.push_back(src.path);
@@ -135,8 +136,9 @@ class TunerWriter final : public agent::Backend {
       origin = "the starting solution in the workspace (it has a tunables.toml)";
     } else if (stdfs::exists(p.task / "solutions" / "tunable" / tune::kTunablesFile, ec)) {
       from = p.task / "solutions" / "tunable";
-      origin = "the pack's solutions/tunable/: the starting solution has no tunables.toml, so the tuner starts "
-               "from the pack's tunable solution instead";
+      origin =
+          "the pack's solutions/tunable/: the starting solution has no tunables.toml, so the tuner starts "
+          "from the pack's tunable solution instead";
     } else {
       return Status::bad_input("tuner writer: nothing to tune: neither the workspace (" + p.workspace.string() +
                                ") nor the task (" + (p.task / "solutions/tunable").string() + ") has a tunables.toml");
@@ -148,7 +150,8 @@ class TunerWriter final : public agent::Backend {
     KDA_ASSIGN_OR_RETURN(task::Solution base, task::load_solution(p.source()));
     std::vector<std::string> srcs;
     for (const auto& s : base.sources) srcs.push_back(s.path);
-    KDA_ASSIGN_OR_RETURN(tune::Tunables t, tune::load_tunables(p.source(), pack.definition, base.spec.entry_point, srcs));
+    KDA_ASSIGN_OR_RETURN(tune::Tunables t,
+                         tune::load_tunables(p.source(), pack.definition, base.spec.entry_point, srcs));
     KDA_ASSIGN_OR_RETURN(auto configs, tune::enumerate_configs(t));
     std::vector<const task::Workload*> dev;
     for (const auto& u : pack.dev_uuids)
@@ -237,7 +240,8 @@ class TunerWriter final : public agent::Backend {
         break;
       case TunerStage::kRefine:
         o.max_minutes = share(kTunerRefineShare);
-        stage_text = fmt::format("per-regime refinement (round {}): the whole space of {} configurations", req.index, total);
+        stage_text =
+            fmt::format("per-regime refinement (round {}): the whole space of {} configurations", req.index, total);
         break;
       case TunerStage::kDispatcher:
       case TunerStage::kDone:
@@ -247,18 +251,23 @@ class TunerWriter final : public agent::Backend {
         break;
     }
     ++turns_;
-    emit_({"command", true,
-           {{"tune", {{"stage", tuner_stage_name(stage)}, {"max_configs", o.max_configs}, {"max_minutes", o.max_minutes},
-                      {"out_dir", o.out_dir.string()}, {"source", p.source().string()}}}}});
+    emit_({"command",
+           true,
+           {{"tune",
+             {{"stage", tuner_stage_name(stage)},
+              {"max_configs", o.max_configs},
+              {"max_minutes", o.max_minutes},
+              {"out_dir", o.out_dir.string()},
+              {"source", p.source().string()}}}}});
     auto r = tune::tune(pack, p.source(), o);
     const TunerStage next_stage = tuner_stage_for_round(req.index + 1);
     if (!r.ok()) {
       // What the tuner could not do is the round's outcome, not a backend failure: the workspace
       // stays the incumbent, nothing is claimed.
       emit_({"error", false, {{"tune", r.status().message()}}});
-      const std::string summary = fmt::format("Stage: {}.\nThe tuner failed: {}\nThe workspace is unchanged; no claim.\nNEXT: {}\n",
-                                              stage_text, r.status().message(),
-                                              stage == TunerStage::kDone ? "none" : tuner_stage_name(next_stage));
+      const std::string summary =
+          fmt::format("Stage: {}.\nThe tuner failed: {}\nThe workspace is unchanged; no claim.\nNEXT: {}\n", stage_text,
+                      r.status().message(), stage == TunerStage::kDone ? "none" : tuner_stage_name(next_stage));
       finish(req, summary, json::array());
       return summary;
     }
@@ -271,9 +280,10 @@ class TunerWriter final : public agent::Backend {
     const bool dispatcher_ok = r->dispatcher_passed && r->dispatcher_geomean_ms > 0;
     bool use_dispatcher = dispatcher_ok;
     if (stage != TunerStage::kDispatcher)
-      use_dispatcher = dispatcher_ok && (r->dispatcher_vs_best_single > 0 ? r->dispatcher_vs_best_single > 1
-                                                                          : r->best_single_geomean_ms <= 0 ||
-                                                                                r->dispatcher_geomean_ms < r->best_single_geomean_ms);
+      use_dispatcher = dispatcher_ok &&
+                       (r->dispatcher_vs_best_single > 0
+                            ? r->dispatcher_vs_best_single > 1
+                            : r->best_single_geomean_ms <= 0 || r->dispatcher_geomean_ms < r->best_single_geomean_ms);
     const stdfs::path chosen = use_dispatcher ? r->dispatcher_dir : r->best_single_dir;
     const double chosen_ms = use_dispatcher ? r->dispatcher_geomean_ms : r->best_single_geomean_ms;
     KDA_ASSIGN_OR_RETURN(auto written, copy_solution(chosen, p.workspace, false));
@@ -288,9 +298,10 @@ class TunerWriter final : public agent::Backend {
     if (r->final_timing && r->baseline_geomean_ms > 0 && chosen_ms > 0) {
       const double speedup = r->baseline_geomean_ms / chosen_ms;
       claims.push_back({{"metric", "geomean_speedup"}, {"value", speedup}});
-      claim_text = fmt::format("Claim: geomean_speedup {:.4f} = baseline {:.6g} ms / {:.6g} ms (the tuner's final "
-                               "timing on the dev workloads, baseline interleaved).",
-                               speedup, r->baseline_geomean_ms, chosen_ms);
+      claim_text = fmt::format(
+          "Claim: geomean_speedup {:.4f} = baseline {:.6g} ms / {:.6g} ms (the tuner's final "
+          "timing on the dev workloads, baseline interleaved).",
+          speedup, r->baseline_geomean_ms, chosen_ms);
     }
     const std::string next = stage == TunerStage::kDone || stage == TunerStage::kDispatcher
                                  ? std::string("none")
@@ -307,8 +318,7 @@ class TunerWriter final : public agent::Backend {
             ? fmt::format("; head-to-head, interleaved: the dispatcher at {:.3f}x the best single's speed",
                           r->dispatcher_vs_best_single)
             : "",
-        use_dispatcher ? "dispatcher" : "best single configuration", written.size(), claim_text,
-        next);
+        use_dispatcher ? "dispatcher" : "best single configuration", written.size(), claim_text, next);
     finish(req, summary, claims);
     return summary;
   }
@@ -318,7 +328,9 @@ class TunerWriter final : public agent::Backend {
     agent::ToolOutcome out{"no tools in this session", true, {}};
     if (req.tools != nullptr) out = req.tools->call("finish_round", args);
     ++turns_;
-    emit_({"tool_call", !out.is_error, {{"name", "finish_round"}, {"arguments", args}, {"result", out.text.substr(0, 2000)}}});
+    emit_({"tool_call",
+           !out.is_error,
+           {{"name", "finish_round"}, {"arguments", args}, {"result", out.text.substr(0, 2000)}}});
   }
 
   void file_event(const stdfs::path& file) {
@@ -350,7 +362,8 @@ TunerStage tuner_stage_for_round(int round) {
 }
 
 Result<std::unique_ptr<agent::Backend>> make_tuner_writer(const std::string& arg) {
-  if (!arg.empty() && arg != "auto") return Status::bad_input("tuner backend: expected 'tuner' (got 'tuner:" + arg + "')");
+  if (!arg.empty() && arg != "auto")
+    return Status::bad_input("tuner backend: expected 'tuner' (got 'tuner:" + arg + "')");
   return std::unique_ptr<agent::Backend>(new TunerWriter());
 }
 

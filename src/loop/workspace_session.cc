@@ -21,12 +21,14 @@ Result<std::unique_ptr<WorkspaceSession>> WorkspaceSession::open(WorkspaceSessio
   std::error_code ec;
   if (!stdfs::is_directory(options.workspace, ec))
     return Status::bad_input("--workspace " + options.workspace.string() + " is not a directory");
-  if (options.max_evals < 1) return Status::bad_input(fmt::format("--max-evals must be >= 1, not {}", options.max_evals));
+  if (options.max_evals < 1)
+    return Status::bad_input(fmt::format("--max-evals must be >= 1, not {}", options.max_evals));
   if (!options.profiles_dir.empty() && options.max_profiles < 1)
     return Status::bad_input(fmt::format("--max-profiles must be >= 1 with --profiles, not {}", options.max_profiles));
   KDA_ASSIGN_OR_RETURN(task::TaskPack pack, task::load_task_pack(options.pack));
   KDA_ASSIGN_OR_RETURN(task::Manifest manifest, task::pack_manifest(options.pack));
-  return std::unique_ptr<WorkspaceSession>(new WorkspaceSession(std::move(options), std::move(pack), std::move(manifest)));
+  return std::unique_ptr<WorkspaceSession>(
+      new WorkspaceSession(std::move(options), std::move(pack), std::move(manifest)));
 }
 
 KdaToolHost::Hooks WorkspaceSession::hooks() {
@@ -45,7 +47,8 @@ KdaToolHost::Hooks WorkspaceSession::hooks() {
 // The workspace's solution under ncu (run_profile), the report and its record in profiles_dir.
 Result<ProfileTaken> WorkspaceSession::profile(const ProfileRequest& req) {
   auto solution = task::load_solution(options_.workspace);
-  if (!solution.ok()) return Status::bad_input("the workspace's solution does not load: " + solution.status().message());
+  if (!solution.ok())
+    return Status::bad_input("the workspace's solution does not load: " + solution.status().message());
   ProfileSetup setup;
   setup.dir = options_.profiles_dir;
   setup.runner_binary = options_.runner_binary;
@@ -61,8 +64,8 @@ Result<ProfileTaken> WorkspaceSession::profile(const ProfileRequest& req) {
 Result<agent::ToolOutcome> WorkspaceSession::evaluate() {
   auto solution = task::load_solution(options_.workspace);
   if (!solution.ok())
-    return agent::ToolOutcome{"the workspace's solution does not load: " + solution.status().message(), true,
-                              {{"error", "bad_solution"}}};
+    return agent::ToolOutcome{
+        "the workspace's solution does not load: " + solution.status().message(), true, {{"error", "bad_solution"}}};
   eval::EvalOptions o;
   o.runner_binary = options_.runner_binary;
   o.workloads = options_.workloads;
@@ -86,9 +89,10 @@ Result<agent::ToolOutcome> WorkspaceSession::evaluate() {
     log << entry.dump() << "\n";
     if (!log.flush()) return Status::io("--log " + options_.log.string() + ": cannot append");
   }
-  return agent::ToolOutcome{fmt::format("evaluation {} (solution {}):\n{}", id, entry["solution_hash"].get<std::string>().substr(0, 12),
-                                        detail::eval_table(summary)),
-                            false, entry};
+  return agent::ToolOutcome{
+      fmt::format("evaluation {} (solution {}):\n{}", id, entry["solution_hash"].get<std::string>().substr(0, 12),
+                  detail::eval_table(summary)),
+      false, entry};
 }
 
 json WorkspaceSession::ledger() const {

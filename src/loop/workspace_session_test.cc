@@ -109,7 +109,8 @@ TEST_F(WorkspaceSessionTest, ProfileKeepsReportsOutsideTheWorkspaceWithinItsBudg
   auto o = options(1);
   o.profiles_dir = dir_ / "profiles";
   o.max_profiles = 2;
-  o.ncu = testing_fixture::write_fake_ncu(dir_ / "bin", dir_ / "ncu-argv", kSource / "src/ncu/testdata/saxpy.ncu-rep").string();
+  o.ncu = testing_fixture::write_fake_ncu(dir_ / "bin", dir_ / "ncu-argv", kSource / "src/ncu/testdata/saxpy.ncu-rep")
+              .string();
   auto session = WorkspaceSession::open(o);
   ASSERT_TRUE(session.ok()) << session.status().message();
   KdaToolHost host((*session)->hooks());

@@ -35,7 +35,8 @@ class McpKnowledgeTest : public ::testing::Test {
     stdfs::create_directories(dir_ / "knowledge" / "technique");
     stdfs::copy_file(kFixtures / "saxpy.ncu-rep", dir_ / "ws" / "profiles" / "saxpy.ncu-rep");
     std::ofstream(dir_ / "knowledge" / "technique" / "okapi.md")
-        << "---\nid: technique/okapi-staging\ntitle: \"Okapi staging\"\ntype: technique\ntags: [technique, okapistage]\n"
+        << "---\nid: technique/okapi-staging\ntitle: \"Okapi staging\"\ntype: technique\ntags: [technique, "
+           "okapistage]\n"
            "sources:\n  - Our own notes, https://example.org/okapi\n---\n# Okapi staging\n\nStage okapistage tiles "
            "through shared memory before the epilogue so the global stores coalesce.\n";
     ::setenv("KDA_KNOWLEDGE_DIR", (dir_ / "knowledge").c_str(), 1);
@@ -75,7 +76,8 @@ class McpKnowledgeTest : public ::testing::Test {
     return replies;
   }
   static json call(int id, const std::string& name, json args) {
-    return {{"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", {{"name", name}, {"arguments", args}}}};
+    return {
+        {"jsonrpc", "2.0"}, {"id", id}, {"method", "tools/call"}, {"params", {{"name", name}, {"arguments", args}}}};
   }
   stdfs::path dir_;
 };
@@ -112,10 +114,12 @@ TEST_F(McpKnowledgeTest, ReviewerSeesAndCallsTheKnowledgeToolsNextToTheFileTools
   EXPECT_NE(r[4]["result"]["content"][0]["text"].get<std::string>().find("outside the directories"), std::string::npos);
   if (loop::KnowledgeTools::wiki_built()) {
     EXPECT_EQ(r[5]["result"]["isError"], false) << r[5].dump();
-    EXPECT_NE(r[5]["result"]["content"][0]["text"].get<std::string>().find("id: technique/okapi-staging"), std::string::npos)
+    EXPECT_NE(r[5]["result"]["content"][0]["text"].get<std::string>().find("id: technique/okapi-staging"),
+              std::string::npos)
         << r[5].dump();
     EXPECT_EQ(r[6]["result"]["isError"], false) << r[6].dump();
-    EXPECT_NE(r[6]["result"]["content"][0]["text"].get<std::string>().find("global stores coalesce"), std::string::npos);
+    EXPECT_NE(r[6]["result"]["content"][0]["text"].get<std::string>().find("global stores coalesce"),
+              std::string::npos);
     EXPECT_EQ(r[7]["result"]["isError"], true) << r[7].dump();
   }
 }
@@ -125,15 +129,21 @@ TEST_F(McpKnowledgeTest, KdaMcpWorkspaceModeServesTheKnowledgeTools) {
   const stdfs::path kda = stdfs::path(KDA_BINARY_DIR) / "kda";
   if (!stdfs::exists(kda)) GTEST_SKIP() << "kda binary not built: " << kda;
   std::ofstream req(dir_ / "requests.jsonl");
-  req << json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", {{"protocolVersion", "2025-06-18"}}}}.dump()
+  req << json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", {{"protocolVersion", "2025-06-18"}}}}
+             .dump()
       << "\n"
       << json{{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}}.dump() << "\n"
       << call(3, "ncu_analyze", {{"report", "profiles/saxpy.ncu-rep"}}).dump() << "\n"
       << call(4, "wiki_search", {{"query", "okapistage"}}).dump() << "\n";
   req.close();
   proc::RunOptions o;
-  o.argv = {"/bin/sh", "-c", "exec \"$0\" mcp --role reviewer --workspace \"$1\" --wiki-db \"$2\" < \"$3\"", kda.string(),
-            (dir_ / "ws").string(), (dir_ / "db" / "wiki.db").string(), (dir_ / "requests.jsonl").string()};
+  o.argv = {"/bin/sh",
+            "-c",
+            "exec \"$0\" mcp --role reviewer --workspace \"$1\" --wiki-db \"$2\" < \"$3\"",
+            kda.string(),
+            (dir_ / "ws").string(),
+            (dir_ / "db" / "wiki.db").string(),
+            (dir_ / "requests.jsonl").string()};
   o.timeout_seconds = 120;
   auto res = proc::run(o);
   ASSERT_TRUE(res.ok()) << res.status().message();
@@ -151,7 +161,8 @@ TEST_F(McpKnowledgeTest, KdaMcpWorkspaceModeServesTheKnowledgeTools) {
   EXPECT_EQ(r[3]["result"]["isError"], false) << r[3].dump();
   if (loop::KnowledgeTools::wiki_built()) {
     EXPECT_EQ(r[4]["result"]["isError"], false) << r[4].dump();
-    EXPECT_NE(r[4]["result"]["content"][0]["text"].get<std::string>().find("technique/okapi-staging"), std::string::npos);
+    EXPECT_NE(r[4]["result"]["content"][0]["text"].get<std::string>().find("technique/okapi-staging"),
+              std::string::npos);
     EXPECT_TRUE(stdfs::exists(dir_ / "db" / "wiki.db"));  // --wiki-db was used
   }
 }

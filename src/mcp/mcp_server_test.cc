@@ -20,7 +20,9 @@ json reply(McpServer& s, const std::string& line) {
 TEST(McpServer, InitializeNegotiatesTheClientsVersionOrOurLatest) {
   testing::TestTools tools;
   McpServer s(&tools, {});
-  json r = reply(s, R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
+  json r = reply(
+      s,
+      R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})");
   EXPECT_EQ(r["id"], 1);
   EXPECT_EQ(r["result"]["protocolVersion"], "2025-06-18");
   EXPECT_EQ(r["result"]["serverInfo"]["name"], "kda");
@@ -79,9 +81,12 @@ TEST(McpServer, ProtocolErrors) {
             kInvalidParams);
   EXPECT_EQ(reply(s, R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}})")["error"]["code"],
             kInvalidParams);
-  EXPECT_EQ(reply(s, R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[1]}})")["error"]["code"],
+  EXPECT_EQ(
+      reply(s, R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[1]}})")["error"]
+                                                                                                            ["code"],
+      kInvalidParams);
+  EXPECT_EQ(reply(s, R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1]})")["error"]["code"],
             kInvalidParams);
-  EXPECT_EQ(reply(s, R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1]})")["error"]["code"], kInvalidParams);
   // Notifications (no id) and responses are never answered, even unknown ones.
   EXPECT_FALSE(s.handle_line(R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{}})").has_value());
   EXPECT_FALSE(s.handle_line(R"({"jsonrpc":"2.0","id":5,"result":{}})").has_value());

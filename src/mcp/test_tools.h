@@ -11,7 +11,10 @@ namespace kda::mcp::testing {
 class TestTools final : public agent::ToolHost {
  public:
   std::vector<agent::ToolSpec> tools() const override {
-    return {{"echo", "Returns its text argument.", {{"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}}, true},
+    return {{"echo",
+             "Returns its text argument.",
+             {{"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}},
+             true},
             {"bump", "Counts calls.", {{"type", "object"}}, false}};
   }
   agent::ToolOutcome call(const std::string& name, const nlohmann::json& arguments) override {

@@ -116,7 +116,8 @@ json ToolSocketServer::answer(const json& request) {
     json arguments = request.contains("arguments") ? request["arguments"] : json::object();
     agent::ToolOutcome outcome;
     bool allowed = false;
-    for (const auto& t : tools_->tools()) allowed = allowed || (t.name == name && (t.read_only || !options_.read_only_tools));
+    for (const auto& t : tools_->tools())
+      allowed = allowed || (t.name == name && (t.read_only || !options_.read_only_tools));
     if (!allowed) {
       outcome = {"tool not available in this session: " + name, true, {{"error", "tool_not_available"}}};
     } else {
@@ -154,7 +155,8 @@ void ToolSocketServer::serve() {
     // Walk backwards so that dropping a client does not shift the ones still to visit.
     for (size_t i = polled; i-- > 0;) {
       if (fds[2 + i].revents == 0) continue;
-      proc::FrameResult r = proc::read_frame(clients[i], proc::Deadline::after_seconds(kFrameReadSeconds), kMaxToolFrame);
+      proc::FrameResult r =
+          proc::read_frame(clients[i], proc::Deadline::after_seconds(kFrameReadSeconds), kMaxToolFrame);
       if (!r.ok()) {
         drop(i);
         continue;

@@ -44,7 +44,8 @@ class ToolSocketServer {
   // Binds `socket_path` (its directory must exist; an old socket file there is replaced) and starts
   // the serving thread. `tools` must outlive the server. Paths longer than a sockaddr_un allows
   // are a kBadInput error.
-  static Result<std::unique_ptr<ToolSocketServer>> start(agent::ToolHost* tools, const std::filesystem::path& socket_path,
+  static Result<std::unique_ptr<ToolSocketServer>> start(agent::ToolHost* tools,
+                                                         const std::filesystem::path& socket_path,
                                                          ToolSocketOptions options = {});
   ~ToolSocketServer();  // stop()
   ToolSocketServer(const ToolSocketServer&) = delete;

@@ -29,10 +29,10 @@ class ToolSocketTest : public ::testing::Test {
 TEST_F(ToolSocketTest, ProxiesListAndCalls) {
   testing::TestTools tools;
   std::vector<std::string> seen;
-  auto server = ToolSocketServer::start(&tools, dir_ / "tools.sock",
-                                        {.on_call = [&](const std::string& n, const json&, const agent::ToolOutcome& o) {
-                                          seen.push_back(n + (o.is_error ? ":err" : ":ok"));
-                                        }});
+  auto server = ToolSocketServer::start(
+      &tools, dir_ / "tools.sock", {.on_call = [&](const std::string& n, const json&, const agent::ToolOutcome& o) {
+        seen.push_back(n + (o.is_error ? ":err" : ":ok"));
+      }});
   ASSERT_TRUE(server.ok()) << server.status().message();
   auto client = SocketToolHost::connect(dir_ / "tools.sock");
   ASSERT_TRUE(client.ok()) << client.status().message();

@@ -69,7 +69,8 @@ Roofline compute_roofline(const KernelResult& k) {
     return get(k, fmt::format("smsp__sass_thread_inst_executed_op_{}_pred_on.sum.per_cycle_elapsed", op));
   };
   double flop_per_cycle = 2 * per_cycle("ffma") + per_cycle("fadd") + per_cycle("fmul") + 2 * per_cycle("dfma") +
-                          per_cycle("dadd") + per_cycle("dmul") + 2 * per_cycle("hfma") + per_cycle("hadd") + per_cycle("hmul");
+                          per_cycle("dadd") + per_cycle("dmul") + 2 * per_cycle("hfma") + per_cycle("hadd") +
+                          per_cycle("hmul");
   r.flop_per_s = flop_per_cycle * clock;
   r.dram_bytes_per_s = get(k, "dram__bytes.sum.per_second");
   auto ffma_peak = metric_value(k, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained");
@@ -88,21 +89,25 @@ Roofline compute_roofline(const KernelResult& k) {
   r.ridge_point = r.peak_dram_bytes_per_s > 0 ? r.peak_flop_per_s / r.peak_dram_bytes_per_s : 0;
   r.bound = r.arithmetic_intensity < r.ridge_point ? "memory" : "compute";
   // Tensor-core work is not in the FP32 roof: with it, compare the busiest compute unit with memory.
-  for (const char* src : {"bf16_dst_fp32", "fp16", "tf32_dst_fp32", "fp8_sparsity_off", "fp8_sparsity_on", "int8", "fp64"})
+  for (const char* src :
+       {"bf16_dst_fp32", "fp16", "tf32_dst_fp32", "fp8_sparsity_off", "fp8_sparsity_on", "int8", "fp64"})
     r.tensor_ops_per_s += get(k, fmt::format("sm__ops_path_tensor_src_{}.sum.per_second", src));
   double tensor_pct = get(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
   // Only real tensor-core work leaves the FP32 roof: a busy tensor pipe, or tensor ops at least the
   // FP32 FLOPs. A percent or two of tensor-pipe activity in an FP32 kernel is noise (issue 21: a
   // kernel at 7.8 FLOP/byte under a ridge of 14 was called compute-bound for 1 % of it).
-  const bool tensor_work = tensor_pct >= kTensorPipeBusyPct || (r.tensor_ops_per_s > 0 && r.tensor_ops_per_s >= r.flop_per_s);
+  const bool tensor_work =
+      tensor_pct >= kTensorPipeBusyPct || (r.tensor_ops_per_s > 0 && r.tensor_ops_per_s >= r.flop_per_s);
   if (tensor_work) {
     double compute = std::max(tensor_pct, get(k, "sm__throughput.avg.pct_of_peak_sustained_elapsed"));
     double memory = get(k, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed");
     r.bound = compute >= memory ? "compute" : "memory";
   }
   double attainable = std::min(r.peak_flop_per_s, r.arithmetic_intensity * r.peak_dram_bytes_per_s);
-  if (r.bound == "memory") r.fraction_of_roof = r.peak_dram_bytes_per_s > 0 ? r.dram_bytes_per_s / r.peak_dram_bytes_per_s : 0;
-  else r.fraction_of_roof = attainable > 0 ? r.flop_per_s / attainable : 0;
+  if (r.bound == "memory")
+    r.fraction_of_roof = r.peak_dram_bytes_per_s > 0 ? r.dram_bytes_per_s / r.peak_dram_bytes_per_s : 0;
+  else
+    r.fraction_of_roof = attainable > 0 ? r.flop_per_s / attainable : 0;
   return r;
 }
 
@@ -131,10 +136,10 @@ std::vector<StallShare> compute_stalls(const KernelResult& k) {
     total += *v;
   }
   for (auto& s : out) s.share_pct = total > 0 ? 100 * s.cycles_per_issue / total : 0;
-  std::sort(out.begin(), out.end(), [](const StallShare& a, const StallShare& b) { return a.cycles_per_issue > b.cycles_per_issue; });
+  std::sort(out.begin(), out.end(),
+            [](const StallShare& a, const StallShare& b) { return a.cycles_per_issue > b.cycles_per_issue; });
   return out;
 }
-
 
 std::vector<Hotspot> compute_hotspots(const KernelResult& k, uint64_t* pc_base) {
   const Metric* samples = k.find("smsp__pcsamp_sample_count");
@@ -173,7 +178,8 @@ std::vector<Hotspot> compute_hotspots(const KernelResult& k, uint64_t* pc_base) 
       h.samples = it->second;
       total += it->second;
       for (const auto& [col, v] : row.counters) {
-        if (!col.starts_with("stall_") || col.find("Not Issued") != std::string::npos || v <= h.top_stall_samples) continue;
+        if (!col.starts_with("stall_") || col.find("Not Issued") != std::string::npos || v <= h.top_stall_samples)
+          continue;
         h.top_stall = col.substr(6);
         h.top_stall_samples = v;
       }
@@ -187,8 +193,10 @@ std::vector<Hotspot> compute_hotspots(const KernelResult& k, uint64_t* pc_base) 
   std::unordered_map<uint64_t, const SourceRow*> rows;
   std::unordered_map<int, const SourceRow*> lines;
   for (const auto& row : k.source) {
-    if (row.address != 0) rows[row.address] = &row;
-    else if (row.line > 0) lines[row.line] = &row;
+    if (row.address != 0)
+      rows[row.address] = &row;
+    else if (row.line > 0)
+      lines[row.line] = &row;
   }
   std::unordered_map<uint64_t, std::string> notes;
   for (const auto& rule : k.rules)
@@ -209,15 +217,19 @@ std::vector<Hotspot> compute_hotspots(const KernelResult& k, uint64_t* pc_base) 
     if (auto it = notes.find(pc); it != notes.end()) h.note = it->second;
     out.push_back(h);
   }
-  std::sort(out.begin(), out.end(), [](const Hotspot& a, const Hotspot& b) { return a.samples != b.samples ? a.samples > b.samples : a.pc < b.pc; });
+  std::sort(out.begin(), out.end(), [](const Hotspot& a, const Hotspot& b) {
+    return a.samples != b.samples ? a.samples > b.samples : a.pc < b.pc;
+  });
   *pc_base = base == UINT64_MAX ? 0 : base;
   return out;
 }
 
 MemoryStats compute_memory(const KernelResult& k) {
   MemoryStats m;
-  m.sectors_per_request_ld = ratio(k, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum");
-  m.sectors_per_request_st = ratio(k, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum");
+  m.sectors_per_request_ld =
+      ratio(k, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum");
+  m.sectors_per_request_st =
+      ratio(k, "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum");
   m.bytes_per_sector_ld = metric_value(k, "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio");
   m.bytes_per_sector_st = metric_value(k, "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio");
   m.l1_hit_pct = metric_value(k, "l1tex__t_sector_hit_rate.pct");
@@ -254,13 +266,23 @@ Timeline compute_timeline(const KernelResult& k) {
   std::sort(pts.begin(), pts.end());
   size_t first = pts.size(), last = 0;
   for (size_t i = 0; i < pts.size(); ++i)
-    if (pts[i].second > 0) { first = std::min(first, i); last = i; }
-  if (first >= pts.size()) { t.shape = "idle"; return t; }
+    if (pts[i].second > 0) {
+      first = std::min(first, i);
+      last = i;
+    }
+  if (first >= pts.size()) {
+    t.shape = "idle";
+    return t;
+  }
   std::vector<double> v;
   for (size_t i = first; i <= last; ++i) v.push_back(pts[i].second);
   t.samples = v.size();
-  if (pts.size() > 1) t.interval_ns = static_cast<double>(pts.back().first - pts.front().first) / static_cast<double>(pts.size() - 1);
-  if (v.size() < 10) { t.shape = "too short"; return t; }
+  if (pts.size() > 1)
+    t.interval_ns = static_cast<double>(pts.back().first - pts.front().first) / static_cast<double>(pts.size() - 1);
+  if (v.size() < 10) {
+    t.shape = "too short";
+    return t;
+  }
   // Level of the middle 60%, then how much of each end sits below half of it.
   size_t n = v.size(), lo = n / 5, hi = n - n / 5;
   std::vector<double> mid(v.begin() + static_cast<long>(lo), v.begin() + static_cast<long>(hi));
@@ -281,11 +303,16 @@ Timeline compute_timeline(const KernelResult& k) {
   for (size_t i = lo + 1; i < hi; ++i)
     if ((v[i - 1] < level * 0.7 && v[i] > level * 1.0) || (v[i - 1] > level * 1.0 && v[i] < level * 0.7)) ++crossings;
   bool has_tail = t.tail_pct >= 10, has_ramp = t.ramp_pct >= 10;
-  if (crossings >= 6 && cv > 0.25) t.shape = "sawtooth";
-  else if (has_tail && has_ramp) t.shape = "ramp+tail";
-  else if (has_tail) t.shape = "tail";
-  else if (has_ramp) t.shape = "ramp";
-  else t.shape = "steady";
+  if (crossings >= 6 && cv > 0.25)
+    t.shape = "sawtooth";
+  else if (has_tail && has_ramp)
+    t.shape = "ramp+tail";
+  else if (has_tail)
+    t.shape = "tail";
+  else if (has_ramp)
+    t.shape = "ramp";
+  else
+    t.shape = "steady";
   return t;
 }
 
@@ -340,13 +367,22 @@ std::vector<RuleFinding> rank_rules(const KernelResult& k) {
       if (msg.type == MessageType::kNone) continue;
       std::string group = rule.id + (msg.title.empty() ? "" : ":" + msg.title);
       for (const auto& g : kRuleGroups)
-        if (rule.id == g.rule && (g.title_contains[0] == '\0' || msg.title.find(g.title_contains) != std::string::npos ||
-                                   msg.text.find(g.title_contains) != std::string::npos)) {
+        if (rule.id == g.rule &&
+            (g.title_contains[0] == '\0' || msg.title.find(g.title_contains) != std::string::npos ||
+             msg.text.find(g.title_contains) != std::string::npos)) {
           group = g.group;
           break;
         }
-      RuleFinding f{group, rule.id, msg.title.empty() ? rule.display_name : msg.title,
-                    std::string(message_type_name(msg.type)), msg.speedup_pct.value_or(0), msg.speedup_type, flatten_markup(msg.text), msg.focus_metrics, false, {}};
+      RuleFinding f{group,
+                    rule.id,
+                    msg.title.empty() ? rule.display_name : msg.title,
+                    std::string(message_type_name(msg.type)),
+                    msg.speedup_pct.value_or(0),
+                    msg.speedup_type,
+                    flatten_markup(msg.text),
+                    msg.focus_metrics,
+                    false,
+                    {}};
       for (const char* noisy : kNoisyRules) f.noisy |= rule.id == noisy;
       auto it = groups.find(group);
       if (it == groups.end()) {
@@ -355,14 +391,16 @@ std::vector<RuleFinding> rank_rules(const KernelResult& k) {
       }
       // Keep the strongest global estimate; never add estimates of the same effect.
       RuleFinding& kept = it->second;
-      bool better = (f.speedup_type == "global") > (kept.speedup_type == "global") ||
-                    ((f.speedup_type == "global") == (kept.speedup_type == "global") && f.speedup_pct > kept.speedup_pct);
+      bool better =
+          (f.speedup_type == "global") > (kept.speedup_type == "global") ||
+          ((f.speedup_type == "global") == (kept.speedup_type == "global") && f.speedup_pct > kept.speedup_pct);
       std::string other = better ? kept.rule_id : f.rule_id;
       if (better) {
         f.also = std::move(kept.also);
         kept = std::move(f);
       }
-      if (other != kept.rule_id && std::find(kept.also.begin(), kept.also.end(), other) == kept.also.end()) kept.also.push_back(other);
+      if (other != kept.rule_id && std::find(kept.also.begin(), kept.also.end(), other) == kept.also.end())
+        kept.also.push_back(other);
     }
   }
   std::vector<RuleFinding> out;
@@ -394,7 +432,8 @@ KernelAnalysis analyze_kernel(const Report& report, const KernelResult& k, const
   a.stalls = compute_stalls(k);
   std::vector<Hotspot> all_pcs = compute_hotspots(k, &a.pc_base);
   a.source_note = k.source_note;
-  a.hotspots.assign(all_pcs.begin(), all_pcs.begin() + static_cast<long>(std::min(all_pcs.size(), options.max_hotspots)));
+  a.hotspots.assign(all_pcs.begin(),
+                    all_pcs.begin() + static_cast<long>(std::min(all_pcs.size(), options.max_hotspots)));
   a.memory = compute_memory(k);
   a.tensor_pipe_pct = metric_value(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
   a.timeline = compute_timeline(k);
@@ -421,19 +460,32 @@ Result<Analysis> analyze(const Report& report, const AnalyzeOptions& options) {
     out.kernels.push_back(analyze_kernel(report, k, options));
   }
   if (out.kernels.empty())
-    return Status::bad_input(filter ? "no kernel matches --kernel '" + options.kernel_regex + "'" : "the report holds no kernel results");
+    return Status::bad_input(filter ? "no kernel matches --kernel '" + options.kernel_regex + "'"
+                                    : "the report holds no kernel results");
   return out;
 }
 
 const std::vector<std::string>& wiki_page_ids() {
   static const std::vector<std::string> kIds = {
-      "diagnosis/bank-conflicts",         "diagnosis/barrier-stalls",        "diagnosis/compute-bound",
-      "diagnosis/long-scoreboard-stalls", "diagnosis/low-occupancy-registers", "diagnosis/memory-bound",
-      "diagnosis/memory-bound-uncoalesced", "diagnosis/register-spills",   "diagnosis/tail-effect",
-      "hopper/fp8",                       "hopper/mbarrier",                 "hopper/setmaxnreg",
+      "diagnosis/bank-conflicts",
+      "diagnosis/barrier-stalls",
+      "diagnosis/compute-bound",
+      "diagnosis/long-scoreboard-stalls",
+      "diagnosis/low-occupancy-registers",
+      "diagnosis/memory-bound",
+      "diagnosis/memory-bound-uncoalesced",
+      "diagnosis/register-spills",
+      "diagnosis/tail-effect",
+      "hopper/fp8",
+      "hopper/mbarrier",
+      "hopper/setmaxnreg",
       "hopper/tma",
-      "hopper/wgmma",                     "technique/fusion",                "technique/persistent-kernels",
-      "technique/software-pipelining",    "technique/swizzling",             "technique/vectorized-access",
+      "hopper/wgmma",
+      "technique/fusion",
+      "technique/persistent-kernels",
+      "technique/software-pipelining",
+      "technique/swizzling",
+      "technique/vectorized-access",
       "technique/warp-specialization",
   };
   return kIds;

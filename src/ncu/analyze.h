@@ -29,12 +29,12 @@ struct Evidence {
 };
 
 struct Priority {
-  std::string id;        // stable key, e.g. "global-coalescing"
-  std::string title;     // one line
-  std::string action;    // what to change
+  std::string id;                // stable key, e.g. "global-coalescing"
+  std::string title;             // one line
+  std::string action;            // what to change
   double expected_gain_pct = 0;  // estimated share of kernel time saved (0..100)
-  std::string gain_basis;        // how the estimate was made ("ncu rule UncoalescedGlobalAccess (global)", "model: ...")
-  std::string effort;            // "low", "medium", "high"
+  std::string gain_basis;  // how the estimate was made ("ncu rule UncoalescedGlobalAccess (global)", "model: ...")
+  std::string effort;      // "low", "medium", "high"
   std::vector<Evidence> evidence;
   std::vector<std::string> source_evidence;  // "pc+0x0f0 line 2: LDG.E R2, [R2] (45% of samples, long_scoreboard)"
   std::vector<std::string> wiki;             // KernelWiki page ids
@@ -42,7 +42,7 @@ struct Priority {
 
 struct Roofline {
   double flop_per_s = 0, peak_flop_per_s = 0;  // FP32+FP64+FP16 non-tensor FLOP/s; peak = FP32 FMA peak
-  double tensor_ops_per_s = 0;                  // sum of sm__ops_path_tensor_src_*.sum.per_second (0 without tensor work)
+  double tensor_ops_per_s = 0;  // sum of sm__ops_path_tensor_src_*.sum.per_second (0 without tensor work)
   double dram_bytes_per_s = 0, peak_dram_bytes_per_s = 0;
   double arithmetic_intensity = 0;  // FLOP per DRAM byte
   double ridge_point = 0;           // FLOP per byte where the roofs meet
@@ -86,8 +86,8 @@ struct MemoryStats {
 
 struct Timeline {
   bool present = false;
-  std::string series;   // metric the shape was computed from
-  size_t samples = 0;   // samples in the active window
+  std::string series;  // metric the shape was computed from
+  size_t samples = 0;  // samples in the active window
   double interval_ns = 0;
   std::string shape;    // "steady", "tail", "ramp", "ramp+tail", "sawtooth", "too short"
   double tail_pct = 0;  // share of the active window at the end below half the mid level
@@ -98,11 +98,11 @@ struct RuleFinding {
   std::string group;  // effect key shared by rules that report the same thing
   std::string rule_id, title, type;
   double speedup_pct = 0;
-  std::string speedup_type;  // "global", "local", ""
-  std::string message;       // the rule's text, link markup flattened
+  std::string speedup_type;                                   // "global", "local", ""
+  std::string message;                                        // the rule's text, link markup flattened
   std::vector<std::pair<std::string, double>> focus_metrics;  // the metrics the rule based its message on
-  bool noisy = false;        // a rule known to misfire (e.g. MemoryL2Compression)
-  std::vector<std::string> also;  // other rule ids folded into this group
+  bool noisy = false;                                         // a rule known to misfire (e.g. MemoryL2Compression)
+  std::vector<std::string> also;                              // other rule ids folded into this group
 };
 
 struct KernelAnalysis {

@@ -50,8 +50,7 @@ Result<std::vector<CsvRow>> parse_csv(std::string_view text) {
         end_field();
         row_has_content = true;
         break;
-      case '\r':
-        break;
+      case '\r': break;
       case '\n':
         end_row();
         ++line;
@@ -81,8 +80,10 @@ std::optional<double> parse_ncu_number(std::string_view cell) {
       if (!digit || i + 1 >= cell.size() || cell[i + 1] < '0' || cell[i + 1] > '9') return std::nullopt;
       continue;
     }
-    if (c >= '0' && c <= '9') digit = true;
-    else if (c != '.' && c != '-' && c != '+' && c != 'e' && c != 'E') return std::nullopt;
+    if (c >= '0' && c <= '9')
+      digit = true;
+    else if (c != '.' && c != '-' && c != '+' && c != 'e' && c != 'E')
+      return std::nullopt;
     clean += c;
   }
   if (!digit) return std::nullopt;

@@ -13,7 +13,8 @@ namespace kda::ncu {
 namespace {
 
 constexpr std::array<std::string_view, 11> kIdentityColumns = {
-    "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC"};
+    "ID",     "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
+    "Stream", "Block Size", "Grid Size",    "Device",    "CC"};
 
 int column(const CsvRow& header, std::string_view name) {
   for (size_t i = 0; i < header.size(); ++i)
@@ -21,7 +22,9 @@ int column(const CsvRow& header, std::string_view name) {
   return -1;
 }
 
-std::string cell(const CsvRow& row, int col) { return col >= 0 && static_cast<size_t>(col) < row.size() ? row[col] : std::string(); }
+std::string cell(const CsvRow& row, int col) {
+  return col >= 0 && static_cast<size_t>(col) < row.size() ? row[col] : std::string();
+}
 
 // "(256, 1, 1)" -> {256, 1, 1}
 Dim3 parse_dim3(const std::string& s) {
@@ -113,7 +116,8 @@ CsvPage detect_csv_page(std::string_view text) {
     if (column(first, "Metric Name") >= 0 && column(first, "Metric Value") >= 0) return CsvPage::kLong;
     return CsvPage::kRaw;
   }
-  static const std::unordered_set<std::string> kSourceStarts = {"File Path", "Function Name", "Kernel Name", "Line No", "Address"};
+  static const std::unordered_set<std::string> kSourceStarts = {"File Path", "Function Name", "Kernel Name", "Line No",
+                                                                "Address"};
   if (kSourceStarts.contains(first[0])) return CsvPage::kSource;
   return CsvPage::kUnknown;
 }
@@ -123,7 +127,8 @@ Result<Report> parse_raw_page(std::string_view text) {
   if (rows.size() < 2) return Status::bad_input("raw page: expected a header and a units row");
   const CsvRow& header = rows[0];
   const CsvRow& units = rows[1];
-  if (column(header, "ID") != 0 || column(header, "Kernel Name") < 0) return Status::bad_input("raw page: header lacks ID / Kernel Name");
+  if (column(header, "ID") != 0 || column(header, "Kernel Name") < 0)
+    return Status::bad_input("raw page: header lacks ID / Kernel Name");
   std::vector<bool> identity(header.size(), false);
   for (auto name : kIdentityColumns)
     if (int c = column(header, name); c >= 0) identity[c] = true;
@@ -152,13 +157,17 @@ Result<Report> parse_raw_page(std::string_view text) {
 }
 
 std::string_view metric_for_label(std::string_view section, std::string_view label) {
-  struct Entry { std::string_view section, label, metric; };
+  struct Entry {
+    std::string_view section, label, metric;
+  };
   static constexpr std::array<Entry, 24> kMap = {{
       {"GPU Speed Of Light Throughput", "Duration", "gpu__time_duration.sum"},
       {"GPU Speed Of Light Throughput", "Compute (SM) Throughput", "sm__throughput.avg.pct_of_peak_sustained_elapsed"},
-      {"GPU Speed Of Light Throughput", "Memory Throughput", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"},
+      {"GPU Speed Of Light Throughput", "Memory Throughput",
+       "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"},
       {"GPU Speed Of Light Throughput", "DRAM Throughput", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
-      {"GPU Speed Of Light Throughput", "L1/TEX Cache Throughput", "l1tex__throughput.avg.pct_of_peak_sustained_active"},
+      {"GPU Speed Of Light Throughput", "L1/TEX Cache Throughput",
+       "l1tex__throughput.avg.pct_of_peak_sustained_active"},
       {"GPU Speed Of Light Throughput", "L2 Cache Throughput", "lts__throughput.avg.pct_of_peak_sustained_elapsed"},
       {"GPU Speed Of Light Throughput", "SM Frequency", "sm__cycles_elapsed.avg.per_second"},
       {"GPU Speed Of Light Throughput", "DRAM Frequency", "dram__cycles_elapsed.avg.per_second"},
@@ -177,7 +186,8 @@ std::string_view metric_for_label(std::string_view section, std::string_view lab
       {"Memory Workload Analysis", "L1/TEX Hit Rate", "l1tex__t_sector_hit_rate.pct"},
       {"Memory Workload Analysis", "L2 Hit Rate", "lts__t_sector_hit_rate.pct"},
       {"Memory Workload Analysis", "Local Memory Spilling Requests", "derived__local_spilling_requests"},
-      {"Warp State Statistics", "Warp Cycles Per Issued Instruction", "smsp__average_warp_latency_per_inst_issued.ratio"},
+      {"Warp State Statistics", "Warp Cycles Per Issued Instruction",
+       "smsp__average_warp_latency_per_inst_issued.ratio"},
   }};
   for (const auto& e : kMap)
     if (e.section == section && e.label == label) return e.metric;
@@ -255,8 +265,10 @@ Result<Report> parse_source_page(std::string_view text) {
   int c_cuda = -1, c_sass = -1;
   for (size_t i = 0; i < header.size(); ++i) {
     if (header[i] != "Source") continue;
-    if (c_line >= 0 && c_cuda < 0 && static_cast<int>(i) < c_addr) c_cuda = static_cast<int>(i);
-    else c_sass = static_cast<int>(i);
+    if (c_line >= 0 && c_cuda < 0 && static_cast<int>(i) < c_addr)
+      c_cuda = static_cast<int>(i);
+    else
+      c_sass = static_cast<int>(i);
   }
   std::unordered_set<uint64_t> seen;
   int current_line = 0;
@@ -314,10 +326,16 @@ void merge_report(Report& base, Report extra) {
     KernelResult* target = nullptr;
     if (extra.origin == "csv:source") {
       for (auto& k : base.kernels)
-        if (k.name == e.name && native_rows(k)) { target = &k; break; }
+        if (k.name == e.name && native_rows(k)) {
+          target = &k;
+          break;
+        }
     } else {
       for (auto& k : base.kernels)
-        if (k.id == e.id) { target = &k; break; }
+        if (k.id == e.id) {
+          target = &k;
+          break;
+        }
     }
     if (target == nullptr) {
       e.id = static_cast<int>(base.kernels.size());

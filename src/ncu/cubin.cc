@@ -22,7 +22,10 @@ Result<Cubin> Cubin::parse(std::string_view image) {
   Cubin c;
   c.image_ = std::string(image);
   std::string_view s = c.image_;
-  if (s.size() < 64 || s.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return Status::bad_input("cubin: not an ELF image");
+  if (s.size() < 64 || s.substr(0, 4) != std::string_view("\x7f"
+                                                          "ELF",
+                                                          4))
+    return Status::bad_input("cubin: not an ELF image");
   if (s[4] != 2 || s[5] != 1) return Status::bad_input("cubin: only 64-bit little-endian ELF is supported");
   c.machine_ = load_le<uint16_t>(s, 18);
   const uint64_t shoff = load_le<uint64_t>(s, 40);
@@ -30,9 +33,10 @@ Result<Cubin> Cubin::parse(std::string_view image) {
   uint64_t shnum = load_le<uint16_t>(s, 60);
   uint32_t shstrndx = load_le<uint16_t>(s, 62);
   if (shoff == 0) return c;  // no section table
-  if (shentsize != kShdrSize) return Status::bad_input("cubin: section header size " + std::to_string(shentsize) + " (expected 64)");
+  if (shentsize != kShdrSize)
+    return Status::bad_input("cubin: section header size " + std::to_string(shentsize) + " (expected 64)");
   if (!fits(s, shoff, kShdrSize)) return Status::bad_input("cubin: section table offset past the end");
-  if (shnum == 0) shnum = load_le<uint64_t>(s, shoff + 32);        // extended numbering: count in section 0
+  if (shnum == 0) shnum = load_le<uint64_t>(s, shoff + 32);             // extended numbering: count in section 0
   if (shstrndx == 0xffff) shstrndx = load_le<uint32_t>(s, shoff + 40);  // and the string table index
   if (shnum > (s.size() - shoff) / kShdrSize) return Status::bad_input("cubin: section table runs past the end");
   std::vector<uint32_t> name_offsets;
@@ -61,7 +65,8 @@ Result<Cubin> Cubin::parse(std::string_view image) {
   for (size_t i = 0; i < c.sections_.size(); ++i) {
     const ElfSection& sym = c.sections_[i];
     if (sym.type != kShtSymtab) continue;
-    if (sym.entsize != kSymSize) return Status::bad_input("cubin: symbol size " + std::to_string(sym.entsize) + " (expected 24)");
+    if (sym.entsize != kSymSize)
+      return Status::bad_input("cubin: symbol size " + std::to_string(sym.entsize) + " (expected 24)");
     if (sym.link >= c.sections_.size()) return Status::bad_input("cubin: symbol name table index out of range");
     const std::string_view table = c.section_data(i), strtab = c.section_data(sym.link);
     for (uint64_t off = 0; off + kSymSize <= table.size(); off += kSymSize) {
@@ -74,7 +79,9 @@ Result<Cubin> Cubin::parse(std::string_view image) {
       e.value = load_le<uint64_t>(table, off + 8);
       e.size = load_le<uint64_t>(table, off + 16);
       auto n = c_string(strtab, name);
-      if (!n) return Status::bad_input("cubin: symbol " + std::to_string(off / kSymSize) + " has a name outside its string table");
+      if (!n)
+        return Status::bad_input("cubin: symbol " + std::to_string(off / kSymSize) +
+                                 " has a name outside its string table");
       e.name = std::move(*n);
       c.symbols_.push_back(std::move(e));
     }
@@ -91,7 +98,8 @@ std::optional<size_t> Cubin::find_section(std::string_view name) const {
 
 std::string_view Cubin::section_data(size_t index) const {
   if (index >= sections_.size() || sections_[index].type == kShtNobits) return {};
-  return std::string_view(image_).substr(static_cast<size_t>(sections_[index].offset), static_cast<size_t>(sections_[index].size));
+  return std::string_view(image_).substr(static_cast<size_t>(sections_[index].offset),
+                                         static_cast<size_t>(sections_[index].size));
 }
 
 Result<std::vector<ElfRelocation>> Cubin::relocations_for(size_t target) const {
@@ -115,8 +123,8 @@ Result<std::vector<ElfRelocation>> Cubin::relocations_for(size_t target) const {
         e.has_addend = true;
       }
       if (e.symbol >= symbols_.size())
-        return Status::bad_input("cubin: relocation in " + r.name + " names symbol " + std::to_string(e.symbol) + " of " +
-                                 std::to_string(symbols_.size()));
+        return Status::bad_input("cubin: relocation in " + r.name + " names symbol " + std::to_string(e.symbol) +
+                                 " of " + std::to_string(symbols_.size()));
       out.push_back(e);
     }
   }
@@ -125,7 +133,8 @@ Result<std::vector<ElfRelocation>> Cubin::relocations_for(size_t target) const {
 
 std::optional<size_t> Cubin::function_section(std::string_view mangled) const {
   for (const auto& sym : symbols_)
-    if (sym.type == kSttFunc && sym.name == mangled && sym.section != 0 && sym.section < sections_.size()) return sym.section;
+    if (sym.type == kSttFunc && sym.name == mangled && sym.section != 0 && sym.section < sections_.size())
+      return sym.section;
   return find_section(".text." + std::string(mangled));
 }
 

@@ -37,7 +37,7 @@ struct ElfRelocation {
   uint64_t offset = 0;  // within the section the relocations apply to
   uint32_t symbol = 0;  // index into symbols()
   uint32_t type = 0;
-  int64_t addend = 0;   // 0 for SHT_REL
+  int64_t addend = 0;  // 0 for SHT_REL
   bool has_addend = false;
 };
 

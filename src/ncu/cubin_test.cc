@@ -48,7 +48,8 @@ TEST(Cubin, ReadsSectionsSymbolsAndRelocationsOfARealCubin) {
 
 TEST(Cubin, MalformedImagesAreErrorsNotCrashes) {
   EXPECT_EQ(Cubin::parse("").status().kind(), ErrorKind::kBadInput);
-  EXPECT_EQ(Cubin::parse("not an elf image at all, just some text that is long enough....").status().kind(), ErrorKind::kBadInput);
+  EXPECT_EQ(Cubin::parse("not an elf image at all, just some text that is long enough....").status().kind(),
+            ErrorKind::kBadInput);
   std::string image = multi_cubin();
   ASSERT_GT(image.size(), 64u);
   std::string elf32 = image;

@@ -47,7 +47,8 @@ constexpr Compared kCompared[] = {
     {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%"},
 };
 
-void add(std::vector<MetricDelta>& out, std::string metric, std::string unit, std::optional<double> a, std::optional<double> b) {
+void add(std::vector<MetricDelta>& out, std::string metric, std::string unit, std::optional<double> a,
+         std::optional<double> b) {
   if (!a || !b || !std::isfinite(*a) || !std::isfinite(*b)) return;
   MetricDelta d{std::move(metric), std::move(unit), *a, *b, *b - *a, 0};
   d.delta_pct = *a != 0 ? 100 * d.delta / std::fabs(*a) : 0;
@@ -59,9 +60,11 @@ KernelDiff diff_kernel(const Report& ra, const KernelResult& a, const Report& rb
   d.name = a.name == b.name ? a.name : a.name + " -> " + b.name;
   d.id_before = a.id;
   d.id_after = b.id;
-  for (const auto& c : kCompared) add(d.deltas, resolved_name(b, c.metric), c.unit, metric_value(a, c.metric), metric_value(b, c.metric));
+  for (const auto& c : kCompared)
+    add(d.deltas, resolved_name(b, c.metric), c.unit, metric_value(a, c.metric), metric_value(b, c.metric));
   KernelAnalysis aa = analyze_kernel(ra, a), ab = analyze_kernel(rb, b);
-  add(d.deltas, "sectors_per_request.global_ld", "sector/request", aa.memory.sectors_per_request_ld, ab.memory.sectors_per_request_ld);
+  add(d.deltas, "sectors_per_request.global_ld", "sector/request", aa.memory.sectors_per_request_ld,
+      ab.memory.sectors_per_request_ld);
   add(d.deltas, "roofline.flop_per_s", "FLOP/s", aa.roofline.flop_per_s, ab.roofline.flop_per_s);
   std::map<std::string, double> sa, sb;
   for (const auto& s : aa.stalls) sa[s.reason] = s.cycles_per_issue;
@@ -69,17 +72,20 @@ KernelDiff diff_kernel(const Report& ra, const KernelResult& a, const Report& rb
   for (auto reason : stall_reasons()) {
     std::string r(reason);
     if (!sa.count(r) && !sb.count(r)) continue;
-    add(d.deltas, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", r), "cycle", sa.count(r) ? sa[r] : 0.0,
-        sb.count(r) ? sb[r] : 0.0);
+    add(d.deltas, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", r), "cycle",
+        sa.count(r) ? sa[r] : 0.0, sb.count(r) ? sb[r] : 0.0);
   }
   for (const auto& p : aa.priorities) d.priorities_before.push_back(p.id);
   for (const auto& p : ab.priorities) d.priorities_after.push_back(p.id);
   d.verdict = "duration not in both reports";
   for (const auto& m : d.deltas)
     if (m.metric == "gpu__time_duration.sum") {
-      if (std::fabs(m.delta_pct) < 1) d.verdict = fmt::format("unchanged (duration within 1%: {:+.2f}%)", m.delta_pct);
-      else if (m.delta < 0) d.verdict = fmt::format("faster: duration {:.2f}% lower ({:.3g}x speedup)", -m.delta_pct, m.before / m.after);
-      else d.verdict = fmt::format("slower: duration {:.2f}% higher", m.delta_pct);
+      if (std::fabs(m.delta_pct) < 1)
+        d.verdict = fmt::format("unchanged (duration within 1%: {:+.2f}%)", m.delta_pct);
+      else if (m.delta < 0)
+        d.verdict = fmt::format("faster: duration {:.2f}% lower ({:.3g}x speedup)", -m.delta_pct, m.before / m.after);
+      else
+        d.verdict = fmt::format("slower: duration {:.2f}% higher", m.delta_pct);
     }
   return d;
 }
@@ -87,13 +93,12 @@ KernelDiff diff_kernel(const Report& ra, const KernelResult& a, const Report& rb
 // The words of a kernel's function name ("rmsnorm_vec4Kernel" -> rmsnorm, vec4): lower case, split
 // at non-alphanumerics and lower-to-upper steps, without words every kernel may carry.
 std::set<std::string> name_words(const KernelResult& k) {
-  static const std::set<std::string> generic = {"kernel", "void", "const", "float", "double", "half", "int", "unsigned",
-                                                "char", "bool", "long", "device", "global", "impl", "cuda", "launch",
-                                                "anonymous", "namespace", "std", "true", "false",
-                                                // what a rewrite says about itself, not which kernel it is
-                                                "naive", "fast", "faster", "opt", "optimized", "fused", "tiled",
-                                                "vec", "simple", "baseline", "ref", "reference", "run", "main",
-                                                "compute", "new", "old"};
+  static const std::set<std::string> generic = {
+      "kernel", "void", "const", "float", "double", "half", "int", "unsigned", "char", "bool", "long", "device",
+      "global", "impl", "cuda", "launch", "anonymous", "namespace", "std", "true", "false",
+      // what a rewrite says about itself, not which kernel it is
+      "naive", "fast", "faster", "opt", "optimized", "fused", "tiled", "vec", "simple", "baseline", "ref", "reference",
+      "run", "main", "compute", "new", "old"};
   const std::string name = k.function_name.empty() ? k.name.substr(0, k.name.find('(')) : k.function_name;
   std::set<std::string> words;
   std::string w;
@@ -148,9 +153,12 @@ ReportDiff diff_reports(const Report& before, const Report& after) {
   for (auto& [name, list] : by_name_after)
     for (size_t i = used[name]; i < list.size(); ++i) unmatched_after.push_back(list[i]);
   // Second pass: the same function with a changed signature ("float *" -> "const float *").
-  auto base_name = [](const KernelResult* k) { return k->function_name.empty() ? k->name.substr(0, k->name.find('(')) : k->function_name; };
+  auto base_name = [](const KernelResult* k) {
+    return k->function_name.empty() ? k->name.substr(0, k->name.find('(')) : k->function_name;
+  };
   for (auto it = unmatched_before.begin(); it != unmatched_before.end();) {
-    auto partner = std::find_if(unmatched_after.begin(), unmatched_after.end(), [&](const KernelResult* b) { return base_name(b) == base_name(*it); });
+    auto partner = std::find_if(unmatched_after.begin(), unmatched_after.end(),
+                                [&](const KernelResult* b) { return base_name(b) == base_name(*it); });
     if (partner == unmatched_after.end()) {
       ++it;
       continue;
@@ -181,9 +189,19 @@ nlohmann::json to_json(const ReportDiff& diff) {
   for (const auto& k : diff.kernels) {
     json deltas = json::array();
     for (const auto& d : k.deltas)
-      deltas.push_back({{"metric", d.metric}, {"unit", d.unit}, {"before", d.before}, {"after", d.after}, {"delta", d.delta}, {"delta_pct", d.delta_pct}});
-    kernels.push_back({{"name", k.name}, {"id_before", k.id_before}, {"id_after", k.id_after}, {"verdict", k.verdict}, {"deltas", deltas},
-                       {"priorities_before", k.priorities_before}, {"priorities_after", k.priorities_after}});
+      deltas.push_back({{"metric", d.metric},
+                        {"unit", d.unit},
+                        {"before", d.before},
+                        {"after", d.after},
+                        {"delta", d.delta},
+                        {"delta_pct", d.delta_pct}});
+    kernels.push_back({{"name", k.name},
+                       {"id_before", k.id_before},
+                       {"id_after", k.id_after},
+                       {"verdict", k.verdict},
+                       {"deltas", deltas},
+                       {"priorities_before", k.priorities_before},
+                       {"priorities_after", k.priorities_after}});
     if (!k.renamed_from.empty()) kernels.back()["renamed_from"] = k.renamed_from;
   }
   return {{"kernels", kernels}, {"only_before", diff.only_before}, {"only_after", diff.only_after}};
@@ -198,7 +216,8 @@ std::string to_markdown(const ReportDiff& diff, double min_move_pct) {
     s << "| metric | before | after | change | change % |\n|---|---|---|---|---|\n";
     size_t hidden = 0;
     for (const auto& d : k.deltas) {
-      if (d.metric != "gpu__time_duration.sum" && std::fabs(d.delta_pct) < min_move_pct && !(d.before == 0 && d.after != 0)) {
+      if (d.metric != "gpu__time_duration.sum" && std::fabs(d.delta_pct) < min_move_pct &&
+          !(d.before == 0 && d.after != 0)) {
         ++hidden;
         continue;
       }
@@ -206,7 +225,9 @@ std::string to_markdown(const ReportDiff& diff, double min_move_pct) {
                        d.before != 0 ? fmt::format("{:+.1f}%", d.delta_pct) : std::string("new"));
     }
     if (hidden) s << fmt::format("\n{} other compared quantities moved by less than {:.1f}%.\n", hidden, min_move_pct);
-    auto join = [](const std::vector<std::string>& v) { return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ", ")); };
+    auto join = [](const std::vector<std::string>& v) {
+      return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ", "));
+    };
     s << "\nPriorities before: " << join(k.priorities_before) << ". After: " << join(k.priorities_after) << ".\n\n";
   }
   for (const auto& n : diff.only_before) s << "Only in the first report: `" << n << "`\n";

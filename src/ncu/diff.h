@@ -23,10 +23,10 @@ struct MetricDelta {
 struct KernelDiff {
   std::string name;
   int id_before = 0, id_after = 0;
-  std::vector<MetricDelta> deltas;  // every compared quantity present in both reports
+  std::vector<MetricDelta> deltas;                               // every compared quantity present in both reports
   std::vector<std::string> priorities_before, priorities_after;  // priority ids, ranked
-  std::string verdict;              // "faster by 12.3%", "slower by 4.0%", "unchanged (within 1%)"
-  std::string renamed_from;         // set when paired as a rename (no name or signature in common)
+  std::string verdict;       // "faster by 12.3%", "slower by 4.0%", "unchanged (within 1%)"
+  std::string renamed_from;  // set when paired as a rename (no name or signature in common)
 };
 
 struct ReportDiff {

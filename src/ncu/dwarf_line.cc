@@ -16,7 +16,9 @@ constexpr uint64_t kLnctPath = 1, kLnctDirectoryIndex = 2;
 constexpr uint64_t kFormBlock = 0x09, kFormData1 = 0x0b, kFormData2 = 0x05, kFormData4 = 0x06, kFormData8 = 0x07,
                    kFormData16 = 0x1e, kFormString = 0x08, kFormStrp = 0x0e, kFormLineStrp = 0x1f, kFormUdata = 0x0f;
 
-Status bad(const std::string& what, uint64_t at) { return Status::bad_input(".debug_line: " + what + " at byte " + std::to_string(at)); }
+Status bad(const std::string& what, uint64_t at) {
+  return Status::bad_input(".debug_line: " + what + " at byte " + std::to_string(at));
+}
 
 // Bounds-checked little-endian reads over [pos, end).
 class Cursor {
@@ -102,7 +104,11 @@ Status read_entry(Cursor& c, const std::vector<EntryFormat>& formats, size_t off
     std::string_view text;
     bool is_text = false;
     switch (f.form) {
-      case kFormString: { KDA_ASSIGN_OR_RETURN(text, c.cstring()); is_text = true; break; }
+      case kFormString: {
+        KDA_ASSIGN_OR_RETURN(text, c.cstring());
+        is_text = true;
+        break;
+      }
       case kFormStrp:
       case kFormLineStrp: {
         KDA_ASSIGN_OR_RETURN(uint64_t off, c.fixed(offset_size));
@@ -112,11 +118,26 @@ Status read_entry(Cursor& c, const std::vector<EntryFormat>& formats, size_t off
         is_text = true;
         break;
       }
-      case kFormUdata: { KDA_ASSIGN_OR_RETURN(number, c.uleb()); break; }
-      case kFormData1: { KDA_ASSIGN_OR_RETURN(number, c.fixed(1)); break; }
-      case kFormData2: { KDA_ASSIGN_OR_RETURN(number, c.fixed(2)); break; }
-      case kFormData4: { KDA_ASSIGN_OR_RETURN(number, c.fixed(4)); break; }
-      case kFormData8: { KDA_ASSIGN_OR_RETURN(number, c.fixed(8)); break; }
+      case kFormUdata: {
+        KDA_ASSIGN_OR_RETURN(number, c.uleb());
+        break;
+      }
+      case kFormData1: {
+        KDA_ASSIGN_OR_RETURN(number, c.fixed(1));
+        break;
+      }
+      case kFormData2: {
+        KDA_ASSIGN_OR_RETURN(number, c.fixed(2));
+        break;
+      }
+      case kFormData4: {
+        KDA_ASSIGN_OR_RETURN(number, c.fixed(4));
+        break;
+      }
+      case kFormData8: {
+        KDA_ASSIGN_OR_RETURN(number, c.fixed(8));
+        break;
+      }
       case kFormData16: KDA_RETURN_IF_ERROR(c.skip(16)); break;
       case kFormBlock: {
         KDA_ASSIGN_OR_RETURN(uint64_t n, c.uleb());
@@ -144,8 +165,9 @@ Result<std::vector<EntryFormat>> read_formats(Cursor& c) {
 }
 
 // Decodes one unit starting at `start`; returns the offset after it.
-Result<uint64_t> decode_unit(std::string_view data, uint64_t start, const std::unordered_map<uint64_t, AddressRelocation>& relocs,
-                             const DwarfStrings& strings, LineTable* table) {
+Result<uint64_t> decode_unit(std::string_view data, uint64_t start,
+                             const std::unordered_map<uint64_t, AddressRelocation>& relocs, const DwarfStrings& strings,
+                             LineTable* table) {
   Cursor c(data, start, data.size());
   KDA_ASSIGN_OR_RETURN(uint64_t length, c.fixed(4));
   size_t offset_size = 4;
@@ -333,7 +355,8 @@ Result<uint64_t> decode_unit(std::string_view data, uint64_t start, const std::u
 
 }  // namespace
 
-Result<LineTable> decode_debug_line(std::string_view section, const std::unordered_map<uint64_t, AddressRelocation>& address_sections,
+Result<LineTable> decode_debug_line(std::string_view section,
+                                    const std::unordered_map<uint64_t, AddressRelocation>& address_sections,
                                     const DwarfStrings& strings) {
   LineTable table;
   table.files.emplace_back();  // index 0: unknown file
@@ -352,7 +375,8 @@ std::optional<LineTable::Location> LineTable::lookup(int section, uint64_t addre
   for (const auto& s : sequences) {
     if (any_section ? s.section != section : false) continue;
     if (s.rows.empty() || address < s.begin || address >= s.end) continue;
-    auto it = std::upper_bound(s.rows.begin(), s.rows.end(), address, [](uint64_t a, const LineRow& r) { return a < r.address; });
+    auto it = std::upper_bound(s.rows.begin(), s.rows.end(), address,
+                               [](uint64_t a, const LineRow& r) { return a < r.address; });
     if (it == s.rows.begin()) continue;
     const LineRow& r = *std::prev(it);
     if (r.line <= 0) return std::nullopt;

@@ -11,12 +11,19 @@ namespace {
 // Builds .debug_line bytes by hand.
 struct Bytes {
   std::string s;
-  Bytes& u8(uint64_t v) { s.push_back(static_cast<char>(v)); return *this; }
+  Bytes& u8(uint64_t v) {
+    s.push_back(static_cast<char>(v));
+    return *this;
+  }
   Bytes& u16(uint64_t v) { return u8(v & 0xff).u8(v >> 8); }
   Bytes& u32(uint64_t v) { return u16(v & 0xffff).u16(v >> 16); }
   Bytes& u64(uint64_t v) { return u32(v & 0xffffffffu).u32(v >> 32); }
   Bytes& uleb(uint64_t v) {
-    do { uint8_t b = v & 0x7f; v >>= 7; u8(b | (v ? 0x80 : 0)); } while (v);
+    do {
+      uint8_t b = v & 0x7f;
+      v >>= 7;
+      u8(b | (v ? 0x80 : 0));
+    } while (v);
     return *this;
   }
   Bytes& sleb(int64_t v) {
@@ -29,8 +36,15 @@ struct Bytes {
     }
     return *this;
   }
-  Bytes& str(const std::string& t) { s += t; s.push_back('\0'); return *this; }
-  Bytes& raw(const std::string& t) { s += t; return *this; }
+  Bytes& str(const std::string& t) {
+    s += t;
+    s.push_back('\0');
+    return *this;
+  }
+  Bytes& raw(const std::string& t) {
+    s += t;
+    return *this;
+  }
 };
 
 constexpr int kOpcodeBase = 10, kLineBase = -5, kLineRange = 14;
@@ -68,21 +82,21 @@ std::string two_sequences(size_t* first_operand, size_t* second_operand) {
   p.u8(0).uleb(9).u8(2);
   const size_t op1 = p.s.size();
   p.u64(0);
-  p.u8(4).uleb(1).u8(3).sleb(1).u8(1);  // file 1, line 2, copy
+  p.u8(4).uleb(1).u8(3).sleb(1).u8(1);      // file 1, line 2, copy
   p.u8(2).uleb(0x280).u8(0).uleb(1).u8(1);  // advance to 0x280, end_sequence
 
   p.u8(0).uleb(9).u8(2);
   const size_t op2 = p.s.size();
   p.u64(0);
-  p.u8(4).uleb(1).u8(3).sleb(92).u8(1);  // line 93 at 0
-  p.u8(special(16, 7));                  // 0x10: line 100
-  p.u8(special(16, 4));                  // 0x20: line 104
-  p.u8(3).sleb(-3).u8(2).uleb(32).u8(1);  // 0x40: line 101
+  p.u8(4).uleb(1).u8(3).sleb(92).u8(1);        // line 93 at 0
+  p.u8(special(16, 7));                        // 0x10: line 100
+  p.u8(special(16, 4));                        // 0x20: line 104
+  p.u8(3).sleb(-3).u8(2).uleb(32).u8(1);       // 0x40: line 101
   p.u8(0).uleb(3).u8(0x90).u8(0x2e).u8(0x01);  // NVIDIA extension (skipped)
-  p.u8(4).uleb(2).u8(special(16, 0));   // 0x50: other.cuh line 101
-  p.u8(4).uleb(1).u8(3).sleb(-50).u8(1);  // 0x50 again: kernel.cu line 51 (the later row wins)
-  p.u8(9).u16(0x30).u8(1);              // fixed_advance_pc to 0x80, line 51
-  p.u8(2).uleb(0x40).u8(0).uleb(1).u8(1);  // end at 0xc0
+  p.u8(4).uleb(2).u8(special(16, 0));          // 0x50: other.cuh line 101
+  p.u8(4).uleb(1).u8(3).sleb(-50).u8(1);       // 0x50 again: kernel.cu line 51 (the later row wins)
+  p.u8(9).u16(0x30).u8(1);                     // fixed_advance_pc to 0x80, line 51
+  p.u8(2).uleb(0x40).u8(0).uleb(1).u8(1);      // end at 0xc0
   size_t header_at = 0;
   std::string u = unit(2, header_fields_v2(), p.s, &header_at);
   *first_operand = header_at + op1;
@@ -109,9 +123,14 @@ TEST(DwarfLine, DecodesSequencesAndResolvesRelocatedAddresses) {
     EXPECT_EQ(loc->file, "/src/dir/kernel.cu");
   }
   EXPECT_FALSE(t->lookup(19, 0x280).has_value());  // past the end of the sequence
-  struct Want { uint64_t pc; int line; const char* file; };
-  for (const Want& w : {Want{0, 93, "/src/dir/kernel.cu"}, Want{0x10, 100, "/src/dir/kernel.cu"}, Want{0x20, 104, "/src/dir/kernel.cu"},
-                        Want{0x30, 104, "/src/dir/kernel.cu"}, Want{0x40, 101, "/src/dir/kernel.cu"}, Want{0x50, 51, "/src/dir/kernel.cu"},
+  struct Want {
+    uint64_t pc;
+    int line;
+    const char* file;
+  };
+  for (const Want& w : {Want{0, 93, "/src/dir/kernel.cu"}, Want{0x10, 100, "/src/dir/kernel.cu"},
+                        Want{0x20, 104, "/src/dir/kernel.cu"}, Want{0x30, 104, "/src/dir/kernel.cu"},
+                        Want{0x40, 101, "/src/dir/kernel.cu"}, Want{0x50, 51, "/src/dir/kernel.cu"},
                         Want{0x90, 51, "/src/dir/kernel.cu"}, Want{0xb0, 51, "/src/dir/kernel.cu"}}) {
     auto loc = t->lookup(20, w.pc);
     ASSERT_TRUE(loc.has_value()) << w.pc;
@@ -156,7 +175,7 @@ TEST(DwarfLine, DecodesDwarf5FileTables) {
   p.u8(0).uleb(9).u8(2).u64(0x100);
   p.u8(3).sleb(6).u8(1);                   // line 7 at 0x100 (file register 1: not in this table)
   p.u8(4).uleb(0).u8(special(16, 1, 13));  // DWARF 5 numbers files from 0: line 8 of k5.cu at 0x110
-  p.u8(12).uleb(0);  // set_isa (opcode 12 exists with opcode_base 13)
+  p.u8(12).uleb(0);                        // set_isa (opcode 12 exists with opcode_base 13)
   p.u8(2).uleb(16).u8(0).uleb(1).u8(1);
   auto t = decode_debug_line(unit(5, h.s, p.s), {}, DwarfStrings{{}, line_str});
   ASSERT_TRUE(t.ok()) << t.status().message();

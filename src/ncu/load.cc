@@ -16,10 +16,12 @@ namespace {
 // SASS text is an extra: without nvdisasm, or when it fails, the analysis says so and goes on.
 void add_sass(Report& report, const LoadOptions& options) {
   const bool wanted = std::any_of(report.kernels.begin(), report.kernels.end(), [](const KernelResult& k) {
-    return !k.source.empty() && std::all_of(k.source.begin(), k.source.end(), [](const SourceRow& r) { return r.sass.empty() && r.counters.empty(); });
+    return !k.source.empty() && std::all_of(k.source.begin(), k.source.end(),
+                                            [](const SourceRow& r) { return r.sass.empty() && r.counters.empty(); });
   });
   if (!wanted) return;
-  std::optional<std::filesystem::path> tool = options.nvdisasm.empty() ? find_nvdisasm() : std::optional(options.nvdisasm);
+  std::optional<std::filesystem::path> tool =
+      options.nvdisasm.empty() ? find_nvdisasm() : std::optional(options.nvdisasm);
   std::string note;
   if (!tool) {
     note = "no SASS text: nvdisasm (CUDA toolkit) is not on PATH";
@@ -34,9 +36,13 @@ void add_sass(Report& report, const LoadOptions& options) {
 
 }  // namespace
 
-Result<Report> load_report(const std::filesystem::path& input) { return load_report(std::vector<std::filesystem::path>{input}); }
+Result<Report> load_report(const std::filesystem::path& input) {
+  return load_report(std::vector<std::filesystem::path>{input});
+}
 
-Result<Report> load_report(const std::vector<std::filesystem::path>& inputs) { return load_report(inputs, LoadOptions{}); }
+Result<Report> load_report(const std::vector<std::filesystem::path>& inputs) {
+  return load_report(inputs, LoadOptions{});
+}
 
 Result<Report> load_report(const std::vector<std::filesystem::path>& inputs, const LoadOptions& options) {
   if (inputs.empty()) return Status::bad_input("no report given");

@@ -14,28 +14,63 @@ struct AliasSet {
 
 // Only quantities whose name differs somewhere need an entry; others resolve to themselves.
 constexpr std::array<AliasSet, 6> kAliases = {{
-    {{"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed"}, 2},
+    {{"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed"},
+     2},
     {{"dram__bytes_read.sum", "dram__bytes_op_read.sum"}, 2},
     {{"dram__bytes_write.sum", "dram__bytes_op_write.sum"}, 2},
-    {{"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "sm__pipe_tensor_cycles_active_v2.avg.pct_of_peak_sustained_active",
-      "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_active"}, 3},
+    {{"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+      "sm__pipe_tensor_cycles_active_v2.avg.pct_of_peak_sustained_active",
+      "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_active"},
+     3},
     {{"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
       "sm__pipe_tensor_op_hmma_cycles_active_v2.avg.pct_of_peak_sustained_active",
-      "sm__pipe_tensor_subpipe_hmma_cycles_active.avg.pct_of_peak_sustained_active"}, 3},
+      "sm__pipe_tensor_subpipe_hmma_cycles_active.avg.pct_of_peak_sustained_active"},
+     3},
     {{"sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active",
       "sm__pipe_tensor_op_imma_cycles_active_v2.avg.pct_of_peak_sustained_active",
-      "sm__pipe_tensor_subpipe_imma_cycles_active.avg.pct_of_peak_sustained_active"}, 3},
+      "sm__pipe_tensor_subpipe_imma_cycles_active.avg.pct_of_peak_sustained_active"},
+     3},
 }};
 
-constexpr std::array<std::string_view, 19> kStallReasons = {
-    "long_scoreboard", "short_scoreboard", "barrier", "mio_throttle", "lg_throttle", "math_pipe_throttle", "wait",
-    "not_selected", "selected", "no_instruction", "branch_resolving", "dispatch_stall", "drain", "gmma",
-    "imc_miss", "membar", "misc", "sleeping", "tex_throttle"};
+constexpr std::array<std::string_view, 19> kStallReasons = {"long_scoreboard",
+                                                            "short_scoreboard",
+                                                            "barrier",
+                                                            "mio_throttle",
+                                                            "lg_throttle",
+                                                            "math_pipe_throttle",
+                                                            "wait",
+                                                            "not_selected",
+                                                            "selected",
+                                                            "no_instruction",
+                                                            "branch_resolving",
+                                                            "dispatch_stall",
+                                                            "drain",
+                                                            "gmma",
+                                                            "imc_miss",
+                                                            "membar",
+                                                            "misc",
+                                                            "sleeping",
+                                                            "tex_throttle"};
 
-constexpr std::array<std::string_view, 19> kPcStallReasons = {
-    "long_scoreboard", "short_scoreboard", "barrier", "mio_throttle", "lg_throttle", "math_pipe_throttle", "wait",
-    "not_selected", "selected", "no_instructions", "branch_resolving", "dispatch_stall", "drain",
-    "warpgroup_arrive", "imc_miss", "membar", "misc", "sleeping", "tex_throttle"};
+constexpr std::array<std::string_view, 19> kPcStallReasons = {"long_scoreboard",
+                                                              "short_scoreboard",
+                                                              "barrier",
+                                                              "mio_throttle",
+                                                              "lg_throttle",
+                                                              "math_pipe_throttle",
+                                                              "wait",
+                                                              "not_selected",
+                                                              "selected",
+                                                              "no_instructions",
+                                                              "branch_resolving",
+                                                              "dispatch_stall",
+                                                              "drain",
+                                                              "warpgroup_arrive",
+                                                              "imc_miss",
+                                                              "membar",
+                                                              "misc",
+                                                              "sleeping",
+                                                              "tex_throttle"};
 
 }  // namespace
 

@@ -20,7 +20,9 @@ bool has_token(std::string_view s, std::string_view word) {
   return false;
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) { return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix; }
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
 
 }  // namespace
 
@@ -38,16 +40,23 @@ std::string infer_unit(std::string_view name) {
   std::string_view body = sep == std::string_view::npos ? head : head.substr(sep + 2);
   if (body.find("cycles_elapsed") != std::string_view::npos && ends_with(suffix, "per_second")) return "hz";
   std::string unit;
-  if (has_token(body, "bytes")) unit = "byte";
-  else if (has_token(body, "sectors")) unit = "sector";
-  else if (has_token(body, "requests")) unit = "request";
-  else if (has_token(body, "cycles")) unit = "cycle";
+  if (has_token(body, "bytes"))
+    unit = "byte";
+  else if (has_token(body, "sectors"))
+    unit = "sector";
+  else if (has_token(body, "requests"))
+    unit = "request";
+  else if (has_token(body, "cycles"))
+    unit = "cycle";
   else if (has_token(body, "inst") || body.find("inst_executed") != std::string_view::npos ||
            body.find("inst_issued") != std::string_view::npos)
     unit = "inst";
-  else if (has_token(body, "warps")) unit = "warp";
-  else if (has_token(body, "wavefronts")) unit = "";
-  else if (has_token(body, "thread") || has_token(body, "threads")) unit = "thread";
+  else if (has_token(body, "warps"))
+    unit = "warp";
+  else if (has_token(body, "wavefronts"))
+    unit = "";
+  else if (has_token(body, "thread") || has_token(body, "threads"))
+    unit = "thread";
   if (ends_with(suffix, ".per_second")) return unit.empty() ? "" : unit + "/s";
   if (suffix.find("per_cycle") != std::string_view::npos || ends_with(suffix, "peak_sustained"))
     return unit.empty() ? "" : unit + "/cycle";
@@ -58,14 +67,30 @@ std::string infer_unit(std::string_view name) {
 std::optional<UnitScale> unit_scale(std::string_view unit) {
   // Observed in ncu 2025.3.1 auto-units exports; "%/Kbyte" really is printed value * 1000.
   static const std::array<std::pair<std::string_view, UnitScale>, 24> kScales = {{
-      {"Kbyte", {"byte", 1e3}},          {"Mbyte", {"byte", 1e6}},          {"Gbyte", {"byte", 1e9}},
-      {"Tbyte", {"byte", 1e12}},         {"us", {"ns", 1e3}},               {"ms", {"ns", 1e6}},
-      {"s", {"ns", 1e9}},                {"Khz", {"hz", 1e3}},              {"Mhz", {"hz", 1e6}},
-      {"Ghz", {"hz", 1e9}},              {"Kbyte/s", {"byte/s", 1e3}},      {"Mbyte/s", {"byte/s", 1e6}},
-      {"Gbyte/s", {"byte/s", 1e9}},      {"Tbyte/s", {"byte/s", 1e12}},     {"sector/ms", {"sector/s", 1e3}},
-      {"sector/us", {"sector/s", 1e6}},  {"sector/ns", {"sector/s", 1e9}},  {"Kbyte/cycle", {"byte/cycle", 1e3}},
-      {"Mbyte/cycle", {"byte/cycle", 1e6}}, {"Kbyte/block", {"byte/block", 1e3}}, {"Mbyte/block", {"byte/block", 1e6}},
-      {"%/Kbyte", {"%/byte", 1e3}},      {"request/ns", {"request/s", 1e9}}, {"inst/ns", {"inst/s", 1e9}},
+      {"Kbyte", {"byte", 1e3}},
+      {"Mbyte", {"byte", 1e6}},
+      {"Gbyte", {"byte", 1e9}},
+      {"Tbyte", {"byte", 1e12}},
+      {"us", {"ns", 1e3}},
+      {"ms", {"ns", 1e6}},
+      {"s", {"ns", 1e9}},
+      {"Khz", {"hz", 1e3}},
+      {"Mhz", {"hz", 1e6}},
+      {"Ghz", {"hz", 1e9}},
+      {"Kbyte/s", {"byte/s", 1e3}},
+      {"Mbyte/s", {"byte/s", 1e6}},
+      {"Gbyte/s", {"byte/s", 1e9}},
+      {"Tbyte/s", {"byte/s", 1e12}},
+      {"sector/ms", {"sector/s", 1e3}},
+      {"sector/us", {"sector/s", 1e6}},
+      {"sector/ns", {"sector/s", 1e9}},
+      {"Kbyte/cycle", {"byte/cycle", 1e3}},
+      {"Mbyte/cycle", {"byte/cycle", 1e6}},
+      {"Kbyte/block", {"byte/block", 1e3}},
+      {"Mbyte/block", {"byte/block", 1e6}},
+      {"%/Kbyte", {"%/byte", 1e3}},
+      {"request/ns", {"request/s", 1e9}},
+      {"inst/ns", {"inst/s", 1e9}},
   }};
   for (const auto& [name, scale] : kScales)
     if (name == unit) return scale;

@@ -13,7 +13,7 @@ namespace kda::ncu {
 
 namespace {
 
-constexpr uint64_t kInstructionBytes = 16;    // every SASS instruction since Volta
+constexpr uint64_t kInstructionBytes = 16;       // every SASS instruction since Volta
 constexpr uint64_t kMaxRowsPerKernel = 1 << 20;  // bounds a hostile section size
 
 struct DecodedCubin {
@@ -93,7 +93,8 @@ void add_note(KernelResult& k, const std::string& note) {
 }
 
 // Which cubin holds the kernel: one with its Reference first, then any that defines the function.
-std::optional<size_t> cubin_of(const KernelResult& k, const Report& report, std::vector<std::optional<DecodedCubin>>& cache) {
+std::optional<size_t> cubin_of(const KernelResult& k, const Report& report,
+                               std::vector<std::optional<DecodedCubin>>& cache) {
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < report.cubins.size(); ++i) {
       if (pass == 0 && report.cubins[i].reference != k.source_reference) continue;
@@ -140,7 +141,8 @@ void attach_native_lines(Report& report) {
       add_note(k, "load address not in the report: PCs are placed from the lowest sampled PC");
     }
     if (!d.lines) add_note(k, d.problem);
-    const uint64_t size = std::min<uint64_t>(d.cubin->section_data(section).size(), kMaxRowsPerKernel * kInstructionBytes);
+    const uint64_t size =
+        std::min<uint64_t>(d.cubin->section_data(section).size(), kMaxRowsPerKernel * kInstructionBytes);
     bool any_line = false;
     for (uint64_t off = 0; off + kInstructionBytes <= size; off += kInstructionBytes) {
       SourceRow row;
@@ -150,7 +152,8 @@ void attach_native_lines(Report& report) {
           row.line = loc->line;
           row.file = std::string(loc->file);
           any_line = true;
-          if (auto it = file_lines.find(row.file); it != file_lines.end() && row.line <= static_cast<int>(it->second.size()))
+          if (auto it = file_lines.find(row.file);
+              it != file_lines.end() && row.line <= static_cast<int>(it->second.size()))
             row.cuda = std::string(it->second[static_cast<size_t>(row.line - 1)]);
         }
       }

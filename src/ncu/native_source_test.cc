@@ -95,7 +95,7 @@ TEST(NativeSource, OpcodesFromNvdisasmEqualNcusSourcePage) {
   auto tool = find_nvdisasm();
   if (!tool) GTEST_SKIP() << "nvdisasm (CUDA toolkit) is not on PATH or in /usr/local/cuda/bin";
   for (const auto& [rep_name, csv_name, kernel] : {std::tuple{"multi.ncu-rep", "multi_source.csv", "smem"},
-                                                  std::tuple{"saxpy.ncu-rep", "saxpy_source.csv", "saxpy"}}) {
+                                                   std::tuple{"saxpy.ncu-rep", "saxpy_source.csv", "saxpy"}}) {
     Report rep = native(rep_name);
     ASSERT_TRUE(attach_sass_text(rep, *tool).ok());
     Report csv = csv_source(csv_name);
@@ -125,7 +125,8 @@ stdfs::path fake_nvdisasm(const stdfs::path& dir, const KernelResult& csv_kernel
   }
   EXPECT_TRUE(fs::write_file_atomic(dir / "listing.txt", listing).ok());
   const stdfs::path tool = dir / "nvdisasm";
-  std::ofstream(tool) << "#!/bin/sh\n[ \"$1\" = \"-c\" ] && [ -s \"$2\" ] || exit 3\nexec cat '" << (dir / "listing.txt").string() << "'\n";
+  std::ofstream(tool) << "#!/bin/sh\n[ \"$1\" = \"-c\" ] && [ -s \"$2\" ] || exit 3\nexec cat '"
+                      << (dir / "listing.txt").string() << "'\n";
   stdfs::permissions(tool, stdfs::perms::owner_all);
   return tool;
 }
@@ -165,7 +166,8 @@ TEST(NativeSource, WithoutDebugLineTheNoteSaysBuildWithLineinfo) {
   Report rep = native("multi.ncu-rep");
   ASSERT_EQ(rep.cubins.size(), 1u);
   std::string& image = rep.cubins[0].image;
-  for (size_t at = image.find("debug_line"); at != std::string::npos; at = image.find("debug_line", at + 1)) image[at + 9] = 'x';
+  for (size_t at = image.find("debug_line"); at != std::string::npos; at = image.find("debug_line", at + 1))
+    image[at + 9] = 'x';
   for (auto& k : rep.kernels) k.source.clear();
   attach_native_lines(rep);
   for (const auto& k : rep.kernels) {

@@ -33,7 +33,9 @@ const Analysis& multi_analysis() {
   return a;
 }
 
-bool has_wiki(const Priority& p, const std::string& id) { return std::find(p.wiki.begin(), p.wiki.end(), id) != p.wiki.end(); }
+bool has_wiki(const Priority& p, const std::string& id) {
+  return std::find(p.wiki.begin(), p.wiki.end(), id) != p.wiki.end();
+}
 
 const Evidence* find_evidence(const Priority& p, const std::string& metric) {
   for (const auto& e : p.evidence)
@@ -47,7 +49,8 @@ TEST(Analyze, StridedSaxpyTopPriorityIsCoalescing) {
   ASSERT_FALSE(k.priorities.empty());
   const Priority& top = k.priorities[0];
   EXPECT_EQ(top.id, "global-coalescing");
-  EXPECT_NEAR(top.expected_gain_pct, 72.86, 0.01);  // MemoryCacheAccessPattern, global, folded with UncoalescedGlobalAccess
+  EXPECT_NEAR(top.expected_gain_pct, 72.86,
+              0.01);  // MemoryCacheAccessPattern, global, folded with UncoalescedGlobalAccess
   EXPECT_NE(top.gain_basis.find("UncoalescedGlobalAccess"), std::string::npos);
   EXPECT_TRUE(has_wiki(top, "diagnosis/memory-bound-uncoalesced"));
   EXPECT_TRUE(has_wiki(k.priorities[1], "diagnosis/long-scoreboard-stalls"));
@@ -69,7 +72,8 @@ TEST(Analyze, StridedSaxpyTopPriorityIsCoalescing) {
   EXPECT_EQ(k.timeline.shape, "steady");
   EXPECT_GT(k.timeline.samples, 90u);
   // The L2-compression rule misfires on plain cudaMalloc buffers: kept, flagged, never a priority.
-  auto l2 = std::find_if(k.rules.begin(), k.rules.end(), [](const RuleFinding& r) { return r.rule_id == "MemoryL2Compression"; });
+  auto l2 = std::find_if(k.rules.begin(), k.rules.end(),
+                         [](const RuleFinding& r) { return r.rule_id == "MemoryL2Compression"; });
   ASSERT_NE(l2, k.rules.end());
   EXPECT_TRUE(l2->noisy);
   for (const auto& p : k.priorities) EXPECT_NE(p.id, "l2-compression");
@@ -101,7 +105,8 @@ TEST(Analyze, SmemTopPriorityIsBankConflictsWithSourceLines) {
   for (const auto& kr : r->kernels)
     if (kr.name.starts_with("smem")) excessive = kr.find("derived__memory_l1_wavefronts_shared_excessive");
   ASSERT_NE(excessive, nullptr);
-  EXPECT_NE(line2.find(fmt::format("{:.0f} excessive shared wavefronts", excessive->value.number)), std::string::npos) << line2;
+  EXPECT_NE(line2.find(fmt::format("{:.0f} excessive shared wavefronts", excessive->value.number)), std::string::npos)
+      << line2;
   ASSERT_FALSE(k.hotspots.empty());
   EXPECT_EQ(k.hotspots[0].line, 2);
   EXPECT_FALSE(k.hotspots[0].sass.empty());
@@ -115,7 +120,8 @@ TEST(Analyze, SmemTopPriorityIsBankConflictsWithSourceLines) {
   std::vector<std::string> ids;
   for (const auto& p : k.priorities) ids.push_back(p.id);
   EXPECT_NE(std::find(ids.begin(), ids.end(), "tail-effect"), ids.end());
-  for (size_t i = 1; i < k.priorities.size(); ++i) EXPECT_GE(k.priorities[i - 1].expected_gain_pct, k.priorities[i].expected_gain_pct);
+  for (size_t i = 1; i < k.priorities.size(); ++i)
+    EXPECT_GE(k.priorities[i - 1].expected_gain_pct, k.priorities[i].expected_gain_pct);
 }
 
 TEST(Analyze, PlainSaxpyIsMemoryBoundWithoutCoalescingIssue) {
@@ -139,7 +145,8 @@ TEST(Analyze, JsonCarriesHeadlineMetricsInBaseUnits) {
   ASSERT_EQ(j["kernels"].size(), 3u);
   EXPECT_EQ(j["kernels"][0]["metrics"]["gpu__time_duration.sum"], 152032.0);
   EXPECT_EQ(j["kernels"][2]["metrics"]["gpu__time_duration.sum"], 13600.0);
-  EXPECT_NEAR(j["kernels"][0]["metrics"]["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"].get<double>(), 91.40, 0.005);
+  EXPECT_NEAR(j["kernels"][0]["metrics"]["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"].get<double>(), 91.40,
+              0.005);
   EXPECT_NEAR(j["kernels"][0]["metrics"]["sm__cycles_elapsed.avg.per_second"].get<double>(), 1506788044.62, 0.01);
   for (const auto& k : j["kernels"]) {
     ASSERT_LE(k["priorities"].size(), 5u);
@@ -169,7 +176,8 @@ TEST(Analyze, CsvRouteAgreesWithNativeOnTopPriority) {
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_FALSE(a->kernels[i].priorities.empty());
     EXPECT_EQ(a->kernels[i].priorities[0].id, multi_analysis().kernels[i].priorities[0].id) << i;
-    EXPECT_NEAR(a->kernels[i].priorities[0].expected_gain_pct, multi_analysis().kernels[i].priorities[0].expected_gain_pct, 0.005);
+    EXPECT_NEAR(a->kernels[i].priorities[0].expected_gain_pct,
+                multi_analysis().kernels[i].priorities[0].expected_gain_pct, 0.005);
   }
 }
 

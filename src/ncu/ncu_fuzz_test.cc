@@ -36,12 +36,8 @@ std::string mutate(const std::string& in, std::mt19937_64& rng, Mutation kind) {
     case Mutation::kFlipBytes:
       for (int i = 0; i < 8; ++i) s[pos(rng)] = static_cast<char>(rng());
       break;
-    case Mutation::kTruncate:
-      s.resize(pos(rng));
-      break;
-    case Mutation::kInsert:
-      s.insert(pos(rng), std::string(1 + rng() % 16, static_cast<char>(rng())));
-      break;
+    case Mutation::kTruncate: s.resize(pos(rng)); break;
+    case Mutation::kInsert: s.insert(pos(rng), std::string(1 + rng() % 16, static_cast<char>(rng()))); break;
     case Mutation::kBigLength: {
       // A varint/length byte pattern that claims a huge size.
       size_t p = pos(rng);
@@ -132,8 +128,11 @@ TEST(Fuzz, CubinAndLineProgramSurviveMutations) {
   const size_t line_idx = *cubin->find_section(".debug_line");
   const ElfSection& line_sec = cubin->sections()[line_idx];
   const uint64_t shoff = load_le32(image, 40);  // the table sits well below 4 GiB in a fixture
-  struct Region { size_t begin, size; };
-  const Region regions[] = {{0, 64}, {static_cast<size_t>(shoff), image.size() - static_cast<size_t>(shoff)},
+  struct Region {
+    size_t begin, size;
+  };
+  const Region regions[] = {{0, 64},
+                            {static_cast<size_t>(shoff), image.size() - static_cast<size_t>(shoff)},
                             {static_cast<size_t>(line_sec.offset), static_cast<size_t>(line_sec.size)}};
   std::mt19937_64 rng(90);
   size_t parsed = 0, rejected = 0;
@@ -171,8 +170,9 @@ TEST(Fuzz, CubinAndLineProgramSurviveMutations) {
   }
   EXPECT_GT(decoded, 0u);
 
-  const std::string listing = "\t.section\t.text._Z4smemPf,\"ax\",@progbits\n        /*0000*/                   LDC R1, c[0x0][0x28] ;\n"
-                              "        /*0010*/              @!PT SHFL.IDX PT, RZ, RZ, RZ, RZ ;\n";
+  const std::string listing =
+      "\t.section\t.text._Z4smemPf,\"ax\",@progbits\n        /*0000*/                   LDC R1, c[0x0][0x28] ;\n"
+      "        /*0010*/              @!PT SHFL.IDX PT, RZ, RZ, RZ, RZ ;\n";
   for (int i = 0; i < 200; ++i) (void)parse_nvdisasm_listing(mutate(listing, rng, static_cast<Mutation>(i % 5)));
 }
 

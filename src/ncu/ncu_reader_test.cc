@@ -43,7 +43,8 @@ const Report& saxpy() {
 
 TEST(Wire, DecodesEveryWireType) {
   // field 1 varint 300; field 2 fixed64 1.5; field 3 bytes "hi"; field 4 fixed32 2.0f
-  std::string msg = {'\x08', '\xac', '\x02', '\x11', 0, 0, 0, 0, 0, 0, '\xf8', '\x3f', '\x1a', 2, 'h', 'i', '\x25', 0, 0, 0, '\x40'};
+  std::string msg = {'\x08', '\xac', '\x02', '\x11', 0,   0,      0, 0, 0, 0,     '\xf8',
+                     '\x3f', '\x1a', 2,      'h',    'i', '\x25', 0, 0, 0, '\x40'};
   WireReader r(msg);
   WireField f;
   ASSERT_TRUE(*r.next(&f));
@@ -230,7 +231,8 @@ void expect_auto_units_match(const Report& native, const std::string& text, size
       double factor = scale ? scale->factor : 1.0;
       double tolerance = 0.5 * std::pow(10.0, -decimals) * factor * (1 + 1e-9) + 1e-9 * std::fabs(nat->value.number);
       EXPECT_LE(std::fabs(nat->value.number - csv->value.number), tolerance)
-          << header[c] << " result " << k << ": native " << nat->value.number << " csv '" << text_cell << "' " << units[c];
+          << header[c] << " result " << k << ": native " << nat->value.number << " csv '" << text_cell << "' "
+          << units[c];
       if (scale) {
         EXPECT_EQ(csv->unit, scale->base_unit) << header[c];
       }
@@ -239,7 +241,9 @@ void expect_auto_units_match(const Report& native, const std::string& text, size
   EXPECT_EQ(compared, expected_cells);
 }
 
-TEST(ValueForValue, MultiRawAutoUnitsMatchNative) { expect_auto_units_match(multi(), read("multi_raw_autounits.csv"), 3u * 2227u); }
+TEST(ValueForValue, MultiRawAutoUnitsMatchNative) {
+  expect_auto_units_match(multi(), read("multi_raw_autounits.csv"), 3u * 2227u);
+}
 TEST(ValueForValue, SaxpyRawAutoUnitsMatchNative) { expect_auto_units_match(saxpy(), read("saxpy_raw.csv"), 2227u); }
 
 // A report made on the H200 by `kda ncu profile` (the DSA indexer baseline, two kernels, PM sampling and
@@ -326,7 +330,9 @@ TEST(CsvPages, SourcePageDeduplicatesRepeatedListing) {
     if (row.address != 0) {
       ++sass;
       EXPECT_EQ(row.line, 2);
-      samples += row.counters.count("Warp Stall Sampling (All Samples)") ? row.counters.at("Warp Stall Sampling (All Samples)") : 0;
+      samples += row.counters.count("Warp Stall Sampling (All Samples)")
+                     ? row.counters.at("Warp Stall Sampling (All Samples)")
+                     : 0;
     } else {
       ++lines;
     }

@@ -53,8 +53,10 @@ std::string hotspot_text(const Hotspot& h) {
 std::vector<std::string> stall_wiki(const std::string& reason) {
   if (reason == "long_scoreboard" || reason == "lg_throttle")
     return {"diagnosis/long-scoreboard-stalls", "technique/software-pipelining", "hopper/tma"};
-  if (reason == "barrier" || reason == "membar") return {"diagnosis/barrier-stalls", "hopper/mbarrier", "technique/warp-specialization"};
-  if (reason == "short_scoreboard" || reason == "mio_throttle") return {"diagnosis/bank-conflicts", "technique/software-pipelining"};
+  if (reason == "barrier" || reason == "membar")
+    return {"diagnosis/barrier-stalls", "hopper/mbarrier", "technique/warp-specialization"};
+  if (reason == "short_scoreboard" || reason == "mio_throttle")
+    return {"diagnosis/bank-conflicts", "technique/software-pipelining"};
   if (reason == "gmma") return {"hopper/wgmma", "technique/warp-specialization"};
   if (reason == "math_pipe_throttle") return {"diagnosis/compute-bound"};
   return {"technique/software-pipelining"};
@@ -68,13 +70,25 @@ std::vector<std::string> occupancy_wiki(const std::vector<std::string>& limiters
 
 std::string stall_advice(const std::string& reason) {
   static const std::map<std::string, std::string> kAdvice = {
-      {"long_scoreboard", "Warps wait on global/local memory: keep more loads in flight (unroll, vectorize, software-pipeline with cp.async/TMA) or cut the bytes loaded."},
-      {"short_scoreboard", "Warps wait on shared memory or MUFU results: remove bank conflicts, reuse values in registers, interleave independent work."},
-      {"barrier", "Warps wait at __syncthreads: balance work between warps, split the block's phases, or use finer-grained sync (mbarrier / named barriers)."},
-      {"mio_throttle", "The MIO queue (shared memory, special math) is full: use wider shared accesses, fewer shared instructions, fewer conflicts."},
-      {"lg_throttle", "The global load/store queue is full: use 128-bit vector accesses so fewer instructions move the same bytes."},
-      {"math_pipe_throttle", "A math pipe is saturated: move work to an idle pipe (tensor cores, FMA vs ALU) or reduce instruction count."},
-      {"wait", "Fixed-latency dependencies dominate: raise instruction-level parallelism (independent accumulators, unrolling)."},
+      {"long_scoreboard",
+       "Warps wait on global/local memory: keep more loads in flight (unroll, vectorize, software-pipeline with "
+       "cp.async/TMA) or cut the bytes loaded."},
+      {"short_scoreboard",
+       "Warps wait on shared memory or MUFU results: remove bank conflicts, reuse values in registers, interleave "
+       "independent work."},
+      {"barrier",
+       "Warps wait at __syncthreads: balance work between warps, split the block's phases, or use finer-grained sync "
+       "(mbarrier / named barriers)."},
+      {"mio_throttle",
+       "The MIO queue (shared memory, special math) is full: use wider shared accesses, fewer shared instructions, "
+       "fewer conflicts."},
+      {"lg_throttle",
+       "The global load/store queue is full: use 128-bit vector accesses so fewer instructions move the same bytes."},
+      {"math_pipe_throttle",
+       "A math pipe is saturated: move work to an idle pipe (tensor cores, FMA vs ALU) or reduce instruction count."},
+      {"wait",
+       "Fixed-latency dependencies dominate: raise instruction-level parallelism (independent accumulators, "
+       "unrolling)."},
       {"gmma", "Warps wait on wgmma: overlap loads with MMA (deeper pipeline, warp specialisation)."},
       {"branch_resolving", "Branch resolution stalls: make control flow uniform or predicate small branches."},
       {"no_instruction", "Instruction cache misses: shrink the unrolled code or improve locality."},
@@ -89,8 +103,8 @@ std::string stall_advice(const std::string& reason) {
 // (PCs without a line stay on their own), the three largest groups, each with its instruction
 // count, one of its instructions, its share of the stall samples and the metric's total there.
 // One line per group instead of one per instruction: a 30-instruction unrolled loop is one finding.
-std::vector<std::string> by_source_line(const KernelResult& k, const Metric& m, const std::vector<Hotspot>& all, uint64_t base,
-                                        std::string_view what) {
+std::vector<std::string> by_source_line(const KernelResult& k, const Metric& m, const std::vector<Hotspot>& all,
+                                        uint64_t base, std::string_view what) {
   struct Group {
     double value = 0, top = -1, share = 0;
     int count = 0, line = 0;
@@ -100,8 +114,10 @@ std::vector<std::string> by_source_line(const KernelResult& k, const Metric& m, 
   std::unordered_map<uint64_t, const SourceRow*> rows;
   std::unordered_map<int, std::string> line_text;
   for (const auto& r : k.source) {
-    if (r.address != 0) rows[r.address] = &r;
-    else if (r.line > 0 && !r.cuda.empty()) line_text.emplace(r.line, r.cuda);
+    if (r.address != 0)
+      rows[r.address] = &r;
+    else if (r.line > 0 && !r.cuda.empty())
+      line_text.emplace(r.line, r.cuda);
   }
   std::unordered_map<uint64_t, const Hotspot*> sampled;
   for (const auto& h : all) sampled[h.pc] = &h;
@@ -123,7 +139,8 @@ std::vector<std::string> by_source_line(const KernelResult& k, const Metric& m, 
       g.sass = row ? row->sass : "";
       g.file = row ? row->file : "";
     }
-    if (line > 0 && g.text.empty()) g.text = row && !row->cuda.empty() ? row->cuda : line_text.count(line) ? line_text[line] : "";
+    if (line > 0 && g.text.empty())
+      g.text = row && !row->cuda.empty() ? row->cuda : line_text.count(line) ? line_text[line] : "";
   }
   std::vector<Group> sorted;
   for (auto& [key, g] : groups) sorted.push_back(std::move(g));
@@ -140,13 +157,13 @@ std::vector<std::string> by_source_line(const KernelResult& k, const Metric& m, 
     if (!text.empty()) where += fmt::format(" `{}`", text.size() > 80 ? text.substr(0, 80) + "..." : text);
     std::string sass = g.sass;
     sass.erase(0, sass.find_first_not_of(' '));
-    out.push_back(fmt::format("{}: {} instruction{}{}, {:.1f}% of stall samples, {:.0f} {}", where, g.count, g.count == 1 ? "" : "s",
-                              sass.empty() ? "" : " (e.g. " + sass + ")", g.share, g.value, what));
+    out.push_back(fmt::format("{}: {} instruction{}{}, {:.1f}% of stall samples, {:.0f} {}", where, g.count,
+                              g.count == 1 ? "" : "s", sass.empty() ? "" : " (e.g. " + sass + ")", g.share, g.value,
+                              what));
   }
   if (sorted.size() > 3) out.push_back(fmt::format("... and {} more source line(s) or PCs", sorted.size() - 3));
   return out;
 }
-
 
 // What every diagnosis reads, and the rule groups their gains came from (so the same ncu finding is
 // not listed again on its own).
@@ -179,18 +196,26 @@ std::optional<Priority> global_coalescing(Context& c) {
   const KernelResult& k = c.k;
   const KernelAnalysis& a = c.a;
   const MemoryStats& mem = a.memory;
-  if (mem.bytes_per_sector_ld && mem.sectors_per_request_ld && *mem.bytes_per_sector_ld > 0 && *mem.bytes_per_sector_ld < 24) {
-    Priority p{.id = "global-coalescing",
-               .title = fmt::format("Uncoalesced global loads: {:.1f} of 32 bytes used per sector, {:.1f} sectors per request",
-                                    *mem.bytes_per_sector_ld, *mem.sectors_per_request_ld),
-               .action = "Make consecutive threads read consecutive addresses (transpose the index math, stage strided data through shared memory, or change the data layout); then use 128-bit loads.",
-               .effort = "medium",
-               .wiki = {"diagnosis/memory-bound-uncoalesced", "technique/vectorized-access", "hopper/tma"}};
+  if (mem.bytes_per_sector_ld && mem.sectors_per_request_ld && *mem.bytes_per_sector_ld > 0 &&
+      *mem.bytes_per_sector_ld < 24) {
+    Priority p{
+        .id = "global-coalescing",
+        .title = fmt::format("Uncoalesced global loads: {:.1f} of 32 bytes used per sector, {:.1f} sectors per request",
+                             *mem.bytes_per_sector_ld, *mem.sectors_per_request_ld),
+        .action =
+            "Make consecutive threads read consecutive addresses (transpose the index math, stage strided data through "
+            "shared memory, or change the data layout); then use 128-bit loads.",
+        .effort = "medium",
+        .wiki = {"diagnosis/memory-bound-uncoalesced", "technique/vectorized-access", "hopper/tma"}};
     double waste = 1 - *mem.bytes_per_sector_ld / 32;
-    c.from_rule(p, "global-coalescing", std::min(90.0, waste * c.mem_pct), "model: unused sector bytes x memory throughput share");
-    p.evidence = {{"smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", *mem.bytes_per_sector_ld, "byte/sector"},
-                  {"sectors_per_request.global_ld (l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum)", *mem.sectors_per_request_ld, "sector/request"},
-                  ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%")};
+    c.from_rule(p, "global-coalescing", std::min(90.0, waste * c.mem_pct),
+                "model: unused sector bytes x memory throughput share");
+    p.evidence = {
+        {"smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", *mem.bytes_per_sector_ld, "byte/sector"},
+        {"sectors_per_request.global_ld (l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum / "
+         "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum)",
+         *mem.sectors_per_request_ld, "sector/request"},
+        ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%")};
     if (const Metric* ex = k.find("derived__memory_l2_theoretical_sectors_global_excessive")) {
       p.evidence.push_back({ex->name, ex->value.number, "sector"});
       p.source_evidence = by_source_line(k, *ex, c.all_pcs, a.pc_base, "excessive sectors");
@@ -206,15 +231,23 @@ std::optional<Priority> shared_bank_conflicts(Context& c) {
   const KernelAnalysis& a = c.a;
   if (c.wavefronts > 0 && c.conflicts / c.wavefronts >= 0.10) {
     double ways = c.wavefronts - c.conflicts > 0 ? c.wavefronts / (c.wavefronts - c.conflicts) : 32;
-    Priority p{.id = "shared-bank-conflicts",
-               .title = fmt::format("Shared-memory bank conflicts: {:.0f}% of shared wavefronts are conflicts (~{:.0f}-way)", 100 * c.conflicts / c.wavefronts, ways),
-               .action = "Pad the shared array (e.g. [N][33] instead of [N][32]) or XOR-swizzle the index so a warp's 32 accesses hit 32 different banks.",
-               .effort = "low",
-               .wiki = {"diagnosis/bank-conflicts", "technique/swizzling"}};
-    c.from_rule(p, "shared-bank-conflicts", std::min(90.0, 100 * c.conflicts / c.wavefronts * get(k, "l1tex__throughput.avg.pct_of_peak_sustained_active") / 100),
-              "model: conflict share of wavefronts x L1 throughput share");
-    p.evidence = {ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"), ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
-                  ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"), ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")};
+    Priority p{
+        .id = "shared-bank-conflicts",
+        .title = fmt::format("Shared-memory bank conflicts: {:.0f}% of shared wavefronts are conflicts (~{:.0f}-way)",
+                             100 * c.conflicts / c.wavefronts, ways),
+        .action =
+            "Pad the shared array (e.g. [N][33] instead of [N][32]) or XOR-swizzle the index so a warp's 32 accesses "
+            "hit 32 different banks.",
+        .effort = "low",
+        .wiki = {"diagnosis/bank-conflicts", "technique/swizzling"}};
+    c.from_rule(p, "shared-bank-conflicts",
+                std::min(90.0, 100 * c.conflicts / c.wavefronts *
+                                   get(k, "l1tex__throughput.avg.pct_of_peak_sustained_active") / 100),
+                "model: conflict share of wavefronts x L1 throughput share");
+    p.evidence = {ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
+                  ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
+                  ev(k, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+                  ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum")};
     if (const Metric* ex = k.find("derived__memory_l1_wavefronts_shared_excessive"))
       p.source_evidence = by_source_line(k, *ex, c.all_pcs, a.pc_base, "excessive shared wavefronts");
     return p;
@@ -233,24 +266,37 @@ std::optional<Priority> shared_memory_throughput(Context& c) {
   const double shared_share = c.wavefronts > 0 && k.find("l1tex__data_pipe_lsu_wavefronts.sum") != nullptr
                                   ? c.wavefronts / std::max(1.0, get(k, "l1tex__data_pipe_lsu_wavefronts.sum"))
                                   : (c.wavefronts > 0 ? 1.0 : 0.0);
-  const bool mio_top = !a.stalls.empty() && (a.stalls.front().reason == "mio_throttle" || a.stalls.front().reason == "short_scoreboard");
-  if (l1_pct >= 70 && c.dram_pct < 30 && c.wavefronts > 0 && shared_share >= 0.5 && mio_top && a.tensor_pipe_pct.value_or(0) < 10) {
+  const bool mio_top =
+      !a.stalls.empty() && (a.stalls.front().reason == "mio_throttle" || a.stalls.front().reason == "short_scoreboard");
+  if (l1_pct >= 70 && c.dram_pct < 30 && c.wavefronts > 0 && shared_share >= 0.5 && mio_top &&
+      a.tensor_pipe_pct.value_or(0) < 10) {
     const double roof = a.roofline.fraction_of_roof;
-    Priority p{.id = "shared-memory-throughput",
-               .title = fmt::format("Shared-memory bound: L1/shared throughput {:.0f}% of peak, DRAM {:.0f}%, {} {:.0f}% of stalls, "
-                                    "{:.0f}% of the roofline's attainable rate",
-                                    l1_pct, c.dram_pct, a.stalls.front().reason, a.stalls.front().share_pct, 100 * roof),
-               .action = "The loop is limited by shared-memory instructions, not by the math or DRAM: load more per instruction "
-                         "(LDS.64/128, ldmatrix), register-tile so every loaded value feeds several FMAs, and if the math is a dot or "
-                         "matrix product (FP8/BF16 operands) run it on the tensor cores (mma.sync / wgmma), which read each operand "
-                         "tile from shared memory once.",
-               .expected_gain_pct = std::clamp(100 * (1 - roof), 0.0, 80.0),
-               .gain_basis = "model: headroom to the roofline's attainable rate while the shared-memory pipe, not a roof, binds (capped at 80%)",
-               .effort = "high",
-               .evidence = {ev(k, "l1tex__throughput.avg.pct_of_peak_sustained_active", "%"), ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
-                            ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", a.stalls.front().reason), "cycle"),
-                            ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"), ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%")},
-               .wiki = {"diagnosis/bank-conflicts", "hopper/wgmma", "technique/software-pipelining"}};
+    Priority p{
+        .id = "shared-memory-throughput",
+        .title = fmt::format(
+            "Shared-memory bound: L1/shared throughput {:.0f}% of peak, DRAM {:.0f}%, {} {:.0f}% of stalls, "
+            "{:.0f}% of the roofline's attainable rate",
+            l1_pct, c.dram_pct, a.stalls.front().reason, a.stalls.front().share_pct, 100 * roof),
+        .action =
+            "The loop is limited by shared-memory instructions, not by the math or DRAM: load more per instruction "
+            "(LDS.64/128, ldmatrix), register-tile so every loaded value feeds several FMAs, and if the math is a dot "
+            "or "
+            "matrix product (FP8/BF16 operands) run it on the tensor cores (mma.sync / wgmma), which read each operand "
+            "tile from shared memory once.",
+        .expected_gain_pct = std::clamp(100 * (1 - roof), 0.0, 80.0),
+        .gain_basis =
+            "model: headroom to the roofline's attainable rate while the shared-memory pipe, not a roof, binds (capped "
+            "at 80%)",
+        .effort = "high",
+        .evidence = {ev(k, "l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),
+                     ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+                     ev(k,
+                        fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio",
+                                    a.stalls.front().reason),
+                        "cycle"),
+                     ev(k, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
+                     ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%")},
+        .wiki = {"diagnosis/bank-conflicts", "hopper/wgmma", "technique/software-pipelining"}};
     for (const auto& h : a.hotspots) p.source_evidence.push_back(hotspot_text(h));
     return p;
   }
@@ -264,12 +310,16 @@ std::optional<Priority> dram_bandwidth(Context& c) {
   const MemoryStats& mem = a.memory;
   if (a.roofline.bound == "memory" && c.dram_pct >= 60 && !(mem.bytes_per_sector_ld && *mem.bytes_per_sector_ld < 24)) {
     Priority p{.id = "dram-bandwidth",
-               .title = fmt::format("DRAM-bound: {:.1f}% of peak DRAM throughput at {:.2f} FLOP/byte", c.dram_pct, a.roofline.arithmetic_intensity),
-               .action = "The kernel streams memory efficiently; to go faster move fewer bytes: fuse with neighbouring kernels, keep reused data in shared memory/L2, use narrower types; make sure loads are 128-bit.",
+               .title = fmt::format("DRAM-bound: {:.1f}% of peak DRAM throughput at {:.2f} FLOP/byte", c.dram_pct,
+                                    a.roofline.arithmetic_intensity),
+               .action =
+                   "The kernel streams memory efficiently; to go faster move fewer bytes: fuse with neighbouring "
+                   "kernels, keep reused data in shared memory/L2, use narrower types; make sure loads are 128-bit.",
                .expected_gain_pct = std::max(0.0, 100 * (1 - c.dram_pct / kPracticalDramPct)),
                .gain_basis = fmt::format("model: headroom to {:.0f}% of peak DRAM bandwidth", kPracticalDramPct),
                .effort = "high",
-               .evidence = {ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"), ev(k, "dram__bytes.sum.per_second", "byte/s"),
+               .evidence = {ev(k, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
+                            ev(k, "dram__bytes.sum.per_second", "byte/s"),
                             {"roofline.arithmetic_intensity", a.roofline.arithmetic_intensity, "FLOP/byte"}},
                .wiki = {"diagnosis/memory-bound", "technique/fusion", "technique/vectorized-access"}};
     return p;
@@ -283,15 +333,20 @@ std::optional<Priority> warp_stalls(Context& c) {
   const KernelAnalysis& a = c.a;
   if (!a.stalls.empty() && c.sm_pct < 60 && c.mem_pct < 60) {
     const StallShare& top = a.stalls.front();
-    Priority p{.id = "warp-stalls",
-               .title = fmt::format("Latency-bound: SM {:.0f}% and memory {:.0f}% of peak; {} is {:.0f}% of stall cycles", c.sm_pct, c.mem_pct, top.reason, top.share_pct),
-               .action = stall_advice(top.reason),
-               .effort = "medium",
-               .wiki = stall_wiki(top.reason)};
+    Priority p{
+        .id = "warp-stalls",
+        .title = fmt::format("Latency-bound: SM {:.0f}% and memory {:.0f}% of peak; {} is {:.0f}% of stall cycles",
+                             c.sm_pct, c.mem_pct, top.reason, top.share_pct),
+        .action = stall_advice(top.reason),
+        .effort = "medium",
+        .wiki = stall_wiki(top.reason)};
     double issue = get(k, "smsp__issue_active.avg.per_cycle_active");
-    c.from_rule(p, "warp-stalls", std::min(90.0, top.share_pct * (1 - issue)), "model: top stall share x idle issue slots");
-    p.evidence = {ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", top.reason), "cycle"),
-                  ev(k, "smsp__average_warp_latency_per_inst_issued.ratio", "cycle"), ev(k, "smsp__issue_active.avg.per_cycle_active")};
+    c.from_rule(p, "warp-stalls", std::min(90.0, top.share_pct * (1 - issue)),
+                "model: top stall share x idle issue slots");
+    p.evidence = {
+        ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", top.reason), "cycle"),
+        ev(k, "smsp__average_warp_latency_per_inst_issued.ratio", "cycle"),
+        ev(k, "smsp__issue_active.avg.per_cycle_active")};
     for (const auto& h : a.hotspots) p.source_evidence.push_back(hotspot_text(h));
     return p;
   } else if (!a.stalls.empty() && a.stalls.front().share_pct >= 30) {
@@ -303,8 +358,9 @@ std::optional<Priority> warp_stalls(Context& c) {
                .effort = "medium",
                .wiki = stall_wiki(top.reason)};
     c.from_rule(p, "warp-stalls", 0, "model: not latency-bound; no separate gain");
-    p.evidence = {ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", top.reason), "cycle"),
-                  ev(k, "smsp__average_warp_latency_per_inst_issued.ratio", "cycle")};
+    p.evidence = {
+        ev(k, fmt::format("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio", top.reason), "cycle"),
+        ev(k, "smsp__average_warp_latency_per_inst_issued.ratio", "cycle")};
     for (const auto& h : a.hotspots) p.source_evidence.push_back(hotspot_text(h));
     return p;
   }
@@ -316,21 +372,30 @@ std::optional<Priority> occupancy(Context& c) {
   const KernelResult& k = c.k;
   const KernelAnalysis& a = c.a;
   const auto& occ = a.occupancy;
-  if (occ.theoretical_pct > 0 && (occ.theoretical_pct < 80 || occ.achieved_pct < 0.8 * occ.theoretical_pct || rule_group(a.rules, "occupancy"))) {
+  if (occ.theoretical_pct > 0 &&
+      (occ.theoretical_pct < 80 || occ.achieved_pct < 0.8 * occ.theoretical_pct || rule_group(a.rules, "occupancy"))) {
     bool theoretical = occ.theoretical_pct < 80;
     std::string limiter = occ.limiters.empty() ? "unknown" : fmt::format("{}", fmt::join(occ.limiters, "/"));
-    Priority p{.id = "occupancy",
-               .title = theoretical ? fmt::format("Theoretical occupancy {:.0f}%, limited by {}", occ.theoretical_pct, limiter)
-                                    : fmt::format("Achieved occupancy {:.0f}% of a theoretical {:.0f}%", occ.achieved_pct, occ.theoretical_pct),
-               .action = theoretical ? (limiter.find("registers") != std::string::npos ? "Cap registers (__launch_bounds__, -maxrregcount) or cut live values."
-                                        : limiter.find("shared_mem") != std::string::npos ? "Use less shared memory per block (smaller tiles, fewer stages) or raise the carveout."
-                                                                                           : "Change the block size so more blocks fit per SM.")
-                                     : "Achieved < theoretical: balance work between blocks/warps and avoid a partial last wave.",
-               .effort = theoretical ? "medium" : "medium",
-               .wiki = occupancy_wiki(occ.limiters)};
-    c.from_rule(p, "occupancy", (occ.theoretical_pct - occ.achieved_pct) / std::max(occ.theoretical_pct, 1.0) * 50, "model: half the unused warp slots");
-    p.evidence = {ev(k, "sm__maximum_warps_per_active_cycle_pct", "%"), ev(k, "sm__warps_active.avg.pct_of_peak_sustained_active", "%")};
-    for (const auto& [name, v] : occ.block_limits) p.evidence.push_back({"launch__occupancy_limit_" + name, v, "block"});
+    Priority p{
+        .id = "occupancy",
+        .title = theoretical ? fmt::format("Theoretical occupancy {:.0f}%, limited by {}", occ.theoretical_pct, limiter)
+                             : fmt::format("Achieved occupancy {:.0f}% of a theoretical {:.0f}%", occ.achieved_pct,
+                                           occ.theoretical_pct),
+        .action = theoretical
+                      ? (limiter.find("registers") != std::string::npos
+                             ? "Cap registers (__launch_bounds__, -maxrregcount) or cut live values."
+                         : limiter.find("shared_mem") != std::string::npos
+                             ? "Use less shared memory per block (smaller tiles, fewer stages) or raise the carveout."
+                             : "Change the block size so more blocks fit per SM.")
+                      : "Achieved < theoretical: balance work between blocks/warps and avoid a partial last wave.",
+        .effort = theoretical ? "medium" : "medium",
+        .wiki = occupancy_wiki(occ.limiters)};
+    c.from_rule(p, "occupancy", (occ.theoretical_pct - occ.achieved_pct) / std::max(occ.theoretical_pct, 1.0) * 50,
+                "model: half the unused warp slots");
+    p.evidence = {ev(k, "sm__maximum_warps_per_active_cycle_pct", "%"),
+                  ev(k, "sm__warps_active.avg.pct_of_peak_sustained_active", "%")};
+    for (const auto& [name, v] : occ.block_limits)
+      p.evidence.push_back({"launch__occupancy_limit_" + name, v, "block"});
     return p;
   }
   return std::nullopt;
@@ -345,14 +410,19 @@ std::optional<Priority> tail_effect(Context& c) {
     double w = occ.waves_per_sm, full = std::ceil(w);
     double idle = (full - w) / full;  // share of the last wave's slots left idle, spread over the run
     if (w < 1 || (idle >= 0.1 && w < 8) || rule_group(a.rules, "tail-effect")) {
-      Priority p{.id = "tail-effect",
-                 .title = w < 1 ? fmt::format("Grid fills only {:.0f}% of one wave", 100 * w)
-                                : fmt::format("{:.2f} waves per SM: a partial last wave ({:.0f}% full) leaves SMs idle at the end", w, 100 * (w - std::floor(w))),
-                 .action = w < 1 ? "Launch more, smaller blocks (or split the work further) so every SM gets work."
-                                 : "Size the grid to a whole number of waves (blocks = k x SMs x blocks/SM), or use a persistent grid-stride kernel.",
-                 .effort = "low",
-                 .evidence = {ev(k, "launch__waves_per_multiprocessor"), ev(k, "launch__grid_size"), ev(k, "launch__sm_count")},
-                 .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
+      Priority p{
+          .id = "tail-effect",
+          .title =
+              w < 1 ? fmt::format("Grid fills only {:.0f}% of one wave", 100 * w)
+                    : fmt::format("{:.2f} waves per SM: a partial last wave ({:.0f}% full) leaves SMs idle at the end",
+                                  w, 100 * (w - std::floor(w))),
+          .action = w < 1 ? "Launch more, smaller blocks (or split the work further) so every SM gets work."
+                          : "Size the grid to a whole number of waves (blocks = k x SMs x blocks/SM), or use a "
+                            "persistent grid-stride kernel.",
+          .effort = "low",
+          .evidence = {ev(k, "launch__waves_per_multiprocessor"), ev(k, "launch__grid_size"),
+                       ev(k, "launch__sm_count")},
+          .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
       c.from_rule(p, "tail-effect", 100 * (w < 1 ? 1 - w : idle), "model: idle share of the last wave");
       if (w < 1) c.used_groups.insert("small-grid");  // ncu's "Small Grid" finding says the same thing
       return p;
@@ -369,11 +439,14 @@ std::optional<Priority> register_spills(Context& c) {
   if (mem.spill_requests > 0) {
     Priority p{.id = "register-spills",
                .title = fmt::format("{:.0f} local-memory spill requests", mem.spill_requests),
-               .action = "Reduce register pressure (smaller tiles per thread, fewer live accumulators) or relax __launch_bounds__ so the compiler stops spilling.",
+               .action =
+                   "Reduce register pressure (smaller tiles per thread, fewer live accumulators) or relax "
+                   "__launch_bounds__ so the compiler stops spilling.",
                .expected_gain_pct = std::min(50.0, get(k, "derived__local_spilling_requests_pct")),
                .gain_basis = "model: spill share of memory requests",
                .effort = "medium",
-               .evidence = {ev(k, "derived__local_spilling_requests"), ev(k, "derived__local_spilling_requests_pct", "%"), ev(k, "launch__registers_per_thread")},
+               .evidence = {ev(k, "derived__local_spilling_requests"),
+                            ev(k, "derived__local_spilling_requests_pct", "%"), ev(k, "launch__registers_per_thread")},
                .wiki = {"diagnosis/register-spills", "diagnosis/low-occupancy-registers", "hopper/setmaxnreg"}};
     return p;
   }
@@ -384,14 +457,19 @@ std::optional<Priority> register_spills(Context& c) {
 std::optional<Priority> tensor_cores(Context& c) {
   const KernelResult& k = c.k;
   const KernelAnalysis& a = c.a;
-  if (a.roofline.bound == "compute" && c.sm_pct >= 60 && a.tensor_pipe_pct.value_or(0) < 1 && a.roofline.flop_per_s > 0.3 * a.roofline.peak_flop_per_s) {
+  if (a.roofline.bound == "compute" && c.sm_pct >= 60 && a.tensor_pipe_pct.value_or(0) < 1 &&
+      a.roofline.flop_per_s > 0.3 * a.roofline.peak_flop_per_s) {
     Priority p{.id = "tensor-cores",
-               .title = fmt::format("Compute-bound on the FP32 pipes ({:.0f}% of FP32 peak) with idle tensor cores", 100 * a.roofline.flop_per_s / a.roofline.peak_flop_per_s),
-               .action = "If the math is a matrix product or convolution, move it to tensor cores (wgmma / mma.sync with BF16/FP16/TF32/FP8 inputs).",
+               .title = fmt::format("Compute-bound on the FP32 pipes ({:.0f}% of FP32 peak) with idle tensor cores",
+                                    100 * a.roofline.flop_per_s / a.roofline.peak_flop_per_s),
+               .action =
+                   "If the math is a matrix product or convolution, move it to tensor cores (wgmma / mma.sync with "
+                   "BF16/FP16/TF32/FP8 inputs).",
                .expected_gain_pct = 50,
                .gain_basis = "model: tensor-core peak is several times the FP32 peak",
                .effort = "high",
-               .evidence = {{"roofline.flop_per_s", a.roofline.flop_per_s, "FLOP/s"}, ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%")},
+               .evidence = {{"roofline.flop_per_s", a.roofline.flop_per_s, "FLOP/s"},
+                            ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%")},
                .wiki = {"diagnosis/compute-bound", "hopper/wgmma"}};
     return p;
   }
@@ -406,12 +484,15 @@ std::optional<Priority> tensor_pipe_roof(Context& c) {
     double t = *a.tensor_pipe_pct;
     Priority p{.id = "tensor-pipe-roof",
                .title = fmt::format("Tensor pipe {:.0f}% busy: close to the MMA roof", t),
-               .action = "Cut the work around the MMAs (epilogue, address math, synchronisation) with warp specialisation and deeper TMA pipelines; "
-                         "beyond that only a cheaper precision (FP8) or fewer FLOPs help.",
+               .action =
+                   "Cut the work around the MMAs (epilogue, address math, synchronisation) with warp specialisation "
+                   "and deeper TMA pipelines; "
+                   "beyond that only a cheaper precision (FP8) or fewer FLOPs help.",
                .expected_gain_pct = std::max(0.0, 90.0 - t) / 2,
                .gain_basis = "model: half the headroom to 90% tensor pipe",
                .effort = "high",
-               .evidence = {ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%"), {"roofline.tensor_ops_per_s", a.roofline.tensor_ops_per_s, "op/s"}},
+               .evidence = {ev(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "%"),
+                            {"roofline.tensor_ops_per_s", a.roofline.tensor_ops_per_s, "op/s"}},
                .wiki = {"hopper/wgmma", "technique/warp-specialization", "hopper/fp8"}};
     return p;
   }
@@ -421,15 +502,19 @@ std::optional<Priority> tensor_pipe_roof(Context& c) {
 // A PM-sampling tail the wave count does not explain.
 std::optional<Priority> timeline_tail(Context& c) {
   const KernelAnalysis& a = c.a;
-  if (a.timeline.present && (a.timeline.shape == "tail" || a.timeline.shape == "ramp+tail") && a.timeline.tail_pct >= 15) {
-    Priority p{.id = "timeline-tail",
-               .title = fmt::format("Activity drops for the last {:.0f}% of the kernel (PM sampling)", a.timeline.tail_pct),
-               .action = "Some blocks run much longer than others: balance per-block work, order long blocks first, or split the longest work items.",
-               .expected_gain_pct = a.timeline.tail_pct / 2,
-               .gain_basis = "model: half the low-activity tail",
-               .effort = "medium",
-               .evidence = {{"pm_sampling.tail_pct (" + a.timeline.series + ")", a.timeline.tail_pct, "%"}},
-               .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
+  if (a.timeline.present && (a.timeline.shape == "tail" || a.timeline.shape == "ramp+tail") &&
+      a.timeline.tail_pct >= 15) {
+    Priority p{
+        .id = "timeline-tail",
+        .title = fmt::format("Activity drops for the last {:.0f}% of the kernel (PM sampling)", a.timeline.tail_pct),
+        .action =
+            "Some blocks run much longer than others: balance per-block work, order long blocks first, or split the "
+            "longest work items.",
+        .expected_gain_pct = a.timeline.tail_pct / 2,
+        .gain_basis = "model: half the low-activity tail",
+        .effort = "medium",
+        .evidence = {{"pm_sampling.tail_pct (" + a.timeline.series + ")", a.timeline.tail_pct, "%"}},
+        .wiki = {"diagnosis/tail-effect", "technique/persistent-kernels"}};
     return p;
   }
   return std::nullopt;
@@ -442,9 +527,12 @@ void uncovered_rule_findings(const Context& c, std::vector<Priority>& out) {
   for (const auto& r : a.rules) {
     if (r.noisy || r.speedup_type != "global" || r.speedup_pct < 1 || c.used_groups.count(r.group)) continue;
     if (std::any_of(out.begin(), out.end(), [&](const Priority& p) { return p.id == r.group; })) continue;
-    Priority p{.id = r.group, .title = r.title + " (ncu rule " + r.rule_id + ")",
+    Priority p{.id = r.group,
+               .title = r.title + " (ncu rule " + r.rule_id + ")",
                .action = r.message.size() > 400 ? r.message.substr(0, 400) + "..." : r.message,
-               .expected_gain_pct = r.speedup_pct, .gain_basis = basis_of(r), .effort = "medium"};
+               .expected_gain_pct = r.speedup_pct,
+               .gain_basis = basis_of(r),
+               .effort = "medium"};
     for (const auto& [name, v] : r.focus_metrics) {
       const Metric* m = k.find(name);
       p.evidence.push_back({name, v, m ? m->unit : ""});
@@ -459,19 +547,22 @@ void uncovered_rule_findings(const Context& c, std::vector<Priority>& out) {
 using Diagnosis = std::optional<Priority> (*)(Context&);
 // In this order (the order of equal gains in the ranking).
 constexpr Diagnosis kDiagnoses[] = {
-    global_coalescing, shared_bank_conflicts, shared_memory_throughput, dram_bandwidth, warp_stalls, occupancy,
-    tail_effect,       register_spills,       tensor_cores,             tensor_pipe_roof, timeline_tail,
+    global_coalescing, shared_bank_conflicts, shared_memory_throughput, dram_bandwidth, warp_stalls,
+    occupancy,         tail_effect,           register_spills,          tensor_cores,   tensor_pipe_roof,
+    timeline_tail,
 };
 
 }  // namespace
 
-std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnalysis& a, const std::vector<Hotspot>& all_pcs) {
+std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnalysis& a,
+                                         const std::vector<Hotspot>& all_pcs) {
   Context c{k, a, all_pcs};
   std::vector<Priority> out;
   for (Diagnosis d : kDiagnoses)
     if (auto p = d(c)) out.push_back(std::move(*p));
   uncovered_rule_findings(c, out);
-  std::stable_sort(out.begin(), out.end(), [](const Priority& x, const Priority& y) { return x.expected_gain_pct > y.expected_gain_pct; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Priority& x, const Priority& y) { return x.expected_gain_pct > y.expected_gain_pct; });
   return out;
 }
 

@@ -28,6 +28,7 @@ inline uint64_t pc_of(const Instance& i) {
 
 // The ranked advice for one kernel: every diagnosis of the table in priorities.cc that applies,
 // then the ncu rule findings with a global estimate that none of them covered, by expected gain.
-std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnalysis& a, const std::vector<Hotspot>& all_pcs);
+std::vector<Priority> compute_priorities(const KernelResult& k, const KernelAnalysis& a,
+                                         const std::vector<Hotspot>& all_pcs);
 
 }  // namespace kda::ncu::detail

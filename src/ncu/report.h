@@ -16,16 +16,35 @@ namespace kda::ncu {
 struct Value {
   enum class Kind : uint8_t { kNone, kString, kFloat, kDouble, kUint32, kUint64 };
   Kind kind = Kind::kNone;
-  double number = 0;   // kFloat / kDouble (kUint* also mirrored here as a double)
+  double number = 0;     // kFloat / kDouble (kUint* also mirrored here as a double)
   uint64_t integer = 0;  // kUint32 / kUint64
-  std::string text;    // kString
+  std::string text;      // kString
 
   static Value none() { return {}; }
-  static Value of_string(std::string s) { Value v; v.kind = Kind::kString; v.text = std::move(s); return v; }
-  static Value of_double(double d) { Value v; v.kind = Kind::kDouble; v.number = d; return v; }
-  static Value of_float(float f) { Value v; v.kind = Kind::kFloat; v.number = f; return v; }
+  static Value of_string(std::string s) {
+    Value v;
+    v.kind = Kind::kString;
+    v.text = std::move(s);
+    return v;
+  }
+  static Value of_double(double d) {
+    Value v;
+    v.kind = Kind::kDouble;
+    v.number = d;
+    return v;
+  }
+  static Value of_float(float f) {
+    Value v;
+    v.kind = Kind::kFloat;
+    v.number = f;
+    return v;
+  }
   static Value of_uint(uint64_t u, bool wide = true) {
-    Value v; v.kind = wide ? Kind::kUint64 : Kind::kUint32; v.integer = u; v.number = static_cast<double>(u); return v;
+    Value v;
+    v.kind = wide ? Kind::kUint64 : Kind::kUint32;
+    v.integer = u;
+    v.number = static_cast<double>(u);
+    return v;
   }
 
   bool is_number() const { return kind != Kind::kNone && kind != Kind::kString; }
@@ -87,17 +106,17 @@ struct RuleResult {
 
 // One row of the source view: a SASS instruction (address set) or a CUDA line (line set).
 struct SourceRow {
-  uint64_t address = 0;  // 0 for a CUDA-line row
-  int line = 0;          // 0 when unknown
-  std::string sass;      // instruction text ("" when unknown)
-  std::string cuda;      // source text of the line ("" when unknown)
-  std::string file;      // source file of the line (native join only; "" when unknown)
+  uint64_t address = 0;                              // 0 for a CUDA-line row
+  int line = 0;                                      // 0 when unknown
+  std::string sass;                                  // instruction text ("" when unknown)
+  std::string cuda;                                  // source text of the line ("" when unknown)
+  std::string file;                                  // source file of the line (native join only; "" when unknown)
   std::unordered_map<std::string, double> counters;  // column label -> value
 };
 
 // One profiled kernel launch (ncu calls it a result or an action).
 struct KernelResult {
-  int id = 0;  // index of the result in the report (the CSV "ID")
+  int id = 0;                 // index of the result in the report (the CSV "ID")
   std::string name;           // demangled, e.g. "saxpy(int, float, float *, float *)"
   std::string mangled_name;   // e.g. "_Z5saxpyifPfS_" ("" when absent)
   std::string function_name;  // e.g. "saxpy"
@@ -149,7 +168,7 @@ struct Report {
   size_t cubin_bytes = 0;
   std::vector<EmbeddedCubin> cubins;         // native only
   std::vector<FunctionLoad> function_loads;  // native only
-  std::vector<std::string> string_table;  // native only
+  std::vector<std::string> string_table;     // native only
 };
 
 // ncu's base-units CSV rendering of a value: integers and integral doubles without decimals,

@@ -18,7 +18,8 @@ constexpr uint32_t kNumSources = 1, kNumResults = 2, kSessionDetails = 3, kStrin
 }
 namespace result_field {
 constexpr uint32_t kMangledName = 5, kFunctionName = 6, kDemangledName = 7, kGridSize = 10, kBlockSize = 11,
-                   kMetricResults = 13, kSource = 15, kRuleResults = 19, kContextId = 22, kStreamId = 23, kClockStatus = 25;
+                   kMetricResults = 13, kSource = 15, kRuleResults = 19, kContextId = 22, kStreamId = 23,
+                   kClockStatus = 25;
 }
 
 // Iterates a message, calling fn(field) for each; propagates decoder errors and fn's errors.
@@ -42,11 +43,26 @@ Result<Value> decode_value(std::string_view message) {
   Value v;
   KDA_RETURN_IF_ERROR(for_each_field(message, [&](const WireField& f) -> Status {
     switch (f.number) {
-      case 1: KDA_RETURN_IF_ERROR(expect(f, WireType::kLengthDelimited, "metric value")); v = Value::of_string(std::string(f.bytes)); break;
-      case 2: KDA_RETURN_IF_ERROR(expect(f, WireType::kFixed32, "metric value")); v = Value::of_float(f.as_float()); break;
-      case 3: KDA_RETURN_IF_ERROR(expect(f, WireType::kFixed64, "metric value")); v = Value::of_double(f.as_double()); break;
-      case 4: KDA_RETURN_IF_ERROR(expect(f, WireType::kVarint, "metric value")); v = Value::of_uint(static_cast<uint32_t>(f.scalar), false); break;
-      case 5: KDA_RETURN_IF_ERROR(expect(f, WireType::kVarint, "metric value")); v = Value::of_uint(f.scalar); break;
+      case 1:
+        KDA_RETURN_IF_ERROR(expect(f, WireType::kLengthDelimited, "metric value"));
+        v = Value::of_string(std::string(f.bytes));
+        break;
+      case 2:
+        KDA_RETURN_IF_ERROR(expect(f, WireType::kFixed32, "metric value"));
+        v = Value::of_float(f.as_float());
+        break;
+      case 3:
+        KDA_RETURN_IF_ERROR(expect(f, WireType::kFixed64, "metric value"));
+        v = Value::of_double(f.as_double());
+        break;
+      case 4:
+        KDA_RETURN_IF_ERROR(expect(f, WireType::kVarint, "metric value"));
+        v = Value::of_uint(static_cast<uint32_t>(f.scalar), false);
+        break;
+      case 5:
+        KDA_RETURN_IF_ERROR(expect(f, WireType::kVarint, "metric value"));
+        v = Value::of_uint(f.scalar);
+        break;
       default: break;  // unknown fields are tolerated
     }
     return Status::ok_status();
@@ -89,8 +105,12 @@ Result<Metric> decode_metric(std::string_view message, const std::vector<std::st
         Instance inst;
         KDA_RETURN_IF_ERROR(for_each_field(f.bytes, [&](const WireField& g) -> Status {
           if (g.type != WireType::kLengthDelimited) return Status::ok_status();
-          if (g.number == 1) { KDA_ASSIGN_OR_RETURN(inst.correlation, decode_value(g.bytes)); }
-          if (g.number == 2) { KDA_ASSIGN_OR_RETURN(inst.value, decode_value(g.bytes)); }
+          if (g.number == 1) {
+            KDA_ASSIGN_OR_RETURN(inst.correlation, decode_value(g.bytes));
+          }
+          if (g.number == 2) {
+            KDA_ASSIGN_OR_RETURN(inst.value, decode_value(g.bytes));
+          }
           return Status::ok_status();
         }));
         m.instances.push_back(std::move(inst));
@@ -125,7 +145,8 @@ Result<RuleResult> decode_rule(std::string_view message) {
               RuleMessage msg;
               KDA_RETURN_IF_ERROR(for_each_field(part.bytes, [&](const WireField& g) -> Status {
                 if (g.number == 1 && g.type == WireType::kLengthDelimited) msg.text = std::string(g.bytes);
-                if (g.number == 2 && g.type == WireType::kVarint && g.scalar <= 4) msg.type = static_cast<MessageType>(g.scalar);
+                if (g.number == 2 && g.type == WireType::kVarint && g.scalar <= 4)
+                  msg.type = static_cast<MessageType>(g.scalar);
                 if (g.number == 4 && g.type == WireType::kLengthDelimited) msg.title = std::string(g.bytes);
                 return Status::ok_status();
               }));
@@ -188,8 +209,14 @@ Result<KernelResult> decode_result(std::string_view message, const std::vector<s
       case kMangledName: k.mangled_name = std::string(f.bytes); break;
       case kFunctionName: k.function_name = std::string(f.bytes); break;
       case kDemangledName: k.name = std::string(f.bytes); break;
-      case kGridSize: { KDA_ASSIGN_OR_RETURN(k.grid, decode_dim3(f.bytes)); break; }
-      case kBlockSize: { KDA_ASSIGN_OR_RETURN(k.block, decode_dim3(f.bytes)); break; }
+      case kGridSize: {
+        KDA_ASSIGN_OR_RETURN(k.grid, decode_dim3(f.bytes));
+        break;
+      }
+      case kBlockSize: {
+        KDA_ASSIGN_OR_RETURN(k.block, decode_dim3(f.bytes));
+        break;
+      }
       case kMetricResults: {
         auto m = decode_metric(f.bytes, strings);
         if (!m.ok()) return m.status().with_context("metric result " + std::to_string(k.metrics.size()));
@@ -239,7 +266,10 @@ Status decode_source(std::string_view message, Report* report) {
         bool has_address = false;
         KDA_RETURN_IF_ERROR(for_each_field(entry.bytes, [&](const WireField& g) -> Status {
           if (g.number == 1 && g.type == WireType::kLengthDelimited) load.function = std::string(g.bytes);
-          if (g.number == 2 && g.type == WireType::kVarint) { load.address = g.scalar; has_address = true; }
+          if (g.number == 2 && g.type == WireType::kVarint) {
+            load.address = g.scalar;
+            has_address = true;
+          }
           return Status::ok_status();
         }));
         if (has_address && !load.function.empty()) loads.push_back(std::move(load));
@@ -289,7 +319,8 @@ Status decode_session(std::string_view message, Report* report) {
 
 // Reads one length-prefixed message (uint32 LE size, then the bytes) from data at *pos.
 Result<std::string_view> take_prefixed(std::string_view data, size_t* pos, const char* what) {
-  if (data.size() - *pos < 4) return Status::bad_input(std::string("truncated size of ") + what + " at byte " + std::to_string(*pos));
+  if (data.size() - *pos < 4)
+    return Status::bad_input(std::string("truncated size of ") + what + " at byte " + std::to_string(*pos));
   uint32_t n = load_le32(data, *pos);
   if (n > data.size() - *pos - 4)
     return Status::bad_input(std::string(what) + " at byte " + std::to_string(*pos) + " claims " + std::to_string(n) +
@@ -301,7 +332,9 @@ Result<std::string_view> take_prefixed(std::string_view data, size_t* pos, const
 
 }  // namespace
 
-bool looks_like_ncu_rep(std::string_view bytes) { return bytes.size() >= 4 && bytes.substr(0, 4) == std::string_view("NVR\0", 4); }
+bool looks_like_ncu_rep(std::string_view bytes) {
+  return bytes.size() >= 4 && bytes.substr(0, 4) == std::string_view("NVR\0", 4);
+}
 
 Result<Report> parse_ncu_rep(std::string_view bytes) {
   if (!looks_like_ncu_rep(bytes)) return Status::bad_input("not an .ncu-rep file (no NVR magic)");
@@ -347,11 +380,13 @@ Result<Report> parse_ncu_rep(std::string_view bytes) {
     });
     if (!st.ok()) return ctx(st);
     if (payload_size > bytes.size() - pos)
-      return ctx(Status::bad_input("payload of " + std::to_string(payload_size) + " bytes runs past the end of the file"));
+      return ctx(
+          Status::bad_input("payload of " + std::to_string(payload_size) + " bytes runs past the end of the file"));
     std::string_view payload = bytes.substr(pos, static_cast<size_t>(payload_size));
     pos += static_cast<size_t>(payload_size);
     // Each entry needs at least its 4-byte size, which bounds hostile counts.
-    if (num_sources > payload.size() / 4 || num_results > payload.size() / 4 || num_sources + num_results > payload.size() / 4)
+    if (num_sources > payload.size() / 4 || num_results > payload.size() / 4 ||
+        num_sources + num_results > payload.size() / 4)
       return ctx(Status::bad_input("entry counts exceed the payload size"));
     size_t ppos = 0;
     for (uint64_t i = 0; i < num_sources; ++i) {

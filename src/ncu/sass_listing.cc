@@ -46,10 +46,13 @@ SassListing parse_nvdisasm_listing(std::string_view text) {
     bool ok = !hex.empty() && hex.size() <= 16;
     for (char c : hex) {
       const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                    : (c >= 'a' && c <= 'f')                   ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F')                   ? c - 'A' + 10
-                                                               : -1;
-      if (d < 0) { ok = false; break; }
+                    : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+                    : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                                                                : -1;
+      if (d < 0) {
+        ok = false;
+        break;
+      }
       offset = offset * 16 + static_cast<uint64_t>(d);
     }
     if (!ok) continue;  // an encoding comment ("/* 0x000fe4... */") on its own line
@@ -73,7 +76,8 @@ std::optional<std::filesystem::path> find_nvdisasm() {
 }
 
 Result<SassListing> disassemble_cubin(std::string_view cubin, const std::filesystem::path& nvdisasm, double timeout_s) {
-  KDA_ASSIGN_OR_RETURN(std::filesystem::path dir, fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-nvdisasm"));
+  KDA_ASSIGN_OR_RETURN(std::filesystem::path dir,
+                       fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-nvdisasm"));
   struct Cleanup {
     std::filesystem::path dir;
     ~Cleanup() {

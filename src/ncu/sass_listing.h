@@ -26,7 +26,8 @@ std::optional<std::filesystem::path> find_nvdisasm();
 
 // Writes the cubin to a private temporary file and runs `nvdisasm -c <file>` (argv, no shell)
 // for at most `timeout_s`. A tool that fails, times out or prints no instructions is an error.
-Result<SassListing> disassemble_cubin(std::string_view cubin, const std::filesystem::path& nvdisasm, double timeout_s = 60);
+Result<SassListing> disassemble_cubin(std::string_view cubin, const std::filesystem::path& nvdisasm,
+                                      double timeout_s = 60);
 
 // The opcode of an instruction text: the first word after an optional "@P0"/"@!PT" predicate
 // ("@P0 LDG.E.64 R2, [R4]" -> "LDG.E.64").

@@ -5,6 +5,8 @@
 
 namespace kda::ncu::testing {
 
-inline std::string fixture(const std::string& name) { return std::string(KDA_SOURCE_DIR) + "/src/ncu/testdata/" + name; }
+inline std::string fixture(const std::string& name) {
+  return std::string(KDA_SOURCE_DIR) + "/src/ncu/testdata/" + name;
+}
 
 }  // namespace kda::ncu::testing

@@ -40,7 +40,8 @@ Result<bool> WireReader::next(WireField* field) {
   size_t start = pos_;
   KDA_ASSIGN_OR_RETURN(uint64_t tag, read_varint());
   uint64_t number = tag >> 3;
-  if (number == 0 || number > 0x1fffffff) return Status::bad_input("invalid field number at byte " + std::to_string(start));
+  if (number == 0 || number > 0x1fffffff)
+    return Status::bad_input("invalid field number at byte " + std::to_string(start));
   field->number = static_cast<uint32_t>(number);
   field->bytes = {};
   field->scalar = 0;
@@ -53,7 +54,8 @@ Result<bool> WireReader::next(WireField* field) {
     case 1:
     case 5: {
       size_t n = (tag & 7) == 1 ? 8 : 4;
-      if (data_.size() - pos_ < n) return Status::bad_input("truncated fixed-width field at byte " + std::to_string(start));
+      if (data_.size() - pos_ < n)
+        return Status::bad_input("truncated fixed-width field at byte " + std::to_string(start));
       uint64_t v = 0;
       for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(data_[pos_ + i])) << (8 * i);
       pos_ += n;
@@ -63,14 +65,16 @@ Result<bool> WireReader::next(WireField* field) {
     }
     case 2: {
       KDA_ASSIGN_OR_RETURN(uint64_t len, read_varint());
-      if (len > data_.size() - pos_) return Status::bad_input("length-delimited field overruns its message at byte " + std::to_string(start));
+      if (len > data_.size() - pos_)
+        return Status::bad_input("length-delimited field overruns its message at byte " + std::to_string(start));
       field->type = WireType::kLengthDelimited;
       field->bytes = data_.substr(pos_, static_cast<size_t>(len));
       pos_ += static_cast<size_t>(len);
       return true;
     }
     default:
-      return Status::bad_input("unsupported wire type " + std::to_string(tag & 7) + " at byte " + std::to_string(start));
+      return Status::bad_input("unsupported wire type " + std::to_string(tag & 7) + " at byte " +
+                               std::to_string(start));
   }
 }
 

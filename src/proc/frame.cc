@@ -72,8 +72,7 @@ class SigpipeGuard {
   ~SigpipeGuard() {
     if (got_epipe_ && !was_pending_) {
       struct timespec zero = {0, 0};
-      while (sigtimedwait(&pipe_set_, nullptr, &zero) < 0 && errno == EINTR) {
-      }
+      while (sigtimedwait(&pipe_set_, nullptr, &zero) < 0 && errno == EINTR) {}
     }
     pthread_sigmask(SIG_SETMASK, &old_, nullptr);
   }

@@ -160,8 +160,14 @@ struct Child::State {
       pollfd pfds[3];
       int n = 0;
       int out_i = -1, err_i = -1;
-      if (out.open) { out_i = n; pfds[n++] = {out.fd.get(), POLLIN, 0}; }
-      if (err.open) { err_i = n; pfds[n++] = {err.fd.get(), POLLIN, 0}; }
+      if (out.open) {
+        out_i = n;
+        pfds[n++] = {out.fd.get(), POLLIN, 0};
+      }
+      if (err.open) {
+        err_i = n;
+        pfds[n++] = {err.fd.get(), POLLIN, 0};
+      }
       if (n == 0) break;
       int wake_i = n;
       pfds[n++] = {wake_read.get(), POLLIN, 0};
@@ -364,8 +370,12 @@ Result<Child> Child::spawn(ChildOptions options) {
   auto state = std::make_unique<State>();
   Pipe out_pipe, err_pipe;
   auto needs_pipe = [](Stdio m) { return m == Stdio::kPipe || m == Stdio::kCapture; };
-  if (needs_pipe(options.stdout_mode)) { KDA_ASSIGN_OR_RETURN(out_pipe, make_pipe()); }
-  if (needs_pipe(options.stderr_mode)) { KDA_ASSIGN_OR_RETURN(err_pipe, make_pipe()); }
+  if (needs_pipe(options.stdout_mode)) {
+    KDA_ASSIGN_OR_RETURN(out_pipe, make_pipe());
+  }
+  if (needs_pipe(options.stderr_mode)) {
+    KDA_ASSIGN_OR_RETURN(err_pipe, make_pipe());
+  }
   KDA_ASSIGN_OR_RETURN(Pipe status_pipe, make_pipe());
 
   auto stdio_source = [&](Stdio mode, const Pipe& p, int self) {
@@ -442,8 +452,7 @@ Result<Child> Child::spawn(ChildOptions options) {
   }
   if (got == sizeof msg) {
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     state->reaped = true;
     std::string what = std::string(stage_name(msg[0])) + ": " + std::strerror(msg[1]);
     if (msg[0] == kStageChdir) what = "cannot change directory to " + cwd + ": " + std::strerror(msg[1]);

@@ -15,13 +15,17 @@ std::string gate_counts(const json& report) {
   for (const auto& t : report.value("traces", json::array()))
     for (const auto& g : t.value("/evaluation/kda/gates"_json_pointer, json::array()))
       ++by_gate[g.value("gate", "?")][g.value("status", "?")];
-  for (const auto& g : report.value("static_gates", json::array())) ++by_gate[g.value("gate", "?")][g.value("status", "?")];
+  for (const auto& g : report.value("static_gates", json::array()))
+    ++by_gate[g.value("gate", "?")][g.value("status", "?")];
   std::vector<std::vector<std::string>> rows;
   for (const auto& [gate, statuses] : by_gate) {
     std::string cells;
     for (const auto& [status, n] : statuses)
-      cells += fmt::format("<span class=\"{}\">{} {}</span> ", status == "pass" ? "ok" : status == "fail" ? "bad" : "muted", n,
-                           escape(status));
+      cells += fmt::format("<span class=\"{}\">{} {}</span> ",
+                           status == "pass"   ? "ok"
+                           : status == "fail" ? "bad"
+                                              : "muted",
+                           n, escape(status));
     rows.push_back({"<code>" + escape(gate) + "</code>", cells});
   }
   return rows.empty() ? std::string() : table({"gate", "workloads by result"}, rows);
@@ -38,12 +42,15 @@ Result<Report> render_eval(const std::filesystem::path& file) {
   Report r{ReportKind::kEval, files.root(), "", "", 0};
   r.title = fmt::format("kda eval {} on {}", report->value("solution", "?"), report->value("definition", "?"));
   Page page(r.title);
-  std::string s = fmt::format("<p class=\"sub\">backend <code>{}</code> · baseline <code>{}</code> · seed {}</p>\n<div class=\"cards\">",
-                              escape(report->value("backend", "")), escape(report->value("baseline", "")),
-                              report->contains("seed") ? escape((*report)["seed"].dump()) : "-");
+  std::string s = fmt::format(
+      "<p class=\"sub\">backend <code>{}</code> · baseline <code>{}</code> · seed {}</p>\n<div class=\"cards\">",
+      escape(report->value("backend", "")), escape(report->value("baseline", "")),
+      report->contains("seed") ? escape((*report)["seed"].dump()) : "-");
   const bool passed = report->value("all_passed", false);
-  s += fmt::format("<div class=\"card\"><div class=\"k\">all workloads</div><div class=\"v\"><span class=\"{}\">{}</span></div></div>",
-                   passed ? "ok" : "bad", passed ? "PASSED" : "not all PASSED");
+  s += fmt::format(
+      "<div class=\"card\"><div class=\"k\">all workloads</div><div class=\"v\"><span "
+      "class=\"{}\">{}</span></div></div>",
+      passed ? "ok" : "bad", passed ? "PASSED" : "not all PASSED");
   if (auto g = number_at(*report, "/score/geomean_speedup"))
     s += "<div class=\"card\"><div class=\"k\">geomean speedup vs the baseline</div><div class=\"v\">" +
          number(*g, fmt::format("{:.3f}x", *g), {name, 0, "/score/geomean_speedup"}) + "</div></div>";

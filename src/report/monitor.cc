@@ -98,27 +98,34 @@ Result<MonitorSnapshot> monitor_snapshot(const std::filesystem::path& run_dir, i
   lines.push_back(fmt::format("phase {}{}", where, st.stop_reason.empty() ? "" : "  (" + st.stop_reason + ")"));
   double target = 1;
   if (auto t = loop::parse_target(o.target); t.ok()) target = t->min_geomean_speedup;
-  std::string ci = st.incumbent_ci_high > 0 ? fmt::format(" (95 % {:.3f}-{:.3f})", st.incumbent_ci_low, st.incumbent_ci_high) : "";
-  lines.push_back(fmt::format("incumbent {}  {:.3f}x vs the baseline{}  target {:g}x{}", st.incumbent_id, st.incumbent_speedup, ci,
-                              target, st.phase == "done" ? "  MET" : ""));
+  std::string ci =
+      st.incumbent_ci_high > 0 ? fmt::format(" (95 % {:.3f}-{:.3f})", st.incumbent_ci_low, st.incumbent_ci_high) : "";
+  lines.push_back(fmt::format("incumbent {}  {:.3f}x vs the baseline{}  target {:g}x{}", st.incumbent_id,
+                              st.incumbent_speedup, ci, target, st.phase == "done" ? "  MET" : ""));
   const int64_t tokens = st.usage.input_tokens + st.usage.output_tokens;
   const int rounds_used = std::max(0, std::min(st.round, o.max_rounds + 1) - 1);
   auto limit = [](double v, const char* unit) { return v > 0 ? fmt::format("{:g}{}", v, unit) : std::string("none"); };
   lines.push_back("budgets");
   lines.push_back(fmt::format("  rounds  {:>8} / {:<8} {}", rounds_used, o.max_rounds, bar(rounds_used, o.max_rounds)));
-  lines.push_back(fmt::format("  tokens  {:>8} / {:<8} {}", tokens, o.budget_tokens > 0 ? std::to_string(o.budget_tokens) : "none",
+  lines.push_back(fmt::format("  tokens  {:>8} / {:<8} {}", tokens,
+                              o.budget_tokens > 0 ? std::to_string(o.budget_tokens) : "none",
                               bar(static_cast<double>(tokens), static_cast<double>(o.budget_tokens))));
-  lines.push_back(fmt::format("  usd     {:>8.2f} / {:<8} {}", st.usage.cost_usd, limit(o.budget_usd, ""), bar(st.usage.cost_usd, o.budget_usd)));
-  lines.push_back(fmt::format("  eval    {:>6.2f} m / {:<8} {}", st.eval_s / 60, limit(o.gpu_minutes, " m"), bar(st.eval_s / 60, o.gpu_minutes)));
-  lines.push_back(fmt::format("  wall    {:>6.2f} h / {:<8} {}", st.elapsed_s / 3600, limit(o.hours, " h"), bar(st.elapsed_s / 3600, o.hours)));
+  lines.push_back(fmt::format("  usd     {:>8.2f} / {:<8} {}", st.usage.cost_usd, limit(o.budget_usd, ""),
+                              bar(st.usage.cost_usd, o.budget_usd)));
+  lines.push_back(fmt::format("  eval    {:>6.2f} m / {:<8} {}", st.eval_s / 60, limit(o.gpu_minutes, " m"),
+                              bar(st.eval_s / 60, o.gpu_minutes)));
+  lines.push_back(fmt::format("  wall    {:>6.2f} h / {:<8} {}", st.elapsed_s / 3600, limit(o.hours, " h"),
+                              bar(st.elapsed_s / 3600, o.hours)));
   lines.push_back("rounds");
-  lines.push_back(fmt::format("  {:>5}  {:<9} {:<9} {:<13} {:>9}  {}", "round", "candidate", "outcome", "reason", "geomean", "reviewer"));
+  lines.push_back(fmt::format("  {:>5}  {:<9} {:<9} {:<13} {:>9}  {}", "round", "candidate", "outcome", "reason",
+                              "geomean", "reviewer"));
   const size_t first = rounds.size() > 6 ? rounds.size() - 6 : 0;
   for (size_t i = first; i < rounds.size(); ++i) {
     const json& r = rounds[i];
     const bool accepted = r.value("accepted", false);
-    lines.push_back(fmt::format("  {:>5}  {:<9} {:<9} {:<13} {:>8.3f}x  {}", r.value("round", 0), r.value("candidate", ""),
-                                accepted ? "accepted" : "rejected", r.value("reason", ""), r.value("geomean", 0.0), r.value("review", "")));
+    lines.push_back(fmt::format("  {:>5}  {:<9} {:<9} {:<13} {:>8.3f}x  {}", r.value("round", 0),
+                                r.value("candidate", ""), accepted ? "accepted" : "rejected", r.value("reason", ""),
+                                r.value("geomean", 0.0), r.value("review", "")));
     if (!accepted) lines.push_back("         " + r.value("detail", ""));
   }
   if (rounds.empty()) lines.push_back("  (none measured yet)");
@@ -130,11 +137,21 @@ Result<MonitorSnapshot> monitor_snapshot(const std::filesystem::path& run_dir, i
     activity.push_back(activity_line(r));
   }
   for (auto& l : lines) s.frame += fit(l, width) + "\n";
-  s.json = {{"run_dir", run_dir.string()}, {"phase", st.phase},          {"step", st.step},
-            {"round", st.round},           {"max_rounds", o.max_rounds}, {"incumbent", st.incumbent_id},
-            {"speedup", st.incumbent_speedup}, {"target", target},       {"stop_reason", st.stop_reason},
-            {"tokens", tokens},            {"cost_usd", st.usage.cost_usd}, {"eval_s", st.eval_s},
-            {"elapsed_s", st.elapsed_s},   {"round_table", rounds},      {"activity", activity}};
+  s.json = {{"run_dir", run_dir.string()},
+            {"phase", st.phase},
+            {"step", st.step},
+            {"round", st.round},
+            {"max_rounds", o.max_rounds},
+            {"incumbent", st.incumbent_id},
+            {"speedup", st.incumbent_speedup},
+            {"target", target},
+            {"stop_reason", st.stop_reason},
+            {"tokens", tokens},
+            {"cost_usd", st.usage.cost_usd},
+            {"eval_s", st.eval_s},
+            {"elapsed_s", st.elapsed_s},
+            {"round_table", rounds},
+            {"activity", activity}};
   return s;
 }
 

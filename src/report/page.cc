@@ -69,7 +69,8 @@ std::string Page::html() const {
   return fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n"
-      "<meta name=\"generator\" content=\"kda report\">\n<title>{}</title>\n<style>{}</style></head>\n<body>\n<h1>{}</h1>\n{}</body></html>\n",
+      "<meta name=\"generator\" content=\"kda "
+      "report\">\n<title>{}</title>\n<style>{}</style></head>\n<body>\n<h1>{}</h1>\n{}</body></html>\n",
       kPolicy, escape(title_), kStyle, escape(title_), body_);
 }
 

@@ -19,9 +19,11 @@ namespace {
 using nlohmann::json;
 
 std::string unescape(std::string s) {
-  static const std::pair<const char*, const char*> kEntities[] = {{"&quot;", "\""}, {"&#39;", "'"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}};
+  static const std::pair<const char*, const char*> kEntities[] = {
+      {"&quot;", "\""}, {"&#39;", "'"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}};
   for (const auto& [from, to] : kEntities)
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + 1)) s.replace(at, std::strlen(from), to);
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + 1))
+      s.replace(at, std::strlen(from), to);
   return s;
 }
 

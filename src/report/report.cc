@@ -36,7 +36,8 @@ Result<Report> render(const stdfs::path& input) {
     case ReportKind::kTune: r = render_tune(input); break;
   }
   if (!r.ok()) return r;
-  for (size_t at = r->html.find("data-src=\""); at != std::string::npos; at = r->html.find("data-src=\"", at + 1)) ++r->numbers;
+  for (size_t at = r->html.find("data-src=\""); at != std::string::npos; at = r->html.find("data-src=\"", at + 1))
+    ++r->numbers;
   return r;
 }
 

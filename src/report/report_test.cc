@@ -23,12 +23,15 @@ class ReportTest : public ::testing::Test {
     ASSERT_TRUE(fs::ensure_dir((dir_ / rel).parent_path()).ok());
     ASSERT_TRUE(fs::write_file_atomic(dir_ / rel, j.dump(1)).ok());
   }
-  static json trace(const std::string& uuid, int m, const char* status, double lat, double base, std::optional<double> floor) {
-    json kda = {{"candidate", {{"median_ms", lat}, {"p10_ms", lat * 0.9}, {"p90_ms", lat * 1.2}}},
-                {"baseline", {{"latency_ms", base}}},
-                {"speedup_vs_baseline", base / lat},
-                {"message", std::string(status) == "PASSED" ? "" : "3 of 16 elements beyond atol"},
-                {"gates", json::array({{{"gate", "correctness"}, {"status", std::string(status) == "PASSED" ? "pass" : "fail"}}})}};
+  static json trace(const std::string& uuid, int m, const char* status, double lat, double base,
+                    std::optional<double> floor) {
+    json kda = {
+        {"candidate", {{"median_ms", lat}, {"p10_ms", lat * 0.9}, {"p90_ms", lat * 1.2}}},
+        {"baseline", {{"latency_ms", base}}},
+        {"speedup_vs_baseline", base / lat},
+        {"message", std::string(status) == "PASSED" ? "" : "3 of 16 elements beyond atol"},
+        {"gates",
+         json::array({{{"gate", "correctness"}, {"status", std::string(status) == "PASSED" ? "pass" : "fail"}}})}};
     if (floor) kda["roofline_floor_ms"] = *floor;
     json ev = {{"status", status}, {"kda", kda}};
     ev["performance"] = std::string(status) == "PASSED" ? json{{"latency_ms", lat}} : json();
@@ -52,15 +55,22 @@ TEST_F(ReportTest, AnEvaluationPageShowsEveryWorkloadAndChecksOut) {
   json traces = json::array({trace("aaaaaaaa-1", 1, "PASSED", 0.0021874, 0.0061, 0.0009),
                              trace("bbbbbbbb-2", 256, "PASSED", 1.93, 11.5, std::nullopt),
                              trace("cccccccc-3", 64, "INCORRECT_NUMERICAL", 0.5, 0.7, std::nullopt)});
-  write("e/eval.json", {{"definition", "gemm"}, {"solution", "mine"}, {"backend", "host"}, {"baseline", "naive"}, {"seed", 7},
-                        {"all_passed", false}, {"score", {{"geomean_speedup", 3.1234}, {"geomean_ci95", {2.9, 3.3}}}}, {"wall_s", 4.5},
-                        {"traces", traces}, {"static_gates", json::array()}});
+  write("e/eval.json", {{"definition", "gemm"},
+                        {"solution", "mine"},
+                        {"backend", "host"},
+                        {"baseline", "naive"},
+                        {"seed", 7},
+                        {"all_passed", false},
+                        {"score", {{"geomean_speedup", 3.1234}, {"geomean_ci95", {2.9, 3.3}}}},
+                        {"wall_s", 4.5},
+                        {"traces", traces},
+                        {"static_gates", json::array()}});
   auto r = render(dir_ / "e/eval.json");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->kind, ReportKind::kEval);
   EXPECT_EQ(default_output(dir_ / "e/eval.json", r->kind), dir_ / "e/eval.html");
-  for (const char* s : {"aaaaaaaa", "bbbbbbbb", "cccccccc", "K=64 M=256", "INCORRECT_NUMERICAL", "3 of 16 elements beyond atol",
-                        "3.123x", "2.19 us", "roofline floor"})
+  for (const char* s : {"aaaaaaaa", "bbbbbbbb", "cccccccc", "K=64 M=256", "INCORRECT_NUMERICAL",
+                        "3 of 16 elements beyond atol", "3.123x", "2.19 us", "roofline floor"})
     EXPECT_NE(r->html.find(s), std::string::npos) << s;
   // The floor fraction is a ratio of two fields: 0.0009 / 0.0021874 = 41 %.
   EXPECT_NE(r->html.find("data-op=\"ratio\">41 %</data>"), std::string::npos);
@@ -80,9 +90,14 @@ TEST_F(ReportTest, TheCheckCatchesAPageThatDisagreesWithItsFiles) {
   auto c = check_provenance(r->html, r->root);
   ASSERT_EQ(c.problems.size(), 1u);
   EXPECT_NE(c.problems[0].find("the page says 2, the file 2.5"), std::string::npos) << c.problems[0];
-  EXPECT_FALSE(check_provenance(R"(<data value="2.5" data-src="eval.json#/score/geomean_speedup">2.6x</data>)", dir_ / "e").ok());
-  EXPECT_TRUE(check_provenance(R"(<data value="2.5" data-src="eval.json#/score/geomean_speedup">2.50x</data>)", dir_ / "e").ok());
-  EXPECT_FALSE(check_provenance(R"(<data value="2.5" data-src="eval.json#/score/nothing">2.5</data>)", dir_ / "e").ok());
+  EXPECT_FALSE(
+      check_provenance(R"(<data value="2.5" data-src="eval.json#/score/geomean_speedup">2.6x</data>)", dir_ / "e")
+          .ok());
+  EXPECT_TRUE(
+      check_provenance(R"(<data value="2.5" data-src="eval.json#/score/geomean_speedup">2.50x</data>)", dir_ / "e")
+          .ok());
+  EXPECT_FALSE(
+      check_provenance(R"(<data value="2.5" data-src="eval.json#/score/nothing">2.5</data>)", dir_ / "e").ok());
   EXPECT_FALSE(check_provenance(R"(<rect data-value="1" data-src="nofile.json#/a"></rect>)", dir_ / "e").ok());
 }
 
@@ -109,15 +124,31 @@ TEST_F(ReportTest, BadInputNamesWhatIsWrong) {
 }
 
 TEST_F(ReportTest, ATuningPageDrawsTheMapAsAHeatMap) {
-  auto cfg = [](const char* label, double ms) { return json{{"label", label}, {"latency_ms", ms}, {"ci_low_ms", ms * 0.95}, {"ci_high_ms", ms * 1.05}}; };
+  auto cfg = [](const char* label, double ms) {
+    return json{{"label", label}, {"latency_ms", ms}, {"ci_low_ms", ms * 0.95}, {"ci_high_ms", ms * 1.05}};
+  };
   json regimes = json::array();
-  regimes.push_back({{"regime", "M=1..7/memory"}, {"bound", "memory"}, {"workloads", {"u1", "u2"}}, {"best", cfg("ROWS=1", 0.002)},
-                     {"runners_up", {cfg("ROWS=4", 0.003)}}, {"routed_to", {{"label", "ROWS=1"}, {"why", "12 % faster"}}}});
-  regimes.push_back({{"regime", "M=8..4096/memory"}, {"bound", "memory"}, {"workloads", {"u3"}}, {"best", cfg("ROWS=4", 0.05)},
+  regimes.push_back({{"regime", "M=1..7/memory"},
+                     {"bound", "memory"},
+                     {"workloads", {"u1", "u2"}},
+                     {"best", cfg("ROWS=1", 0.002)},
+                     {"runners_up", {cfg("ROWS=4", 0.003)}},
+                     {"routed_to", {{"label", "ROWS=1"}, {"why", "12 % faster"}}}});
+  regimes.push_back({{"regime", "M=8..4096/memory"},
+                     {"bound", "memory"},
+                     {"workloads", {"u3"}},
+                     {"best", cfg("ROWS=4", 0.05)},
                      {"runners_up", {cfg("ROWS=1", 0.09)}}});
-  write("t/map.json", {{"kind", "kda-tune-map"}, {"version", 1}, {"regimes", regimes}, {"best_single", {{"label", "ROWS=4"}}},
-                       {"result", {{"baseline_geomean_ms", 0.07}, {"best_single_geomean_ms", 0.04}, {"dispatcher_geomean_ms", 0.036},
-                                   {"dispatcher_vs_best_single", 1.11}, {"configs_measured", 8}}}});
+  write("t/map.json", {{"kind", "kda-tune-map"},
+                       {"version", 1},
+                       {"regimes", regimes},
+                       {"best_single", {{"label", "ROWS=4"}}},
+                       {"result",
+                        {{"baseline_geomean_ms", 0.07},
+                         {"best_single_geomean_ms", 0.04},
+                         {"dispatcher_geomean_ms", 0.036},
+                         {"dispatcher_vs_best_single", 1.11},
+                         {"configs_measured", 8}}}});
   auto r = render(dir_ / "t");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->kind, ReportKind::kTune);

@@ -40,8 +40,7 @@ std::optional<double> number_at(const json& j, const std::string& pointer) {
   try {
     const json& v = j.at(json::json_pointer(pointer));
     if (v.is_number()) return v.get<double>();
-  } catch (const json::exception&) {
-  }
+  } catch (const json::exception&) {}
   return std::nullopt;
 }
 
@@ -68,7 +67,8 @@ std::string workloads_section(const std::vector<TraceRef>& traces, const std::st
   for (const TraceRef& t : traces) {
     const json& tr = *t.trace;
     const std::string uuid = tr.value("/workload/uuid"_json_pointer, std::string());
-    const std::string label = axes_label(tr.value("/workload/axes"_json_pointer, json::object())) + "  " + uuid.substr(0, 8);
+    const std::string label =
+        axes_label(tr.value("/workload/axes"_json_pointer, json::object())) + "  " + uuid.substr(0, 8);
     const std::string status = tr.value("/evaluation/status"_json_pointer, std::string("?"));
     const std::string lat_p = "/evaluation/kda/candidate/median_ms", base_p = "/evaluation/kda/baseline/latency_ms",
                       perf_p = "/evaluation/performance/latency_ms", floor_p = "/evaluation/kda/roofline_floor_ms",
@@ -81,30 +81,44 @@ std::string workloads_section(const std::vector<TraceRef>& traces, const std::st
     const auto lat = number_at(tr, used_p), base = number_at(tr, base_p), floor = number_at(tr, floor_p),
                speed = number_at(tr, speed_p), p10 = number_at(tr, p10_p), p90 = number_at(tr, p90_p);
     BarRow row{label, {}};
-    if (base) row.bars.push_back({"baseline", "#9aa4b5", *base, {}, {}, "baseline " + ms_text(*base), {t.field(base_p)}});
+    if (base)
+      row.bars.push_back({"baseline", "#9aa4b5", *base, {}, {}, "baseline " + ms_text(*base), {t.field(base_p)}});
     if (lat)
-      row.bars.push_back({solution_name, status == "PASSED" ? "#2563eb" : "#b42318", *lat, p10, p90,
-                          fmt::format("{} {} ({})", solution_name, ms_text(*lat), status), {t.field(used_p)}});
-    if (floor) row.bars.push_back({"roofline floor", "#7a5af8", *floor, {}, {}, "floor " + ms_text(*floor), {t.field(floor_p)}});
+      row.bars.push_back({solution_name,
+                          status == "PASSED" ? "#2563eb" : "#b42318",
+                          *lat,
+                          p10,
+                          p90,
+                          fmt::format("{} {} ({})", solution_name, ms_text(*lat), status),
+                          {t.field(used_p)}});
+    if (floor)
+      row.bars.push_back({"roofline floor", "#7a5af8", *floor, {}, {}, "floor " + ms_text(*floor), {t.field(floor_p)}});
     bars.push_back(std::move(row));
     auto cell = [&](const std::optional<double>& v, const std::string& p, const std::string& text) {
-      return v ? "<td class=\"num\">" + number(*v, text, t.field(p)) + "</td>" : std::string("<td class=\"num muted\">-</td>");
+      return v ? "<td class=\"num\">" + number(*v, text, t.field(p)) + "</td>"
+               : std::string("<td class=\"num muted\">-</td>");
     };
     std::string spread = "<td class=\"num muted\">-</td>";
     if (p10 && p90)
-      spread = "<td class=\"num\">" + number(*p10, ms_text(*p10), t.field(p10_p)) + " - " + number(*p90, ms_text(*p90), t.field(p90_p)) + "</td>";
+      spread = "<td class=\"num\">" + number(*p10, ms_text(*p10), t.field(p10_p)) + " - " +
+               number(*p90, ms_text(*p90), t.field(p90_p)) + "</td>";
     std::string of_floor = "<td class=\"num muted\">-</td>";
     if (floor && lat && *lat > 0)
-      of_floor = "<td class=\"num\">" + ratio(*floor / *lat, fmt::format("{:.0f} %", 100 * *floor / *lat), t.field(floor_p), t.field(used_p)) + "</td>";
+      of_floor = "<td class=\"num\">" +
+                 ratio(*floor / *lat, fmt::format("{:.0f} %", 100 * *floor / *lat), t.field(floor_p), t.field(used_p)) +
+                 "</td>";
     const std::string reason = tr.value("/evaluation/kda/message"_json_pointer, std::string());
-    rows.push_back({"<code>" + escape(uuid.substr(0, 8)) + "</code>", escape(axes_label(tr.value("/workload/axes"_json_pointer, json::object()))),
+    rows.push_back({"<code>" + escape(uuid.substr(0, 8)) + "</code>",
+                    escape(axes_label(tr.value("/workload/axes"_json_pointer, json::object()))),
                     fmt::format("<span class=\"{}\">{}</span>", status == "PASSED" ? "ok" : "bad", escape(status)),
                     cell(lat, used_p, lat ? ms_text(*lat) : ""), spread, cell(base, base_p, base ? ms_text(*base) : ""),
-                    cell(speed, speed_p, speed ? fmt::format("{:.3f}x", *speed) : ""), cell(floor, floor_p, floor ? ms_text(*floor) : ""),
-                    of_floor, status == "PASSED" ? "" : "<span class=\"detail\">" + escape(reason.substr(0, 300)) + "</span>"});
+                    cell(speed, speed_p, speed ? fmt::format("{:.3f}x", *speed) : ""),
+                    cell(floor, floor_p, floor ? ms_text(*floor) : ""), of_floor,
+                    status == "PASSED" ? "" : "<span class=\"detail\">" + escape(reason.substr(0, 300)) + "</span>"});
   }
-  return bar_chart(bars, "ms") +
-         table({"workload", "axes", "verdict", "latency", "p10 - p90", "baseline", "speedup", "roofline floor", "of floor", "why"}, rows);
+  return bar_chart(bars, "ms") + table({"workload", "axes", "verdict", "latency", "p10 - p90", "baseline", "speedup",
+                                        "roofline floor", "of floor", "why"},
+                                       rows);
 }
 
 }  // namespace kda::report

@@ -19,7 +19,7 @@ class Files {
   explicit Files(std::filesystem::path root) : root_(std::move(root)) {}
   const std::filesystem::path& root() const { return root_; }
   bool exists(const std::string& rel) const { return std::filesystem::exists(root_ / rel); }
-  Result<const nlohmann::json*> json_file(const std::string& rel);               // a .json file
+  Result<const nlohmann::json*> json_file(const std::string& rel);           // a .json file
   Result<const std::vector<nlohmann::json>*> lines(const std::string& rel);  // a .jsonl file
 
  private:

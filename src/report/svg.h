@@ -20,10 +20,10 @@ struct ChartPoint {
 
 struct LineChart {
   std::string x_label, y_label;
-  std::vector<ChartPoint> points;                   // drawn as dots
-  std::vector<std::pair<double, double>> step;      // drawn as a step line (e.g. the incumbent)
+  std::vector<ChartPoint> points;               // drawn as dots
+  std::vector<std::pair<double, double>> step;  // drawn as a step line (e.g. the incumbent)
   std::string step_label;
-  std::optional<double> reference;                  // a horizontal line (e.g. the target)
+  std::optional<double> reference;  // a horizontal line (e.g. the target)
   std::string reference_label;
 };
 std::string line_chart(const LineChart& chart);

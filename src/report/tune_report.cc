@@ -35,7 +35,8 @@ Result<Report> render_tune(const std::filesystem::path& dir) {
   cards += ms_card("dispatcher", *map, "/result/dispatcher_geomean_ms");
   if (auto h = number_at(*map, "/result/dispatcher_vs_best_single"))
     cards += "<div class=\"card\"><div class=\"k\">dispatcher vs best single, head-to-head</div><div class=\"v\">" +
-             number(*h, fmt::format("{:.3f}x", *h), {"map.json", 0, "/result/dispatcher_vs_best_single"}) + "</div></div>";
+             number(*h, fmt::format("{:.3f}x", *h), {"map.json", 0, "/result/dispatcher_vs_best_single"}) +
+             "</div></div>";
   if (auto m = number_at(*map, "/result/configs_measured"))
     cards += "<div class=\"card\"><div class=\"k\">configurations measured</div><div class=\"v\">" +
              number(*m, fmt::format("{:g}", *m), {"map.json", 0, "/result/configs_measured"}) + "</div></div>";
@@ -68,30 +69,43 @@ Result<Report> render_tune(const std::filesystem::path& dir) {
       if (!v || !best || *best <= 0) return;
       const double rel = *v / *best;
       worst = std::max(worst, rel);
-      row[col_of(label)] = {rel, fmt::format("{:.2f}x", rel), fmt::format("{}: {} {:.4g} ms ({:.2f}x the regime's best)", g.value("regime", ""), label, *v, rel),
-                            {{"map.json", 0, p}, {"map.json", 0, best_p}}, Derivation::kRatio};
+      row[col_of(label)] = {
+          rel,
+          fmt::format("{:.2f}x", rel),
+          fmt::format("{}: {} {:.4g} ms ({:.2f}x the regime's best)", g.value("regime", ""), label, *v, rel),
+          {{"map.json", 0, p}, {"map.json", 0, best_p}},
+          Derivation::kRatio};
     };
     put(g.value("/best/label"_json_pointer, std::string("?")), best_p);
     const json& ru = g.value("runners_up", json::array());
-    for (size_t k = 0; k < ru.size(); ++k) put(ru[k].value("label", "?"), fmt::format("/regimes/{}/runners_up/{}/latency_ms", i, k));
+    for (size_t k = 0; k < ru.size(); ++k)
+      put(ru[k].value("label", "?"), fmt::format("/regimes/{}/runners_up/{}/latency_ms", i, k));
     cells.push_back(std::move(row));
     std::string interval = "-";
-    auto lo = number_at(*map, fmt::format("/regimes/{}/best/ci_low_ms", i)), hi = number_at(*map, fmt::format("/regimes/{}/best/ci_high_ms", i));
+    auto lo = number_at(*map, fmt::format("/regimes/{}/best/ci_low_ms", i)),
+         hi = number_at(*map, fmt::format("/regimes/{}/best/ci_high_ms", i));
     if (lo && hi)
-      interval = number(*lo, fmt::format("{:.4g}", *lo), {"map.json", 0, fmt::format("/regimes/{}/best/ci_low_ms", i)}) + " - " +
-                 number(*hi, fmt::format("{:.4g} ms", *hi), {"map.json", 0, fmt::format("/regimes/{}/best/ci_high_ms", i)});
-    rows.push_back({escape(g.value("regime", "")), escape(g.value("bound", "")), std::to_string(g.value("workloads", json::array()).size()),
-                    "<code>" + escape(g.value("/best/label"_json_pointer, std::string())) + "</code>",
-                    best ? "<td class=\"num\">" + number(*best, fmt::format("{:.4g} ms", *best), {"map.json", 0, best_p}) + "</td>" : "-",
-                    "<td class=\"num\">" + interval + "</td>",
-                    "<code>" + escape(g.value("/routed_to/label"_json_pointer, std::string("best single"))) + "</code>",
-                    "<span class=\"detail\">" + escape(g.value("/routed_to/why"_json_pointer, std::string())) + "</span>"});
+      interval =
+          number(*lo, fmt::format("{:.4g}", *lo), {"map.json", 0, fmt::format("/regimes/{}/best/ci_low_ms", i)}) +
+          " - " +
+          number(*hi, fmt::format("{:.4g} ms", *hi), {"map.json", 0, fmt::format("/regimes/{}/best/ci_high_ms", i)});
+    rows.push_back(
+        {escape(g.value("regime", "")), escape(g.value("bound", "")),
+         std::to_string(g.value("workloads", json::array()).size()),
+         "<code>" + escape(g.value("/best/label"_json_pointer, std::string())) + "</code>",
+         best ? "<td class=\"num\">" + number(*best, fmt::format("{:.4g} ms", *best), {"map.json", 0, best_p}) + "</td>"
+              : "-",
+         "<td class=\"num\">" + interval + "</td>",
+         "<code>" + escape(g.value("/routed_to/label"_json_pointer, std::string("best single"))) + "</code>",
+         "<span class=\"detail\">" + escape(g.value("/routed_to/why"_json_pointer, std::string())) + "</span>"});
   }
-  page.section("map", "Performance map",
-               heat_map(row_labels, cols, cells, std::min(worst, 3.0)) +
-                   "<p class=\"detail\">Each cell: a configuration's latency in a regime over that regime's best (1.00x, green); "
-                   "grey: not among the regime's best four.</p>\n" +
-                   table({"regime", "bound", "workloads", "best", "latency", "95 % interval", "routed to", "why"}, rows));
+  page.section(
+      "map", "Performance map",
+      heat_map(row_labels, cols, cells, std::min(worst, 3.0)) +
+          "<p class=\"detail\">Each cell: a configuration's latency in a regime over that regime's best (1.00x, "
+          "green); "
+          "grey: not among the regime's best four.</p>\n" +
+          table({"regime", "bound", "workloads", "best", "latency", "95 % interval", "routed to", "why"}, rows));
   if (auto bs = map->value("/best_single/label"_json_pointer, std::string()); !bs.empty())
     page.section("best-single", "Best single configuration", "<p><code>" + escape(bs) + "</code></p>\n");
   r.html = page.html();

@@ -89,8 +89,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         a = {m->start, m->end, "memset", "", m->streamId};
         break;
       }
-      default:
-        continue;
+      default: continue;
     }
     g_activities.push_back(std::move(a));
   }
@@ -117,8 +116,7 @@ int64_t clock_ns(clockid_t clock) {
 // Polls a recorded event until it completes.
 cudaError_t spin_wait(cudaEvent_t event) {
   cudaError_t e;
-  while ((e = cudaEventQuery(event)) == cudaErrorNotReady) {
-  }
+  while ((e = cudaEventQuery(event)) == cudaErrorNotReady) {}
   return e;
 }
 
@@ -225,7 +223,8 @@ class CudaBackend final : public Backend {
     // with one asynchronous copy per call and tiled by a kernel), and per input its two guard bands
     // and digest sums after a checked call. Nothing here needs a synchronisation of its own.
     Staging wanted(layout.inputs.size(), layout.outputs.size());
-    if (staging_.host == nullptr || staging_.host_capacity < wanted.host_bytes() || staging_.dev_capacity < wanted.dev_bytes()) {
+    if (staging_.host == nullptr || staging_.host_capacity < wanted.host_bytes() ||
+        staging_.dev_capacity < wanted.dev_bytes()) {
       release_staging();
       wanted.host_capacity = wanted.host_bytes();
       wanted.dev_capacity = wanted.dev_bytes();
@@ -362,8 +361,10 @@ class CudaBackend final : public Backend {
     r.extra["post_ns"] = t_done - t_after;
     // The same, step by step: upload + poison, flush launch, waiting for both; CUPTI records
     // (flush and filtering), download with digests.
-    r.extra["harness_ns"] = {{"poison", t_poisoned - t_enter}, {"flush", t_flushed - t_poisoned},
-                             {"wait", t_enter + pre_ns - t_flushed}, {"records", t_records - t_after},
+    r.extra["harness_ns"] = {{"poison", t_poisoned - t_enter},
+                             {"flush", t_flushed - t_poisoned},
+                             {"wait", t_enter + pre_ns - t_flushed},
+                             {"records", t_records - t_after},
                              {"download", t_done - t_records}};
     r.ok = entry_ok;
     if (!r.ok) r.error = entry_error;
@@ -478,11 +479,15 @@ class CudaBackend final : public Backend {
     size_t host_capacity = 0, dev_capacity = 0;  // allocated bytes (kept for later layouts that fit)
     Staging() = default;
     Staging(size_t in, size_t out) : inputs(in), outputs(out) {}
-    size_t host_bytes() const { return std::max<size_t>(1, outputs * eval::kPoisonBlockBytes + inputs * (2 * eval::kGuardBytes + 16)); }
+    size_t host_bytes() const {
+      return std::max<size_t>(1, outputs * eval::kPoisonBlockBytes + inputs * (2 * eval::kGuardBytes + 16));
+    }
     size_t dev_bytes() const { return std::max<size_t>(1, outputs * eval::kPoisonBlockBytes + inputs * 16); }
     std::byte* poison_host(size_t o) const { return host + o * eval::kPoisonBlockBytes; }
     std::byte* poison_dev(size_t o) const { return dev + o * eval::kPoisonBlockBytes; }
-    std::byte* guards_host(size_t i) const { return host + outputs * eval::kPoisonBlockBytes + i * 2 * eval::kGuardBytes; }
+    std::byte* guards_host(size_t i) const {
+      return host + outputs * eval::kPoisonBlockBytes + i * 2 * eval::kGuardBytes;
+    }
     uint64_t* sums_host() const {
       return reinterpret_cast<uint64_t*>(host + outputs * eval::kPoisonBlockBytes + inputs * 2 * eval::kGuardBytes);
     }
@@ -497,14 +502,15 @@ class CudaBackend final : public Backend {
       eval::poison_block(layout_.outputs[index].dtype, seed,
                          *reinterpret_cast<std::byte(*)[eval::kPoisonBlockBytes]>(staging_.poison_host(index)));
     }
-    if (cudaError_t e = cudaMemcpyAsync(staging_.poison_dev(0), staging_.poison_host(0),
-                                        layout_.outputs.size() * eval::kPoisonBlockBytes, cudaMemcpyHostToDevice, stream_);
+    if (cudaError_t e =
+            cudaMemcpyAsync(staging_.poison_dev(0), staging_.poison_host(0),
+                            layout_.outputs.size() * eval::kPoisonBlockBytes, cudaMemcpyHostToDevice, stream_);
         e != cudaSuccess)
       return e;
     for (const auto& [index, seed] : poison) {
       const eval::Slot& s = layout_.outputs[index];
-      if (cudaError_t e = tile_on_device(mirror_ + s.offset, s.nbytes, staging_.poison_dev(index), eval::kPoisonBlockBytes,
-                                         stream_);
+      if (cudaError_t e = tile_on_device(mirror_ + s.offset, s.nbytes, staging_.poison_dev(index),
+                                         eval::kPoisonBlockBytes, stream_);
           e != cudaSuccess)
         return e;
     }
@@ -524,14 +530,17 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i < n && e == cudaSuccess; ++i) {
       const eval::Slot& s = layout_.inputs[i];
       std::byte* g = staging_.guards_host(i);
-      e = cudaMemcpyAsync(g, mirror_ + s.offset - eval::kGuardBytes, eval::kGuardBytes, cudaMemcpyDeviceToHost, stream_);
+      e = cudaMemcpyAsync(g, mirror_ + s.offset - eval::kGuardBytes, eval::kGuardBytes, cudaMemcpyDeviceToHost,
+                          stream_);
       if (e == cudaSuccess)
-        e = cudaMemcpyAsync(g + eval::kGuardBytes, mirror_ + s.offset + s.nbytes, eval::kGuardBytes, cudaMemcpyDeviceToHost,
-                            stream_);
-      if (e == cudaSuccess) e = digest_device_async(mirror_ + s.offset, s.nbytes, digest_key_, staging_.sums_dev() + 2 * i, stream_);
+        e = cudaMemcpyAsync(g + eval::kGuardBytes, mirror_ + s.offset + s.nbytes, eval::kGuardBytes,
+                            cudaMemcpyDeviceToHost, stream_);
+      if (e == cudaSuccess)
+        e = digest_device_async(mirror_ + s.offset, s.nbytes, digest_key_, staging_.sums_dev() + 2 * i, stream_);
     }
     if (e == cudaSuccess && n > 0)
-      e = cudaMemcpyAsync(staging_.sums_host(), staging_.sums_dev(), 2 * n * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream_);
+      e = cudaMemcpyAsync(staging_.sums_host(), staging_.sums_dev(), 2 * n * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                          stream_);
     if (e == cudaSuccess) e = cudaEventRecord(harness_done_, stream_);
     if (e == cudaSuccess) e = spin_wait(harness_done_);
     if (e != cudaSuccess) return e;
@@ -580,8 +589,8 @@ class CudaBackend final : public Backend {
   struct Window {
     uint64_t seq = 0, begin = 0, end = 0;  // CUPTI timestamps around a deferred timed call
   };
-  std::vector<Window> pending_;                          // deferred calls not yet summarised
-  nlohmann::json ready_ = nlohmann::json::array();       // summaries not yet collected
+  std::vector<Window> pending_;                     // deferred calls not yet summarised
+  nlohmann::json ready_ = nlohmann::json::array();  // summaries not yet collected
   uint64_t mirror_bytes_ = 0;
   eval::SharedArena* arena_ = nullptr;
   eval::ArenaLayout layout_;

@@ -142,11 +142,13 @@ __global__ void tile_kernel(unsigned char* dst, uint64_t nbytes, const uint4* bl
   const bool aligned = reinterpret_cast<uintptr_t>(dst) % sizeof(uint4) == 0;
   const auto* bytes = reinterpret_cast<const unsigned char*>(block);
   const uint64_t block_bytes = block_words * sizeof(uint4);
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i * sizeof(uint4) < nbytes; i += stride) {
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i * sizeof(uint4) < nbytes;
+       i += stride) {
     if (aligned && i < full) {
       reinterpret_cast<uint4*>(dst)[i] = block[i % block_words];
     } else {
-      for (uint64_t b = i * sizeof(uint4); b < nbytes && b < (i + 1) * sizeof(uint4); ++b) dst[b] = bytes[b % block_bytes];
+      for (uint64_t b = i * sizeof(uint4); b < nbytes && b < (i + 1) * sizeof(uint4); ++b)
+        dst[b] = bytes[b % block_bytes];
     }
   }
 }
@@ -187,7 +189,8 @@ cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint6
                           eval::Digest128* out) {
   if (cudaError_t e = digest_device_async(data, nbytes, key, scratch, s); e != cudaSuccess) return e;
   uint64_t sums[2] = {0, 0};
-  if (cudaError_t e = cudaMemcpyAsync(sums, scratch, sizeof(sums), cudaMemcpyDeviceToHost, s); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMemcpyAsync(sums, scratch, sizeof(sums), cudaMemcpyDeviceToHost, s); e != cudaSuccess)
+    return e;
   if (cudaError_t e = cudaStreamSynchronize(s); e != cudaSuccess) return e;
   *out = eval::digest_finish(sums[0], sums[1], nbytes, key);
   return cudaSuccess;

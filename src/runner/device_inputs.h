@@ -26,7 +26,8 @@ cudaError_t generate_random_device(void* data, tensor::DType dtype, int64_t nume
 // Tiles `block` (block_bytes, device memory, a multiple of 16 bytes) over [dst, dst + nbytes) with one
 // kernel. Asynchronous on `cuda_stream`: the poison of a call costs a launch, not a synchronisation
 // (it had cost a pageable upload, a doubling copy per power of two and a blocking stream sync).
-cudaError_t tile_on_device(void* dst, uint64_t nbytes, const void* block, uint64_t block_bytes, cudaStream_t cuda_stream);
+cudaError_t tile_on_device(void* dst, uint64_t nbytes, const void* block, uint64_t block_bytes,
+                           cudaStream_t cuda_stream);
 
 // Evicts the L2 by reading [buf, buf + nbytes) (2x the L2 size, 16-byte aligned) through it. The lines
 // left behind are clean, so the next kernel's misses cost no write-backs: after a memset flush the L2
@@ -37,7 +38,8 @@ cudaError_t flush_l2_by_reading(const void* buf, uint64_t nbytes, unsigned int* 
 
 // The two sums of a digest into `sums` (device memory for two uint64_t), asynchronously on
 // `cuda_stream`; eval::digest_finish(sums[0], sums[1], nbytes, key) on the host completes it.
-cudaError_t digest_device_async(const void* data, uint64_t nbytes, uint64_t key, uint64_t* sums, cudaStream_t cuda_stream);
+cudaError_t digest_device_async(const void* data, uint64_t nbytes, uint64_t key, uint64_t* sums,
+                                cudaStream_t cuda_stream);
 
 // `scratch` is device memory for two uint64_t; the result is synchronously copied to the host.
 cudaError_t digest_device(const void* data, uint64_t nbytes, uint64_t key, uint64_t* scratch, cudaStream_t cuda_stream,

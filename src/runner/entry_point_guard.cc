@@ -15,8 +15,9 @@ std::vector<std::string> g_refused;
 bool allowed_driver_entry_point(std::string_view symbol) {
   // The tensor-map encoders, and the two harmless error-string lookups some TMA wrappers make.
   static constexpr std::array<std::string_view, 7> kAllowed = {
-      "cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide", "cuTensorMapReplaceAddress",
-      "cuTensorMapEncodeTiledMemref", "cuGetErrorName", "cuGetErrorString"};
+      "cuTensorMapEncodeTiled",    "cuTensorMapEncodeIm2col",      "cuTensorMapEncodeIm2colWide",
+      "cuTensorMapReplaceAddress", "cuTensorMapEncodeTiledMemref", "cuGetErrorName",
+      "cuGetErrorString"};
   for (std::string_view a : kAllowed)
     if (symbol == a) return true;
   return false;

@@ -10,8 +10,8 @@ namespace {
 TEST(EntryPointGuard, OnlyTensorMapEncodersAreAllowedAndRefusalsAreReportedOnce) {
   for (const char* ok : {"cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapReplaceAddress"})
     EXPECT_TRUE(allowed_driver_entry_point(ok)) << ok;
-  for (const char* no : {"cuStreamCreate", "cuLaunchKernel", "cuMemAlloc", "cuCtxSynchronize", "cuTensorMapEncodeTiledX",
-                         "cuTensorMap", "", "cuGetProcAddress"})
+  for (const char* no : {"cuStreamCreate", "cuLaunchKernel", "cuMemAlloc", "cuCtxSynchronize",
+                         "cuTensorMapEncodeTiledX", "cuTensorMap", "", "cuGetProcAddress"})
     EXPECT_FALSE(allowed_driver_entry_point(no)) << no;
   EXPECT_TRUE(take_refused_entry_points().empty());
   record_refused_entry_point("cuStreamCreate");

@@ -11,7 +11,8 @@
 namespace {
 
 using Unversioned = cudaError_t (*)(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);
-using Versioned = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long, cudaDriverEntryPointQueryResult*);
+using Versioned = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long,
+                                  cudaDriverEntryPointQueryResult*);
 
 template <class Fn>
 Fn next(const char* name) {
@@ -41,8 +42,8 @@ bool trusted_caller(const void* caller) {
 // A lookup by an untrusted caller of a symbol that is not allowed is refused; any other goes to the
 // real runtime function `real` (resolved once, by the caller's own spelling).
 template <class Real, class... Args>
-cudaError_t guarded(const void* caller, Real real, const char* symbol, void** fn, cudaDriverEntryPointQueryResult* status,
-                    Args... args) {
+cudaError_t guarded(const void* caller, Real real, const char* symbol, void** fn,
+                    cudaDriverEntryPointQueryResult* status, Args... args) {
   const bool ok = trusted_caller(caller) || (symbol != nullptr && kda::runner::allowed_driver_entry_point(symbol));
   if (!ok) return refuse(symbol, fn, status);
   return real != nullptr ? real(symbol, fn, args..., status) : cudaErrorNotSupported;
@@ -63,19 +64,20 @@ __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPoint(const
   static const auto real = next<Unversioned>("cudaGetDriverEntryPoint");
   return guarded(__builtin_return_address(0), real, symbol, fn, status, flags);
 }
-__attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** fn,
-                                                                                unsigned long long flags,
-                                                                                cudaDriverEntryPointQueryResult* status) {
+__attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPoint_ptsz(
+    const char* symbol, void** fn, unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
   static const auto real = next<Unversioned>("cudaGetDriverEntryPoint_ptsz");
   return guarded(__builtin_return_address(0), real, symbol, fn, status, flags);
 }
 __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPointByVersion(
-    const char* symbol, void** fn, unsigned int version, unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
+    const char* symbol, void** fn, unsigned int version, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* status) {
   static const auto real = next<Versioned>("cudaGetDriverEntryPointByVersion");
   return guarded(__builtin_return_address(0), real, symbol, fn, status, version, flags);
 }
 __attribute__((visibility("default"))) cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
-    const char* symbol, void** fn, unsigned int version, unsigned long long flags, cudaDriverEntryPointQueryResult* status) {
+    const char* symbol, void** fn, unsigned int version, unsigned long long flags,
+    cudaDriverEntryPointQueryResult* status) {
   static const auto real = next<Versioned>("cudaGetDriverEntryPointByVersion_ptsz");
   return guarded(__builtin_return_address(0), real, symbol, fn, status, version, flags);
 }

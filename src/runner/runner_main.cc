@@ -40,8 +40,9 @@ json error_reply(const std::string& msg) { return {{"ok", false}, {"error", msg}
 // several, the directory they all come from) and the system libraries.
 kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library_dir, const kda::runner::Backend& b) {
   kda::sandbox::LandlockPolicy p;
-  p.read_only = {library_dir, "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/cuda",
-                 "/etc/ld.so.cache", "/sys/devices/system/cpu", "/proc/self", "/proc/driver/nvidia"};
+  p.read_only = {library_dir,  "/usr/lib",           "/usr/lib64",       "/lib",
+                 "/lib64",     "/usr/local/cuda",    "/etc/ld.so.cache", "/sys/devices/system/cpu",
+                 "/proc/self", "/proc/driver/nvidia"};
   p.devices = b.sandbox_devices();
   if (!p.devices.empty()) p.devices.push_back("/dev/null");
   return p;
@@ -70,7 +71,8 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
     if (!msg.value("reload", false) || loads.root.empty())
       return kda::Status::failed("a library is already loaded (a runner loads one unless started with a reload root)");
     if (!under(library, loads.root))
-      return kda::Status::failed("reload: " + library.string() + " is not under the reload root " + loads.root.string());
+      return kda::Status::failed("reload: " + library.string() + " is not under the reload root " +
+                                 loads.root.string());
     KDA_RETURN_IF_ERROR(backend.load(library, symbol));
     ++loads.count;
     out["loads"] = loads.count;
@@ -85,7 +87,8 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
   out["environment"] = backend.environment();  // read before the sandbox hides /proc files
   json sandbox = json::object();
   if (msg.value("sandbox", false)) {
-    auto ll = kda::sandbox::apply_landlock(candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend));
+    auto ll = kda::sandbox::apply_landlock(
+        candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend));
     if (!ll.ok()) return ll.status().with_context("sandbox");
     sandbox["landlock_abi"] = ll->abi;
     sandbox["network"] = ll->network;
@@ -118,84 +121,81 @@ int serve(kda::runner::Backend& backend) {
     }
     json out{{"ok", true}};
     try {
-    switch (static_cast<MsgType>(frame.frame->type)) {
-      case MsgType::kLoad: {
-        Status st = handle_load(msg, backend, loads, out);
-        if (!st.ok()) out = error_reply(st.message());
-        break;
-      }
-      case MsgType::kLayout: {
-        auto l = kda::eval::ArenaLayout::from_json(msg);
-        if (!l.ok()) {
-          out = error_reply(l.status().message());
+      switch (static_cast<MsgType>(frame.frame->type)) {
+        case MsgType::kLoad: {
+          Status st = handle_load(msg, backend, loads, out);
+          if (!st.ok()) out = error_reply(st.message());
           break;
         }
-        layout = std::move(*l);
-        // The evaluator's memfd only grows; the whole of it is mapped, and the mapping (with what a
-        // backend holds on it) is kept while its size stays the same.
-        struct stat file {};
-        if (::fstat(kda::eval::kRunnerArenaFd, &file) != 0 || static_cast<uint64_t>(file.st_size) < layout.size) {
-          out = error_reply(fmt::format("layout: the arena holds {} bytes, the layout needs {}",
-                                        static_cast<long long>(file.st_size), layout.size));
-          break;
-        }
-        if (arena.size() != static_cast<uint64_t>(file.st_size)) {
-          backend.release_layout();
-          arena = kda::eval::SharedArena();  // unmap the previous size first
-          auto a = kda::eval::SharedArena::map_fd(kda::eval::kRunnerArenaFd, static_cast<uint64_t>(file.st_size));
-          if (!a.ok()) {
-            out = error_reply(a.status().message());
+        case MsgType::kLayout: {
+          auto l = kda::eval::ArenaLayout::from_json(msg);
+          if (!l.ok()) {
+            out = error_reply(l.status().message());
             break;
           }
-          arena = std::move(*a);
+          layout = std::move(*l);
+          // The evaluator's memfd only grows; the whole of it is mapped, and the mapping (with what a
+          // backend holds on it) is kept while its size stays the same.
+          struct stat file {};
+          if (::fstat(kda::eval::kRunnerArenaFd, &file) != 0 || static_cast<uint64_t>(file.st_size) < layout.size) {
+            out = error_reply(fmt::format("layout: the arena holds {} bytes, the layout needs {}",
+                                          static_cast<long long>(file.st_size), layout.size));
+            break;
+          }
+          if (arena.size() != static_cast<uint64_t>(file.st_size)) {
+            backend.release_layout();
+            arena = kda::eval::SharedArena();  // unmap the previous size first
+            auto a = kda::eval::SharedArena::map_fd(kda::eval::kRunnerArenaFd, static_cast<uint64_t>(file.st_size));
+            if (!a.ok()) {
+              out = error_reply(a.status().message());
+              break;
+            }
+            arena = std::move(*a);
+          }
+          Status st = backend.set_layout(layout, arena);
+          if (!st.ok()) out = error_reply(st.message());
+          break;
         }
-        Status st = backend.set_layout(layout, arena);
-        if (!st.ok()) out = error_reply(st.message());
-        break;
-      }
-      case MsgType::kCall: {
-        kda::runner::CallRequest req;
-        req.seq = msg.value("seq", uint64_t{0});
-        req.flush = msg.value("flush", true);
-        req.upload = msg.value("upload", true);
-        req.upload_from = msg.value("upload_from", uint64_t{0});
-        req.download = msg.value("download", true);
-        req.download_outputs = msg.value("download_outputs", true);
-        req.timed = msg.value("timed", false);
-        req.profile_range = msg.value("profile_range", false);
-        req.defer_records = msg.value("defer_records", false);
-        for (const auto& p : msg.value("poison", json::array()))
-          req.poison.emplace_back(p.at(0).get<uint32_t>(), p.at(1).get<uint64_t>());
-        auto r = backend.call(req);
-        out = {{"ok", r.ok}, {"rc", r.rc}, {"elapsed_ns", r.elapsed_ns}, {"extra", r.extra}, {"seq", req.seq}};
-        if (!r.error.empty()) out["error"] = r.error;
-        break;
-      }
-      case MsgType::kPrepare: {
-        kda::runner::PrepareRequest req;
-        req.digest_key = msg.value("digest_key", uint64_t{0});
-        for (const auto& in : msg.value("inputs", json::array())) {
-          kda::runner::PrepareInput p;
-          p.random = in.value("random", false);
-          p.seed = in.value("seed", uint64_t{0});
-          p.stream = in.value("stream", uint64_t{0});
-          if (in.contains("fingerprint_seed")) p.fingerprint_seed = in.at("fingerprint_seed").get<uint64_t>();
-          req.inputs.push_back(p);
+        case MsgType::kCall: {
+          kda::runner::CallRequest req;
+          req.seq = msg.value("seq", uint64_t{0});
+          req.flush = msg.value("flush", true);
+          req.upload = msg.value("upload", true);
+          req.upload_from = msg.value("upload_from", uint64_t{0});
+          req.download = msg.value("download", true);
+          req.download_outputs = msg.value("download_outputs", true);
+          req.timed = msg.value("timed", false);
+          req.profile_range = msg.value("profile_range", false);
+          req.defer_records = msg.value("defer_records", false);
+          for (const auto& p : msg.value("poison", json::array()))
+            req.poison.emplace_back(p.at(0).get<uint32_t>(), p.at(1).get<uint64_t>());
+          auto r = backend.call(req);
+          out = {{"ok", r.ok}, {"rc", r.rc}, {"elapsed_ns", r.elapsed_ns}, {"extra", r.extra}, {"seq", req.seq}};
+          if (!r.error.empty()) out["error"] = r.error;
+          break;
         }
-        auto r = backend.prepare(req);
-        out = {{"ok", r.ok}, {"digests", r.digests}, {"elapsed_ns", r.elapsed_ns}};
-        if (!r.error.empty()) out["error"] = r.error;
-        break;
+        case MsgType::kPrepare: {
+          kda::runner::PrepareRequest req;
+          req.digest_key = msg.value("digest_key", uint64_t{0});
+          for (const auto& in : msg.value("inputs", json::array())) {
+            kda::runner::PrepareInput p;
+            p.random = in.value("random", false);
+            p.seed = in.value("seed", uint64_t{0});
+            p.stream = in.value("stream", uint64_t{0});
+            if (in.contains("fingerprint_seed")) p.fingerprint_seed = in.at("fingerprint_seed").get<uint64_t>();
+            req.inputs.push_back(p);
+          }
+          auto r = backend.prepare(req);
+          out = {{"ok", r.ok}, {"digests", r.digests}, {"elapsed_ns", r.elapsed_ns}};
+          if (!r.error.empty()) out["error"] = r.error;
+          break;
+        }
+        case MsgType::kCollect: out = {{"ok", true}, {"calls", backend.collect_records()}}; break;
+        case MsgType::kQuit:
+          backend.release_layout();  // before the arena is unmapped
+          return 0;
+        default: out = error_reply("unknown command type");
       }
-      case MsgType::kCollect:
-        out = {{"ok", true}, {"calls", backend.collect_records()}};
-        break;
-      case MsgType::kQuit:
-        backend.release_layout();  // before the arena is unmapped
-        return 0;
-      default:
-        out = error_reply("unknown command type");
-    }
     } catch (const json::exception& e) {  // a field of the wrong type: the command is malformed
       out = error_reply(std::string("malformed command: ") + e.what());
     }

@@ -37,7 +37,10 @@ TVMFFIAny pack_scalar(const DLTensor& t) {
     std::memcpy(&a.v_float64, p, 8);
   } else if (d.code == kDLInt && (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64)) {
     a.type_index = kTVMFFIInt;
-    a.v_int64 = d.bits == 8 ? read<int8_t>(p) : d.bits == 16 ? read<int16_t>(p) : d.bits == 32 ? read<int32_t>(p) : read<int64_t>(p);
+    a.v_int64 = d.bits == 8    ? read<int8_t>(p)
+                : d.bits == 16 ? read<int16_t>(p)
+                : d.bits == 32 ? read<int32_t>(p)
+                               : read<int64_t>(p);
   } else if (d.code == kDLUInt && (d.bits == 8 || d.bits == 16 || d.bits == 32 || d.bits == 64)) {
     a.type_index = kTVMFFIInt;
     a.v_int64 = d.bits == 8    ? read<uint8_t>(p)
@@ -94,7 +97,8 @@ int call_tvm_ffi(void* fn, std::vector<DLTensor>& inputs, std::vector<DLTensor>&
   current_stream = stream;
   error_set = false;
   raised_error.clear();
-  const int rc = reinterpret_cast<TVMFFISafeCallType>(fn)(nullptr, args.data(), static_cast<int32_t>(args.size()), &result);
+  const int rc =
+      reinterpret_cast<TVMFFISafeCallType>(fn)(nullptr, args.data(), static_cast<int32_t>(args.size()), &result);
   current_stream = nullptr;
   if (rc != 0) {
     *raised = error_set ? raised_error : "the function returned " + std::to_string(rc) + " without raising an error";

@@ -15,10 +15,10 @@ struct LandlockPolicy {
   std::vector<std::filesystem::path> read_only;   // read and execute files, list directories
   std::vector<std::filesystem::path> read_write;  // everything, including create/remove/truncate
   std::vector<std::filesystem::path> devices;     // read/write + ioctl (e.g. /dev/nvidia*)
-  bool deny_tcp = true;              // no TCP bind/connect (Landlock ABI >= 4)
-  std::vector<int> allowed_tcp_connect_ports;  // exceptions to deny_tcp (e.g. a loopback LLM endpoint)
-  bool scope_signals = true;         // no signals to processes outside the domain (ABI >= 6)
-  bool scope_abstract_unix = true;   // no abstract unix sockets outside the domain (ABI >= 6)
+  bool deny_tcp = true;                           // no TCP bind/connect (Landlock ABI >= 4)
+  std::vector<int> allowed_tcp_connect_ports;     // exceptions to deny_tcp (e.g. a loopback LLM endpoint)
+  bool scope_signals = true;                      // no signals to processes outside the domain (ABI >= 6)
+  bool scope_abstract_unix = true;                // no abstract unix sockets outside the domain (ABI >= 6)
 };
 
 // The highest Landlock ABI this kernel supports; 0 when Landlock is unavailable.

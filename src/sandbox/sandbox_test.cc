@@ -42,9 +42,9 @@ TEST(Landlock, ConfinesWritesAndReads) {
     p.read_write = {allowed};
     p.read_only = {"/usr", "/lib", "/lib64", "/etc"};
     if (!apply_landlock(p).ok()) return 10;
-    if (!std::ofstream(allowed / "ok.txt")) return 11;                // allowed write
-    if (std::ofstream(secret / "no.txt")) return 12;                  // denied write
-    if (std::ifstream(secret / "s.txt")) return 13;                   // denied read
+    if (!std::ofstream(allowed / "ok.txt")) return 11;  // allowed write
+    if (std::ofstream(secret / "no.txt")) return 12;    // denied write
+    if (std::ifstream(secret / "s.txt")) return 13;     // denied read
     if (std::ofstream(std::filesystem::temp_directory_path() / "kda-ll-escape")) return 14;
     return 0;
   });

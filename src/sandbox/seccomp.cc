@@ -33,9 +33,9 @@ Status apply_seccomp(const SeccompPolicy& policy) {
     rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
                           SCMP_A0(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(CLONE_THREAD), 0));
   if (rc == 0 && !policy.allow_threads)
-    rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
-                          SCMP_A0(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(CLONE_THREAD),
-                                  static_cast<scmp_datum_t>(CLONE_THREAD)));
+    rc = seccomp_rule_add(
+        ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
+        SCMP_A0(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(CLONE_THREAD), static_cast<scmp_datum_t>(CLONE_THREAD)));
   if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   if (rc == 0 && !policy.allow_sockets) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
   if (rc == 0) rc = seccomp_load(ctx);

@@ -28,8 +28,10 @@ Result<SolutionBuildOptions> parse_build_options(const std::string& text, const 
   static const std::regex define_re("[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?");
   for (const auto& [key, node] : t) {
     const std::string field(key.str());
-    std::vector<std::string>* into = field == "defines" ? &out.defines : field == "include_dirs" ? &out.include_dirs
-                                   : field == "flags"   ? &out.flags   : nullptr;
+    std::vector<std::string>* into = field == "defines"        ? &out.defines
+                                     : field == "include_dirs" ? &out.include_dirs
+                                     : field == "flags"        ? &out.flags
+                                                               : nullptr;
     if (into == nullptr) return at(node, field, "unknown field (build.toml has defines, include_dirs and flags)");
     const toml::array* arr = node.as_array();
     if (arr == nullptr) return at(node, field, "expected an array of strings");
@@ -46,11 +48,13 @@ Result<SolutionBuildOptions> parse_build_options(const std::string& text, const 
         const bool has_sources = std::any_of(source_paths.begin(), source_paths.end(), [&](const std::string& p) {
           return prefix == "." || p.starts_with(prefix + (prefix.ends_with("/") ? "" : "/"));
         });
-        if (!inside) return at(item, field, fmt::format("'{}' must be a directory inside the solution (relative, no ..)", *v));
+        if (!inside)
+          return at(item, field, fmt::format("'{}' must be a directory inside the solution (relative, no ..)", *v));
         if (!has_sources) return at(item, field, fmt::format("'{}' holds none of the solution's sources", *v));
       }
       if (field == "flags" && std::find(allowed.begin(), allowed.end(), *v) == allowed.end())
-        return at(item, field, fmt::format("'{}' is not allowed for {} (allowed: {})", *v, language, util::join(allowed, " ")));
+        return at(item, field,
+                  fmt::format("'{}' is not allowed for {} (allowed: {})", *v, language, util::join(allowed, " ")));
       into->push_back(*v);
     }
   }

@@ -19,10 +19,10 @@ struct SolutionBuildOptions {
 };
 // Flags a build.toml may add (anything else is refused: a flag can read files or change what is linked).
 inline const std::vector<std::string> kAllowedCudaFlags = {
-    "--use_fast_math", "--extended-lambda", "--expt-relaxed-constexpr", "-ftz=true", "-ftz=false", "-prec-div=false",
-    "-prec-div=true", "-prec-sqrt=false", "-prec-sqrt=true", "-fmad=true", "-fmad=false", "-lineinfo"};
-inline const std::vector<std::string> kAllowedCppFlags = {"-ffast-math", "-funroll-loops", "-fno-math-errno", "-march=native",
-                                                          "-mavx2", "-mfma", "-mavx512f", "-g"};
+    "--use_fast_math", "--extended-lambda", "--expt-relaxed-constexpr", "-ftz=true",  "-ftz=false",  "-prec-div=false",
+    "-prec-div=true",  "-prec-sqrt=false",  "-prec-sqrt=true",          "-fmad=true", "-fmad=false", "-lineinfo"};
+inline const std::vector<std::string> kAllowedCppFlags = {
+    "-ffast-math", "-funroll-loops", "-fno-math-errno", "-march=native", "-mavx2", "-mfma", "-mavx512f", "-g"};
 // Parses build.toml's text for a solution in `language` ("cuda" | "cpp") whose sources are at
 // `source_paths`. Errors name the file, the line and the field.
 Result<SolutionBuildOptions> parse_build_options(const std::string& text, const std::string& language,

@@ -66,8 +66,10 @@ void parse_tensors(const ojson& j, JsonReader& r, const char* key, const Definit
       }
     }
     if (auto dtype = r.string(s, p, "dtype", true)) {
-      if (auto d = tensor::dtype_from_name(*dtype)) t.dtype = *d;
-      else r.error(child_pointer(p, "dtype"), "unknown dtype \"" + *dtype + "\"");
+      if (auto d = tensor::dtype_from_name(*dtype))
+        t.dtype = *d;
+      else
+        r.error(child_pointer(p, "dtype"), "unknown dtype \"" + *dtype + "\"");
     }
     t.description = r.string(s, p, "description", false).value_or("");
     out.push_back(std::move(t));
@@ -163,8 +165,10 @@ std::optional<Definition> definition_from_json(const ojson& j, const std::string
     if (def.input(o.name) != nullptr)
       r.error(child_pointer("/outputs", o.name), "output name '" + o.name + "' is also an input name");
   if (auto ref = r.string(j, kRoot, "reference", true)) {
-    if (ref->find_first_not_of(" \t\r\n") == std::string::npos) r.error("/reference", "reference is empty");
-    else if (!has_top_level_run(*ref)) r.error("/reference", "reference must define a top-level 'def run(' function");
+    if (ref->find_first_not_of(" \t\r\n") == std::string::npos)
+      r.error("/reference", "reference is empty");
+    else if (!has_top_level_run(*ref))
+      r.error("/reference", "reference must define a top-level 'def run(' function");
     def.reference = *ref;
   }
   def.tags = r.string_list(j, kRoot, "tags", false).value_or(std::vector<std::string>{});
@@ -215,8 +219,8 @@ Result<std::vector<int64_t>> resolve_shape(const Definition& def, const TensorSp
   return shape;
 }
 
-Result<std::map<std::string, int64_t>> bind_var_axes(
-    const Definition& def, const std::map<std::string, std::vector<int64_t>>& input_shapes) {
+Result<std::map<std::string, int64_t>> bind_var_axes(const Definition& def,
+                                                     const std::map<std::string, std::vector<int64_t>>& input_shapes) {
   std::map<std::string, int64_t> axes = def.const_axes();
   std::map<std::string, std::string> bound_by;  // var axis -> the input that bound it
   for (const auto& t : def.inputs) {

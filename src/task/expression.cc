@@ -8,8 +8,28 @@
 namespace kda::task {
 
 struct Expression::Node {
-  enum class Kind { kNumber, kName, kNeg, kNot, kAdd, kSub, kMul, kDiv, kMod, kMin, kMax, kCeilDiv,
-                    kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr };
+  enum class Kind {
+    kNumber,
+    kName,
+    kNeg,
+    kNot,
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kMod,
+    kMin,
+    kMax,
+    kCeilDiv,
+    kLt,
+    kLe,
+    kGt,
+    kGe,
+    kEq,
+    kNe,
+    kAnd,
+    kOr
+  };
   Kind kind = Kind::kNumber;
   double number = 0;
   std::string name;
@@ -103,7 +123,8 @@ class Parser {
   }
 
   Result<NodePtr> expr(int depth) {
-    if (depth > kMaxDepth) return Status::bad_input("expression nested too deeply at column " + std::to_string(peek().column));
+    if (depth > kMaxDepth)
+      return Status::bad_input("expression nested too deeply at column " + std::to_string(peek().column));
     KDA_ASSIGN_OR_RETURN(NodePtr lhs, conj(depth));
     while (is_op("||")) {
       const Token& op = next();
@@ -125,9 +146,9 @@ class Parser {
 
   Result<NodePtr> cmp(int depth) {
     KDA_ASSIGN_OR_RETURN(NodePtr lhs, sum(depth));
-    static const std::pair<const char*, Node::Kind> kOps[] = {
-        {"<", Node::Kind::kLt},  {"<=", Node::Kind::kLe}, {">", Node::Kind::kGt},
-        {">=", Node::Kind::kGe}, {"==", Node::Kind::kEq}, {"!=", Node::Kind::kNe}};
+    static const std::pair<const char*, Node::Kind> kOps[] = {{"<", Node::Kind::kLt},  {"<=", Node::Kind::kLe},
+                                                              {">", Node::Kind::kGt},  {">=", Node::Kind::kGe},
+                                                              {"==", Node::Kind::kEq}, {"!=", Node::Kind::kNe}};
     for (const auto& [text, kind] : kOps) {
       if (!is_op(text)) continue;
       const Token& op = next();
@@ -152,14 +173,17 @@ class Parser {
     while (is_op("*") || is_op("/") || is_op("%")) {
       const Token& op = next();
       KDA_ASSIGN_OR_RETURN(NodePtr rhs, unary(depth));
-      lhs = make(op.text == "*" ? Node::Kind::kMul : op.text == "/" ? Node::Kind::kDiv : Node::Kind::kMod, op.column,
-                 {lhs, rhs});
+      lhs = make(op.text == "*"   ? Node::Kind::kMul
+                 : op.text == "/" ? Node::Kind::kDiv
+                                  : Node::Kind::kMod,
+                 op.column, {lhs, rhs});
     }
     return lhs;
   }
 
   Result<NodePtr> unary(int depth) {
-    if (depth > kMaxDepth) return Status::bad_input("expression nested too deeply at column " + std::to_string(peek().column));
+    if (depth > kMaxDepth)
+      return Status::bad_input("expression nested too deeply at column " + std::to_string(peek().column));
     if (is_op("-") || is_op("!")) {
       const Token& op = next();
       KDA_ASSIGN_OR_RETURN(NodePtr arg, unary(depth + 1));
@@ -192,10 +216,14 @@ class Parser {
       return NodePtr(n);
     }
     Node::Kind kind;
-    if (t.text == "min") kind = Node::Kind::kMin;
-    else if (t.text == "max") kind = Node::Kind::kMax;
-    else if (t.text == "ceil_div") kind = Node::Kind::kCeilDiv;
-    else return Status::bad_input("unknown function '" + t.text + "' at column " + std::to_string(t.column));
+    if (t.text == "min")
+      kind = Node::Kind::kMin;
+    else if (t.text == "max")
+      kind = Node::Kind::kMax;
+    else if (t.text == "ceil_div")
+      kind = Node::Kind::kCeilDiv;
+    else
+      return Status::bad_input("unknown function '" + t.text + "' at column " + std::to_string(t.column));
     next();  // '('
     std::vector<NodePtr> args;
     if (!is_op(")")) {

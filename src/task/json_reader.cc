@@ -72,8 +72,7 @@ std::optional<int64_t> JsonReader::integer(const ojson& obj, const std::string& 
   return std::nullopt;
 }
 
-std::optional<bool> JsonReader::boolean(const ojson& obj, const std::string& pointer, const char* key,
-                                        bool required) {
+std::optional<bool> JsonReader::boolean(const ojson& obj, const std::string& pointer, const char* key, bool required) {
   const ojson* v = member(obj, pointer, key, required);
   if (v == nullptr) return std::nullopt;
   if (!v->is_boolean()) {
@@ -107,8 +106,7 @@ std::optional<std::vector<std::string>> JsonReader::string_list(const ojson& obj
   return out;
 }
 
-std::optional<double> JsonReader::number(const ojson& obj, const std::string& pointer, const char* key,
-                                         bool required) {
+std::optional<double> JsonReader::number(const ojson& obj, const std::string& pointer, const char* key, bool required) {
   const ojson* v = member(obj, pointer, key, required);
   if (v == nullptr) return std::nullopt;
   if (v->is_number()) return v->get<double>();
@@ -131,14 +129,20 @@ int max_nesting(std::string_view text) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
-    else if (c == ']' || c == '}') --depth;
+    if (c == '"')
+      in_string = true;
+    else if (c == '[' || c == '{')
+      deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}')
+      --depth;
   }
   return deepest;
 }

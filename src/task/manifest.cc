@@ -46,8 +46,10 @@ ManifestDiff manifest_diff(const Manifest& a, const Manifest& b) {
   ManifestDiff d;
   for (const auto& [path, sha] : a.files) {
     auto it = b.files.find(path);
-    if (it == b.files.end()) d.removed.push_back(path);
-    else if (it->second != sha) d.changed.push_back(path);
+    if (it == b.files.end())
+      d.removed.push_back(path);
+    else if (it->second != sha)
+      d.changed.push_back(path);
   }
   for (const auto& [path, sha] : b.files)
     if (!a.files.contains(path)) d.added.push_back(path);

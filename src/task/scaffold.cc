@@ -74,13 +74,14 @@ std::string source(const TaskPack& pack, const std::string& language, const std:
   for (size_t i = 0; i < d.outputs.size(); ++i) args.push_back({&d.outputs[i], "outputs", static_cast<int>(i)});
 
   std::string s = fmt::format(
-      "// A kda solution of {}\n// ({}), scaffolded by `kda solution init`: it builds, loads and checks its arguments;\n"
+      "// A kda solution of {}\n// ({}), scaffolded by `kda solution init`: it builds, loads and checks its "
+      "arguments;\n"
       "// computing the outputs is yours (search for \"Compute\"). The ABI is docs/solutions.md.\n",
       d.name, d.op_type.empty() ? "no op type" : d.op_type);
   s += "//\n// Arguments, in the definition's order:\n";
   for (const Arg& a : args)
-    s += fmt::format("//   {}[{}] {}: {} {}{}\n", a.array, a.index, a.spec->name, tensor::dtype_name(a.spec->dtype), shape_text(*a.spec),
-                     a.spec->description.empty() ? "" : " - " + a.spec->description);
+    s += fmt::format("//   {}[{}] {}: {} {}{}\n", a.array, a.index, a.spec->name, tensor::dtype_name(a.spec->dtype),
+                     shape_text(*a.spec), a.spec->description.empty() ? "" : " - " + a.spec->description);
   s += "#include <dlpack/dlpack.h>\n#include <stdint.h>\n";
   if (cuda) s += "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n#include <cuda_fp8.h>\n#include <cuda_runtime.h>\n";
   s += fmt::format(R"(
@@ -104,19 +105,22 @@ T* data_of(const DLTensor& t) {{
 
 )",
                    kScaffoldNotImplemented);
-  if (cuda) s += "// Your kernels go here (tasks/*/baselines/ and solutions/ have examples for the built-in packs).\n\n";
+  if (cuda)
+    s += "// Your kernels go here (tasks/*/baselines/ and solutions/ have examples for the built-in packs).\n\n";
   s += "}  // namespace\n\n";
   s += fmt::format(
       "extern \"C\" int {}(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs,\n"
       "                     void* stream) {{\n",
       entry);
-  s += fmt::format("  if (num_inputs != {} || num_outputs != {}) return kBadArity;\n", d.inputs.size(), d.outputs.size());
+  s += fmt::format("  if (num_inputs != {} || num_outputs != {}) return kBadArity;\n", d.inputs.size(),
+                   d.outputs.size());
   for (const Arg& a : args) {
     const DLDataType dl = tensor::to_dlpack(a.spec->dtype);
     const bool host = a.spec->is_scalar() || !cuda;
-    s += fmt::format("  if (!is({}[{}], {}, {}, {}, {})) return kBadTensor;  // {}{}\n", a.array, a.index, code_name(dl.code), dl.bits,
-                     a.spec->is_scalar() ? 0 : a.spec->shape->size(), host ? "kDLCPU" : "kDLCUDA", a.spec->name,
-                     code_name(dl.code) == std::to_string(dl.code) ? fmt::format(" ({})", tensor::dtype_name(a.spec->dtype)) : "");
+    s += fmt::format(
+        "  if (!is({}[{}], {}, {}, {}, {})) return kBadTensor;  // {}{}\n", a.array, a.index, code_name(dl.code),
+        dl.bits, a.spec->is_scalar() ? 0 : a.spec->shape->size(), host ? "kDLCPU" : "kDLCUDA", a.spec->name,
+        code_name(dl.code) == std::to_string(dl.code) ? fmt::format(" ({})", tensor::dtype_name(a.spec->dtype)) : "");
   }
   // Axes: each variable axis read from the first tensor that has it; every other use checked.
   std::map<std::string, std::string> read;  // axis -> C expression
@@ -146,8 +150,9 @@ T* data_of(const DLTensor& t) {{
     const std::string type = cuda && !a.spec->is_scalar() ? t.cuda : t.cpp;
     // The note says what the bits are where the C type is a stand-in (uint16_t for bfloat16 ...).
     const bool stand_in = type.find("int") != std::string::npos && tensor::is_float(a.spec->dtype);
-    s += fmt::format("  {}{}* {} = data_of<{}{}>({}[{}]);{}\n", in ? "const " : "", type, identifier(a.spec->name), in ? "const " : "",
-                     type, a.array, a.index, stand_in || a.spec->dtype == DType::kBool ? std::string("  // ") + t.note : "");
+    s += fmt::format("  {}{}* {} = data_of<{}{}>({}[{}]);{}\n", in ? "const " : "", type, identifier(a.spec->name),
+                     in ? "const " : "", type, a.array, a.index,
+                     stand_in || a.spec->dtype == DType::kBool ? std::string("  // ") + t.note : "");
   }
   if (cuda) s += "  cudaStream_t s = static_cast<cudaStream_t>(stream);  // launch on this stream only\n";
   s += "  // Compute: write every element of every output";
@@ -175,8 +180,8 @@ Result<Solution> scaffold_solution(const TaskPack& pack, const ScaffoldOptions& 
   if (language != "cpp" && language != "cuda")
     return Status::bad_input("--language: kda scaffolds cpp or cuda solutions, not '" + language + "'");
   if (cuda_pack != (language == "cuda"))
-    return Status::bad_input(fmt::format("--language {}: {} is a {} pack; its solutions are {}", language, pack.root.string(),
-                                         cuda_pack ? "CUDA" : "host", cuda_pack ? "cuda" : "cpp"));
+    return Status::bad_input(fmt::format("--language {}: {} is a {} pack; its solutions are {}", language,
+                                         pack.root.string(), cuda_pack ? "CUDA" : "host", cuda_pack ? "cuda" : "cpp"));
   Solution s;
   s.name = options.name.empty() ? pack.definition.name + "_" + language + "_draft" : options.name;
   s.definition = pack.definition.name;
@@ -187,7 +192,8 @@ Result<Solution> scaffold_solution(const TaskPack& pack, const ScaffoldOptions& 
   s.spec.entry_point = file + "::run";
   s.spec.destination_passing_style = true;
   s.sources.push_back({file, source(pack, language, "run")});
-  s.description = "Scaffolded by kda solution init: builds and checks its arguments; the computation is still to be written.";
+  s.description =
+      "Scaffolded by kda solution init: builds and checks its arguments; the computation is still to be written.";
   return s;
 }
 

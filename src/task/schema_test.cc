@@ -183,9 +183,12 @@ std::string workload_line(const std::string& axes, const std::string& inputs) {
 }
 
 TEST(Workload, ValidLinePasses) {
-  EXPECT_TRUE(workload_problems(workload_line(R"({"M": 3})",
-                                              R"({"alpha": {"type": "scalar", "value": 0.5}, "steps": {"type": "scalar", "value": 3}, "A": {"type": "random"}})"))
-                  .empty());
+  EXPECT_TRUE(
+      workload_problems(
+          workload_line(
+              R"({"M": 3})",
+              R"({"alpha": {"type": "scalar", "value": 0.5}, "steps": {"type": "scalar", "value": 3}, "A": {"type": "random"}})"))
+          .empty());
 }
 
 TEST(Workload, AxesDeclaredAndBound) {
@@ -206,9 +209,10 @@ TEST(Workload, ScalarsByValue) {
   EXPECT_TRUE(names(workload_problems(workload_line(R"({"M": 3})", R"({"A": {"type": "scalar", "value": 1}})")),
                     "w.jsonl", "/workload/inputs/A/type", 2));
   // A scalar input from a blob is an error (scalars are passed by value).
-  EXPECT_TRUE(names(workload_problems(workload_line(
-                        R"({"M": 3})", R"({"alpha": {"type": "safetensors", "path": "x.safetensors", "tensor_key": "a"}})")),
-                    "w.jsonl", "/workload/inputs/alpha/type", 2));
+  EXPECT_TRUE(
+      names(workload_problems(workload_line(
+                R"({"M": 3})", R"({"alpha": {"type": "safetensors", "path": "x.safetensors", "tensor_key": "a"}})")),
+            "w.jsonl", "/workload/inputs/alpha/type", 2));
   // The value fits the dtype.
   EXPECT_TRUE(names(workload_problems(workload_line(R"({"M": 3})", R"({"steps": {"type": "scalar", "value": 2.5}})")),
                     "w.jsonl", "/workload/inputs/steps/value", 2));
@@ -224,12 +228,14 @@ TEST(Workload, InputTypeIsKnown) {
 }
 
 TEST(Workload, SafetensorsPathIsRelativeWithoutDotDot) {
-  EXPECT_TRUE(names(workload_problems(workload_line(
-                        R"({"M": 3})", R"({"A": {"type": "safetensors", "path": "../x.safetensors", "tensor_key": "A"}})")),
-                    "w.jsonl", "/workload/inputs/A/path", 2));
-  EXPECT_TRUE(names(workload_problems(workload_line(
-                        R"({"M": 3})", R"({"A": {"type": "safetensors", "path": "/abs.safetensors", "tensor_key": "A"}})")),
-                    "w.jsonl", "/workload/inputs/A/path", 2));
+  EXPECT_TRUE(
+      names(workload_problems(workload_line(
+                R"({"M": 3})", R"({"A": {"type": "safetensors", "path": "../x.safetensors", "tensor_key": "A"}})")),
+            "w.jsonl", "/workload/inputs/A/path", 2));
+  EXPECT_TRUE(
+      names(workload_problems(workload_line(
+                R"({"M": 3})", R"({"A": {"type": "safetensors", "path": "/abs.safetensors", "tensor_key": "A"}})")),
+            "w.jsonl", "/workload/inputs/A/path", 2));
   EXPECT_TRUE(names(workload_problems(workload_line(R"({"M": 3})", R"({"A": {"type": "safetensors", "path": "x"}})")),
                     "w.jsonl", "/workload/inputs/A/tensor_key", 2));
 }
@@ -268,11 +274,15 @@ TEST(Workload, RoundTrip) {
 ojson trace_json(const std::string& status, bool corr, bool perf) {
   ojson t = ojson::parse(workload_line(R"({"M": 3})", "{}"));
   t["solution"] = "sol";
-  ojson e = {{"status", status}, {"environment", {{"hardware", "H200"}, {"libs", {{"cuda", "13.0"}}}}},
-             {"timestamp", "2026-11-30T08:00:00Z"}, {"log", ""}};
-  e["correctness"] = corr ? ojson{{"max_relative_error", 0.001}, {"max_absolute_error", "NaN"}, {"extra", {{"matched_ratio", 1.0}}}}
-                          : ojson(nullptr);
-  e["performance"] = perf ? ojson{{"latency_ms", 0.5}, {"reference_latency_ms", 1.0}, {"speedup_factor", 2.0}} : ojson(nullptr);
+  ojson e = {{"status", status},
+             {"environment", {{"hardware", "H200"}, {"libs", {{"cuda", "13.0"}}}}},
+             {"timestamp", "2026-11-30T08:00:00Z"},
+             {"log", ""}};
+  e["correctness"] =
+      corr ? ojson{{"max_relative_error", 0.001}, {"max_absolute_error", "NaN"}, {"extra", {{"matched_ratio", 1.0}}}}
+           : ojson(nullptr);
+  e["performance"] =
+      perf ? ojson{{"latency_ms", 0.5}, {"reference_latency_ms", 1.0}, {"speedup_factor", 2.0}} : ojson(nullptr);
   t["evaluation"] = e;
   return t;
 }
@@ -291,8 +301,10 @@ TEST(Trace, StatusRules) {
   EXPECT_TRUE(ok.empty());
   EXPECT_TRUE(names(trace_problems(trace_json("PASSED", true, false)), "t.jsonl", "/evaluation/performance", 4));
   EXPECT_TRUE(names(trace_problems(trace_json("PASSED", false, true)), "t.jsonl", "/evaluation/correctness", 4));
-  EXPECT_TRUE(names(trace_problems(trace_json("INCORRECT_NUMERICAL", false, false)), "t.jsonl", "/evaluation/correctness", 4));
-  EXPECT_TRUE(names(trace_problems(trace_json("INCORRECT_NUMERICAL", true, true)), "t.jsonl", "/evaluation/performance", 4));
+  EXPECT_TRUE(
+      names(trace_problems(trace_json("INCORRECT_NUMERICAL", false, false)), "t.jsonl", "/evaluation/correctness", 4));
+  EXPECT_TRUE(
+      names(trace_problems(trace_json("INCORRECT_NUMERICAL", true, true)), "t.jsonl", "/evaluation/performance", 4));
   EXPECT_TRUE(names(trace_problems(trace_json("RUNTIME_ERROR", true, false)), "t.jsonl", "/evaluation/correctness", 4));
   EXPECT_TRUE(names(trace_problems(trace_json("COMPILE_ERROR", false, true)), "t.jsonl", "/evaluation/performance", 4));
 }

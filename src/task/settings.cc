@@ -39,9 +39,12 @@ class TableReader {
     const toml::node* n = get(key);
     if (n == nullptr) return;
     double v;
-    if (auto f = n->as_floating_point()) v = f->get();
-    else if (auto i = n->as_integer()) v = static_cast<double>(i->get());
-    else return error(*n, key, "must be a number");
+    if (auto f = n->as_floating_point())
+      v = f->get();
+    else if (auto i = n->as_integer())
+      v = static_cast<double>(i->get());
+    else
+      return error(*n, key, "must be a number");
     if (!(lo_open ? v > lo : v >= lo) || !(v <= hi)) return error(*n, key, std::string("must be in ") + range);
     out = v;
   }
@@ -203,9 +206,12 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
 
   TableReader ev(root, "evaluation", file, diags);
   if (auto b = ev.string("backend")) {
-    if (*b == "host") s.backend = Backend::kHost;
-    else if (*b == "cuda") s.backend = Backend::kCuda;
-    else ev.error(*root["evaluation"]["backend"].node(), "backend", "must be \"host\" or \"cuda\"; got \"" + *b + "\"");
+    if (*b == "host")
+      s.backend = Backend::kHost;
+    else if (*b == "cuda")
+      s.backend = Backend::kCuda;
+    else
+      ev.error(*root["evaluation"]["backend"].node(), "backend", "must be \"host\" or \"cuda\"; got \"" + *b + "\"");
   }
   ev.choice("checker", s.checker, {{"default", Checker::kDefault}, {"topk_indices", Checker::kTopkIndices}});
   ev.number("atol", s.atol, 0, 1e300, false, "[0, inf)");
@@ -260,10 +266,14 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
       pr.string_list(input, names);
       std::vector<Probe> probes;
       for (const auto& name : names) {
-        if (name == "offset") probes.push_back(Probe::kOffset);
-        else if (name == "scale") probes.push_back(Probe::kScale);
-        else if (name == "outliers") probes.push_back(Probe::kOutliers);
-        else pr.error(v, input, "unknown probe \"" + name + "\" (one of \"offset\", \"scale\", \"outliers\")");
+        if (name == "offset")
+          probes.push_back(Probe::kOffset);
+        else if (name == "scale")
+          probes.push_back(Probe::kScale);
+        else if (name == "outliers")
+          probes.push_back(Probe::kOutliers);
+        else
+          pr.error(v, input, "unknown probe \"" + name + "\" (one of \"offset\", \"scale\", \"outliers\")");
       }
       if (!probes.empty()) s.probes.emplace_back(input, std::move(probes));
     }

@@ -32,7 +32,8 @@ void parse_spec(const ojson& j, JsonReader& r, SolutionSpec& spec) {
     spec.entry_point = *ep;
     size_t pos = ep->find("::");
     if (pos == std::string::npos || ep->find("::", pos + 2) != std::string::npos)
-      r.error("/spec/entry_point", "entry point must be \"<file>::<function>\" with exactly one '::', got \"" + *ep + "\"");
+      r.error("/spec/entry_point",
+              "entry point must be \"<file>::<function>\" with exactly one '::', got \"" + *ep + "\"");
     else if (pos == 0 || pos + 2 == ep->size())
       r.error("/spec/entry_point", "entry point needs both a file and a function: \"" + *ep + "\"");
   }

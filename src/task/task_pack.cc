@@ -20,8 +20,8 @@ std::vector<Workload> load_pack_workloads(const stdfs::path& file, const Definit
   std::string name = file.string();
   for (auto& [line, t] : load_trace_lines(file, diags, /*workloads_only=*/true)) {
     if (t.definition != def.name)
-      diags.add(name, line, "/definition", "workload " + t.workload.uuid + " is for definition '" + t.definition +
-                                               "', not '" + def.name + "'");
+      diags.add(name, line, "/definition",
+                "workload " + t.workload.uuid + " is for definition '" + t.definition + "', not '" + def.name + "'");
     if (!seen.insert(t.workload.uuid).second)
       diags.add(name, line, "/workload/uuid", "duplicate workload uuid " + t.workload.uuid);
     check_workload(def, t.workload, name, line, "/workload", diags, &blobs);
@@ -49,6 +49,36 @@ std::optional<Solution> load_pack_solution(const stdfs::path& root, const std::s
     return std::nullopt;
   }
   return s;
+}
+
+// The [roofline] formulas name axes of the definition and evaluate on every workload.
+void check_roofline(const TaskPack& pack, const std::string& toml_file, Diagnostics& diags) {
+  for (const auto& [key, expr] :
+       {std::pair{"bytes", &pack.settings.roofline_bytes}, std::pair{"flops", &pack.settings.roofline_flops}}) {
+    if (!*expr) continue;
+    std::string ptr = std::string("/roofline/") + key;
+    bool names_ok = true;
+    for (const auto& id : (*expr)->identifiers()) {
+      if (pack.definition.axis(id) == nullptr) {
+        diags.add(toml_file, 0, ptr,
+                  std::string("roofline.") + key + ": '" + id + "' is not an axis of the definition");
+        names_ok = false;
+      }
+    }
+    if (!names_ok) continue;
+    for (const auto* list : {&pack.workloads, &pack.holdout}) {
+      for (const auto& w : *list) {
+        auto axes = workload_axes(pack.definition, w);
+        if (!axes.ok()) continue;
+        auto v = (*expr)->evaluate(*axes);
+        if (!v.ok()) {
+          diags.add(toml_file, 0, ptr,
+                    std::string("roofline.") + key + " for workload " + w.uuid + ": " + v.status().message());
+          break;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -86,8 +116,8 @@ Result<TaskPack> load_fib_definition(const stdfs::path& dataset_root, const std:
   if (found == defs.end()) {
     std::string names;
     for (const auto& [n, f] : defs) names += (names.empty() ? "" : ", ") + n;
-    return Status::not_found(dataset_root.string() + ": no definition '" + name + "' (definitions: " +
-                             (names.empty() ? "none" : names) + ")");
+    return Status::not_found(dataset_root.string() + ": no definition '" + name +
+                             "' (definitions: " + (names.empty() ? "none" : names) + ")");
   }
   Diagnostics diags;
   TaskPack pack;
@@ -99,7 +129,8 @@ Result<TaskPack> load_fib_definition(const stdfs::path& dataset_root, const std:
   if (!def) return diagnostics_status(diags);
   pack.definition = std::move(*def);
   if (pack.definition.reference.empty())
-    return Status::bad_input(found->second.string() + ": /reference: the definition has no Python reference to judge by");
+    return Status::bad_input(found->second.string() +
+                             ": /reference: the definition has no Python reference to judge by");
   std::set<std::string> uuids;
   for (auto it = stdfs::recursive_directory_iterator(dataset_root / "workloads", ec);
        !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
@@ -109,7 +140,8 @@ Result<TaskPack> load_fib_definition(const stdfs::path& dataset_root, const std:
   }
   if (!diags.empty()) return diagnostics_status(diags);
   if (pack.workloads.empty())
-    return Status::bad_input(dataset_root.string() + ": no workloads for '" + name + "' (workloads/**/" + name + ".jsonl)");
+    return Status::bad_input(dataset_root.string() + ": no workloads for '" + name + "' (workloads/**/" + name +
+                             ".jsonl)");
   pack.dev_uuids = default_dev_uuids(pack.workloads);
   return pack;
 }
@@ -180,12 +212,17 @@ std::optional<TaskPack> load_task_pack(const stdfs::path& dir, Diagnostics& diag
     for (const auto& n : names)
       if (auto b = load_pack_solution(dir, "baselines/" + n, pack.definition, "baseline '" + n + "'", diags))
         pack.baselines[n] = std::move(*b);
-    if (!st.baseline_name.empty()) pack.baseline_name = st.baseline_name;
-    else if (names.size() == 1) pack.baseline_name = names[0];
-    else if (std::find(names.begin(), names.end(), "naive") != names.end()) pack.baseline_name = "naive";
-    else if (!names.empty()) diags.add(toml_file, 0, "/baseline/name", "several baselines; name one in [baseline] name");
+    if (!st.baseline_name.empty())
+      pack.baseline_name = st.baseline_name;
+    else if (names.size() == 1)
+      pack.baseline_name = names[0];
+    else if (std::find(names.begin(), names.end(), "naive") != names.end())
+      pack.baseline_name = "naive";
+    else if (!names.empty())
+      diags.add(toml_file, 0, "/baseline/name", "several baselines; name one in [baseline] name");
     if (!pack.baseline_name.empty() && std::find(names.begin(), names.end(), pack.baseline_name) == names.end())
-      diags.add(toml_file, 0, "/baseline/name", "baseline '" + pack.baseline_name + "' is not a directory under baselines/");
+      diags.add(toml_file, 0, "/baseline/name",
+                "baseline '" + pack.baseline_name + "' is not a directory under baselines/");
   } else if (!st.baseline_name.empty()) {
     diags.add(toml_file, 0, "/baseline/name", "baseline '" + st.baseline_name + "' named but baselines/ is missing");
   }
@@ -209,44 +246,26 @@ std::optional<TaskPack> load_task_pack(const stdfs::path& dir, Diagnostics& diag
     if (spec == nullptr)
       diags.add(toml_file, 0, "/probes/" + input, "'" + input + "' is not an input of '" + pack.definition.name + "'");
     else if (spec->is_scalar() || !tensor::is_float(spec->dtype))
-      diags.add(toml_file, 0, "/probes/" + input, "probes apply to floating-point tensor inputs; '" + input + "' is " +
-                                                       (spec->is_scalar() ? "a scalar" : "not floating-point"));
+      diags.add(toml_file, 0, "/probes/" + input,
+                "probes apply to floating-point tensor inputs; '" + input + "' is " +
+                    (spec->is_scalar() ? "a scalar" : "not floating-point"));
   }
   for (const auto& o : st.compare_outputs)
     if (pack.definition.output(o) == nullptr)
-      diags.add(toml_file, 0, "/evaluation/compare_outputs", "'" + o + "' is not an output of '" + pack.definition.name + "'");
+      diags.add(toml_file, 0, "/evaluation/compare_outputs",
+                "'" + o + "' is not an output of '" + pack.definition.name + "'");
   if (!st.dev_workloads.empty()) {
     for (const auto& u : st.dev_workloads) {
-      bool found = std::any_of(pack.workloads.begin(), pack.workloads.end(), [&](const Workload& w) { return w.uuid == u; });
-      if (!found) diags.add(toml_file, 0, "/evaluation/dev_workloads", "dev workload " + u + " is not in workloads.jsonl");
+      bool found =
+          std::any_of(pack.workloads.begin(), pack.workloads.end(), [&](const Workload& w) { return w.uuid == u; });
+      if (!found)
+        diags.add(toml_file, 0, "/evaluation/dev_workloads", "dev workload " + u + " is not in workloads.jsonl");
     }
     pack.dev_uuids = st.dev_workloads;
   } else {
     pack.dev_uuids = default_dev_uuids(pack.workloads);
   }
-  for (const auto& [key, expr] : {std::pair{"bytes", &st.roofline_bytes}, std::pair{"flops", &st.roofline_flops}}) {
-    if (!*expr) continue;
-    std::string ptr = std::string("/roofline/") + key;
-    bool names_ok = true;
-    for (const auto& id : (*expr)->identifiers()) {
-      if (pack.definition.axis(id) == nullptr) {
-        diags.add(toml_file, 0, ptr, std::string("roofline.") + key + ": '" + id + "' is not an axis of the definition");
-        names_ok = false;
-      }
-    }
-    if (!names_ok) continue;
-    for (const auto* list : {&pack.workloads, &pack.holdout}) {
-      for (const auto& w : *list) {
-        auto axes = workload_axes(pack.definition, w);
-        if (!axes.ok()) continue;
-        auto v = (*expr)->evaluate(*axes);
-        if (!v.ok()) {
-          diags.add(toml_file, 0, ptr, std::string("roofline.") + key + " for workload " + w.uuid + ": " + v.status().message());
-          break;
-        }
-      }
-    }
-  }
+  check_roofline(pack, toml_file, diags);
   if (diags.size() > before) return std::nullopt;
   return pack;
 }

@@ -20,22 +20,22 @@ namespace kda::task {
 struct TaskPack {
   std::filesystem::path root;
   Definition definition;
-  std::vector<Workload> workloads;  // workloads.jsonl, in file order
-  std::vector<Workload> holdout;    // holdout.jsonl (never shown to agents); may be empty
-  Solution reference;               // <reference_dir>/ (settings.reference_dir)
-  std::optional<Solution> cpu_reference;    // <cpu_reference_dir>/ when configured
+  std::vector<Workload> workloads;            // workloads.jsonl, in file order
+  std::vector<Workload> holdout;              // holdout.jsonl (never shown to agents); may be empty
+  Solution reference;                         // <reference_dir>/ (settings.reference_dir)
+  std::optional<Solution> cpu_reference;      // <cpu_reference_dir>/ when configured
   std::map<std::string, Solution> baselines;  // baselines/<name>/
-  std::string baseline_name;        // the baseline speedups are measured against ("" when none)
+  std::string baseline_name;                  // the baseline speedups are measured against ("" when none)
   TaskSettings settings;
-  Backend backend = Backend::kHost;  // settings.backend, else implied by the reference language
-  std::vector<std::string> dev_uuids;  // settings.dev_workloads, else 8 evenly spaced workloads
+  Backend backend = Backend::kHost;       // settings.backend, else implied by the reference language
+  std::vector<std::string> dev_uuids;     // settings.dev_workloads, else 8 evenly spaced workloads
   std::filesystem::path definition_file;  // root/definition.json, or the dataset's definitions/**/<name>.json
   // A FlashInfer-Bench definition taken as a task (load_fib_definition): no reference solution;
   // the definition's Python reference judges, through the torch oracle.
   bool python_reference_only = false;
 
   const Workload* workload(const std::string& uuid) const;  // searches workloads then holdout
-  const Solution* baseline() const;                          // nullptr when none
+  const Solution* baseline() const;                         // nullptr when none
 };
 
 // A FlashInfer-Bench dataset's definition as a task: definitions/**/<name>.json, its workloads from
@@ -44,7 +44,8 @@ struct TaskPack {
 // workloads, and python_reference_only. `backend`: the candidate's (cpp -> host, cuda -> CUDA).
 // Errors: kNotFound naming the definitions present when `name` is not one; kBadInput listing every
 // problem of the definition or its workloads.
-Result<TaskPack> load_fib_definition(const std::filesystem::path& dataset_root, const std::string& name, Backend backend);
+Result<TaskPack> load_fib_definition(const std::filesystem::path& dataset_root, const std::string& name,
+                                     Backend backend);
 // The definitions of a dataset (definitions/**/*.json), by name: the file each is in.
 std::map<std::string, std::filesystem::path> fib_definition_files(const std::filesystem::path& dataset_root);
 

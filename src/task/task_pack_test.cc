@@ -33,7 +33,9 @@ class PackCopy {
   }
   ~PackCopy() { stdfs::remove_all(dir_.parent_path()); }
   const stdfs::path& dir() const { return dir_; }
-  void write(const std::string& rel, const std::string& text) { ASSERT_TRUE(fs::write_file_atomic(dir_ / rel, text).ok()); }
+  void write(const std::string& rel, const std::string& text) {
+    ASSERT_TRUE(fs::write_file_atomic(dir_ / rel, text).ok());
+  }
   void append(const std::string& rel, const std::string& text) { write(rel, *fs::read_file(dir_ / rel) + text); }
   void replace(const std::string& rel, const std::string& from, const std::string& to) {
     std::string t = *fs::read_file(dir_ / rel);
@@ -310,7 +312,8 @@ TEST(Settings, TypesRangesAndKeysNamed) {
   EXPECT_TRUE(names(toml_problems("[evaluation]\nmatched_ratio = 1.5\n"), "task.toml", "/evaluation/matched_ratio"));
   EXPECT_TRUE(names(toml_problems("[evaluation]\nbackend = \"tpu\"\n"), "task.toml", "/evaluation/backend"));
   EXPECT_TRUE(names(toml_problems("[evaluation]\nchecker = \"exact\"\n"), "task.toml", "/evaluation/checker"));
-  EXPECT_TRUE(names(toml_problems("[evaluation]\ncompare_outputs = [1]\n"), "task.toml", "/evaluation/compare_outputs"));
+  EXPECT_TRUE(
+      names(toml_problems("[evaluation]\ncompare_outputs = [1]\n"), "task.toml", "/evaluation/compare_outputs"));
   EXPECT_TRUE(names(toml_problems("[timing]\ntrials = 0\n"), "task.toml", "/timing/trials"));
   EXPECT_TRUE(names(toml_problems("[timing]\nwarmup = 1.5\n"), "task.toml", "/timing/warmup"));
   EXPECT_TRUE(names(toml_problems("[timing]\ncall_timeout_s = 0\n"), "task.toml", "/timing/call_timeout_s"));
@@ -436,7 +439,8 @@ TEST(FibDefinition, LoadsADatasetDefinitionAsATask) {
   auto bad = load_fib_definition(kFixtures / "bad_dataset", "gemm_n64_k32", Backend::kHost);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().kind(), ErrorKind::kBadInput);
-  EXPECT_NE(bad.status().message().find("gemm_n64_k32.jsonl:1: /workload/inputs/X: 'X' is not an input"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("gemm_n64_k32.jsonl:1: /workload/inputs/X: 'X' is not an input"),
+            std::string::npos)
       << bad.status().message();
 }
 

@@ -109,8 +109,10 @@ std::optional<Evaluation> evaluation_from_json(const ojson& j, const std::string
   if (!r.expect_object(j, pointer)) return std::nullopt;
   Evaluation e;
   if (auto s = r.string(j, pointer, "status", true)) {
-    if (auto st = status_from_name(*s)) e.status = *st;
-    else r.error(child_pointer(pointer, "status"), "unknown status \"" + *s + "\"");
+    if (auto st = status_from_name(*s))
+      e.status = *st;
+    else
+      r.error(child_pointer(pointer, "status"), "unknown status \"" + *s + "\"");
   }
   std::string ep = child_pointer(pointer, "environment");
   if (const ojson* env = r.member(j, pointer, "environment", true); env != nullptr && r.expect_object(*env, ep)) {
@@ -136,7 +138,8 @@ std::optional<Evaluation> evaluation_from_json(const ojson& j, const std::string
   if (parts_ok) {
     if (Status s = check_status_rules(e); !s.ok()) {
       // Name the field that is missing or forbidden.
-      bool missing_corr = !e.correctness && (e.status == EvalStatus::kPassed || e.status == EvalStatus::kIncorrectNumerical);
+      bool missing_corr =
+          !e.correctness && (e.status == EvalStatus::kPassed || e.status == EvalStatus::kIncorrectNumerical);
       bool extra_corr = e.correctness && e.status != EvalStatus::kPassed && e.status != EvalStatus::kIncorrectNumerical;
       std::string field = (missing_corr || extra_corr) ? "correctness" : "performance";
       r.error(child_pointer(pointer, field), s.message());
@@ -154,17 +157,23 @@ std::optional<Trace> trace_from_json(const ojson& j, const std::string& file, in
   bool ok = true;
   if (const ojson* w = r.member(j, "", "workload", true)) {
     auto wl = workload_from_json(*w, file, line, "/workload", diags);
-    if (wl) t.workload = std::move(*wl);
-    else ok = false;
+    if (wl)
+      t.workload = std::move(*wl);
+    else
+      ok = false;
   }
   if (const ojson* s = r.member(j, "", "solution", false)) {
-    if (s->is_string() && !s->get<std::string>().empty()) t.solution = s->get<std::string>();
-    else r.error("/solution", "must be a non-empty string or null");
+    if (s->is_string() && !s->get<std::string>().empty())
+      t.solution = s->get<std::string>();
+    else
+      r.error("/solution", "must be a non-empty string or null");
   }
   if (const ojson* e = r.member(j, "", "evaluation", false)) {
     auto ev = evaluation_from_json(*e, file, line, "/evaluation", diags);
-    if (ev) t.evaluation = std::move(*ev);
-    else ok = false;
+    if (ev)
+      t.evaluation = std::move(*ev);
+    else
+      ok = false;
   }
   if (ok && t.evaluation && !t.solution) r.error("/solution", "a trace with an evaluation must name its solution");
   if (ok && t.solution && !t.evaluation) r.error("/evaluation", "a trace naming a solution must have an evaluation");

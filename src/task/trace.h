@@ -57,7 +57,7 @@ struct Evaluation {
   std::string log;
   std::optional<Correctness> correctness;  // PASSED and INCORRECT_NUMERICAL only
   std::optional<Performance> performance;  // PASSED only
-  nlohmann::json kda;  // kda's own fields (baseline, quantiles, integrity, ...); null when absent
+  nlohmann::json kda;                      // kda's own fields (baseline, quantiles, integrity, ...); null when absent
   nlohmann::json to_json() const;
   bool operator==(const Evaluation&) const = default;
 };

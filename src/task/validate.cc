@@ -53,8 +53,8 @@ struct Context {
 };
 
 // Checks workload / trace lines against the definitions of `ctx`.
-void check_lines(const std::vector<NumberedTrace>& lines, const std::string& file, const Context& ctx,
-                 bool check_blobs, ValidationReport& report) {
+void check_lines(const std::vector<NumberedTrace>& lines, const std::string& file, const Context& ctx, bool check_blobs,
+                 ValidationReport& report) {
   std::set<std::pair<std::string, std::string>> seen;  // (definition, uuid) for workload files
   std::optional<BlobCheck> blobs;
   if (check_blobs && ctx.root) blobs = BlobCheck{*ctx.root};
@@ -147,7 +147,8 @@ Context context_of(const stdfs::path& file) {
   for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
     Diagnostics quiet;
     if (is_task_pack(dir)) {
-      if (auto def = load_definition(dir / "definition.json", quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+      if (auto def = load_definition(dir / "definition.json", quiet))
+        ctx.definitions.emplace(def->name, std::move(*def));
       ctx.root = dir;
       ctx.known = !ctx.definitions.empty();
       return ctx;
@@ -227,8 +228,9 @@ PathKind detect_path_kind(const stdfs::path& path) {
 }
 
 nlohmann::json ValidationCounts::to_json() const {
-  return {{"definitions", definitions}, {"workloads", workloads}, {"solutions", solutions}, {"traces", traces},
-          {"packs", packs},             {"blobs", blobs},         {"settings", settings}};
+  return {{"definitions", definitions}, {"workloads", workloads}, {"solutions", solutions},
+          {"traces", traces},           {"packs", packs},         {"blobs", blobs},
+          {"settings", settings}};
 }
 
 nlohmann::json ValidationReport::to_json() const {
@@ -269,7 +271,9 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const Val
         check_lines(load_trace_lines(path, report.problems, /*workloads_only=*/true), file, context_of(path),
                     !options.schema_only, report);
         break;
-      case PathKind::kTraces: check_lines(load_trace_lines(path, report.problems), file, context_of(path), false, report); break;
+      case PathKind::kTraces:
+        check_lines(load_trace_lines(path, report.problems), file, context_of(path), false, report);
+        break;
       case PathKind::kSettings:
         if (load_settings(path, report.problems)) ++report.counts.settings;
         break;

@@ -84,10 +84,12 @@ TEST(Validate, BadDatasetListsEveryProblem) {
 TEST(Validate, DatasetCrossChecks) {
   stdfs::path root = copy_of("good_dataset");
   // Unknown definition, duplicate names, unknown solution in a trace.
-  ASSERT_TRUE(fs::write_file_atomic(root / "workloads/extra.jsonl",
-                                    R"({"definition": "nope", "workload": {"uuid": "x", "axes": {}, "inputs": {}}, "solution": null, "evaluation": null})"
-                                    "\n")
-                  .ok());
+  ASSERT_TRUE(
+      fs::write_file_atomic(
+          root / "workloads/extra.jsonl",
+          R"({"definition": "nope", "workload": {"uuid": "x", "axes": {}, "inputs": {}}, "solution": null, "evaluation": null})"
+          "\n")
+          .ok());
   stdfs::copy(root / "definitions/gemm/gemm_n64_k32.json", root / "definitions/gemm/copy.json");
   stdfs::copy(root / "solutions/elementwise/vector_add_f32/vector_add_cpp_naive.json", root / "solutions/copy.json");
   std::string traces = *fs::read_file(root / "traces/elementwise/vector_add_f32.jsonl");
@@ -103,7 +105,9 @@ TEST(Validate, DatasetCrossChecks) {
 
 TEST(Validate, DatasetBlobsRelativeToRoot) {
   stdfs::path root = copy_of("good_dataset");
-  stdfs::path blob = root / "blob/workloads/elementwise/vector_add_f32/vector_add_f32_11111111-0000-4000-8000-000000000002.safetensors";
+  stdfs::path blob =
+      root /
+      "blob/workloads/elementwise/vector_add_f32/vector_add_f32_11111111-0000-4000-8000-000000000002.safetensors";
   tensor::Tensor wrong(tensor::DType::kFloat32, {2, 2});
   ASSERT_TRUE(tensor::write_safetensors(blob, {{"a", &wrong}}).ok());
   ValidationReport r = validate_paths({root});
@@ -182,7 +186,8 @@ TEST(Validate, ABuildTomlKdaWouldRefuseIsAProblem) {
   EXPECT_FALSE(bad.valid());
   EXPECT_TRUE(names(bad.problems, sol.string(), "/sources", 0)) << all_problems(bad.problems);
   EXPECT_NE(all_problems(bad.problems).find("build.toml:1: flags: '-include/etc/passwd' is not allowed for cpp"),
-            std::string::npos) << all_problems(bad.problems);
+            std::string::npos)
+      << all_problems(bad.problems);
   stdfs::remove_all(root.parent_path());
 }
 
@@ -198,7 +203,8 @@ TEST(Validate, AnUnlistedBuildTomlIsAWarning) {
     ASSERT_EQ(r.warnings.size(), 1u) << all_problems(r.warnings);
     EXPECT_TRUE(names(r.warnings, path.string(), "/sources", 0)) << all_problems(r.warnings);
     EXPECT_NE(r.warnings.items()[0].message.find("build.toml lies beside solution.json but is not among its sources"),
-              std::string::npos) << r.warnings.items()[0].message;
+              std::string::npos)
+        << r.warnings.items()[0].message;
   }
   auto j = nlohmann::json::parse(*fs::read_file(dir / "solution.json"));
   j["sources"].push_back({{"path", "build.toml"}});
@@ -225,12 +231,11 @@ TEST(Validate, DetectsKinds) {
 }
 
 TEST(Validate, SingleFilesUseTheirDatasetOrPack) {
-  ValidationReport ok = validate_paths({kFixtures / "good_dataset/workloads/elementwise/vector_add_f32.jsonl",
-                                        kFixtures / "good_dataset/traces/elementwise/vector_add_f32.jsonl",
-                                        kFixtures / "pack_vector_add/workloads.jsonl",
-                                        kFixtures / "pack_vector_add/reference",
-                                        kFixtures / "pack_vector_add/task.toml",
-                                        kFixtures / "good_dataset/definitions/gemm/gemm_n64_k32.json"});
+  ValidationReport ok = validate_paths(
+      {kFixtures / "good_dataset/workloads/elementwise/vector_add_f32.jsonl",
+       kFixtures / "good_dataset/traces/elementwise/vector_add_f32.jsonl",
+       kFixtures / "pack_vector_add/workloads.jsonl", kFixtures / "pack_vector_add/reference",
+       kFixtures / "pack_vector_add/task.toml", kFixtures / "good_dataset/definitions/gemm/gemm_n64_k32.json"});
   EXPECT_TRUE(ok.valid()) << all_problems(ok.problems);
   EXPECT_EQ(ok.counts.blobs, 2);  // checked against the dataset root and the pack directory
   ValidationReport bad = validate_paths({kFixtures / "bad_dataset/workloads/gemm_n64_k32.jsonl"});
@@ -249,12 +254,20 @@ class Mutator {
     for (int e = 0; e < edits; ++e) {
       size_t pos = s.empty() ? 0 : rng_() % s.size();
       switch (rng_() % 6) {
-        case 0: if (!s.empty()) s[pos] = static_cast<char>(rng_() % 256); break;
+        case 0:
+          if (!s.empty()) s[pos] = static_cast<char>(rng_() % 256);
+          break;
         case 1: s.insert(pos, 1, kChars[rng_() % kChars.size()]); break;
-        case 2: if (!s.empty()) s.erase(pos, 1 + rng_() % 16); break;
-        case 3: if (!s.empty()) s.insert(pos, s.substr(rng_() % s.size(), rng_() % 64)); break;
+        case 2:
+          if (!s.empty()) s.erase(pos, 1 + rng_() % 16);
+          break;
+        case 3:
+          if (!s.empty()) s.insert(pos, s.substr(rng_() % s.size(), rng_() % 64));
+          break;
         case 4: s.resize(pos); break;
-        case 5: if (!s.empty()) std::swap(s[pos], s[rng_() % s.size()]); break;
+        case 5:
+          if (!s.empty()) std::swap(s[pos], s[rng_() % s.size()]);
+          break;
       }
     }
     return s;
@@ -279,7 +292,8 @@ void fuzz(const std::string& seed_text, uint32_t seed, F&& load) {
 
 TEST(Fuzz, JsonAndJsonlLoaders) {
   std::string def = *fs::read_file(kFixtures / "good_dataset/definitions/gemm/gemm_n64_k32.json");
-  std::string sol = *fs::read_file(kFixtures / "good_dataset/solutions/elementwise/vector_add_f32/vector_add_cpp_naive.json");
+  std::string sol =
+      *fs::read_file(kFixtures / "good_dataset/solutions/elementwise/vector_add_f32/vector_add_cpp_naive.json");
   std::string wl = *fs::read_file(kFixtures / "good_dataset/workloads/elementwise/vector_add_f32.jsonl");
   std::string tr = *fs::read_file(kFixtures / "good_dataset/traces/elementwise/vector_add_f32.jsonl");
   Definition parsed_def = *load_definition(kFixtures / "good_dataset/definitions/elementwise/vector_add_f32.json");
@@ -308,8 +322,9 @@ TEST(Fuzz, JsonAndJsonlLoaders) {
 
 TEST(Fuzz, DeepNestingIsRefused) {
   Diagnostics d;
-  std::string deep = R"({"definition": "x", "workload": {"uuid": "u", "axes": {}, "inputs": {}}, "solution": "s", "evaluation": {"kda": )" +
-                     std::string(100000, '[') + std::string(100000, ']') + "}}";
+  std::string deep =
+      R"({"definition": "x", "workload": {"uuid": "u", "axes": {}, "inputs": {}}, "solution": "s", "evaluation": {"kda": )" +
+      std::string(100000, '[') + std::string(100000, ']') + "}}";
   EXPECT_TRUE(trace_lines_from_jsonl(deep, "deep.jsonl", d).empty());
   EXPECT_TRUE(names(d, "deep.jsonl", "", 1));
 }
@@ -319,7 +334,8 @@ TEST(Fuzz, TomlAndExpressions) {
                      "[reference]\ncpu_solution = \"x\"\n[inputs]\ngenerator = \"g\"\n";
   fuzz(toml, 4, [&](const std::string& t) {
     Diagnostics d;
-    if (auto s = settings_from_toml(t, "task.toml", d)) (void)s->to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (auto s = settings_from_toml(t, "task.toml", d))
+      (void)s->to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   });
   fuzz("min(ceil_div(max(seq_len - 7, 0), 16), 32) * 44050944 + (n / 2)", 5, [&](const std::string& t) {
     if (auto e = Expression::parse(t); e.ok()) (void)e->evaluate({{"seq_len", 9}, {"n", 0}});
@@ -329,8 +345,8 @@ TEST(Fuzz, TomlAndExpressions) {
 TEST(Fuzz, TaskPackLoader) {
   stdfs::path root = copy_of("pack_vector_add");
   Mutator m(6);
-  const std::vector<std::string> files{"definition.json", "workloads.jsonl", "holdout.jsonl", "task.toml",
-                                       "reference/solution.json", "blob/a4.safetensors"};
+  const std::vector<std::string> files{"definition.json", "workloads.jsonl",         "holdout.jsonl",
+                                       "task.toml",       "reference/solution.json", "blob/a4.safetensors"};
   std::map<std::string, std::string> originals;
   for (const auto& f : files) originals[f] = *fs::read_file(root / f);
   for (int i = 0; i < 120; ++i) {
@@ -381,14 +397,17 @@ RunResult run_kda(const std::vector<std::string>& args) {
 
 TEST(Cli, ValidateExitCodesAndMessages) {
   if (!stdfs::exists(std::string(KDA_BINARY_DIR) + "/kda")) GTEST_SKIP() << "kda binary not built";
-  RunResult good = run_kda({"task", "validate", (kFixtures / "good_dataset").string(), (kFixtures / "pack_vector_add").string()});
+  RunResult good =
+      run_kda({"task", "validate", (kFixtures / "good_dataset").string(), (kFixtures / "pack_vector_add").string()});
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_NE(good.out.find("valid: "), std::string::npos);
 
   RunResult bad = run_kda({"task", "validate", (kFixtures / "bad_dataset").string()});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("bad_dataset/definitions/vector_add_f32.json: /outputs/out/shape/0: "), std::string::npos) << bad.err;
-  EXPECT_NE(bad.err.find("bad_dataset/workloads/gemm_n64_k32.jsonl:1: /workload/inputs/X: "), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("bad_dataset/definitions/vector_add_f32.json: /outputs/out/shape/0: "), std::string::npos)
+      << bad.err;
+  EXPECT_NE(bad.err.find("bad_dataset/workloads/gemm_n64_k32.jsonl:1: /workload/inputs/X: "), std::string::npos)
+      << bad.err;
   EXPECT_NE(bad.err.find("bad_dataset/traces/gemm.jsonl:1: /evaluation/performance: "), std::string::npos) << bad.err;
 
   RunResult js = run_kda({"task", "validate", "--json", (kFixtures / "bad_dataset").string()});
@@ -423,8 +442,8 @@ TEST(Cli, ListAndShow) {
   EXPECT_EQ(w["roofline"]["bytes"], 48.0);
   EXPECT_EQ(w["tensors"][0]["resolved_shape"], nlohmann::json::array({4}));
 
-  RunResult hidden = run_kda({"task", "show", "--workload", "33333333-0000-4000-8000-000000000004",
-                              (kFixtures / "pack_vector_add").string()});
+  RunResult hidden = run_kda(
+      {"task", "show", "--workload", "33333333-0000-4000-8000-000000000004", (kFixtures / "pack_vector_add").string()});
   EXPECT_EQ(hidden.exit_code, 2);
   RunResult broken = run_kda({"task", "show", (kFixtures / "bad_dataset").string()});
   EXPECT_EQ(broken.exit_code, 2);

@@ -52,8 +52,7 @@ std::optional<Workload> workload_from_json(const ojson& j, const std::string& fi
     }
   }
   std::string ip = child_pointer(pointer, "inputs");
-  if (const ojson* inputs = r.member(j, pointer, "inputs", true);
-      inputs != nullptr && r.expect_object(*inputs, ip)) {
+  if (const ojson* inputs = r.member(j, pointer, "inputs", true); inputs != nullptr && r.expect_object(*inputs, ip)) {
     for (const auto& [name, s] : inputs->items()) {
       std::string p = child_pointer(ip, name);
       if (!r.expect_object(s, p)) continue;
@@ -92,8 +91,7 @@ Result<std::map<std::string, int64_t>> workload_axes(const Definition& def, cons
   std::map<std::string, int64_t> axes = def.const_axes();
   for (const auto& name : def.var_axes()) {
     auto it = w.axes.find(name);
-    if (it == w.axes.end())
-      return Status::bad_input("workload " + w.uuid + ": var axis '" + name + "' has no value");
+    if (it == w.axes.end()) return Status::bad_input("workload " + w.uuid + ": var axis '" + name + "' has no value");
     axes[name] = it->second;
   }
   return axes;
@@ -108,8 +106,8 @@ void check_workload(const Definition& def, const Workload& w, const std::string&
     if (a == nullptr) {
       r.error(child_pointer(ap, name), "axis '" + name + "' is not declared by definition '" + def.name + "'");
     } else if (a->kind == AxisSpec::Kind::kConst && a->value != value) {
-      r.error(child_pointer(ap, name), "axis '" + name + "' is const " + std::to_string(a->value) + " in '" +
-                                           def.name + "', got " + std::to_string(value));
+      r.error(child_pointer(ap, name), "axis '" + name + "' is const " + std::to_string(a->value) + " in '" + def.name +
+                                           "', got " + std::to_string(value));
     }
   }
   for (const auto& name : def.var_axes())
@@ -127,7 +125,8 @@ void check_workload(const Definition& def, const Workload& w, const std::string&
       case InputSpec::Kind::kRandom: break;
       case InputSpec::Kind::kScalar:
         if (!t->is_scalar()) {
-          r.error(child_pointer(p, "type"), "input '" + name + "' is a tensor; a \"scalar\" spec is only for shape-null inputs");
+          r.error(child_pointer(p, "type"),
+                  "input '" + name + "' is a tensor; a \"scalar\" spec is only for shape-null inputs");
         } else if (tensor::is_integer(t->dtype) && t->dtype != tensor::DType::kBool &&
                    !spec.value.is_number_integer()) {
           r.error(child_pointer(p, "value"), "scalar '" + name + "' is " + std::string(tensor::dtype_name(t->dtype)) +
@@ -138,7 +137,8 @@ void check_workload(const Definition& def, const Workload& w, const std::string&
         break;
       case InputSpec::Kind::kSafetensors: {
         if (t->is_scalar()) {
-          r.error(child_pointer(p, "type"), "input '" + name + "' is a scalar; scalars are passed by value (\"scalar\" spec)");
+          r.error(child_pointer(p, "type"),
+                  "input '" + name + "' is a scalar; scalars are passed by value (\"scalar\" spec)");
           break;
         }
         if (blobs == nullptr || !is_safe_relative_path(spec.path)) break;

@@ -29,8 +29,8 @@ struct InputSpec {
 
 struct Workload {
   std::string uuid;
-  std::map<std::string, int64_t> axes;       // var axis values
-  std::map<std::string, InputSpec> inputs;   // inputs not listed are random
+  std::map<std::string, int64_t> axes;      // var axis values
+  std::map<std::string, InputSpec> inputs;  // inputs not listed are random
   nlohmann::json to_json() const;
   bool operator==(const Workload&) const = default;
   // The spec of `input` (random when not listed).

@@ -24,9 +24,9 @@ enum class DType : uint8_t {
   kBool,
 };
 
-inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16,    DType::kBFloat16, DType::kFloat8E4M3FN,
+inline constexpr DType kAllDTypes[] = {DType::kFloat32,    DType::kFloat16,    DType::kBFloat16, DType::kFloat8E4M3FN,
                                        DType::kFloat8E5M2, DType::kFloat4E2M1, DType::kInt64,    DType::kInt32,
-                                       DType::kInt16,   DType::kInt8,       DType::kUInt8,    DType::kBool};
+                                       DType::kInt16,      DType::kInt8,       DType::kUInt8,    DType::kBool};
 
 // FlashInfer-Bench spelling: "float32", "bfloat16", "float8_e4m3fn", "float4_e2m1", "bool", ...
 std::string_view dtype_name(DType t);

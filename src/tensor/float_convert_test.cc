@@ -14,8 +14,8 @@ namespace {
 // An independent decoder: the textbook formula with ldexp, written without the bit tricks of float_convert.h.
 struct Spec {
   int exp_bits, man_bits;
-  bool ieee_specials;   // all-ones exponent is Inf/NaN
-  bool fn_nan;          // S.1..1.1..1 is the only NaN (e4m3fn)
+  bool ieee_specials;  // all-ones exponent is Inf/NaN
+  bool fn_nan;         // S.1..1.1..1 is the only NaN (e4m3fn)
 };
 constexpr Spec kHalf{5, 10, true, false};
 constexpr Spec kBf16{8, 7, true, false};
@@ -173,7 +173,7 @@ TEST(FloatConvert, RandomValuesMatchExhaustiveNearest) {
     int min_exp, max_exp;
     uint32_t (*encode)(float);
     uint32_t (*encode_d)(double);
-    double overflow_at;      // |x| beyond this (or equal, if inclusive) gives overflow_code
+    double overflow_at;  // |x| beyond this (or equal, if inclusive) gives overflow_code
     bool inclusive;
     uint32_t overflow_code;  // without sign
   };

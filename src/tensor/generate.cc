@@ -20,7 +20,7 @@ constexpr int64_t kMinElementsPerThread = 1 << 16;
 // targets below, with D a constant so that the per-element dtype switch folds away.
 template <DType D>
 __attribute__((always_inline)) inline void fill_blocks_typed(std::byte* data, int64_t numel, uint64_t seed,
-                                                              uint64_t stream, int64_t block_begin, int64_t block_end) {
+                                                             uint64_t stream, int64_t block_begin, int64_t block_end) {
   constexpr int kBits = random_storage_bits(D);
   for (int64_t b = block_begin; b < block_end; ++b) {
     const Philox4x32 w = philox_block(seed, stream, static_cast<uint64_t>(b));
@@ -48,7 +48,7 @@ __attribute__((always_inline)) inline void fill_blocks_typed(std::byte* data, in
 }
 
 __attribute__((always_inline)) inline void fill_blocks(DType dtype, std::byte* data, int64_t numel, uint64_t seed,
-                                                        uint64_t stream, int64_t block_begin, int64_t block_end) {
+                                                       uint64_t stream, int64_t block_begin, int64_t block_end) {
   switch (dtype) {
 #define KDA_FILL_CASE(D) \
   case D: fill_blocks_typed<D>(data, numel, seed, stream, block_begin, block_end); return;
@@ -94,9 +94,9 @@ void fill_random(Tensor& t, uint64_t seed, uint64_t stream, const FillOptions& o
   const int64_t blocks = (numel + 3) / 4;
   auto* fill = (options.use_fma_unit && host_has_fma()) ? &fill_blocks_fma : &fill_blocks_portable;
 
-  const int64_t wanted = options.threads > 0 ? options.threads
-                                             : std::min<int64_t>(std::thread::hardware_concurrency(),
-                                                                 numel / kMinElementsPerThread);
+  const int64_t wanted = options.threads > 0
+                             ? options.threads
+                             : std::min<int64_t>(std::thread::hardware_concurrency(), numel / kMinElementsPerThread);
   const int64_t threads = std::clamp<int64_t>(wanted, 1, std::min<int64_t>(blocks, 256));
   // Each thread owns whole blocks, and a block owns whole bytes (even for float4), so no two threads share a byte.
   const int64_t per = (blocks + threads - 1) / threads;

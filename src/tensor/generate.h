@@ -21,7 +21,7 @@ Tensor generate_random(DType dtype, std::vector<int64_t> shape, uint64_t seed, u
 void fill_random(Tensor& t, uint64_t seed, uint64_t stream);
 
 struct FillOptions {
-  int threads = 0;         // 0: up to std::thread::hardware_concurrency(), for tensors big enough to pay off
+  int threads = 0;           // 0: up to std::thread::hardware_concurrency(), for tensors big enough to pay off
   bool use_fma_unit = true;  // use the CPU's FMA instructions when present (else libm fmaf); same bits either way
 };
 void fill_random(Tensor& t, uint64_t seed, uint64_t stream, const FillOptions& options);

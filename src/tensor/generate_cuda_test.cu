@@ -18,13 +18,13 @@ namespace {
 using kda::tensor::DType;
 
 // In a function returning a failure count: report a CUDA error and count it as one failure.
-#define CUDA_OK(expr)                                                                                \
-  do {                                                                                               \
-    const cudaError_t err_ = (expr);                                                                 \
-    if (err_ != cudaSuccess) {                                                                       \
+#define CUDA_OK(expr)                                                                               \
+  do {                                                                                              \
+    const cudaError_t err_ = (expr);                                                                \
+    if (err_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      return 1;                                                                                      \
-    }                                                                                                \
+      return 1;                                                                                     \
+    }                                                                                               \
   } while (0)
 
 __global__ void random_kernel(DType dtype, uint64_t seed, uint64_t stream, int64_t n, uint64_t* out) {
@@ -117,8 +117,8 @@ int check_conversions() {
     for (int k = 0; k < 7; ++k) {
       if (got[7 * i + k] == want[k]) continue;
       if (bad++ < 5)
-        std::fprintf(stderr, "conversion %d of pattern 0x%08x: device 0x%x host 0x%x\n", k, patterns[i],
-                     got[7 * i + k], want[k]);
+        std::fprintf(stderr, "conversion %d of pattern 0x%08x: device 0x%x host 0x%x\n", k, patterns[i], got[7 * i + k],
+                     want[k]);
     }
   }
   std::printf("conversions: %lld patterns x 7, %lld differ\n", (long long)n, (long long)bad);

@@ -155,7 +155,8 @@ TEST(Generate, ValuesDependOnlyOnSeedStreamAndIndex) {
   for (DType d : kAllDTypes) {
     const Tensor big = generate_random(d, {4099}, 11, 3);
     const Tensor shaped = generate_random(d, {2, 7}, 11, 3);
-    for (int64_t i = 0; i < big.numel(); ++i) ASSERT_EQ(big.get_bits(i), random_element_bits(d, 11, 3, i)) << dtype_name(d) << i;
+    for (int64_t i = 0; i < big.numel(); ++i)
+      ASSERT_EQ(big.get_bits(i), random_element_bits(d, 11, 3, i)) << dtype_name(d) << i;
     for (int64_t i = 0; i < shaped.numel(); ++i) ASSERT_EQ(shaped.get_bits(i), big.get_bits(i)) << dtype_name(d);
     if (d == DType::kBool) continue;
     EXPECT_FALSE(big.bitwise_equal(generate_random(d, {4099}, 11, 4))) << "stream matters: " << dtype_name(d);

@@ -87,10 +87,10 @@ KDA_HD_FORCEINLINE float log_positive(float u) {
   const float s = div_rn(f, add_rn(2.0f, f));
   const float z = mul_rn(s, s);
   float p = fma_rn(z, 0x1.745d18p-4f, 0x1.c71c72p-4f);  // 1/11, 1/9
-  p = fma_rn(z, p, 0x1.24924ap-3f);                      // 1/7
-  p = fma_rn(z, p, 0x1.99999ap-3f);                      // 1/5
-  p = fma_rn(z, p, 0x1.555556p-2f);                      // 1/3
-  const float t = add_rn(s, s);                          // 2s, exact
+  p = fma_rn(z, p, 0x1.24924ap-3f);                     // 1/7
+  p = fma_rn(z, p, 0x1.99999ap-3f);                     // 1/5
+  p = fma_rn(z, p, 0x1.555556p-2f);                     // 1/3
+  const float t = add_rn(s, s);                         // 2s, exact
   const float ln_m = fma_rn(mul_rn(t, z), p, t);
   const float fe = static_cast<float>(e);
   // ln 2 split so that e * hi is exact for |e| < 256.
@@ -100,9 +100,9 @@ KDA_HD_FORCEINLINE float log_positive(float u) {
 // sin and cos of 2*pi * k * 2^-24 for a 24-bit k: the angle is (pi/2)(n + x) with n = round(k / 2^22) and
 // x in [-1/2, 1/2] exact, then Taylor polynomials of sin(pi/2 x) (through x^11) and cos(pi/2 x) (through x^12).
 KDA_HD_FORCEINLINE void sincos_turn24(uint32_t k, float& sin_out, float& cos_out) {
-  const uint32_t n = (k + (1u << 21)) >> 22;                             // 0..4
+  const uint32_t n = (k + (1u << 21)) >> 22;                                  // 0..4
   const int32_t r = static_cast<int32_t>(k) - static_cast<int32_t>(n << 22);  // [-2^21, 2^21)
-  const float x = mul_rn(static_cast<float>(r), 0x1p-22f);               // exact
+  const float x = mul_rn(static_cast<float>(r), 0x1p-22f);                    // exact
   const float z = mul_rn(x, x);
   float ps = fma_rn(z, -0x1.e30750p-19f, 0x1.507834p-13f);
   ps = fma_rn(z, ps, -0x1.32d2ccp-8f);
@@ -117,10 +117,22 @@ KDA_HD_FORCEINLINE void sincos_turn24(uint32_t k, float& sin_out, float& cos_out
   pc = fma_rn(z, pc, -0x1.3bd3ccp+0f);
   const float cx = fma_rn(z, pc, 1.0f);
   switch (n & 3u) {
-    case 0: sin_out = sx; cos_out = cx; break;
-    case 1: sin_out = cx; cos_out = -sx; break;
-    case 2: sin_out = -sx; cos_out = -cx; break;
-    default: sin_out = -cx; cos_out = sx; break;
+    case 0:
+      sin_out = sx;
+      cos_out = cx;
+      break;
+    case 1:
+      sin_out = cx;
+      cos_out = -sx;
+      break;
+    case 2:
+      sin_out = -sx;
+      cos_out = -cx;
+      break;
+    default:
+      sin_out = -cx;
+      cos_out = sx;
+      break;
   }
 }
 
@@ -172,8 +184,11 @@ KDA_HD_FORCEINLINE uint64_t random_bits_from(DType dtype, const Philox4x32& w, c
 // whole-byte element: what the host fill and the CUDA runner's device fill write.
 KDA_HD constexpr int random_storage_bits(DType d) {
   switch (d) {
-    case DType::kFloat32: case DType::kInt32: return 32;
-    case DType::kFloat16: case DType::kBFloat16: case DType::kInt16: return 16;
+    case DType::kFloat32:
+    case DType::kInt32: return 32;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16: return 16;
     case DType::kFloat4E2M1: return 4;
     case DType::kInt64: return 64;
     default: return 8;
@@ -182,15 +197,25 @@ KDA_HD constexpr int random_storage_bits(DType d) {
 template <int kBytes>
 struct StorageUInt;
 template <>
-struct StorageUInt<1> { using type = uint8_t; };
+struct StorageUInt<1> {
+  using type = uint8_t;
+};
 template <>
-struct StorageUInt<2> { using type = uint16_t; };
+struct StorageUInt<2> {
+  using type = uint16_t;
+};
 template <>
-struct StorageUInt<4> { using type = uint32_t; };
+struct StorageUInt<4> {
+  using type = uint32_t;
+};
 template <>
-struct StorageUInt<8> { using type = uint64_t; };
+struct StorageUInt<8> {
+  using type = uint64_t;
+};
 
-KDA_HD inline bool dtype_is_normal(DType dtype) { return static_cast<uint8_t>(dtype) <= static_cast<uint8_t>(DType::kFloat4E2M1); }
+KDA_HD inline bool dtype_is_normal(DType dtype) {
+  return static_cast<uint8_t>(dtype) <= static_cast<uint8_t>(DType::kFloat4E2M1);
+}
 
 // Storage bits of element i (zero-extended; a float4 element is one nibble): what fill_random stores there.
 KDA_HD inline uint64_t random_element_bits(DType dtype, uint64_t seed, uint64_t stream, uint64_t i) {

@@ -38,9 +38,12 @@ bool nesting_within(std::string_view text, int max_depth) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -143,8 +146,7 @@ struct OpenedHeader {
 Result<OpenedHeader> open_and_read_header(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Status::not_found(path.string() + ": no such file");
-  if (!std::filesystem::is_regular_file(path, ec))
-    return Status::bad_input(path.string() + ": not a regular file");
+  if (!std::filesystem::is_regular_file(path, ec)) return Status::bad_input(path.string() + ": not a regular file");
   auto file = std::make_unique<File>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file->fd() < 0) return Status::io(path.string() + ": cannot open: " + std::strerror(errno));
   struct stat st {};
@@ -198,8 +200,7 @@ Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint
     if (key == "__metadata__") {
       if (!value.is_object()) return Status::bad_input(src + ": '__metadata__' is not a JSON object");
       for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string())
-          return Status::bad_input(src + ": '__metadata__' value for '" + mk + "' is not a string");
+        if (!mv.is_string()) return Status::bad_input(src + ": '__metadata__' value for '" + mk + "' is not a string");
         h.metadata[mk] = mv.get<std::string>();
       }
       continue;
@@ -216,19 +217,22 @@ Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint
   uint64_t covered = 0;
   for (const auto& e : h.tensors) {
     if (e.begin < covered)
-      return entry_error(src, e.name, "data [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                                          ") overlaps the previous tensor (ending at " + std::to_string(covered) + ")");
+      return entry_error(src, e.name,
+                         "data [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                             ") overlaps the previous tensor (ending at " + std::to_string(covered) + ")");
     if (e.begin > covered)
-      return entry_error(src, e.name, "data starts at " + std::to_string(e.begin) + ", leaving a gap after byte " +
-                                          std::to_string(covered));
+      return entry_error(
+          src, e.name,
+          "data starts at " + std::to_string(e.begin) + ", leaving a gap after byte " + std::to_string(covered));
     if (e.end > data_size)
-      return entry_error(src, e.name, "data ends at " + std::to_string(e.end) + ", beyond the " +
-                                          std::to_string(data_size) + "-byte data section");
+      return entry_error(
+          src, e.name,
+          "data ends at " + std::to_string(e.end) + ", beyond the " + std::to_string(data_size) + "-byte data section");
     covered = e.end;
   }
   if (covered != data_size)
-    return Status::bad_input(src + ": the data section has " + std::to_string(data_size) + " bytes but the tensors cover " +
-                             std::to_string(covered));
+    return Status::bad_input(src + ": the data section has " + std::to_string(data_size) +
+                             " bytes but the tensors cover " + std::to_string(covered));
   return h;
 }
 
@@ -292,7 +296,8 @@ Result<std::string> serialize_safetensors(const std::vector<std::pair<std::strin
   store_le64(out.data(), text.size());
   out.reserve(8 + text.size() + offset);
   out += text;
-  for (const auto& [name, t] : tensors) out.append(reinterpret_cast<const char*>(t->data()), static_cast<size_t>(t->nbytes()));
+  for (const auto& [name, t] : tensors)
+    out.append(reinterpret_cast<const char*>(t->data()), static_cast<size_t>(t->nbytes()));
   return out;
 }
 

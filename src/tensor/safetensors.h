@@ -57,7 +57,8 @@ Status write_safetensors(const std::filesystem::path& path,
 
 // The validation behind read_safetensors_header, on bytes in memory: `prefix` holds the file's first bytes (at
 // least 8 + N of them, or the whole file), `file_size` the file's full size; `source` names the file in errors.
-Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint64_t file_size, std::string_view source);
+Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint64_t file_size,
+                                                   std::string_view source);
 
 // Serialises tensors exactly as write_safetensors writes them (for in-memory use and tests).
 Result<std::string> serialize_safetensors(const std::vector<std::pair<std::string, const Tensor*>>& tensors,

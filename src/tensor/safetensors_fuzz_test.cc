@@ -63,8 +63,18 @@ std::string mutate(std::string s, std::mt19937_64& rng) {
         break;
       case 2: {  // header length lies
         const uint64_t n = get_le64(s);
-        const uint64_t lies[] = {0, 1, n - 1, n + 1, n + 8, s.size(), s.size() - 8, ~0ull, 1ull << 63,
-                                 kSafetensorsMaxHeaderBytes, kSafetensorsMaxHeaderBytes + 1, pick(1ull << 40)};
+        const uint64_t lies[] = {0,
+                                 1,
+                                 n - 1,
+                                 n + 1,
+                                 n + 8,
+                                 s.size(),
+                                 s.size() - 8,
+                                 ~0ull,
+                                 1ull << 63,
+                                 kSafetensorsMaxHeaderBytes,
+                                 kSafetensorsMaxHeaderBytes + 1,
+                                 pick(1ull << 40)};
         set_le64(s, lies[pick(std::size(lies))]);
         break;
       }
@@ -74,8 +84,18 @@ std::string mutate(std::string s, std::mt19937_64& rng) {
         if (i == std::string::npos || i >= header_end) break;
         size_t j = i;
         while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
-        const char* repl[] = {"18446744073709551615", "18446744073709551616", "99999999999999999999999", "-1",
-                              "4294967296", "1e3", "0.5", "9223372036854775807", "0", "null", "\"7\"", "[]"};
+        const char* repl[] = {"18446744073709551615",
+                              "18446744073709551616",
+                              "99999999999999999999999",
+                              "-1",
+                              "4294967296",
+                              "1e3",
+                              "0.5",
+                              "9223372036854775807",
+                              "0",
+                              "null",
+                              "\"7\"",
+                              "[]"};
         s.replace(i, j - i, repl[pick(std::size(repl))]);
         break;
       }
@@ -159,7 +179,8 @@ TEST(SafetensorsFuzz, MutantsAreAcceptedOrCleanlyRejected) {
   }
   std::filesystem::remove_all(*dir);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("safetensors fuzz: %d mutants, %d accepted, %d rejected, %.2f s\n", kIterations, accepted, rejected, secs);
+  std::printf("safetensors fuzz: %d mutants, %d accepted, %d rejected, %.2f s\n", kIterations, accepted, rejected,
+              secs);
   EXPECT_GT(accepted, 0);  // the mutator also produces valid files (e.g. changed tensor bytes)
   EXPECT_GT(rejected, kIterations / 2);
 }

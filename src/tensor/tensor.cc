@@ -128,7 +128,8 @@ void Tensor::set_bits(int64_t i, uint64_t bits) {
     case 4: {
       auto byte = static_cast<uint8_t>(base[i / 2]);
       const auto nib = static_cast<uint8_t>(bits & 0xFu);
-      byte = (i % 2 == 0) ? static_cast<uint8_t>((byte & 0xF0u) | nib) : static_cast<uint8_t>((byte & 0x0Fu) | (nib << 4));
+      byte =
+          (i % 2 == 0) ? static_cast<uint8_t>((byte & 0xF0u) | nib) : static_cast<uint8_t>((byte & 0x0Fu) | (nib << 4));
       base[i / 2] = static_cast<std::byte>(byte);
       return;
     }
@@ -168,7 +169,8 @@ void Tensor::set_from_double(int64_t i, double v) {
     case DType::kFloat8E5M2: b = double_to_float8_e5m2(v); break;
     case DType::kFloat4E2M1: b = double_to_float4_e2m1(v); break;
     case DType::kInt64:
-      b = static_cast<uint64_t>(saturate_round(v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+      b = static_cast<uint64_t>(
+          saturate_round(v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
       break;
     case DType::kInt32: b = static_cast<uint32_t>(static_cast<int32_t>(saturate_round(v, INT32_MIN, INT32_MAX))); break;
     case DType::kInt16: b = static_cast<uint16_t>(static_cast<int16_t>(saturate_round(v, INT16_MIN, INT16_MAX))); break;

@@ -38,7 +38,8 @@ Result<const Variant*> variant_of(const Tunables& t, const Config& c) {
 std::vector<const task::SourceFile*> variant_sources(const task::Solution& base, const Variant& v) {
   std::vector<const task::SourceFile*> out;
   for (const auto& s : base.sources)
-    if (v.sources.empty() || std::find(v.sources.begin(), v.sources.end(), s.path) != v.sources.end()) out.push_back(&s);
+    if (v.sources.empty() || std::find(v.sources.begin(), v.sources.end(), s.path) != v.sources.end())
+      out.push_back(&s);
   return out;
 }
 
@@ -75,7 +76,8 @@ Result<std::vector<AxisSource>> axis_sources(const task::Definition& def) {
           }
       }
     }
-    if (!found) return Status::bad_input("definition " + def.name + ": var axis '" + axis + "' is in no tensor's shape");
+    if (!found)
+      return Status::bad_input("definition " + def.name + ": var axis '" + axis + "' is in no tensor's shape");
   }
   return out;
 }
@@ -138,7 +140,8 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
       for (const auto& src : sources) known |= src.axis == axis;
       if (!known) return Status::bad_input("regime '" + r.regime + "': '" + axis + "' is not a var axis");
     }
-    rows += fmt::format("    {{{}, {{{}}}, {{{}}}}},  // {}: {}\n", r.config, lo, hi, r.regime, configs[r.config].label());
+    rows +=
+        fmt::format("    {{{}, {{{}}}, {{{}}}}},  // {}: {}\n", r.config, lo, hi, r.regime, configs[r.config].label());
   }
   std::string axis_list;
   for (const auto& src : sources) axis_list += (axis_list.empty() ? "" : ", ") + src.axis;
@@ -186,8 +189,9 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
   return kEntries[kFallback](inputs, num_inputs, outputs, num_outputs, stream);
 }}
 )",
-      fmt::arg("axis_list", axis_list), fmt::arg("protos", protos), fmt::arg("n_axes", n_axes), fmt::arg("table", table),
-      fmt::arg("rows", rows), fmt::arg("fallback", fallback), fmt::arg("reads", reads), fmt::arg("fn", fn_name));
+      fmt::arg("axis_list", axis_list), fmt::arg("protos", protos), fmt::arg("n_axes", n_axes),
+      fmt::arg("table", table), fmt::arg("rows", rows), fmt::arg("fallback", fallback), fmt::arg("reads", reads),
+      fmt::arg("fn", fn_name));
   const std::string dispatch_file = base.spec.language == "cuda" ? "kda_dispatch.cu" : "kda_dispatch.cc";
   s.sources.push_back({dispatch_file, dispatch});
   s.spec.entry_point = dispatch_file + "::" + fn_name;

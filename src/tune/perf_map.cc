@@ -15,8 +15,12 @@ constexpr size_t kRunnersUp = 3;
 
 nlohmann::json ranked_json(const SearchSpace& space, const Ranked& r) {
   const Config* c = find_config(space, r.config);
-  return {{"config", c ? c->to_json() : nlohmann::json(r.config)}, {"label", c ? c->label() : r.config},
-          {"latency_ms", r.geomean_ms}, {"ci_low_ms", r.ci_low_ms}, {"ci_high_ms", r.ci_high_ms}, {"rung", r.rung}};
+  return {{"config", c ? c->to_json() : nlohmann::json(r.config)},
+          {"label", c ? c->label() : r.config},
+          {"latency_ms", r.geomean_ms},
+          {"ci_low_ms", r.ci_low_ms},
+          {"ci_high_ms", r.ci_high_ms},
+          {"rung", r.rung}};
 }
 
 }  // namespace
@@ -42,8 +46,8 @@ Result<PerfMap> build_perf_map(const SearchSpace& space, const State& state) {
     e.why = r.fallback_only ? "fallback: the best single configuration" : "no configuration passed here";
     if (!e.ranked.empty()) {
       const Ranked& top = e.ranked.front();
-      auto single_here = std::find_if(e.ranked.begin(), e.ranked.end(),
-                                      [&](const Ranked& x) { return x.config == pm.best_single; });
+      auto single_here =
+          std::find_if(e.ranked.begin(), e.ranked.end(), [&](const Ranked& x) { return x.config == pm.best_single; });
       if (top.config == pm.best_single) {
         e.why = "its fastest is the best single configuration";
       } else if (single_here == e.ranked.end()) {
@@ -56,8 +60,10 @@ Result<PerfMap> build_perf_map(const SearchSpace& space, const State& state) {
           e.chosen = top.config;
           e.why = fmt::format("{:.1f} % faster than the best single configuration here, intervals apart", 100 * gain);
         } else {
-          e.why = fmt::format("its fastest is {:.1f} % faster than the best single configuration here{}: within noise, "
-                              "routed to the best single", 100 * gain, apart ? "" : " with overlapping intervals");
+          e.why = fmt::format(
+              "its fastest is {:.1f} % faster than the best single configuration here{}: within noise, "
+              "routed to the best single",
+              100 * gain, apart ? "" : " with overlapping intervals");
         }
       }
     }
@@ -87,7 +93,9 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
   std::string md = "# kda tune performance map\n\n";
   md += fmt::format("{} configurations in the space, {} measured ({} failed); {} tuned workloads.\n\n",
                     result.configs_total, result.configs_measured, result.configs_failed, space.workloads.size());
-  md += "| regime | routes on | bound | workloads | best configuration | latency ms (95% CI) | runners-up | routed to |\n";
+  md +=
+      "| regime | routes on | bound | workloads | best configuration | latency ms (95% CI) | runners-up | routed to "
+      "|\n";
   md += "|---|---|---|---|---|---|---|---|\n";
   for (const auto& e : pm.entries) {
     nlohmann::json ranges = nlohmann::json::object();
@@ -96,8 +104,10 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
       ranges[axis] = {r.first, r.second};
       routes += fmt::format("{}{}={}..{}", routes.empty() ? "" : " ", axis, r.first, r.second);
     }
-    nlohmann::json j{{"regime", e.regime->name},    {"ranges", ranges},
-                     {"bound", bound_name(e.regime->bound)}, {"workloads", e.regime->workloads},
+    nlohmann::json j{{"regime", e.regime->name},
+                     {"ranges", ranges},
+                     {"bound", bound_name(e.regime->bound)},
+                     {"workloads", e.regime->workloads},
                      {"fallback_only", e.regime->fallback_only}};
     if (!e.ranked.empty()) {
       j["best"] = ranked_json(space, e.ranked.front());
@@ -107,7 +117,8 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
     }
     if (!e.chosen.empty()) {
       const Config* c = find_config(space, e.chosen);
-      j["routed_to"] = {{"config", c ? c->to_json() : nlohmann::json(e.chosen)}, {"label", c ? c->label() : e.chosen},
+      j["routed_to"] = {{"config", c ? c->to_json() : nlohmann::json(e.chosen)},
+                        {"label", c ? c->label() : e.chosen},
                         {"why", e.why}};
     }
     regimes.push_back(j);
@@ -118,17 +129,23 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
       lat = fmt::format("{:.6g} ({:.6g}..{:.6g})", t.geomean_ms, t.ci_low_ms, t.ci_high_ms);
       for (size_t i = 1; i < e.ranked.size() && i <= kRunnersUp; ++i) {
         const Config* c = find_config(space, e.ranked[i].config);
-        ru += fmt::format("{}{} {:.6g}", ru.empty() ? "" : "; ", c ? c->label() : e.ranked[i].config, e.ranked[i].geomean_ms);
+        ru += fmt::format("{}{} {:.6g}", ru.empty() ? "" : "; ", c ? c->label() : e.ranked[i].config,
+                          e.ranked[i].geomean_ms);
       }
     }
     const Config* routed = e.chosen.empty() ? nullptr : find_config(space, e.chosen);
     const std::string routed_to =
-        routed == nullptr ? "-" : fmt::format("{} ({})", e.chosen == pm.best_single ? "best single" : routed->label(), e.why);
+        routed == nullptr ? "-"
+                          : fmt::format("{} ({})", e.chosen == pm.best_single ? "best single" : routed->label(), e.why);
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", e.regime->name,
                       e.regime->fallback_only ? "(fallback)" : (routes.empty() ? "*" : routes),
-                      bound_name(e.regime->bound), e.regime->workloads.size(), best, lat, ru.empty() ? "-" : ru, routed_to);
+                      bound_name(e.regime->bound), e.regime->workloads.size(), best, lat, ru.empty() ? "-" : ru,
+                      routed_to);
   }
-  nlohmann::json j{{"kind", "kda-tune-map"}, {"version", 1}, {"regimes", regimes}, {"workloads", space.workloads},
+  nlohmann::json j{{"kind", "kda-tune-map"},
+                   {"version", 1},
+                   {"regimes", regimes},
+                   {"workloads", space.workloads},
                    {"result", result.to_json()}};
   if (!pm.best_single.empty()) {
     const Config* c = find_config(space, pm.best_single);
@@ -139,14 +156,16 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
   if (pm.dispatcher_geomean_ms > 0)
     md += fmt::format("Dispatcher, predicted from the screening: {:.6g} ms geomean.\n", pm.dispatcher_geomean_ms);
   if (result.final_timing)
-    md += fmt::format("\nFinal evaluation (task.toml timing, baseline interleaved): baseline {:.6g} ms, best single {:.6g} ms, "
-                      "dispatcher {:.6g} ms{} (geomeans over the tuned workloads).\n",
-                      result.baseline_geomean_ms, result.best_single_geomean_ms, result.dispatcher_geomean_ms,
-                      result.dispatcher_passed ? "" : " (dispatcher FAILED)");
+    md += fmt::format(
+        "\nFinal evaluation (task.toml timing, baseline interleaved): baseline {:.6g} ms, best single {:.6g} ms, "
+        "dispatcher {:.6g} ms{} (geomeans over the tuned workloads).\n",
+        result.baseline_geomean_ms, result.best_single_geomean_ms, result.dispatcher_geomean_ms,
+        result.dispatcher_passed ? "" : " (dispatcher FAILED)");
   if (result.dispatcher_vs_best_single > 0)
-    md += fmt::format("Head-to-head (the best single configuration as the baseline, interleaved call by call): the "
-                      "dispatcher is {:.3f}x its speed (geomean over the tuned workloads).\n",
-                      result.dispatcher_vs_best_single);
+    md += fmt::format(
+        "Head-to-head (the best single configuration as the baseline, interleaved call by call): the "
+        "dispatcher is {:.3f}x its speed (geomean over the tuned workloads).\n",
+        result.dispatcher_vs_best_single);
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(out_dir / "map.json", j.dump(2) + "\n"));
   return fs::write_file_atomic(out_dir / "map.md", md);
 }

@@ -24,7 +24,9 @@ std::pair<int64_t, int64_t> pow2_bucket(int64_t v) {
 
 std::string range_text(const std::pair<int64_t, int64_t>& r) {
   if (r.first == r.second) return std::to_string(r.first);
-  auto end = [](int64_t v) { return v == INT64_MIN ? std::string("-inf") : v == INT64_MAX ? "inf" : std::to_string(v); };
+  auto end = [](int64_t v) {
+    return v == INT64_MIN ? std::string("-inf") : v == INT64_MAX ? "inf" : std::to_string(v);
+  };
   return end(r.first) + ".." + end(r.second);
 }
 
@@ -111,8 +113,10 @@ std::vector<Regime> group_regimes(const task::TaskPack& pack, const std::vector<
       if (it != w->axes.end()) key[axis] = pow2_bucket(it->second);
     }
     auto b = std::find_if(buckets.begin(), buckets.end(), [&](const auto& e) { return e.first == key; });
-    if (b == buckets.end()) buckets.push_back({key, {w}});
-    else b->second.push_back(w);
+    if (b == buckets.end())
+      buckets.push_back({key, {w}});
+    else
+      b->second.push_back(w);
   }
   for (const auto& [key, members] : buckets) {
     std::map<Bound, std::vector<const task::Workload*>> by_bound;
@@ -126,8 +130,10 @@ std::vector<Regime> group_regimes(const task::TaskPack& pack, const std::vector<
         for (const task::Workload* w : ws)
           for (const auto& [axis, v] : w->axes) {
             auto it = r.ranges.find(axis);
-            if (it == r.ranges.end()) r.ranges[axis] = {v, v};
-            else it->second = {std::min(it->second.first, v), std::max(it->second.second, v)};
+            if (it == r.ranges.end())
+              r.ranges[axis] = {v, v};
+            else
+              it->second = {std::min(it->second.first, v), std::max(it->second.second, v)};
           }
       }
       for (const task::Workload* w : ws) r.workloads.push_back(w->uuid);

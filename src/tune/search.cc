@@ -99,8 +99,10 @@ double AdditiveModel::predict(const Config& c, double explore) const {
 
 nlohmann::json Measurement::to_json() const {
   nlohmann::json t = nlohmann::json::object();
-  for (const auto& [uuid, w] : times) t[uuid] = {{"ms", w.ms}, {"ci_low_ms", w.ci_low_ms}, {"ci_high_ms", w.ci_high_ms}};
-  nlohmann::json j{{"config", config}, {"rung", rung}, {"passed", passed}, {"reason", reason}, {"times", t}, {"wall_s", wall_s}};
+  for (const auto& [uuid, w] : times)
+    t[uuid] = {{"ms", w.ms}, {"ci_low_ms", w.ci_low_ms}, {"ci_high_ms", w.ci_high_ms}};
+  nlohmann::json j{{"config", config}, {"rung", rung}, {"passed", passed},
+                   {"reason", reason}, {"times", t},   {"wall_s", wall_s}};
   if (!phases.empty()) j["phases"] = phases;
   return j;
 }
@@ -220,11 +222,13 @@ std::vector<Ranked> rank(const SearchSpace& space, const State& state, const std
   }
   // Compare like with like: the rung the survivors reached, not a lucky short screening.
   out.erase(std::remove_if(out.begin(), out.end(), [top](const Ranked& r) { return r.rung != top; }), out.end());
-  std::stable_sort(out.begin(), out.end(), [](const Ranked& a, const Ranked& b) { return a.geomean_ms < b.geomean_ms; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Ranked& a, const Ranked& b) { return a.geomean_ms < b.geomean_ms; });
   return out;
 }
 
-Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, State& state, const SearchOptions& opts) {
+Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, State& state,
+                                 const SearchOptions& opts) {
   SearchOutcome out;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -239,13 +243,14 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
   if (out.strategy == Strategy::kAuto) {
     const size_t n = budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size();
     // A budget that covers at most half of a large space is spent where a model points.
-    out.strategy = n <= opts.exhaustive_limit                                       ? Strategy::kExhaustive
-                   : budgeted && 2 * n <= space.configs.size()                      ? Strategy::kModel
-                                                                                    : Strategy::kHalving;
+    out.strategy = n <= opts.exhaustive_limit                  ? Strategy::kExhaustive
+                   : budgeted && 2 * n <= space.configs.size() ? Strategy::kModel
+                                                               : Strategy::kHalving;
   }
   const bool model = out.strategy == Strategy::kModel;
   std::vector<const Config*> alive = model ? std::vector<const Config*>{} : candidates(space, opts.max_configs);
-  const size_t budget = model ? (budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size()) : alive.size();
+  const size_t budget =
+      model ? (budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size()) : alive.size();
   out.candidates = static_cast<int>(budget);
   const int rungs = out.strategy == Strategy::kExhaustive ? 2 : std::max(1, opts.halving_rungs);
   say(fmt::format("{} configurations ({} in the space), strategy {}, {} regimes, {} workloads", budget,
@@ -257,7 +262,8 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
 
   // Measures `batch` at `rung` (what state already holds is never measured again); false when a
   // budget or stop_after ended the search.
-  auto measure_batch = [&](const std::vector<const Config*>& batch, int rung, size_t offset, size_t total) -> Result<bool> {
+  auto measure_batch = [&](const std::vector<const Config*>& batch, int rung, size_t offset,
+                           size_t total) -> Result<bool> {
     measurer.prepare(batch);
     size_t done = offset;
     for (const Config* c : batch) {
@@ -286,7 +292,8 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
       std::string best_text = "none yet";
       if (!best.empty())
         for (const auto& cfg : space.configs)
-          if (cfg.id() == best.front().config) best_text = fmt::format("{:.6g} ms ({})", best.front().geomean_ms, cfg.label());
+          if (cfg.id() == best.front().config)
+            best_text = fmt::format("{:.6g} ms ({})", best.front().geomean_ms, cfg.label());
       say(fmt::format("rung {} [{}/{}] {}: {}; best so far {}; {:.1f} min{}", rung, done, total, c->label(),
                       passed ? "passed" : "FAILED " + reason, best_text, elapsed() / 60,
                       opts.max_minutes > 0 ? fmt::format(" of {}", opts.max_minutes) : std::string()));
@@ -327,7 +334,8 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
           if (picked.count(id)) continue;
           auto apply = space.applicable.find(id);
           const auto& ws = apply != space.applicable.end() ? apply->second : space.workloads;
-          if (!std::all_of(list.begin(), list.end(), [&](const std::string& w) { return std::count(ws.begin(), ws.end(), w); }))
+          if (!std::all_of(list.begin(), list.end(),
+                           [&](const std::string& w) { return std::count(ws.begin(), ws.end(), w); }))
             continue;
           scored.push_back({m.predict(*c, opts.model_explore), c});
         }
@@ -341,7 +349,8 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
       bool any = true;
       while (batch.size() < step && alive.size() + batch.size() < budget && any) {
         any = false;
-        for (size_t li = 0; li < proposals.size() && batch.size() < step && alive.size() + batch.size() < budget; ++li) {
+        for (size_t li = 0; li < proposals.size() && batch.size() < step && alive.size() + batch.size() < budget;
+             ++li) {
           while (at[li] < proposals[li].size() && picked.count(proposals[li][at[li]]->id())) ++at[li];
           if (at[li] == proposals[li].size()) continue;
           const Config* c = proposals[li][at[li]++];
@@ -385,7 +394,8 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
     for (const Config* c : alive)
       if (keep.count(c->id())) next.push_back(c);
     if (next.empty() || (out.strategy != Strategy::kExhaustive && next.size() == alive.size())) break;
-    say(fmt::format("rung {} done: {} of {} configurations go on to rung {}", rung, next.size(), alive.size(), rung + 1));
+    say(fmt::format("rung {} done: {} of {} configurations go on to rung {}", rung, next.size(), alive.size(),
+                    rung + 1));
     alive = std::move(next);
   }
   std::set<std::string> measured, failed;

@@ -30,7 +30,7 @@ struct Measurement {
   std::string config;  // Config::id()
   int rung = 0;
   bool passed = false;
-  std::string reason;  // why not (compile error, verdict and reason code)
+  std::string reason;                         // why not (compile error, verdict and reason code)
   std::map<std::string, WorkloadTime> times;  // workload uuid -> time (passed only)
   double wall_s = 0;
   nlohmann::json phases = nlohmann::json::object();  // where the evaluation's time went (eval::EvalPhases)
@@ -72,21 +72,21 @@ Result<Strategy> parse_strategy(const std::string& s);
 const char* strategy_name(Strategy s);
 
 struct SearchSpace {
-  std::vector<Config> configs;                                   // the default configuration first
-  std::map<std::string, std::vector<std::string>> applicable;    // id -> tuned workloads its constraints allow
-  std::vector<std::string> workloads;                            // tuned workloads
+  std::vector<Config> configs;                                 // the default configuration first
+  std::map<std::string, std::vector<std::string>> applicable;  // id -> tuned workloads its constraints allow
+  std::vector<std::string> workloads;                          // tuned workloads
   std::vector<Regime> regimes;
 };
 
 struct SearchOptions {
   Strategy strategy = Strategy::kAuto;
-  int max_configs = 0;        // 0 = all
-  double max_minutes = 0;     // 0 = no limit
+  int max_configs = 0;           // 0 = all
+  double max_minutes = 0;        // 0 = no limit
   size_t exhaustive_limit = 32;  // auto: exhaustive up to this many candidates
-  int eta = 3;                // halving: about 1/eta of the configurations go on per rung (half for the
-                              // best single ranking, half shared among the regimes)
-  int halving_rungs = 3;      // rungs 0..halving_rungs-1
-  int stop_after = 0;         // tests: stop (as if killed) after this many new measurements
+  int eta = 3;                   // halving: about 1/eta of the configurations go on per rung (half for the
+                                 // best single ranking, half shared among the regimes)
+  int halving_rungs = 3;         // rungs 0..halving_rungs-1
+  int stop_after = 0;            // tests: stop (as if killed) after this many new measurements
   // model: the first batch is this fraction of the budget (at least 8), the later ones this one
   // (at least 4); each later batch goes to the configurations an additive model of the rung-0
   // latencies predicts fastest, per ranking list, with this bonus (log latency) per rarely seen
@@ -112,8 +112,8 @@ struct SearchOutcome {
   int configs_measured = 0;  // distinct configurations with a measurement (this and earlier sessions)
   int configs_failed = 0;
   int top_rung = 0;
-  bool stopped = false;      // stop_after reached (resume continues)
-  std::string budget_note;   // set when a budget cut the search short
+  bool stopped = false;     // stop_after reached (resume continues)
+  std::string budget_note;  // set when a budget cut the search short
 };
 
 // The candidates a search with `max_configs` visits: the default first, then a fixed pseudo-random

@@ -102,7 +102,8 @@ TEST(Regimes, SplitsABucketWithBothBoundsOnTheHulls) {
 
 TEST(Regimes, UserRegimesFirstMatchAndOther) {
   auto p = toy_pack();
-  std::vector<RegimeSpec> specs{{"narrow", {{"m", {1, 100}}}, 1}, {"tiny", {{"n", {1, 1}}}, 2}, {"none", {{"n", {5000, 6000}}}, 3}};
+  std::vector<RegimeSpec> specs{
+      {"narrow", {{"m", {1, 100}}}, 1}, {"tiny", {{"n", {1, 1}}}, 2}, {"none", {{"n", {5000, 6000}}}, 3}};
   auto rs = group_regimes(p, ptrs(p), specs);
   ASSERT_EQ(rs.size(), 2u);  // "tiny" gets nothing (narrow matched first), "none" is empty; other has w4, w5
   EXPECT_EQ(rs[0].name, "narrow");
@@ -232,10 +233,9 @@ TEST(Search, BudgetsCapConfigsAndTime) {
 // Runs the search once uninterrupted, then again in sessions killed after stop_after(session)
 // measurements and resumed: nothing is measured twice, the measurements add up to the
 // uninterrupted run's, and the map ends the same. Returns the resumed run's state directory.
-std::filesystem::path expect_resumes_like_uninterrupted(const SearchSpace& space,
-                                                        const std::function<double(const Config&, const std::string&)>& lat,
-                                                        const SearchOptions& base, const std::function<int(int)>& stop_after,
-                                                        const std::string& name) {
+std::filesystem::path expect_resumes_like_uninterrupted(
+    const SearchSpace& space, const std::function<double(const Config&, const std::string&)>& lat,
+    const SearchOptions& base, const std::function<int(int)>& stop_after, const std::string& name) {
   FakeMeasurer ref;
   ref.latency = lat;
   auto st_ref = State::open(temp_dir(name + "_ref") / "state.json", "fp", false);
@@ -281,7 +281,8 @@ TEST(Search, ResumeAfterAKillMeasuresNothingTwiceAndEndsWithTheSameMap) {
   auto space = toy_space(p, 81);
   auto lat = [&](const Config& c, const std::string& w) { return toy_latency(p, c, w); };
   // Killed after a varying number of measurements.
-  const auto dir = expect_resumes_like_uninterrupted(space, lat, {}, [](int session) { return 13 + session; }, "resume");
+  const auto dir = expect_resumes_like_uninterrupted(
+      space, lat, {}, [](int session) { return 13 + session; }, "resume");
   // Another fingerprint refuses to resume.
   auto other = State::open(dir / "state.json", "other", true);
   ASSERT_FALSE(other.ok());
@@ -384,7 +385,8 @@ TEST(Search, ModelGuidedResumeMeasuresNothingTwiceAndEndsWithTheSameMap) {
   SearchOptions base;
   base.max_configs = 36;
   // Killed inside batches, at varying points.
-  expect_resumes_like_uninterrupted(space, lat, base, [](int session) { return 5 + 3 * session; }, "model_resume");
+  expect_resumes_like_uninterrupted(
+      space, lat, base, [](int session) { return 5 + 3 * session; }, "model_resume");
 }
 
 // Held-out check of the model-guided search on recorded measurements (not what its constants were
@@ -538,7 +540,8 @@ TEST(Regimes, RegimesFileOverridesAndRejectsOtherSections) {
   ASSERT_TRUE(fs::write_file_atomic(dir / "bad.toml", "[parameters.A]\nvalues = [1]\n").ok());
   auto bad = load_regimes_file(dir / "bad.toml", p.definition);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("bad.toml:1: parameters: unknown section"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("bad.toml:1: parameters: unknown section"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(Search, StrategyNames) {

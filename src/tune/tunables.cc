@@ -129,8 +129,8 @@ Result<std::vector<RegimeSpec>> parse_regimes(const toml::table& root, const std
         return bad(file, line_of(v), what, "'" + key + "' is not a var axis of " + def.name);
       if (auto i = v.as_integer()) {
         r.ranges[key] = {i->get(), i->get()};
-      } else if (auto arr = v.as_array(); arr != nullptr && arr->size() == 2 && (*arr)[0].as_integer() &&
-                                           (*arr)[1].as_integer()) {
+      } else if (auto arr = v.as_array();
+                 arr != nullptr && arr->size() == 2 && (*arr)[0].as_integer() && (*arr)[1].as_integer()) {
         int64_t lo = (*arr)[0].as_integer()->get(), hi = (*arr)[1].as_integer()->get();
         if (hi < lo) return bad(file, line_of(v), what, "'" + key + "' range [lo, hi] has hi < lo");
         r.ranges[key] = {lo, hi};
@@ -196,7 +196,8 @@ Result<Tunables> parse_tunables(std::string_view text, const std::string& file, 
   static const std::set<std::string> kTop = {"parameters", "constraints", "variant", "regime"};
   for (const auto& [k, v] : root)
     if (!kTop.count(std::string(k.str())))
-      return bad(file, line_of(v), std::string(k.str()), "unknown section (expected parameters, constraints, variant, regime)");
+      return bad(file, line_of(v), std::string(k.str()),
+                 "unknown section (expected parameters, constraints, variant, regime)");
 
   std::set<std::string> axis_names;
   for (const auto& a : def.axes) axis_names.insert(a.name);
@@ -228,18 +229,23 @@ Result<Tunables> parse_tunables(std::string_view text, const std::string& file, 
       if (!macros.insert(p.macro).second) return bad(file, p.line, what, "macro '" + p.macro + "' is bound twice");
       if (const toml::node* b = body->get("bind")) {
         std::string s = b->as_string() ? b->as_string()->get() : "";
-        if (s == "define") p.binding = Binding::kDefine;
-        else if (s == "template") p.binding = Binding::kTemplate;
-        else return bad(file, line_of(*b), what, "'bind' must be \"define\" or \"template\"");
+        if (s == "define")
+          p.binding = Binding::kDefine;
+        else if (s == "template")
+          p.binding = Binding::kTemplate;
+        else
+          return bad(file, line_of(*b), what, "'bind' must be \"define\" or \"template\"");
       }
       if (p.binding == Binding::kTemplate)
         for (const auto& val : p.values)
           if (val.is_string() && !is_identifier(val.get<std::string>()))
-            return bad(file, p.line, what, "template argument value '" + val.get<std::string>() + "' is not an identifier");
+            return bad(file, p.line, what,
+                       "template argument value '" + val.get<std::string>() + "' is not an identifier");
       t.parameters.push_back(std::move(p));
     }
     // toml++ tables iterate by key; file order is what users read and what the default config means.
-    std::sort(t.parameters.begin(), t.parameters.end(), [](const Parameter& a, const Parameter& b) { return a.line < b.line; });
+    std::sort(t.parameters.begin(), t.parameters.end(),
+              [](const Parameter& a, const Parameter& b) { return a.line < b.line; });
   }
 
   std::map<std::string, const Parameter*> by_name;
@@ -260,7 +266,8 @@ Result<Tunables> parse_tunables(std::string_view text, const std::string& file, 
         }
         auto it = by_name.find(id);
         if (it == by_name.end())
-          return bad(file, con.line, "constraint '" + s->get() + "'", "'" + id + "' is neither a parameter nor an axis");
+          return bad(file, con.line, "constraint '" + s->get() + "'",
+                     "'" + id + "' is neither a parameter nor an axis");
         for (const auto& v : it->second->values)
           if (!v.is_number_integer() && !v.is_boolean())
             return bad(file, con.line, "constraint '" + s->get() + "'",
@@ -315,9 +322,8 @@ Result<Tunables> parse_tunables(std::string_view text, const std::string& file, 
       }
       if (var.entry_point.empty()) var.entry_point = default_entry_point;
       KDA_RETURN_IF_ERROR(check_entry(var.entry_point, what, var.line));
-      if (!var.sources.empty() &&
-          std::find(var.sources.begin(), var.sources.end(), var.entry_point.substr(0, var.entry_point.find("::"))) ==
-              var.sources.end())
+      if (!var.sources.empty() && std::find(var.sources.begin(), var.sources.end(),
+                                            var.entry_point.substr(0, var.entry_point.find("::"))) == var.sources.end())
         return bad(file, var.line, what, "its sources do not include its entry_point file");
       t.variants.push_back(std::move(var));
     }
@@ -330,7 +336,8 @@ Result<Tunables> parse_tunables(std::string_view text, const std::string& file, 
 Result<Tunables> load_tunables(const std::filesystem::path& solution_dir, const task::Definition& def,
                                const std::string& default_entry_point, const std::vector<std::string>& source_paths) {
   const auto path = solution_dir / kTunablesFile;
-  if (!std::filesystem::exists(path)) return Status::bad_input(path.string() + ": not found (a tunable solution declares its parameters there)");
+  if (!std::filesystem::exists(path))
+    return Status::bad_input(path.string() + ": not found (a tunable solution declares its parameters there)");
   KDA_ASSIGN_OR_RETURN(std::string text, fs::read_file(path));
   return parse_tunables(text, path.string(), def, default_entry_point, source_paths);
 }
@@ -339,7 +346,8 @@ Result<std::vector<RegimeSpec>> load_regimes_file(const std::filesystem::path& f
   KDA_ASSIGN_OR_RETURN(std::string text, fs::read_file(file));
   KDA_ASSIGN_OR_RETURN(toml::table root, parse_toml(text, file.string()));
   for (const auto& [k, v] : root)
-    if (k.str() != "regime") return bad(file.string(), line_of(v), std::string(k.str()), "unknown section (expected [[regime]])");
+    if (k.str() != "regime")
+      return bad(file.string(), line_of(v), std::string(k.str()), "unknown section (expected [[regime]])");
   KDA_ASSIGN_OR_RETURN(auto r, parse_regimes(root, file.string(), def));
   if (r.empty()) return Status::bad_input(file.string() + ": declares no [[regime]]");
   return r;
@@ -383,14 +391,17 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
       for (size_t i = 0; i < varying.size(); ++i) c.params[varying[i]->name] = varying[i]->values[idx[i]];
       std::map<std::string, int64_t> vars;
       for (const auto& [k, v] : all_values(t, c))
-        if (v.is_number_integer()) vars[k] = v.get<int64_t>();
-        else if (v.is_boolean()) vars[k] = v.get<bool>() ? 1 : 0;
+        if (v.is_number_integer())
+          vars[k] = v.get<int64_t>();
+        else if (v.is_boolean())
+          vars[k] = v.get<bool>() ? 1 : 0;
       bool ok = true;
       for (const auto& con : t.constraints) {
         if (con.uses_axes) continue;
         auto r = con.expression.evaluate(vars);
-        if (!r.ok()) return Status::bad_input(t.file + ":" + std::to_string(con.line) + ": constraint '" +
-                                              con.expression.text() + "': " + r.status().message());
+        if (!r.ok())
+          return Status::bad_input(t.file + ":" + std::to_string(con.line) + ": constraint '" + con.expression.text() +
+                                   "': " + r.status().message());
         if (*r == 0) {
           ok = false;
           break;
@@ -410,8 +421,10 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
 Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::string, int64_t>& axes) {
   std::map<std::string, int64_t> vars = axes;
   for (const auto& [k, v] : all_values(t, c))
-    if (v.is_number_integer()) vars[k] = v.get<int64_t>();
-    else if (v.is_boolean()) vars[k] = v.get<bool>() ? 1 : 0;
+    if (v.is_number_integer())
+      vars[k] = v.get<int64_t>();
+    else if (v.is_boolean())
+      vars[k] = v.get<bool>() ? 1 : 0;
   for (const auto& con : t.constraints) {
     if (!con.uses_axes) continue;
     auto r = con.expression.evaluate(vars);

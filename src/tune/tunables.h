@@ -28,7 +28,7 @@ enum class Binding { kDefine, kTemplate };
 
 struct Parameter {
   std::string name;
-  std::string macro;                   // defaults to the name
+  std::string macro;  // defaults to the name
   Binding binding = Binding::kDefine;
   std::vector<nlohmann::json> values;  // integers, booleans or strings (macro text), in declared order
   int line = 0;                        // in tunables.toml
@@ -42,9 +42,9 @@ struct Constraint {
 
 struct Variant {
   std::string name;
-  std::string entry_point;               // "file::function"; defaults to solution.json's
-  std::vector<std::string> sources;      // the solution's sources this variant compiles; empty = all
-  std::vector<std::string> parameters;   // the parameters it varies; empty = all (others stay at their first value)
+  std::string entry_point;              // "file::function"; defaults to solution.json's
+  std::vector<std::string> sources;     // the solution's sources this variant compiles; empty = all
+  std::vector<std::string> parameters;  // the parameters it varies; empty = all (others stay at their first value)
   int line = 0;
 };
 
@@ -56,11 +56,11 @@ struct RegimeSpec {
 };
 
 struct Tunables {
-  std::string file;  // for messages
+  std::string file;                   // for messages
   std::vector<Parameter> parameters;  // in file order
   std::vector<Constraint> constraints;
-  std::vector<Variant> variants;      // at least one (the implicit "default")
-  std::vector<RegimeSpec> regimes;    // empty = group automatically
+  std::vector<Variant> variants;    // at least one (the implicit "default")
+  std::vector<RegimeSpec> regimes;  // empty = group automatically
 };
 
 // One point of the space: a variant and a value per parameter the variant varies (the others are
@@ -68,8 +68,8 @@ struct Tunables {
 struct Config {
   std::string variant;
   std::map<std::string, nlohmann::json> params;
-  std::string id() const;     // 12 hex digits of the SHA-256 of to_json() minus the id
-  std::string label() const;  // "variant A=1 B=2" (variant left out when it is "default")
+  std::string id() const;          // 12 hex digits of the SHA-256 of to_json() minus the id
+  std::string label() const;       // "variant A=1 B=2" (variant left out when it is "default")
   nlohmann::json to_json() const;  // {"variant", "params", "id", "label"}
   static Result<Config> from_json(const nlohmann::json& j);
 };

@@ -12,7 +12,8 @@ using Span = std::pair<int64_t, int64_t>;
 task::Definition rms_def() {
   task::Definition d;
   d.name = "rms";
-  d.axes = {{"batch_size", task::AxisSpec::Kind::kVar, 0, ""}, {"hidden_size", task::AxisSpec::Kind::kVar, 0, ""},
+  d.axes = {{"batch_size", task::AxisSpec::Kind::kVar, 0, ""},
+            {"hidden_size", task::AxisSpec::Kind::kVar, 0, ""},
             {"heads", task::AxisSpec::Kind::kConst, 8, ""}};
   return d;
 }
@@ -144,35 +145,43 @@ TEST(Tunables, NoVariantsMeansTheSolutionsEntry) {
 }
 
 TEST(Tunables, ErrorsNameFileLineAndParameter) {
-  expect_error("[parameters.A]\nvalues = [1, 2\n", "sol/tunables.toml", 2);                       // TOML syntax
-  expect_error("[parameters.A]\nmacro = \"A\"\n", "parameter 'A': give exactly one of", 1);       // no values
+  expect_error("[parameters.A]\nvalues = [1, 2\n", "sol/tunables.toml", 2);                  // TOML syntax
+  expect_error("[parameters.A]\nmacro = \"A\"\n", "parameter 'A': give exactly one of", 1);  // no values
   expect_error("[parameters.A]\nvalues = []\n", "parameter 'A': 'values' must be a non-empty", 2);
   expect_error("\n[parameters.A]\nvalues = [1]\nrange = {min = 1, max = 2}\n", "parameter 'A': give exactly one", 2);
   expect_error("[parameters.A]\nvalues = [1, 1]\n", "parameter 'A': value 1 is listed twice", 2);
   expect_error("[parameters.A]\nvalues = [1.5]\n", "parameter 'A': values must be integers", 2);
   expect_error("[parameters.A]\nvalues = [\"a\\nb\"]\n", "parameter 'A': string value", 2);
   expect_error("[parameters.A]\nrange = {min = 4, max = 1}\n", "parameter 'A': range max is below min", 2);
-  expect_error("[parameters.A]\nrange = {min = 1, max = 4, step = 0}\n", "parameter 'A': range step must be positive", 2);
+  expect_error("[parameters.A]\nrange = {min = 1, max = 4, step = 0}\n", "parameter 'A': range step must be positive",
+               2);
   expect_error("[parameters.A]\nrange = {min = 1}\n", "parameter 'A': range needs 'max'", 2);
   expect_error("[parameters.A]\nrange = {min = 1, max = 9999999}\n", "more than 4096 values", 2);
   expect_error("[parameters.A]\nvalues = [1]\nbind = \"template-ish\"\n", "parameter 'A': 'bind' must be", 3);
   expect_error("[parameters.A]\nvalues = [\"x y\"]\nbind = \"template\"\n", "not an identifier", 1);
   expect_error("[parameters.A]\nvalues = [1]\nmacro = \"1X\"\n", "parameter 'A': 'macro' must be an identifier", 3);
   expect_error("[parameters.A]\nvalues = [1]\ncolour = 2\n", "parameter 'A': unknown key 'colour'", 3);
-  expect_error("[parameters.hidden_size]\nvalues = [1]\n", "parameter 'hidden_size': has the name of a definition axis", 1);
-  expect_error("[parameters.A]\nvalues = [1]\n[parameters.B]\nvalues = [2]\nmacro = \"A\"\n", "parameter 'B': macro 'A' is bound twice", 3);
+  expect_error("[parameters.hidden_size]\nvalues = [1]\n", "parameter 'hidden_size': has the name of a definition axis",
+               1);
+  expect_error("[parameters.A]\nvalues = [1]\n[parameters.B]\nvalues = [2]\nmacro = \"A\"\n",
+               "parameter 'B': macro 'A' is bound twice", 3);
   expect_error("[parameters.A]\nvalues = [1]\n[tuning]\nx = 1\n", "tuning: unknown section", 3);
   expect_error("constraints = [\"A <\"]\n[parameters.A]\nvalues = [1]\n", "constraint 'A <'", 1);
-  expect_error("constraints = [\"B > 1\"]\n[parameters.A]\nvalues = [1]\n", "'B' is neither a parameter nor an axis", 1);
-  expect_error("constraints = [\"A > 1\"]\n[parameters.A]\nvalues = [\"x\"]\n", "parameter 'A' has non-integer values", 1);
+  expect_error("constraints = [\"B > 1\"]\n[parameters.A]\nvalues = [1]\n", "'B' is neither a parameter nor an axis",
+               1);
+  expect_error("constraints = [\"A > 1\"]\n[parameters.A]\nvalues = [\"x\"]\n", "parameter 'A' has non-integer values",
+               1);
   expect_error("[parameters.A]\nvalues = [1]\n\n[[variant]]\nname = \"v\"\nentry_point = \"nope.cc::run\"\n",
                "variant 'v': entry_point file 'nope.cc' is not a source", 4);
-  expect_error("[[variant]]\nname = \"v\"\nsources = [\"x.cc\"]\n", "variant 'v': source 'x.cc' is not in solution.json", 3);
-  expect_error("[[variant]]\nname = \"v\"\nsources = [\"other.cc\"]\n", "its sources do not include its entry_point", 1);
+  expect_error("[[variant]]\nname = \"v\"\nsources = [\"x.cc\"]\n",
+               "variant 'v': source 'x.cc' is not in solution.json", 3);
+  expect_error("[[variant]]\nname = \"v\"\nsources = [\"other.cc\"]\n", "its sources do not include its entry_point",
+               1);
   expect_error("[[variant]]\nname = \"v\"\n[[variant]]\nname = \"v\"\n", "variant 'v': declared twice", 3);
   expect_error("[[variant]]\nname = \"v\"\nparameters = [\"Z\"]\n", "variant 'v': parameter 'Z' is not declared", 3);
   expect_error("[[regime]]\nname = \"r\"\nheads = [1, 2]\n", "regime 'r': 'heads' is not a var axis", 3);
-  expect_error("[[regime]]\nname = \"r\"\nbatch_size = [4, 2]\n", "regime 'r': 'batch_size' range [lo, hi] has hi < lo", 3);
+  expect_error("[[regime]]\nname = \"r\"\nbatch_size = [4, 2]\n", "regime 'r': 'batch_size' range [lo, hi] has hi < lo",
+               3);
   expect_error("[[regime]]\nname = \"r\"\n", "regime 'r': constrains no axis", 1);
   expect_error("[[regime]]\nbatch_size = 1\n", "regime: needs a non-empty 'name'", 1);
   // Constraints excluding everything is an error too.

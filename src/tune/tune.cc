@@ -33,7 +33,8 @@ WorkloadTime time_of(const eval::WorkloadResult& w) {
   // Normal-approximation 95 % interval of the pooled samples' mean, centred on the evaluator's latency.
   const auto& s = w.candidate;
   const double half = s.n > 1 ? 1.96 * s.stddev / std::sqrt(static_cast<double>(s.n)) : 0.0;
-  return {w.latency_ms, std::max(w.latency_ms - half, s.n > 0 ? std::min(s.min, w.latency_ms) : 0.0), w.latency_ms + half};
+  return {w.latency_ms, std::max(w.latency_ms - half, s.n > 0 ? std::min(s.min, w.latency_ms) : 0.0),
+          w.latency_ms + half};
 }
 
 // The official evaluator as a Measurer: every configuration is its own plain solution, compiled
@@ -96,8 +97,9 @@ class EvalMeasurer : public Measurer {
         KDA_ASSIGN_OR_RETURN(screener_, eval::Screener::open(pack_, e));
       }
       // Rung 0 looks at every configuration: correctness only; the ones that go on get every check.
-      KDA_ASSIGN_OR_RETURN(report, screener_->evaluate(*sol, list, trials, o_.screen_warmup, iterations,
-                                                       rung == 0 ? eval::ScreenChecks::kCorrectness : eval::ScreenChecks::kAll));
+      KDA_ASSIGN_OR_RETURN(
+          report, screener_->evaluate(*sol, list, trials, o_.screen_warmup, iterations,
+                                      rung == 0 ? eval::ScreenChecks::kCorrectness : eval::ScreenChecks::kAll));
     } else {
       eval::EvalOptions e = o_.eval;
       e.with_baseline = false;
@@ -158,7 +160,8 @@ Result<std::vector<const task::Workload*>> tuned_workloads(const task::TaskPack&
 }
 
 std::string fingerprint_of(const task::Solution& base, const std::string& tunables_text,
-                           const std::vector<std::string>& workloads, const TuneOptions& o, const task::TaskPack& pack) {
+                           const std::vector<std::string>& workloads, const TuneOptions& o,
+                           const task::TaskPack& pack) {
   nlohmann::json j{{"solution", task::solution_hash(base)},
                    {"tunables", sha256_hex(tunables_text)},
                    {"definition", pack.definition.name},
@@ -173,8 +176,12 @@ std::string fingerprint_of(const task::Solution& base, const std::string& tunabl
 nlohmann::json TuneResult::to_json() const {
   nlohmann::json m = nlohmann::json::array();
   for (const auto& c : map)
-    m.push_back({{"regime", c.regime}, {"config", c.config}, {"latency_ms", c.latency_ms},
-                 {"ci_low_ms", c.ci_low_ms}, {"ci_high_ms", c.ci_high_ms}, {"workloads", c.workloads}});
+    m.push_back({{"regime", c.regime},
+                 {"config", c.config},
+                 {"latency_ms", c.latency_ms},
+                 {"ci_low_ms", c.ci_low_ms},
+                 {"ci_high_ms", c.ci_high_ms},
+                 {"workloads", c.workloads}});
   return {{"dispatcher_dir", dispatcher_dir.string()},
           {"best_single_dir", best_single_dir.string()},
           {"map", m},
@@ -278,7 +285,8 @@ Status final_timing(const task::TaskPack& pack, const TuneOptions& options, cons
 
 }  // namespace
 
-Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir, const TuneOptions& options) {
+Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir,
+                        const TuneOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto say = [&](const std::string& s) {
     if (options.progress) options.progress(s);
@@ -286,10 +294,11 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   if (options.out_dir.empty()) return Status::bad_input("tune: no output directory (--out)");
   KDA_ASSIGN_OR_RETURN(task::Solution base, task::load_solution(solution_dir));
   if (base.definition != pack.definition.name)
-    return Status::bad_input(solution_dir.string() + ": solution is for definition '" + base.definition + "', the pack is '" +
-                             pack.definition.name + "'");
+    return Status::bad_input(solution_dir.string() + ": solution is for definition '" + base.definition +
+                             "', the pack is '" + pack.definition.name + "'");
   if (base.spec.language != "cpp" && base.spec.language != "cuda")
-    return Status::bad_input(solution_dir.string() + ": kda tune builds cpp and cuda solutions, not '" + base.spec.language + "'");
+    return Status::bad_input(solution_dir.string() + ": kda tune builds cpp and cuda solutions, not '" +
+                             base.spec.language + "'");
   std::vector<std::string> paths;
   for (const auto& s : base.sources) paths.push_back(s.path);
   KDA_ASSIGN_OR_RETURN(Tunables tunables, load_tunables(solution_dir, pack.definition, base.spec.entry_point, paths));
@@ -317,7 +326,9 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   so.stop_after = options.stop_after;
   KDA_ASSIGN_OR_RETURN(SearchOutcome outcome, run_search(space, measurer, state, so));
   if (!outcome.budget_note.empty()) say(outcome.budget_note);
-  if (outcome.stopped) return Status::failed("tune: stopped after " + std::to_string(outcome.measured_new) + " measurements (--resume continues)");
+  if (outcome.stopped)
+    return Status::failed("tune: stopped after " + std::to_string(outcome.measured_new) +
+                          " measurements (--resume continues)");
 
   TuneResult result;
   result.configs_measured = outcome.configs_measured;
@@ -353,13 +364,14 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   KDA_RETURN_IF_ERROR(write_perf_map(pm, space, options.out_dir, result));
-  say(fmt::format("done: {} configurations measured ({} failed) in {:.1f} s; best single {:.6g} ms, dispatcher {:.6g} ms{}{}",
-                  result.configs_measured, result.configs_failed, result.wall_s, result.best_single_geomean_ms,
-                  result.dispatcher_geomean_ms,
-                  result.baseline_geomean_ms > 0 ? fmt::format(", baseline {:.6g} ms", result.baseline_geomean_ms) : "",
-                  result.dispatcher_vs_best_single > 0
-                      ? fmt::format("; dispatcher vs best single, interleaved: {:.3f}x", result.dispatcher_vs_best_single)
-                      : ""));
+  say(fmt::format(
+      "done: {} configurations measured ({} failed) in {:.1f} s; best single {:.6g} ms, dispatcher {:.6g} ms{}{}",
+      result.configs_measured, result.configs_failed, result.wall_s, result.best_single_geomean_ms,
+      result.dispatcher_geomean_ms,
+      result.baseline_geomean_ms > 0 ? fmt::format(", baseline {:.6g} ms", result.baseline_geomean_ms) : "",
+      result.dispatcher_vs_best_single > 0
+          ? fmt::format("; dispatcher vs best single, interleaved: {:.3f}x", result.dispatcher_vs_best_single)
+          : ""));
   return result;
 }
 

@@ -18,12 +18,12 @@
 namespace kda::tune {
 
 struct TuneOptions {
-  eval::EvalOptions eval;            // runner binary, seed, sandbox, workloads ("dev" default for screening)
-  std::filesystem::path out_dir;     // where state.json, map.json, map.md and dispatcher/ go
-  int max_configs = 0;               // 0 = no limit
-  double max_minutes = 0;            // 0 = no limit (wall)
-  bool resume = false;               // continue from out_dir/state.json; nothing measured twice
-  std::string strategy = "auto";     // auto | exhaustive | halving | model
+  eval::EvalOptions eval;         // runner binary, seed, sandbox, workloads ("dev" default for screening)
+  std::filesystem::path out_dir;  // where state.json, map.json, map.md and dispatcher/ go
+  int max_configs = 0;            // 0 = no limit
+  double max_minutes = 0;         // 0 = no limit (wall)
+  bool resume = false;            // continue from out_dir/state.json; nothing measured twice
+  std::string strategy = "auto";  // auto | exhaustive | halving | model
   std::function<void(const std::string&)> progress;  // one line per event (configs done, best so far, budget)
   // Additions beyond the agreed API (defaults keep the agreed behaviour):
   std::filesystem::path regimes_file;  // a TOML file with [[regime]] tables; overrides tunables.toml's
@@ -34,8 +34,8 @@ struct TuneOptions {
   // Measure in one screening session (eval::Screener: runners kept alive, reference outputs
   // reused); false: one official evaluate() per measurement (slower, each in fresh processes).
   bool screen = true;
-  bool final_eval = true;              // time best single and dispatcher with the pack's timing at the end
-  int stop_after = 0;                  // tests: stop as if killed after this many measurements (kFailed)
+  bool final_eval = true;  // time best single and dispatcher with the pack's timing at the end
+  int stop_after = 0;      // tests: stop as if killed after this many measurements (kFailed)
 };
 
 struct RegimeChoice {
@@ -47,29 +47,31 @@ struct RegimeChoice {
 };
 
 struct TuneResult {
-  std::filesystem::path dispatcher_dir;   // a complete solution directory (solution.json + sources) dispatching per regime
+  std::filesystem::path
+      dispatcher_dir;  // a complete solution directory (solution.json + sources) dispatching per regime
   std::filesystem::path best_single_dir;  // the best single configuration as a plain solution directory
   std::vector<RegimeChoice> map;          // one entry per regime
   double best_single_geomean_ms = 0, dispatcher_geomean_ms = 0;  // screening geomeans over the tuned workloads
   int configs_measured = 0;
   // Additions:
-  double baseline_geomean_ms = 0;       // the pack's baseline, timed interleaved in the final evaluation (0 without)
-  bool dispatcher_passed = false;       // the final evaluation passed every tuned workload (true when not run)
-  bool final_timing = false;            // the geomeans come from the final evaluation, not the screening
+  double baseline_geomean_ms = 0;  // the pack's baseline, timed interleaved in the final evaluation (0 without)
+  bool dispatcher_passed = false;  // the final evaluation passed every tuned workload (true when not run)
+  bool final_timing = false;       // the geomeans come from the final evaluation, not the screening
   // The final head-to-head: geomean over the tuned workloads of best single / dispatcher latency,
   // timed interleaved in one evaluation (> 1: the dispatcher is faster; 0: not run).
   double dispatcher_vs_best_single = 0;
   // The screening's own geomeans of the same two solutions (the dispatcher's predicted from its
   // regimes' choices), to compare with the final evaluation's.
   double best_single_screen_ms = 0, dispatcher_screen_ms = 0;
-  int configs_total = 0;                // valid configurations in the space
-  int configs_failed = 0;               // did not compile or did not pass
+  int configs_total = 0;   // valid configurations in the space
+  int configs_failed = 0;  // did not compile or did not pass
   double wall_s = 0;
   nlohmann::json to_json() const;
 };
 
 // Errors: kBadInput for a bad tunables.toml (file, line, parameter named), kFailed when no
 // configuration passed, evaluator errors passed through.
-Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir, const TuneOptions& options);
+Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path& solution_dir,
+                        const TuneOptions& options);
 
 }  // namespace kda::tune

@@ -48,8 +48,9 @@ TEST(TuneE2e, HostRmsnormDispatcherPassesKdaEvalOnAllWorkloads) {
                " --workloads all --quiet --trials 1 --iterations 5 2>&1",
            &eval_out);
   EXPECT_EQ(rc, 0) << eval_out;
-  rc = run(kda + " eval " + (out / "dispatcher").string() + " --task " + pack + " --holdout --quiet --iterations 0 2>&1",
-           &eval_out);
+  rc =
+      run(kda + " eval " + (out / "dispatcher").string() + " --task " + pack + " --holdout --quiet --iterations 0 2>&1",
+          &eval_out);
   EXPECT_EQ(rc, 0) << eval_out;
   // Resume measures nothing new: every measurement is in state.json already.
   std::string again;

@@ -30,7 +30,8 @@ extern "C" __attribute__((visibility("default"))) int run(const DLTensor* in, in
 task::Definition toy_def() {
   task::Definition d;
   d.name = "toy";
-  d.axes = {{"n", task::AxisSpec::Kind::kVar, 0, ""}, {"m", task::AxisSpec::Kind::kVar, 0, ""},
+  d.axes = {{"n", task::AxisSpec::Kind::kVar, 0, ""},
+            {"m", task::AxisSpec::Kind::kVar, 0, ""},
             {"k", task::AxisSpec::Kind::kVar, 0, ""}};
   d.inputs = {{"x", std::vector<std::string>{"n", "m"}, tensor::DType::kFloat32, ""},
               {"eps", std::nullopt, tensor::DType::kFloat32, ""}};
@@ -115,12 +116,12 @@ TEST(Generate, DispatcherRoutesOnShapesAndFallsBack) {
     out[0].shape = ys;
     return fn(in, 2, out, 1, nullptr);
   };
-  EXPECT_EQ(call(5, 50, 4), 101);    // few_rows
-  EXPECT_EQ(call(5, 150, 4), 101);   // first match wins
-  EXPECT_EQ(call(50, 150, 4), 102);  // wide
-  EXPECT_EQ(call(50, 150, 9), 103);  // k out of range: fallback
-  EXPECT_EQ(call(50, 50, 4), 103);   // no regime: fallback
-  EXPECT_EQ(call(5, 50, 4, 3), 103); // unexpected rank: fallback
+  EXPECT_EQ(call(5, 50, 4), 101);     // few_rows
+  EXPECT_EQ(call(5, 150, 4), 101);    // first match wins
+  EXPECT_EQ(call(50, 150, 4), 102);   // wide
+  EXPECT_EQ(call(50, 150, 9), 103);   // k out of range: fallback
+  EXPECT_EQ(call(50, 50, 4), 103);    // no regime: fallback
+  EXPECT_EQ(call(5, 50, 4, 3), 103);  // unexpected rank: fallback
   dlclose(h);
 }
 

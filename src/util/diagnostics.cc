@@ -22,9 +22,12 @@ nlohmann::json Diagnostic::to_json() const {
 std::string json_pointer_token(const std::string& token) {
   std::string out;
   for (char c : token) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }

@@ -83,9 +83,7 @@ stdfs::path xdg_dir(const char* override_env, const char* xdg_var, const char* h
 }
 }  // namespace
 
-stdfs::path user_data_dir(const char* override_env) {
-  return xdg_dir(override_env, "XDG_DATA_HOME", ".local/share");
-}
+stdfs::path user_data_dir(const char* override_env) { return xdg_dir(override_env, "XDG_DATA_HOME", ".local/share"); }
 
 stdfs::path user_cache_dir(const char* override_env) { return xdg_dir(override_env, "XDG_CACHE_HOME", ".cache"); }
 

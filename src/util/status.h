@@ -49,7 +49,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an ok Status");
   }
@@ -76,10 +76,10 @@ class [[nodiscard]] Result {
 }  // namespace kda
 
 // Early return of a non-ok Status (works for Status and Result<T> returning functions).
-#define KDA_RETURN_IF_ERROR(expr)                 \
-  do {                                            \
-    ::kda::Status kda_status_ = (expr);           \
-    if (!kda_status_.ok()) return kda_status_;    \
+#define KDA_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::kda::Status kda_status_ = (expr);        \
+    if (!kda_status_.ok()) return kda_status_; \
   } while (0)
 
 #define KDA_CONCAT_INNER(a, b) a##b

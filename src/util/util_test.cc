@@ -73,7 +73,7 @@ TEST(Fs, LexicallyCleanAndIsWithin) {
   EXPECT_EQ(fs::lexically_clean("a/./b"), std::filesystem::path("a/b"));
   EXPECT_TRUE(fs::is_within("/w/src/k.cu", "/w"));
   EXPECT_TRUE(fs::is_within("/w", "/w"));
-  EXPECT_FALSE(fs::is_within("/work", "/w"));   // a prefix of the name is not a parent
+  EXPECT_FALSE(fs::is_within("/work", "/w"));  // a prefix of the name is not a parent
   EXPECT_FALSE(fs::is_within("/", "/w"));
   EXPECT_FALSE(fs::is_within("/x/w", "/w"));
 }

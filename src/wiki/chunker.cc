@@ -78,8 +78,8 @@ std::string mask_cpp(std::string_view t) {
       j = j == std::string_view::npos ? n : j + delim.size();
       blank(i, j);
       i = j;
-    } else if (c == '"' || (c == '\'' && !(i > 0 && std::isxdigit(static_cast<unsigned char>(t[i - 1])) &&
-                                          i + 1 < n && std::isxdigit(static_cast<unsigned char>(t[i + 1]))))) {
+    } else if (c == '"' || (c == '\'' && !(i > 0 && std::isxdigit(static_cast<unsigned char>(t[i - 1])) && i + 1 < n &&
+                                           std::isxdigit(static_cast<unsigned char>(t[i + 1]))))) {
       // String or char literal (a quote between hex digits is a C++14 digit separator).
       size_t j = i + 1;
       while (j < n && t[j] != c && t[j] != '\n') j += t[j] == '\\' ? 2 : 1;
@@ -97,8 +97,10 @@ std::string mask_cpp(std::string_view t) {
 size_t match_brace(const std::string& m, size_t open, size_t end) {
   int depth = 0;
   for (size_t i = open; i < end; ++i) {
-    if (m[i] == '{') ++depth;
-    else if (m[i] == '}' && --depth == 0) return i;
+    if (m[i] == '{')
+      ++depth;
+    else if (m[i] == '}' && --depth == 0)
+      return i;
   }
   return std::string::npos;
 }
@@ -131,9 +133,9 @@ bool has_word(std::string_view s, std::string_view word) {
 }
 
 const std::set<std::string>& skip_before_paren() {
-  static const std::set<std::string> k = {"__launch_bounds__", "__align__", "alignas", "__attribute__",
-                                          "__declspec", "decltype", "requires", "noexcept", "sizeof",
-                                          "static_assert", "__cluster_dims__", "template", "operator"};
+  static const std::set<std::string> k = {
+      "__launch_bounds__", "__align__", "alignas",       "__attribute__",    "__declspec", "decltype", "requires",
+      "noexcept",          "sizeof",    "static_assert", "__cluster_dims__", "template",   "operator"};
   return k;
 }
 
@@ -197,8 +199,10 @@ Header classify(std::string_view h) {
     ad = 0;
     size_t kw = std::string_view::npos;
     for (size_t i = 0; i < t.size(); ++i) {
-      if (t[i] == '<') ++ad;
-      else if (t[i] == '>' && ad > 0) --ad;
+      if (t[i] == '<')
+        ++ad;
+      else if (t[i] == '>' && ad > 0)
+        --ad;
       else if (ad == 0 && ident_char(t[i]) && (i == 0 || !ident_char(t[i - 1]))) {
         for (std::string_view k : {"class", "struct", "union", "enum"})
           if (t.substr(i, k.size()) == k && (i + k.size() >= t.size() || !ident_char(t[i + k.size()]))) kw = i;
@@ -210,7 +214,8 @@ Header classify(std::string_view h) {
       for (size_t i = 1; i < after.size(); ++i) {
         const std::string& x = after[i];
         if (x == "class" || x == "struct" || x == "alignas" || x == "__align__" || x == "final" ||
-            std::all_of(x.begin(), x.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)) || c == '_'; }))
+            std::all_of(x.begin(), x.end(),
+                        [](char c) { return std::isupper(static_cast<unsigned char>(c)) || c == '_'; }))
           continue;  // skip "enum class", attributes and export macros such as CUTLASS_API
         r.name = x;
         break;
@@ -252,8 +257,10 @@ void scan_scope(std::string_view t, const std::string& m, const Lines& L, size_t
   int paren = 0;
   while (i < end) {
     char c = m[i];
-    if (c == '(') ++paren;
-    else if (c == ')') paren = std::max(0, paren - 1);
+    if (c == '(')
+      ++paren;
+    else if (c == ')')
+      paren = std::max(0, paren - 1);
     if (c == ';' && paren == 0) {
       stmt = i + 1;
     } else if (c == '}') {
@@ -353,15 +360,19 @@ std::vector<std::string> ptx_mnemonics(std::string_view code) {
     size_t j = i + 1;
     // Skip whitespace, escapes, braces and a predicate guard ("@p ").
     while (j < code.size()) {
-      if (code[j] == ' ' || code[j] == '\t' || code[j] == '{') ++j;
-      else if (code[j] == '\\' && j + 1 < code.size()) j += 2;
+      if (code[j] == ' ' || code[j] == '\t' || code[j] == '{')
+        ++j;
+      else if (code[j] == '\\' && j + 1 < code.size())
+        j += 2;
       else if (code[j] == '@') {
         while (j < code.size() && code[j] != ' ' && code[j] != '"') ++j;
-      } else break;
+      } else
+        break;
     }
     size_t s = j;
-    while (j < code.size() && (std::islower(static_cast<unsigned char>(code[j])) || std::isdigit(static_cast<unsigned char>(code[j])) ||
-                               code[j] == '.' || code[j] == '_' || code[j] == ':'))
+    while (j < code.size() &&
+           (std::islower(static_cast<unsigned char>(code[j])) || std::isdigit(static_cast<unsigned char>(code[j])) ||
+            code[j] == '.' || code[j] == '_' || code[j] == ':'))
       ++j;
     std::string_view w = code.substr(s, j - s);
     while (!w.empty() && (w.back() == '.' || w.back() == ':')) w.remove_suffix(1);

@@ -37,7 +37,8 @@ TEST(Chunker, FindsKernelsFunctionsAndTypes) {
   std::vector<std::string> titles;
   for (const auto& c : chunks)
     if (c.unit != "glue") titles.push_back(c.title + "/" + c.unit);
-  EXPECT_EQ(titles, (std::vector<std::string>{"Params/type", "scale_kernel/kernel", "helper/function", "main/function"}));
+  EXPECT_EQ(titles,
+            (std::vector<std::string>{"Params/type", "scale_kernel/kernel", "helper/function", "main/function"}));
   const Chunk* k = nullptr;
   for (const auto& c : chunks)
     if (c.title == "scale_kernel") k = &c;
@@ -84,7 +85,8 @@ TEST(Chunker, LargeClassesAreSplitIntoMembers) {
 }
 
 TEST(Chunker, PythonAndMarkdown) {
-  auto py = chunk_python("import x\n\n@dec\ndef f(a):\n    return a\n\nclass C:\n    def m(self):\n        pass\n\nY = 1\n");
+  auto py =
+      chunk_python("import x\n\n@dec\ndef f(a):\n    return a\n\nclass C:\n    def m(self):\n        pass\n\nY = 1\n");
   std::vector<std::string> titles;
   for (const auto& c : py) titles.push_back(c.title);
   EXPECT_EQ(titles, (std::vector<std::string>{"", "f", "C", ""}));
@@ -97,7 +99,8 @@ TEST(Chunker, PythonAndMarkdown) {
 }
 
 TEST(Chunker, PtxMnemonics) {
-  auto m = ptx_mnemonics(R"(asm volatile("{\n\t.reg .pred p;\n" "@p mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;" "wgmma.fence.sync.aligned;");)");
+  auto m = ptx_mnemonics(
+      R"(asm volatile("{\n\t.reg .pred p;\n" "@p mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;" "wgmma.fence.sync.aligned;");)");
   EXPECT_EQ(m, (std::vector<std::string>{"mbarrier.try_wait.parity.shared::cta.b64", "wgmma.fence.sync.aligned"}));
 }
 

@@ -11,13 +11,16 @@ namespace kda::wiki {
 
 namespace {
 
-bool ends_with(std::string_view s, std::string_view suf) { return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf; }
+bool ends_with(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+}
 
 // Renders JSON as "a.b.c: value" lines, so ncu analyses are searchable by metric name and value.
 void flatten(const nlohmann::json& j, const std::string& prefix, std::string& out, int depth) {
   if (depth > 12) return;
   if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out, depth + 1);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out, depth + 1);
   } else if (j.is_array()) {
     size_t i = 0;
     for (const auto& v : j) flatten(v, fmt::format("{}[{}]", prefix, i++), out, depth + 1);
@@ -124,7 +127,8 @@ Result<std::vector<Document>> parse_pr_records(std::string_view jsonl, const std
     std::string where = fmt::format("{}:{}", origin, line_no);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Status::bad_input(where + ": not a JSON object");
-    if (!j.contains("repo") || !j["repo"].is_string()) return Status::bad_input(where + ": /repo: missing or not a string");
+    if (!j.contains("repo") || !j["repo"].is_string())
+      return Status::bad_input(where + ": /repo: missing or not a string");
     if (!j.contains("number") || !j["number"].is_number_integer())
       return Status::bad_input(where + ": /number: missing or not an integer");
     Document d;

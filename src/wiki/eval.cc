@@ -24,7 +24,8 @@ Result<std::vector<EvalQuery>> parse_eval_queries(const std::string& text, const
     std::string where = fmt::format("{}:{}", origin, line_no);
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Status::bad_input(where + ": not a JSON object");
-    if (!j.contains("query") || !j["query"].is_string()) return Status::bad_input(where + ": /query: missing or not a string");
+    if (!j.contains("query") || !j["query"].is_string())
+      return Status::bad_input(where + ": /query: missing or not a string");
     if (!j.contains("expect") || !j["expect"].is_array() || j["expect"].empty())
       return Status::bad_input(where + ": /expect: missing or not a non-empty array");
     EvalQuery q;
@@ -42,7 +43,9 @@ Result<std::vector<EvalQuery>> parse_eval_queries(const std::string& text, const
     if (j.contains("filters")) {
       const json& f = j["filters"];
       if (!f.is_object()) return Status::bad_input(where + ": /filters: not an object");
-      auto get = [&](const char* key) { return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : ""; };
+      auto get = [&](const char* key) {
+        return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : "";
+      };
       q.request.filters = {get("arch"), get("op"), get("technique"), get("kind"), get("repo"), get("language")};
     }
     out.push_back(std::move(q));

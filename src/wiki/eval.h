@@ -14,10 +14,10 @@
 namespace kda::wiki {
 
 struct EvalQuery {
-  SearchRequest request;             // limit: max(k, 10), so hit@10 and the MRR can be read
+  SearchRequest request;            // limit: max(k, 10), so hit@10 and the MRR can be read
   std::vector<std::string> expect;  // page ids, or path suffixes (repo/path or path)
-  int k = 5;                         // a hit is an expected item in the top k
-  std::string kind = "hand";         // "hand", or what generated it (query_gen.h)
+  int k = 5;                        // a hit is an expected item in the top k
+  std::string kind = "hand";        // "hand", or what generated it (query_gen.h)
 };
 
 // hit@1/5/10 and MRR (1/rank of the first expected item within the top 10, 0 beyond) of some queries.
@@ -29,12 +29,12 @@ struct RankStats {
 struct EvalResult {
   struct PerQuery {
     std::string query;
-    int rank = 0;  // 1-based rank of the first expected result, 0 = miss
+    int rank = 0;                  // 1-based rank of the first expected result, 0 = miss
     std::vector<std::string> top;  // result ids
     double ms = 0, cpu_ms = 0;     // median wall-clock and process CPU time of its searches
   };
   std::vector<PerQuery> per_query;
-  int hits = 0;       // queries with an expected item in their top k
+  int hits = 0;  // queries with an expected item in their top k
   double hit_rate = 0;
   RankStats all;
   std::map<std::string, RankStats> by_kind;

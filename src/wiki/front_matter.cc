@@ -23,8 +23,10 @@ Result<std::vector<std::string>> inline_list(const std::string& v, const std::st
   for (size_t i = 1; i + 1 < v.size(); ++i) {
     char c = v[i];
     if (quote) {
-      if (c == quote) quote = 0;
-      else cur += c;
+      if (c == quote)
+        quote = 0;
+      else
+        cur += c;
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == ',') {
@@ -105,8 +107,7 @@ Result<FrontMatter> parse_front_matter(std::string_view text, const std::string&
       continue;
     }
     size_t colon = t.find(':');
-    if (colon == std::string::npos || colon == 0)
-      return Status::bad_input(where + ": expected 'key: value'");
+    if (colon == std::string::npos || colon == 0) return Status::bad_input(where + ": expected 'key: value'");
     std::string key = util::trimmed(t.substr(0, colon));
     std::string value = util::trimmed(t.substr(colon + 1));
     list_key.clear();

@@ -17,7 +17,7 @@ namespace kda::wiki {
 struct FrontMatter {
   std::map<std::string, std::string> scalars;
   std::map<std::string, std::vector<std::string>> lists;
-  bool present = false;  // the text starts with a '---' block
+  bool present = false;    // the text starts with a '---' block
   size_t body_offset = 0;  // byte offset of the body after the closing '---'
   int body_line = 1;       // 1-based line number where the body starts
 

@@ -54,8 +54,9 @@ TEST(FrontMatter, AbsentAndMalformed) {
 }
 
 TEST(Document, PageIsOneChunkWithMetadata) {
-  auto d = parse_document("technique/tma.md",
-                          "---\nid: technique/tma\ntype: technique\ntags: [arch:sm90]\n---\n# TMA\n\n## Why\ntext\n", "");
+  auto d =
+      parse_document("technique/tma.md",
+                     "---\nid: technique/tma\ntype: technique\ntags: [arch:sm90]\n---\n# TMA\n\n## Why\ntext\n", "");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->kind, "page");
   ASSERT_EQ(d->chunks.size(), 1u);

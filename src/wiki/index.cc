@@ -174,11 +174,11 @@ Result<std::unique_ptr<Index>> Index::open(const stdfs::path& db_file) {
   KDA_RETURN_IF_ERROR(register_tokenizer(*impl->db));
   KDA_RETURN_IF_ERROR(impl->db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   KDA_RETURN_IF_ERROR(impl->db->exec(kSchema).with_context(db_file.string()));
-  KDA_RETURN_IF_ERROR(impl->db->exec(fmt::format(
-      "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{}');", kSchemaVersion)));
+  KDA_RETURN_IF_ERROR(impl->db->exec(
+      fmt::format("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '{}');", kSchemaVersion)));
   // The default rank of the FTS table is BM25 with the field weights, so `ORDER BY rank` uses them.
-  KDA_RETURN_IF_ERROR(impl->db->exec(fmt::format(
-      "INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', '{}');", kRank)));
+  KDA_RETURN_IF_ERROR(
+      impl->db->exec(fmt::format("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', '{}');", kRank)));
   return std::unique_ptr<Index>(new Index(std::move(impl)));
 }
 
@@ -186,13 +186,16 @@ Status Index::Impl::prepare_ingest() {
   KDA_ASSIGN_OR_RETURN(find_file, db->prepare("SELECT id, hash FROM files WHERE repo = ?1 AND path = ?2"));
   KDA_ASSIGN_OR_RETURN(delete_chunks, db->prepare("DELETE FROM chunks WHERE file_id = ?1"));
   KDA_ASSIGN_OR_RETURN(delete_file, db->prepare("DELETE FROM files WHERE id = ?1"));
-  KDA_ASSIGN_OR_RETURN(insert_file, db->prepare(
-      "INSERT INTO files(repo, path, root, hash, commit_sha, license, kind, language, ingested_at) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, strftime('%s','now'))"));
-  KDA_ASSIGN_OR_RETURN(insert_chunk, db->prepare(
-      "INSERT INTO chunks(file_id, key, title, symbols, headings, body, path, tags, start_line, end_line, unit, "
-      "kind, language, repo, arch, op, technique, related, sources) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"));
+  KDA_ASSIGN_OR_RETURN(
+      insert_file,
+      db->prepare("INSERT INTO files(repo, path, root, hash, commit_sha, license, kind, language, ingested_at) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, strftime('%s','now'))"));
+  KDA_ASSIGN_OR_RETURN(
+      insert_chunk,
+      db->prepare(
+          "INSERT INTO chunks(file_id, key, title, symbols, headings, body, path, tags, start_line, end_line, unit, "
+          "kind, language, repo, arch, op, technique, related, sources) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"));
   return {};
 }
 
@@ -210,7 +213,8 @@ Status Index::Impl::store(const std::string& repo, const std::string& root, cons
   insert_file.bind(7, doc.kind).bind(8, doc.language);
   KDA_RETURN_IF_ERROR(insert_file.run());
   int64_t file_id = sqlite3_last_insert_rowid(db->handle());
-  std::string tags = util::join(doc.tags, "\n"), related = util::join(doc.related, "\n"), sources = util::join(doc.sources, "\n");
+  std::string tags = util::join(doc.tags, "\n"), related = util::join(doc.related, "\n"),
+              sources = util::join(doc.sources, "\n");
   int section = 0;
   for (auto& dc : doc.chunks) {
     Chunk& c = dc.chunk;
@@ -242,9 +246,10 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
   auto report = [&](bool final, const std::string& what) {
     if (!progress || options.quiet) return;
     double s = elapsed();
-    *progress << fmt::format("wiki ingest: {}: {} files ({} new or changed, {} unchanged, {:.0f} files/s), {} chunks{}\n",
-                             what, st.files_seen, st.files_indexed, st.files_unchanged, s > 0 ? st.files_seen / s : 0.0,
-                             st.chunks_added, final ? fmt::format(", {:.1f} s", s) : "");
+    *progress << fmt::format(
+        "wiki ingest: {}: {} files ({} new or changed, {} unchanged, {:.0f} files/s), {} chunks{}\n", what,
+        st.files_seen, st.files_indexed, st.files_unchanged, s > 0 ? st.files_seen / s : 0.0, st.chunks_added,
+        final ? fmt::format(", {:.1f} s", s) : "");
   };
   int pending = 0;
   KDA_RETURN_IF_ERROR(im.db->exec("BEGIN"));
@@ -285,7 +290,9 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
     if (!doc.ok()) {
       // One malformed file (bad front matter, invalid JSON) must not abort a large ingest: warn, skip.
       ++st.files_failed;
-      if (progress) *progress << "wiki ingest: skipped " << (stdfs::path(root) / rel).string() << ": " << doc.status().message() << "\n";
+      if (progress)
+        *progress << "wiki ingest: skipped " << (stdfs::path(root) / rel).string() << ": " << doc.status().message()
+                  << "\n";
       return maybe_commit();
     }
     KDA_RETURN_IF_ERROR(im.store(repo, root, hash, commit, license, *doc, st));
@@ -305,8 +312,9 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
         if (!recs.ok()) return recs.status();
         for (auto& d : *recs) {
           ++st.files_seen;
-          std::string line_hash = sha256_hex(d.repo + "\n" + d.path + "\n" + d.commit + "\n" +
-                                             (d.chunks.empty() ? "" : d.chunks[0].chunk.body) + std::to_string(d.chunks.size()));
+          std::string line_hash =
+              sha256_hex(d.repo + "\n" + d.path + "\n" + d.commit + "\n" +
+                         (d.chunks.empty() ? "" : d.chunks[0].chunk.body) + std::to_string(d.chunks.size()));
           for (const auto& c : d.chunks) line_hash = sha256_hex(line_hash + c.chunk.body);
           im.find_file.bind(1, d.repo).bind(2, d.path);
           auto found = im.find_file.step();
@@ -351,7 +359,7 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
     for (const auto& f : files) {
       std::string rel = stdfs::relative(f, abs, ec).generic_string();
       auto content = fs::read_file(f);
-      if (!content.ok()) continue;  // vanished or unreadable: skip, it is removed below if gone
+      if (!content.ok()) continue;                 // vanished or unreadable: skip, it is removed below if gone
       if (content->size() > (4u << 20)) continue;  // generated giants (>4 MiB) are not knowledge
       KDA_RETURN_IF_ERROR(ingest_content(repo, root, rel, *content, commit, license, &seen));
       auto now = std::chrono::steady_clock::now();
@@ -484,11 +492,16 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   std::vector<std::string> binds;
   std::string where = im.filter_sql(req.filters, aliases_, binds);
   // Small metadata columns come before `body` in the chunks table, so the join does not read bodies.
-  std::string sql = where.empty()
-      ? std::string("SELECT c.id, c.file_id, f.rank, c.kind, c.path, c.symbols FROM (SELECT rowid, rank FROM chunks_fts "
-                    "WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2) AS f JOIN chunks c ON c.id = f.rowid")
-      : fmt::format("SELECT c.id, c.file_id, chunks_fts.rank, c.kind, c.path, c.symbols FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-                    "WHERE chunks_fts MATCH ?1{} ORDER BY chunks_fts.rank LIMIT ?2", where);
+  std::string sql =
+      where.empty()
+          ? std::string(
+                "SELECT c.id, c.file_id, f.rank, c.kind, c.path, c.symbols FROM (SELECT rowid, rank FROM chunks_fts "
+                "WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2) AS f JOIN chunks c ON c.id = f.rowid")
+          : fmt::format(
+                "SELECT c.id, c.file_id, chunks_fts.rank, c.kind, c.path, c.symbols FROM chunks_fts JOIN chunks c ON "
+                "c.id = chunks_fts.rowid "
+                "WHERE chunks_fts MATCH ?1{} ORDER BY chunks_fts.rank LIMIT ?2",
+                where);
   const std::set<std::string> query_words = [&] {
     std::set<std::string> w;
     for (const auto& t : terms_of(req.query))
@@ -546,9 +559,12 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   }
   if (static_cast<int>(best.size()) > req.limit) best.resize(static_cast<size_t>(req.limit));
 
-  KDA_ASSIGN_OR_RETURN(Statement d, im.db->prepare(
-      "SELECT c.key, c.title, c.kind, c.language, c.unit, c.repo, f.commit_sha, f.license, c.path, c.start_line, "
-      "c.end_line, c.tags, c.body, c.symbols, c.headings FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id = ?1"));
+  KDA_ASSIGN_OR_RETURN(
+      Statement d,
+      im.db->prepare(
+          "SELECT c.key, c.title, c.kind, c.language, c.unit, c.repo, f.commit_sha, f.license, c.path, c.start_line, "
+          "c.end_line, c.tags, c.body, c.symbols, c.headings FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id "
+          "= ?1"));
   std::vector<SearchHit> hits;
   for (size_t i = 0; i < best.size(); ++i) {
     d.bind(1, best[i].id);
@@ -571,7 +587,8 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
     h.end_line = static_cast<int>(d.int_at(10));
     h.tags = split_lines(d.view_at(11));
     std::string body = d.text_at(12);
-    std::string meta = d.text_at(1) + "\n" + d.text_at(13) + "\n" + d.text_at(14) + "\n" + h.path + "\n" + d.text_at(11);
+    std::string meta =
+        d.text_at(1) + "\n" + d.text_at(13) + "\n" + d.text_at(14) + "\n" + h.path + "\n" + d.text_at(11);
     d.reset();
     h.score = best[i].score;
     h.file_hits = file_hits[i];
@@ -589,7 +606,8 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
     for (const auto& g : plan.groups)
       for (size_t m = 0; m < g.members.size(); ++m) {
         const auto& parts = g.member_parts[m];
-        bool all = !parts.empty() && std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return chunk_terms.count(p) > 0; });
+        bool all = !parts.empty() && std::all_of(parts.begin(), parts.end(),
+                                                 [&](const std::string& p) { return chunk_terms.count(p) > 0; });
         if (all) {
           h.matched_terms.push_back(g.members[m]);
           for (const auto& p : parts) leaf.insert(p);
@@ -639,8 +657,8 @@ Result<ChunkRecord> Index::show(const std::string& id) {
   if (numeric) attempts.push_back({"WHERE c.id = ?1", id[0] == '#' ? id.substr(1) : id});
   attempts.push_back({"WHERE c.key LIKE ?1 ESCAPE '\\' ORDER BY c.id", id + "#%"});
   // A page's front matter may list alias ids (kept in its symbols, one per line).
-  attempts.push_back({"WHERE c.kind = 'page' AND (char(10) || c.symbols || char(10)) LIKE ?1 ORDER BY c.id",
-                      "%\n" + id + "\n%"});
+  attempts.push_back(
+      {"WHERE c.kind = 'page' AND (char(10) || c.symbols || char(10)) LIKE ?1 ORDER BY c.id", "%\n" + id + "\n%"});
   for (auto& [where, value] : attempts) {
     KDA_ASSIGN_OR_RETURN(Statement q, im.db->prepare(cols + where));
     q.bind(1, value);
@@ -705,8 +723,9 @@ Result<std::vector<GrepHit>> Index::grep(const std::string& pattern, const Filte
   std::vector<std::string> binds;
   std::string where = im.filter_sql(filters, aliases_, binds);
   // filter_sql numbers its parameters from ?3; bind ?1 and ?2 to no-ops.
-  KDA_ASSIGN_OR_RETURN(Statement q, im.db->prepare(
-      "SELECT c.key, c.repo, c.path, c.start_line, c.body FROM chunks c WHERE ?1 = ?2" + where + " ORDER BY c.id"));
+  KDA_ASSIGN_OR_RETURN(Statement q,
+                       im.db->prepare("SELECT c.key, c.repo, c.path, c.start_line, c.body FROM chunks c WHERE ?1 = ?2" +
+                                      where + " ORDER BY c.id"));
   q.bind(1, int64_t{1}).bind(2, int64_t{1});
   for (size_t i = 0; i < binds.size(); ++i) q.bind(static_cast<int>(i) + 3, binds[i]);
   std::vector<GrepHit> hits;
@@ -734,7 +753,8 @@ Result<std::vector<GrepHit>> Index::grep(const std::string& pattern, const Filte
 Result<IndexStats> Index::stats() {
   Impl& im = *impl_;
   IndexStats s;
-  KDA_ASSIGN_OR_RETURN(Statement a, im.db->prepare("SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"));
+  KDA_ASSIGN_OR_RETURN(Statement a,
+                       im.db->prepare("SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks)"));
   KDA_ASSIGN_OR_RETURN(bool row, a.step());
   if (row) {
     s.files = a.int_at(0);

@@ -165,9 +165,10 @@ TEST_F(IndexTest, AliasIdsAndMalformedFiles) {
 }
 
 TEST_F(IndexTest, PrRecordsAndGitCommit) {
-  write(dir_ / "prs.jsonl",
-        R"({"repo":"o/r","number":12,"title":"Pingpong schedule","body":"KernelTmaWarpSpecializedPingpong","merge_commit":"deadbeef","changed_files":["x.cu"],"diff":""})"
-        "\n");
+  write(
+      dir_ / "prs.jsonl",
+      R"({"repo":"o/r","number":12,"title":"Pingpong schedule","body":"KernelTmaWarpSpecializedPingpong","merge_commit":"deadbeef","changed_files":["x.cu"],"diff":""})"
+      "\n");
   auto st = index_->ingest({dir_ / "prs.jsonl"}, {}, nullptr);
   ASSERT_TRUE(st.ok()) << st.status().message();
   auto hits = search("warp specialized pingpong");

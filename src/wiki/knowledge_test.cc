@@ -84,16 +84,36 @@ TEST_F(KnowledgeSearch, CanonicalQueriesFindTheirPage) {
 // The ncu skill (src/ncu/analyze.cc) and the brief link to these ids; each must open a page, directly or
 // through a page's `aliases`.
 TEST_F(KnowledgeSearch, LinkedIdsResolve) {
-  for (const char* id :
-       {"diagnosis/compute-bound", "diagnosis/latency-bound", "diagnosis/load-imbalance", "diagnosis/low-occupancy",
-        "diagnosis/memory-bound", "diagnosis/memory-bound-uncoalesced", "diagnosis/register-spills",
-        "diagnosis/shared-bank-conflicts", "diagnosis/tail-effect", "diagnosis/bank-conflicts", "diagnosis/launch-bound",
-        "diagnosis/low-occupancy-registers", "diagnosis/long-scoreboard-stalls", "technique/async-copy-pipelining",
-        "technique/coalesced-access", "technique/grid-sizing", "technique/instruction-level-parallelism",
-        "technique/kernel-fusion", "technique/launch-bounds", "technique/occupancy-tuning", "technique/persistent-kernels",
-        "technique/shared-memory-padding", "technique/shared-memory-swizzle", "technique/tensor-cores-wgmma",
-        "technique/vectorized-access", "kernels/dsa_topk_indexer", "kernels/dsa_sparse_attention", "kernels/gdn_decode",
-        "kernels/gdn_prefill", "kernels/moe_fp8_block_scale"}) {
+  for (const char* id : {"diagnosis/compute-bound",
+                         "diagnosis/latency-bound",
+                         "diagnosis/load-imbalance",
+                         "diagnosis/low-occupancy",
+                         "diagnosis/memory-bound",
+                         "diagnosis/memory-bound-uncoalesced",
+                         "diagnosis/register-spills",
+                         "diagnosis/shared-bank-conflicts",
+                         "diagnosis/tail-effect",
+                         "diagnosis/bank-conflicts",
+                         "diagnosis/launch-bound",
+                         "diagnosis/low-occupancy-registers",
+                         "diagnosis/long-scoreboard-stalls",
+                         "technique/async-copy-pipelining",
+                         "technique/coalesced-access",
+                         "technique/grid-sizing",
+                         "technique/instruction-level-parallelism",
+                         "technique/kernel-fusion",
+                         "technique/launch-bounds",
+                         "technique/occupancy-tuning",
+                         "technique/persistent-kernels",
+                         "technique/shared-memory-padding",
+                         "technique/shared-memory-swizzle",
+                         "technique/tensor-cores-wgmma",
+                         "technique/vectorized-access",
+                         "kernels/dsa_topk_indexer",
+                         "kernels/dsa_sparse_attention",
+                         "kernels/gdn_decode",
+                         "kernels/gdn_prefill",
+                         "kernels/moe_fp8_block_scale"}) {
     auto page = index_->show(id);
     EXPECT_TRUE(page.ok()) << id << ": " << page.status().message();
   }

@@ -9,10 +9,10 @@ namespace kda::wiki {
 namespace {
 
 const std::set<std::string>& stop_words() {
-  static const std::set<std::string> k = {"a",    "an",   "the",  "to",   "of",   "in",   "on",    "for",  "and",
-                                          "or",   "is",   "are",  "how",  "what", "why",  "when",  "with", "by",
-                                          "do",   "does", "use",  "using", "i",   "my",   "it",    "its",  "be",
-                                          "from", "at",   "as",   "that", "this", "which", "can",  "not"};
+  static const std::set<std::string> k = {"a",    "an",   "the", "to",    "of",   "in",    "on",   "for",  "and",
+                                          "or",   "is",   "are", "how",   "what", "why",   "when", "with", "by",
+                                          "do",   "does", "use", "using", "i",    "my",    "it",   "its",  "be",
+                                          "from", "at",   "as",  "that",  "this", "which", "can",  "not"};
   return k;
 }
 

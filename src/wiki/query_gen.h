@@ -29,7 +29,7 @@ struct QueryGenOptions {
   std::string repo;          // the name the tree was ingested under (kda wiki ingest --repo)
   size_t max_queries = 200;  // a seeded sample when the tree offers more
   uint64_t seed = 1;
-  size_t min_words = 4;      // comments with fewer usable words give no query
+  size_t min_words = 4;  // comments with fewer usable words give no query
   size_t max_words = 8;
 };
 

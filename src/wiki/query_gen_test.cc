@@ -28,7 +28,8 @@ class QueryGen : public ::testing::Test {
           "// Named barrier ids reserved for each warpgroup of a warp-specialized kernel.\n"
           "#pragma once\n"
           "// Synchronise the producer and consumer warpgroups on a named hardware barrier.\n"
-          "inline void sync_named_barrier(int id, int threads) { asm volatile(\"bar.sync %0, %1;\" :: \"r\"(id), \"r\"(threads)); }\n");
+          "inline void sync_named_barrier(int id, int threads) { asm volatile(\"bar.sync %0, %1;\" :: \"r\"(id), "
+          "\"r\"(threads)); }\n");
     write("softmax.cu",
           "#include <cuda_runtime.h>\n"
           "__global__ void online_softmax(float* x, int n) {\n"
@@ -37,10 +38,13 @@ class QueryGen : public ::testing::Test {
           "}\n"
           "// ok\n"
           "__global__ void tiny(float* x) { x[0] = 1; }\n");
-    write("build/generated.cu", "// Rescale the running maximum and the running sum again here please.\n__global__ void g() {}\n");
+    write("build/generated.cu",
+          "// Rescale the running maximum and the running sum again here please.\n__global__ void g() {}\n");
   }
   void TearDown() override { stdfs::remove_all(root_); }
-  void write(const std::string& rel, const std::string& text) { ASSERT_TRUE(fs::write_file_atomic(root_ / rel, text).ok()); }
+  void write(const std::string& rel, const std::string& text) {
+    ASSERT_TRUE(fs::write_file_atomic(root_ / rel, text).ok());
+  }
   stdfs::path root_;
 };
 
@@ -52,8 +56,8 @@ TEST_F(QueryGen, CommentsBecomeQueriesAnsweredByTheirFile) {
   std::set<std::pair<std::string, std::string>> kinds;  // (kind, expect)
   for (const auto& q : *qs) {
     kinds.insert({q.kind, q.expect});
-    EXPECT_EQ(q.query.find("the "), std::string::npos) << q.query;         // stop words out
-    EXPECT_EQ(q.query.find("copyright"), std::string::npos) << q.query;    // the licence is skipped
+    EXPECT_EQ(q.query.find("the "), std::string::npos) << q.query;       // stop words out
+    EXPECT_EQ(q.query.find("copyright"), std::string::npos) << q.query;  // the licence is skipped
     if (q.kind != "definition_name") EXPECT_EQ(q.query.find("sync"), std::string::npos) << q.query;  // not its own name
     EXPECT_EQ(q.expect.find("build/"), std::string::npos) << "build directories are skipped";
     if (q.kind != "definition_name") EXPECT_GE(std::count(q.query.begin(), q.query.end(), ' ') + 1, 4) << q.query;
@@ -63,7 +67,8 @@ TEST_F(QueryGen, CommentsBecomeQueriesAnsweredByTheirFile) {
   EXPECT_TRUE(kinds.count({"definition_comment", "demo/softmax.cu"}));  // the comment at the top of the body
   // The name of sync_named_barrier, in words; online_softmax and tiny are too short a name to ask by.
   EXPECT_TRUE(std::any_of(qs->begin(), qs->end(), [](const GeneratedQuery& q) {
-    return q.kind == "definition_name" && q.query == "sync named barrier" && q.expect == "demo/include/barriers/named_barrier.hpp";
+    return q.kind == "definition_name" && q.query == "sync named barrier" &&
+           q.expect == "demo/include/barriers/named_barrier.hpp";
   }));
   EXPECT_EQ(qs->size(), 4u) << "'// ok' has too few words; the build/ file is skipped";
   auto again = generate_queries(root_, o);

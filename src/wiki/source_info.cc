@@ -44,7 +44,8 @@ std::string run_capture(std::vector<std::string> argv) {
   char buf[512];
   bool timed_out = false;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -68,7 +69,8 @@ std::string run_capture(std::vector<std::string> argv) {
 std::string git_head(const std::filesystem::path& dir) {
   std::string out = run_capture({"git", "-C", dir.string(), "rev-parse", "HEAD"});
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  bool hex = out.size() >= 40 && std::all_of(out.begin(), out.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  bool hex = out.size() >= 40 &&
+             std::all_of(out.begin(), out.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
   return hex ? out : "";
 }
 
@@ -77,7 +79,8 @@ std::string license_of(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> candidates;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (e.is_regular_file(ec) && (name.starts_with("LICENSE") || name.starts_with("LICENCE") || name.starts_with("COPYING")))
+    if (e.is_regular_file(ec) &&
+        (name.starts_with("LICENSE") || name.starts_with("LICENCE") || name.starts_with("COPYING")))
       candidates.push_back(e.path());
   }
   std::sort(candidates.begin(), candidates.end());

@@ -20,8 +20,10 @@ void split_segment(std::string_view seg, std::vector<std::string>& out) {
     bool cut = i == seg.size();
     if (!cut) {
       char p = seg[i - 1], c = seg[i];
-      if (is_lower(p) && is_upper(c)) cut = true;                                        // fooBar
-      else if (is_digit(p) != is_digit(c)) cut = true;                                   // sm90, e4m3
+      if (is_lower(p) && is_upper(c))
+        cut = true;  // fooBar
+      else if (is_digit(p) != is_digit(c))
+        cut = true;                                                                       // sm90, e4m3
       else if (is_upper(p) && is_upper(c) && i + 1 < seg.size() && is_lower(seg[i + 1]))  // HTTPServer
         cut = true;
     }

@@ -18,9 +18,9 @@
 namespace kda::wiki {
 
 struct Term {
-  std::string text;     // lowercase [a-z0-9_]
-  bool colocated;       // same position as the previous term (whole identifier / segment)
-  size_t begin, end;    // byte offsets of the word in the input
+  std::string text;   // lowercase [a-z0-9_]
+  bool colocated;     // same position as the previous term (whole identifier / segment)
+  size_t begin, end;  // byte offsets of the word in the input
 };
 
 // Calls `sink` for each term of `text` in order. Returns early if sink returns false.

@@ -75,7 +75,8 @@ TEST_F(WikiCli, BadInputExitsTwo) {
   // An unknown kind is an error, not an empty result (it was exit 0 with no hits).
   const auto bogus = kda("wiki search --kind bogus tma" + db_, /*with_stderr=*/true);
   EXPECT_EQ(bogus.code, 2);
-  EXPECT_NE(bogus.out.find("--kind: expected page, doc, code, pr, ncu or lesson, got 'bogus'"), std::string::npos) << bogus.out;
+  EXPECT_NE(bogus.out.find("--kind: expected page, doc, code, pr, ncu or lesson, got 'bogus'"), std::string::npos)
+      << bogus.out;
   EXPECT_EQ(kda("wiki grep --kind bogus tma" + db_).code, 2);
   EXPECT_EQ(kda("wiki search" + db_).code, 2);
   EXPECT_EQ(kda("wiki grep '('" + db_).code, 2);
@@ -84,8 +85,10 @@ TEST_F(WikiCli, BadInputExitsTwo) {
 
 TEST_F(WikiCli, EvalComputesHitRate) {
   ASSERT_EQ(kda("wiki ingest --repo demo " + (dir_ / "src").string() + db_).code, 0);
-  std::ofstream(dir_ / "q.jsonl") << R"({"query": "tma kernel", "expect": ["demo/k.cu"]})" << "\n"
-                                  << R"({"query": "nothing here", "expect": ["x.cu"]})" << "\n";
+  std::ofstream(dir_ / "q.jsonl") << R"({"query": "tma kernel", "expect": ["demo/k.cu"]})"
+                                  << "\n"
+                                  << R"({"query": "nothing here", "expect": ["x.cu"]})"
+                                  << "\n";
   auto r = kda("wiki eval --json --repeat 1 " + (dir_ / "q.jsonl").string() + db_);
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);

@@ -37,10 +37,15 @@ namespace stdfs = std::filesystem;
 class RunTools final : public ToolHost {
  public:
   std::vector<ToolSpec> tools() const override {
-    return {{"evaluate", "Evaluate the solution on the dev workloads.", {{"type", "object"}, {"properties", json::object()}}, true},
-            {"finish_round", "End the round with a summary and claims.",
+    return {{"evaluate",
+             "Evaluate the solution on the dev workloads.",
+             {{"type", "object"}, {"properties", json::object()}},
+             true},
+            {"finish_round",
+             "End the round with a summary and claims.",
              {{"type", "object"},
-              {"properties", {{"summary", {{"type", "string"}}}, {"claims", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+              {"properties",
+               {{"summary", {{"type", "string"}}}, {"claims", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
               {"required", {"summary"}}},
              false}};
   }
@@ -75,8 +80,8 @@ const char* kProtected[] = {"pack/task.toml", "plan.md", "state.json", "verdicts
 class AgentsE2E : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (sandbox::landlock_abi() < 4) GTEST_SKIP() << "the agent sandbox needs Landlock ABI >= 4; this kernel has "
-                                                  << sandbox::landlock_abi();
+    if (sandbox::landlock_abi() < 4)
+      GTEST_SKIP() << "the agent sandbox needs Landlock ABI >= 4; this kernel has " << sandbox::landlock_abi();
     if (!stdfs::exists(kda_binary())) GTEST_SKIP() << "kda binary not built: " << kda_binary();
     auto d = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-agents-e2e");
     ASSERT_TRUE(d.ok());
@@ -172,9 +177,10 @@ class AgentsE2E : public ::testing::Test {
   RunTools tools_;
 };
 
-#define REQUIRE_BACKEND(b, what)                                                                        \
-  if (!(b)) GTEST_SKIP() << what << " CLI not installed: run scripts/install-agent-clis.sh or set " \
-                         << (std::string(what) == "claude" ? "KDA_CLAUDE_BIN" : "KDA_CODEX_BIN")
+#define REQUIRE_BACKEND(b, what)                                                          \
+  if (!(b))                                                                               \
+  GTEST_SKIP() << what << " CLI not installed: run scripts/install-agent-clis.sh or set " \
+               << (std::string(what) == "claude" ? "KDA_CLAUDE_BIN" : "KDA_CODEX_BIN")
 
 // ----------------------------------------------------------------------------------------------
 // Writers and reviewers
@@ -243,7 +249,8 @@ void reviewer_session(AgentsE2E* t, Backend* b, std::vector<std::pair<std::strin
   EXPECT_EQ((*calls)[0].first, "evaluate");
   for (const auto& c : *calls) EXPECT_NE(c.first, "finish_round");
   bool failed_write = false;
-  for (const auto& e : r->events) failed_write = failed_write || ((e.kind == "command" || e.kind == "file_write") && !e.ok);
+  for (const auto& e : r->events)
+    failed_write = failed_write || ((e.kind == "command" || e.kind == "file_write") && !e.ok);
   EXPECT_TRUE(failed_write);
   (void)t;
 }
@@ -282,22 +289,32 @@ json attack_scenario(const stdfs::path& run, const stdfs::path& ws) {
   json steps = json::array();
   std::string files;
   for (const char* p : kProtected) {
-    steps.push_back({{"tool", "write"}, {"input", {{"path", (run / p).string()}, {"content", "pwned by the edit tool\n"}}}});
+    steps.push_back(
+        {{"tool", "write"}, {"input", {{"path", (run / p).string()}, {"content", "pwned by the edit tool\n"}}}});
     files += " " + (run / p).string();
   }
   const std::string bg_done = (ws / "solution" / "bg_done").string();
   steps.push_back({{"tool", "shell"},
-                   {"input", {{"command", "n=0; for f in" + files + "; do (echo pwned >> \"$f\") 2>/dev/null || n=$((n+1)); done; exit $n"}}}});
+                   {"input",
+                    {{"command", "n=0; for f in" + files +
+                                     "; do (echo pwned >> \"$f\") 2>/dev/null || n=$((n+1)); done; exit $n"}}}});
   steps.push_back({{"tool", "shell"},
-                   {"input", {{"command", "python3 -c 'import sys\nn = 0\nfor f in sys.argv[1:]:\n    try:\n        open(f, \"a\").write(\"pwned\")\n    except OSError:\n        n += 1\nsys.exit(n)'" + files}}}});
+                   {"input",
+                    {{"command",
+                      "python3 -c 'import sys\nn = 0\nfor f in sys.argv[1:]:\n    try:\n        open(f, "
+                      "\"a\").write(\"pwned\")\n    except OSError:\n        n += 1\nsys.exit(n)'" +
+                          files}}}});
   // A plain nohup'd background process (the CLI may kill it with the command's process group)...
   steps.push_back({{"tool", "shell"},
-                   {"input", {{"command", "nohup sh -c 'sleep 1; for f in" + files + "; do echo pwned >> \"$f\"; done' > /dev/null 2>&1 &"}}}});
+                   {"input",
+                    {{"command", "nohup sh -c 'sleep 1; for f in" + files +
+                                     "; do echo pwned >> \"$f\"; done' > /dev/null 2>&1 &"}}}});
   // ...and one that leaves the group with setsid, so it surely outlives the command that started it.
   steps.push_back({{"tool", "shell"},
-                   {"input", {{"command", "setsid nohup sh -c 'sleep 1; n=0; for f in" + files +
-                                              "; do (echo pwned >> \"$f\") 2>/dev/null || n=$((n+1)); done; echo $n > " +
-                                              bg_done + "' > /dev/null 2>&1 &"}}}});
+                   {"input",
+                    {{"command", "setsid nohup sh -c 'sleep 1; n=0; for f in" + files +
+                                     "; do (echo pwned >> \"$f\") 2>/dev/null || n=$((n+1)); done; echo $n > " +
+                                     bg_done + "' > /dev/null 2>&1 &"}}}});
   steps.push_back({{"tool", "shell"}, {"input", {{"command", "sleep 3; exit $(cat " + bg_done + ")"}}}});
   steps.push_back({{"text", "attack finished"}});
   return json::array({{{"name", "attack"}, {"match", "attack round"}, {"steps", steps}}});
@@ -423,14 +440,20 @@ TEST(KdaMcp, StandaloneWorkspaceToolsOverStdio) {
   std::ofstream(*d / "requests.jsonl")
       << R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
       << "\n"
-      << R"({"jsonrpc":"2.0","method":"notifications/initialized"})" << "\n"
-      << R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})" << "\n"
+      << R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      << "\n"
+      << R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})"
+      << "\n"
       << R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"solution/k.cu"}}})"
       << "\n"
       << R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"solution/k.cu","content":"x"}}})"
       << "\n";
   proc::RunOptions o;
-  o.argv = {"/bin/sh", "-c", "exec \"$0\" mcp --role reviewer --workspace \"$1\" < \"$2\"", kda, (*d / "ws").string(),
+  o.argv = {"/bin/sh",
+            "-c",
+            "exec \"$0\" mcp --role reviewer --workspace \"$1\" < \"$2\"",
+            kda,
+            (*d / "ws").string(),
             (*d / "requests.jsonl").string()};
   o.timeout_seconds = 60;
   auto r = proc::run(o);
@@ -480,20 +503,28 @@ TEST_P(AgentsFullRun, RealClisImproveTheHostGemmPack) {
   ASSERT_TRUE(blocked.ok());
   // Reviewer scenarios first: a review prompt quotes the plan and the round contract.
   json scenarios = json::array();
-  scenarios.push_back({{"name", "plan-review"}, {"match", "Plan review 1 of"},
+  scenarios.push_back({{"name", "plan-review"},
+                       {"match", "Plan review 1 of"},
                        {"steps", {{{"text", "Hypotheses are grounded in the baseline.\nPLAN: APPROVE"}}}}});
-  scenarios.push_back({{"name", "review-1"}, {"match", "Review of round 1."},
+  scenarios.push_back({{"name", "review-1"},
+                       {"match", "Review of round 1."},
                        {"steps", {{{"text", "kda verified the speedup.\nDECISION: COMPLETE\nPROGRESS: ADVANCED"}}}}});
-  scenarios.push_back({{"name", "plan"}, {"match", "Plan phase, draft 1."},
-                       {"steps", {{{"text", "# Plan\nBaseline: naive i-j-k loops.\nDirections: 1. block rows of C.\n"
-                                            "Risks: summation order.\nFirst steps: block four rows, evaluate.\n"}}}}});
-  scenarios.push_back({{"name", "round-1"}, {"match", "# Round 1 contract"},
-                       {"steps", {{{"tool", "read"}, {"input", {{"path", "kernel.cc"}}}},
-                                  {{"tool", "write"}, {"input", {{"path", "kernel.cc"}, {"content", *blocked}}}},
-                                  {{"tool", "evaluate"}, {"input", json::object()}},
-                                  {{"tool", "finish_round"},
-                                   {"input", {{"summary", "Blocked four rows of C per pass over B."}, {"claims", json::array()}}}},
-                                  {{"text", "Round 1 done."}}}}});
+  scenarios.push_back({{"name", "plan"},
+                       {"match", "Plan phase, draft 1."},
+                       {"steps",
+                        {{{"text",
+                           "# Plan\nBaseline: naive i-j-k loops.\nDirections: 1. block rows of C.\n"
+                           "Risks: summation order.\nFirst steps: block four rows, evaluate.\n"}}}}});
+  scenarios.push_back(
+      {{"name", "round-1"},
+       {"match", "# Round 1 contract"},
+       {"steps",
+        {{{"tool", "read"}, {"input", {{"path", "kernel.cc"}}}},
+         {{"tool", "write"}, {"input", {{"path", "kernel.cc"}, {"content", *blocked}}}},
+         {{"tool", "evaluate"}, {"input", json::object()}},
+         {{"tool", "finish_round"},
+          {"input", {{"summary", "Blocked four rows of C per pass over B."}, {"claims", json::array()}}}},
+         {{"text", "Round 1 done."}}}}});
   fakellm::Options o;
   o.scenarios = scenarios;
   o.log_path = tmp / "fake-requests.jsonl";
@@ -501,15 +532,36 @@ TEST_P(AgentsFullRun, RealClisImproveTheHostGemmPack) {
   ASSERT_TRUE(server.ok()) << server.status().message();
   const std::string url = (*server)->base_url();
   auto spec = [&](const std::string& kind) {
-    return kind == "claude-code" ? "claude-code:claude-sonnet-4-5?base_url=" + url + "&key_env=KDA_E2E_KEY&api_retries=0"
-                                 : "codex:gpt-5.5?base_url=" + url + "/v1&key_env=KDA_E2E_KEY&api_retries=0";
+    return kind == "claude-code"
+               ? "claude-code:claude-sonnet-4-5?base_url=" + url + "&key_env=KDA_E2E_KEY&api_retries=0"
+               : "codex:gpt-5.5?base_url=" + url + "/v1&key_env=KDA_E2E_KEY&api_retries=0";
   };
   const stdfs::path run_dir = tmp / "run";
   proc::RunOptions ro;
-  ro.argv = {kda, "run", (source / "tasks/host/gemm").string(), "--writer", spec(GetParam().first), "--reviewer",
-             spec(GetParam().second), "--target", "1.2x", "--run-dir", run_dir.string(), "--max-rounds", "3",
-             "--eval-trials", "1", "--eval-iterations", "5", "--eval-warmup", "1", "--final-trials", "2",
-             "--min-improvement", "0.1", "--json"};
+  ro.argv = {kda,
+             "run",
+             (source / "tasks/host/gemm").string(),
+             "--writer",
+             spec(GetParam().first),
+             "--reviewer",
+             spec(GetParam().second),
+             "--target",
+             "1.2x",
+             "--run-dir",
+             run_dir.string(),
+             "--max-rounds",
+             "3",
+             "--eval-trials",
+             "1",
+             "--eval-iterations",
+             "5",
+             "--eval-warmup",
+             "1",
+             "--final-trials",
+             "2",
+             "--min-improvement",
+             "0.1",
+             "--json"};
   ro.env = proc::current_environment();
   ro.env->push_back("KDA_E2E_KEY=fake-key");
   ro.env->push_back("KDA_CACHE_DIR=" + (tmp / "cache").string());
@@ -546,10 +598,12 @@ TEST_P(AgentsFullRun, RealClisImproveTheHostGemmPack) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, AgentsFullRun,
-                         ::testing::Values(std::make_pair("claude-code", "codex"), std::make_pair("codex", "claude-code")),
+                         ::testing::Values(std::make_pair("claude-code", "codex"),
+                                           std::make_pair("codex", "claude-code")),
                          [](const auto& info) {
-                           return std::string(info.param.first[0] == 'c' && info.param.first[1] == 'l' ? "ClaudeWritesCodexReviews"
-                                                                                                      : "CodexWritesClaudeReviews");
+                           return std::string(info.param.first[0] == 'c' && info.param.first[1] == 'l'
+                                                  ? "ClaudeWritesCodexReviews"
+                                                  : "CodexWritesClaudeReviews");
                          });
 
 }  // namespace
@@ -579,8 +633,8 @@ struct OwnWorkspace {
     return o;
   }
   std::vector<std::string> mcp_args() const {
-    return {"mcp", "--workspace", ws.string(), "--writable", "kernel.cc", "--task", pack.string(),
-            "--eval-workloads", uuid, "--max-evals", "3"};
+    return {"mcp",         "--workspace",      ws.string(), "--writable",  "kernel.cc", "--task",
+            pack.string(), "--eval-workloads", uuid,        "--max-evals", "3"};
   }
   std::string pack_toml() const { return *fs::read_file(pack / "task.toml"); }
 };
@@ -593,16 +647,24 @@ TEST(KdaMcp, StandaloneEvaluateJudgesTheWorkspaceAndRefusesPackWrites) {
   if (!stdfs::exists(kda)) GTEST_SKIP() << "kda binary not built: " << kda;
   OwnWorkspace own = OwnWorkspace::make("kda-mcp-task");
   const std::string toml = own.pack_toml();
-  json write = {{"jsonrpc", "2.0"}, {"id", 4}, {"method", "tools/call"},
-                {"params", {{"name", "write_file"}, {"arguments", {{"path", (own.pack / "task.toml").string()}, {"content", "x"}}}}}};
+  json write = {
+      {"jsonrpc", "2.0"},
+      {"id", 4},
+      {"method", "tools/call"},
+      {"params",
+       {{"name", "write_file"}, {"arguments", {{"path", (own.pack / "task.toml").string()}, {"content", "x"}}}}}};
   std::ofstream(own.root / "requests.jsonl")
       << R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})"
       << "\n"
-      << R"({"jsonrpc":"2.0","method":"notifications/initialized"})" << "\n"
-      << R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})" << "\n"
-      << R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"evaluate","arguments":{}}})" << "\n"
+      << R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      << "\n"
+      << R"({"jsonrpc":"2.0","id":2,"method":"tools/list"})"
+      << "\n"
+      << R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"evaluate","arguments":{}}})"
+      << "\n"
       << write.dump() << "\n"
-      << R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ledger","arguments":{}}})" << "\n";
+      << R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"ledger","arguments":{}}})"
+      << "\n";
   proc::RunOptions o;
   o.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" < \"$KDA_REQUESTS\"", kda};
   for (const auto& a : own.mcp_args()) o.argv.push_back(a);
@@ -627,7 +689,8 @@ TEST(KdaMcp, StandaloneEvaluateJudgesTheWorkspaceAndRefusesPackWrites) {
   const bool refused = replies[3].contains("error") || replies[3]["result"]["isError"] == true;
   EXPECT_TRUE(refused) << replies[3].dump();
   EXPECT_EQ(own.pack_toml(), toml);
-  EXPECT_NE(replies[4]["result"]["content"][0]["text"].get<std::string>().find("\"incumbent\": \"e1\""), std::string::npos)
+  EXPECT_NE(replies[4]["result"]["content"][0]["text"].get<std::string>().find("\"incumbent\": \"e1\""),
+            std::string::npos)
       << replies[4].dump();
 
   proc::RunOptions bad;
@@ -661,7 +724,8 @@ TEST_P(OwnAgentEvaluates, ThroughKdaMcpTask) {
   const std::string toml = own.pack_toml();
   fakellm::Options fo;
   json steps = json::array();
-  steps.push_back({{"tool", "write_file"}, {"input", {{"path", (own.pack / "task.toml").string()}, {"content", "atol = 1e9\n"}}}});
+  steps.push_back(
+      {{"tool", "write_file"}, {"input", {{"path", (own.pack / "task.toml").string()}, {"content", "atol = 1e9\n"}}}});
   steps.push_back({{"tool", "evaluate"}, {"input", json::object()}});
   steps.push_back({{"text", "Verdict: ${last_tool_result}"}});
   fo.scenarios = json::array();

@@ -14,8 +14,8 @@ T* data_of(const DLTensor& t) {
 }
 }  // namespace
 
-extern "C" __attribute__((visibility("default"), optimize("no-tree-vectorize"))) int run(const DLTensor* inputs, int64_t num_inputs,
-                                                          DLTensor* outputs, int64_t num_outputs, void* stream) {
+extern "C" __attribute__((visibility("default"), optimize("no-tree-vectorize"))) int run(
+    const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, void* stream) {
   (void)stream;
   if (num_inputs != 2 || num_outputs != 1) return 1;
   if (!is_f32(inputs[0]) || !is_f32(inputs[1]) || !is_f32(outputs[0])) return 2;

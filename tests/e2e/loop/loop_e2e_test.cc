@@ -45,31 +45,13 @@ class LoopE2E : public ::testing::Test {
   }
 
   std::vector<std::string> run_argv(const stdfs::path& run_dir) const {
-    return {KDA_BINARY,
-            "run",
-            (kSource / "tasks/host/gemm").string(),
-            "--writer",
-            "scripted:" + (kHere / "writer.json").string(),
-            "--reviewer",
-            "scripted:" + (kHere / "reviewer.json").string(),
-            "--target",
-            "1.5x",
-            "--run-dir",
-            run_dir.string(),
-            "--max-rounds",
-            "6",
-            "--eval-trials",
-            "1",
-            "--eval-iterations",
-            "5",
-            "--eval-warmup",
-            "1",
-            "--final-trials",
+    return {KDA_BINARY, "run", (kSource / "tasks/host/gemm").string(), "--writer",
+            "scripted:" + (kHere / "writer.json").string(), "--reviewer",
+            "scripted:" + (kHere / "reviewer.json").string(), "--target", "1.5x", "--run-dir", run_dir.string(),
+            "--max-rounds", "6", "--eval-trials", "1", "--eval-iterations", "5", "--eval-warmup", "1", "--final-trials",
             "2",
             // Noise margin on a loaded CI machine: an improvement must be clear.
-            "--min-improvement",
-            "0.1",
-            "--json"};
+            "--min-improvement", "0.1", "--json"};
   }
   std::vector<std::string> env() const {
     auto e = kda::proc::current_environment();
@@ -115,7 +97,8 @@ class LoopE2E : public ::testing::Test {
     EXPECT_FALSE(v3["well_formed"].get<bool>());
     EXPECT_EQ(v3["decision"], "CONTINUE");
     bool complaint = false;
-    for (const auto& c : state["complaints"]) complaint |= c.get<std::string>().find("round 3: malformed") != std::string::npos;
+    for (const auto& c : state["complaints"])
+      complaint |= c.get<std::string>().find("round 3: malformed") != std::string::npos;
     EXPECT_TRUE(complaint);
     // The final solution: PASSED everywhere and faster than the baseline, on all workloads.
     json check = read_json(run_dir / "final/check.json");
@@ -177,9 +160,10 @@ TEST_F(LoopE2E, KilledAtRandomPointsResumesToTheSameResult) {
   int kills = 0;
   bool finished = false;
   for (int attempt = 0; attempt < 8 && !finished; ++attempt) {
-    std::vector<std::string> argv = stdfs::exists(run_dir / "state.json")
-                                        ? std::vector<std::string>{KDA_BINARY, "run", "--resume", run_dir.string(), "--json"}
-                                        : run_argv(run_dir);
+    std::vector<std::string> argv =
+        stdfs::exists(run_dir / "state.json")
+            ? std::vector<std::string>{KDA_BINARY, "run", "--resume", run_dir.string(), "--json"}
+            : run_argv(run_dir);
     if (!stdfs::exists(run_dir / "state.json")) stdfs::remove_all(run_dir);  // killed before setup finished
     kda::proc::ChildOptions co;
     co.argv = argv;
@@ -196,8 +180,8 @@ TEST_F(LoopE2E, KilledAtRandomPointsResumesToTheSameResult) {
         ++kills;
         json st = read_json(run_dir / "state.json");
         std::cerr << "killed after " << s << " s in "
-                  << (st.is_object() ? st["phase"].get<std::string>() + "/" + st["step"].get<std::string>() + " round " +
-                                           std::to_string(st["round"].get<int>())
+                  << (st.is_object() ? st["phase"].get<std::string>() + "/" + st["step"].get<std::string>() +
+                                           " round " + std::to_string(st["round"].get<int>())
                                      : std::string("setup (no state yet)"))
                   << "\n";
         continue;
@@ -239,7 +223,9 @@ TEST_F(LoopE2E, EvaluatorBudgetStopsWithTheBaseline) {
 TEST_F(LoopE2E, NativeApiAgentsAgainstFakeLlm) {
   const std::string columns = *kda::fs::read_file(kHere / "kernel_columns.cc");
   const std::string blocked = *kda::fs::read_file(kHere / "kernel_blocked.cc");
-  auto write = [](const std::string& content) { return json{{"tool", "write"}, {"input", {{"path", "kernel.cc"}, {"content", content}}}}; };
+  auto write = [](const std::string& content) {
+    return json{{"tool", "write"}, {"input", {{"path", "kernel.cc"}, {"content", content}}}};
+  };
   auto finish = [](const std::string& summary, json claims) {
     return json{{"tool", "finish_round"}, {"input", {{"summary", summary}, {"claims", claims}}}};
   };
@@ -247,19 +233,35 @@ TEST_F(LoopE2E, NativeApiAgentsAgainstFakeLlm) {
   json w2 = write(blocked);
   w2["faults"] = {{{"status", 429}, {"retry_after", 1}}};
   json scenarios = json::array({
-      {{"name", "plan-review"}, {"match", "Plan review 1 of"}, {"steps", {{{"text", "Grounded in the baseline.\nPLAN: APPROVE"}}}}},
-      {{"name", "review-1"}, {"match", "Review of round 1."}, {"steps", {{{"text", "DECISION: CONTINUE\nPROGRESS: ADVANCED"}}}}},
-      {{"name", "review-2"}, {"match", "Review of round 2."}, {"steps", {{{"text", "It says 1000x.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"}}}}},
-      {{"name", "review-3"}, {"match", "Review of round 3."}, {"steps", {{{"text", "DECISION: COMPLETE\nPROGRESS: ADVANCED"}}}}},
-      {{"name", "plan"}, {"match", "Plan phase, draft 1"},
+      {{"name", "plan-review"},
+       {"match", "Plan review 1 of"},
+       {"steps", {{{"text", "Grounded in the baseline.\nPLAN: APPROVE"}}}}},
+      {{"name", "review-1"},
+       {"match", "Review of round 1."},
+       {"steps", {{{"text", "DECISION: CONTINUE\nPROGRESS: ADVANCED"}}}}},
+      {{"name", "review-2"},
+       {"match", "Review of round 2."},
+       {"steps", {{{"text", "It says 1000x.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"}}}}},
+      {{"name", "review-3"},
+       {"match", "Review of round 3."},
+       {"steps", {{{"text", "DECISION: COMPLETE\nPROGRESS: ADVANCED"}}}}},
+      {{"name", "plan"},
+       {"match", "Plan phase, draft 1"},
        {"steps", {{{"text", "Access order first (four columns per pass), then four rows of C per pass over B."}}}}},
-      {{"name", "round-1"}, {"match", "# Round 1 contract"},
+      {{"name", "round-1"},
+       {"match", "# Round 1 contract"},
        {"steps", {write(columns), evaluate, finish("four columns per pass", json::array()), {{"text", "done"}}}}},
-      {{"name", "round-2"}, {"match", "# Round 2 contract"},
-       {"steps", {w2, finish("blocked: 1000x!", {{{"metric", "geomean_speedup"}, {"value", 1000}}}), {{"text", "done"}}}}},
-      {{"name", "round-3"}, {"match", "# Round 3 contract"},
-       {"steps", {write(blocked), json{{"tool", "evaluate"}, {"input", json::object()}, {"faults", {{{"cut", "after_start"}}}}},
-                  finish("four rows of C per pass", json::array()), {{"text", "done"}}}}},
+      {{"name", "round-2"},
+       {"match", "# Round 2 contract"},
+       {"steps",
+        {w2, finish("blocked: 1000x!", {{{"metric", "geomean_speedup"}, {"value", 1000}}}), {{"text", "done"}}}}},
+      {{"name", "round-3"},
+       {"match", "# Round 3 contract"},
+       {"steps",
+        {write(blocked),
+         json{{"tool", "evaluate"}, {"input", json::object()}, {"faults", {{{"cut", "after_start"}}}}},
+         finish("four rows of C per pass", json::array()),
+         {{"text", "done"}}}}},
   });
   kda::fakellm::Options fo;
   fo.scenarios = scenarios;
@@ -334,32 +336,37 @@ namespace {
 // first; round 1 writes the fast fixture kernel, every later round only edits its first comment.
 json twenty_round_writer(const stdfs::path& fast_kernel) {
   json sessions = json::array();
-  sessions.push_back({{"role", "writer"},
-                      {"phase", "plan"},
-                      {"final_text",
-                       "# Plan\nBaseline: the naive row loop.\n\nHypotheses: independent lanes in the sum of squares.\n\n"
-                       "Directions, ranked: 1. Sixteen-lane sum.\n\nRisks: rounding.\n\nFirst steps: write it.\n"
-                       "CRITERION: all workloads PASSED\n"}});
+  sessions.push_back(
+      {{"role", "writer"},
+       {"phase", "plan"},
+       {"final_text",
+        "# Plan\nBaseline: the naive row loop.\n\nHypotheses: independent lanes in the sum of squares.\n\n"
+        "Directions, ranked: 1. Sixteen-lane sum.\n\nRisks: rounding.\n\nFirst steps: write it.\n"
+        "CRITERION: all workloads PASSED\n"}});
   for (int round = 1; round <= 20; ++round) {
     json steps = json::array({{{"tool", "ledger"}, {"arguments", json::object()}}});
     if (round == 1) {
       steps.push_back({{"write_file", {{"path", "kernel.cc"}, {"content_file", fast_kernel.string()}}}});
     } else {
-      steps.push_back({{"tool", "edit_file"},
-                       {"arguments", {{"path", "kernel.cc"},
-                                      {"old_string", "// Fixture fast (must PASS)"},
-                                      {"new_string", "// Round " + std::to_string(round) + " (a comment only). Fixture fast (must PASS)"}}}});
+      steps.push_back(
+          {{"tool", "edit_file"},
+           {"arguments",
+            {{"path", "kernel.cc"},
+             {"old_string", "// Fixture fast (must PASS)"},
+             {"new_string", "// Round " + std::to_string(round) + " (a comment only). Fixture fast (must PASS)"}}}});
     }
     steps.push_back({{"tool", "finish_round"},
-                     {"arguments", {{"summary", round == 1 ? "Sixteen-lane sum of squares." : "A comment edit only."},
-                                    {"claims", json::array()}}}});
+                     {"arguments",
+                      {{"summary", round == 1 ? "Sixteen-lane sum of squares." : "A comment edit only."},
+                       {"claims", json::array()}}}});
     sessions.push_back({{"role", "writer"}, {"phase", "round"}, {"index", round}, {"steps", steps}});
   }
   return {{"sessions", sessions}};
 }
 
 json twenty_round_reviewer() {
-  json sessions = json::array({{{"role", "reviewer"}, {"phase", "plan_review"}, {"final_text", "Grounded.\nPLAN: APPROVE"}}});
+  json sessions =
+      json::array({{{"role", "reviewer"}, {"phase", "plan_review"}, {"final_text", "Grounded.\nPLAN: APPROVE"}}});
   for (int round = 1; round <= 20; ++round)
     sessions.push_back({{"role", "reviewer"},
                         {"phase", "review"},
@@ -380,9 +387,26 @@ TEST_F(LoopE2E, TwentyRoundsKeepTheIncumbentInTheLedger) {
                   .ok());
   ASSERT_TRUE(kda::fs::write_file_atomic(reviewer, twenty_round_reviewer().dump(1)).ok());
   const stdfs::path run_dir = tmp_ / "twenty";
-  auto r = run({KDA_BINARY, "run", (kSource / "tasks/host/rmsnorm").string(), "--writer", "scripted:" + writer.string(),
-                "--reviewer", "scripted:" + reviewer.string(), "--run-dir", run_dir.string(), "--max-rounds", "20",
-                "--eval-trials", "3", "--eval-iterations", "10", "--eval-warmup", "2", "--final-trials", "2", "--json"},
+  auto r = run({KDA_BINARY,
+                "run",
+                (kSource / "tasks/host/rmsnorm").string(),
+                "--writer",
+                "scripted:" + writer.string(),
+                "--reviewer",
+                "scripted:" + reviewer.string(),
+                "--run-dir",
+                run_dir.string(),
+                "--max-rounds",
+                "20",
+                "--eval-trials",
+                "3",
+                "--eval-iterations",
+                "10",
+                "--eval-warmup",
+                "2",
+                "--final-trials",
+                "2",
+                "--json"},
                900);  // 3 trials: intervals narrow enough to tell 2x from noise (2 were not, once)
   json state = read_json(run_dir / "state.json");
   ASSERT_TRUE(state.is_object()) << r.stderr_text;
@@ -394,7 +418,8 @@ TEST_F(LoopE2E, TwentyRoundsKeepTheIncumbentInTheLedger) {
     if (c.value("round", 0) > 0) accepted[c["round"].get<int>()] = c["accepted"].get<bool>();
   ASSERT_EQ(accepted.size(), 20u);
   EXPECT_TRUE(accepted[1]) << "the fast kernel must be an improvement over the naive baseline";
-  for (int round = 2; round <= 20; ++round) EXPECT_FALSE(accepted[round]) << "round " << round << " changed only a comment";
+  for (int round = 2; round <= 20; ++round)
+    EXPECT_FALSE(accepted[round]) << "round " << round << " changed only a comment";
 
   // Each round's ledger tool result, from the audit log, names the incumbent of that round first.
   std::ifstream log(run_dir / "audit.jsonl");
@@ -420,6 +445,7 @@ TEST_F(LoopE2E, TwentyRoundsKeepTheIncumbentInTheLedger) {
     const auto at_id = text.find("\"" + incumbent + "\"", at_incumbent);
     EXPECT_NE(at_id, std::string::npos) << "round " << n << ": " << text.substr(0, 600);
     const auto at_candidates = text.find("\"candidates\"");
-    if (at_candidates != std::string::npos && at_id != std::string::npos) EXPECT_LT(at_id, at_candidates) << "round " << n;
+    if (at_candidates != std::string::npos && at_id != std::string::npos)
+      EXPECT_LT(at_id, at_candidates) << "round " << n;
   }
 }

@@ -60,7 +60,8 @@ class MonitorTmux : public ::testing::Test {
 
 TEST_F(MonitorTmux, WatchesALiveRunUntilItIsDone) {
   const stdfs::path run_dir = tmp_ / "run", here = kSource / "tests/e2e/loop";
-  const std::string monitor = std::string(KDA_BINARY) + " monitor " + run_dir.string() + " --interval 0.1 --wait 120; echo MONITOR_EXIT=$?; sleep 60";
+  const std::string monitor = std::string(KDA_BINARY) + " monitor " + run_dir.string() +
+                              " --interval 0.1 --wait 120; echo MONITOR_EXIT=$?; sleep 60";
   auto started = tmux({"new-session", "-d", "-s", "mon", "-x", "120", "-y", "40", monitor});
   ASSERT_EQ(started.exit.exit_code, 0) << started.stderr_text;
   // The monitor waits for a run that does not exist yet.
@@ -72,10 +73,30 @@ TEST_F(MonitorTmux, WatchesALiveRunUntilItIsDone) {
   EXPECT_NE(first.find("kda monitor: waiting for " + (run_dir / "state.json").string()), std::string::npos) << first;
 
   kda::proc::ChildOptions co;
-  co.argv = {KDA_BINARY, "run", (kSource / "tasks/host/gemm").string(), "--writer", "scripted:" + (here / "writer.json").string(),
-             "--reviewer", "scripted:" + (here / "reviewer.json").string(), "--target", "1.5x", "--run-dir", run_dir.string(),
-             "--max-rounds", "6", "--eval-trials", "2", "--eval-iterations", "20", "--eval-warmup", "1", "--final-trials", "2",
-             "--min-improvement", "0.1", "--quiet"};
+  co.argv = {KDA_BINARY,
+             "run",
+             (kSource / "tasks/host/gemm").string(),
+             "--writer",
+             "scripted:" + (here / "writer.json").string(),
+             "--reviewer",
+             "scripted:" + (here / "reviewer.json").string(),
+             "--target",
+             "1.5x",
+             "--run-dir",
+             run_dir.string(),
+             "--max-rounds",
+             "6",
+             "--eval-trials",
+             "2",
+             "--eval-iterations",
+             "20",
+             "--eval-warmup",
+             "1",
+             "--final-trials",
+             "2",
+             "--min-improvement",
+             "0.1",
+             "--quiet"};
   auto run = kda::proc::Child::spawn(co);
   ASSERT_TRUE(run.ok()) << run.status().message();
   bool saw_round = false, saw_done = false;

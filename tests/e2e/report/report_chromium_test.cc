@@ -39,7 +39,8 @@ class ReportChromium : public ::testing::Test {
     chromium_ = find_chromium();
     if (!chromium_) {
       const char* require = std::getenv("KDA_REQUIRE_CHROMIUM");
-      if (require != nullptr && std::string(require) == "1") FAIL() << "KDA_REQUIRE_CHROMIUM=1 but no chromium on this machine";
+      if (require != nullptr && std::string(require) == "1")
+        FAIL() << "KDA_REQUIRE_CHROMIUM=1 but no chromium on this machine";
       GTEST_SKIP() << "chromium is not installed (apt-get install chromium)";
     }
     tmp_ = *kda::fs::make_temp_dir(stdfs::temp_directory_path(), "kda-report-chromium");
@@ -67,8 +68,9 @@ class ReportChromium : public ::testing::Test {
   // requests have the page's origin, "null" for a file:// page).
   Rendered open(const stdfs::path& page, const std::string& tag) {
     const stdfs::path profile = tmp_ / ("profile-" + tag), netlog = tmp_ / ("net-" + tag + ".json");
-    auto r = run({chromium_->string(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                  "--user-data-dir=" + profile.string(), "--log-net-log=" + netlog.string(), "--dump-dom", "file://" + page.string()});
+    auto r = run({chromium_->string(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-extensions", "--user-data-dir=" + profile.string(), "--log-net-log=" + netlog.string(),
+                  "--dump-dom", "file://" + page.string()});
     EXPECT_EQ(r.exit.exit_code, 0) << r.stderr_text.substr(0, 2000);
     Rendered out{r.stdout_text, 0, {}};
     json log = json::parse(*kda::fs::read_file(netlog), nullptr, false);
@@ -90,9 +92,9 @@ class ReportChromium : public ::testing::Test {
 
   void screenshot(const stdfs::path& page, const std::string& tag) {
     const stdfs::path png = tmp_ / (tag + ".png");
-    auto r = run({chromium_->string(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-                  "--user-data-dir=" + (tmp_ / ("profile-shot-" + tag)).string(), "--window-size=1280,2000",
-                  "--screenshot=" + png.string(), "file://" + page.string()});
+    auto r = run({chromium_->string(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--hide-scrollbars", "--user-data-dir=" + (tmp_ / ("profile-shot-" + tag)).string(),
+                  "--window-size=1280,2000", "--screenshot=" + png.string(), "file://" + page.string()});
     ASSERT_EQ(r.exit.exit_code, 0) << r.stderr_text.substr(0, 2000);
     auto bytes = kda::fs::read_file(png);
     ASSERT_TRUE(bytes.ok());
@@ -127,10 +129,31 @@ class ReportChromium : public ::testing::Test {
 TEST_F(ReportChromium, ARunItsEvaluationAndATuningRenderOfflineWithNumbersFromTheirFiles) {
   // The run: the loop end-to-end scenario (4 rounds: accepted, false claim, stalled, accepted).
   const stdfs::path run_dir = tmp_ / "run", here = kSource / "tests/e2e/loop";
-  auto r = run({KDA_BINARY, "run", (kSource / "tasks/host/gemm").string(), "--writer", "scripted:" + (here / "writer.json").string(),
-                "--reviewer", "scripted:" + (here / "reviewer.json").string(), "--target", "1.5x", "--run-dir", run_dir.string(),
-                "--max-rounds", "6", "--eval-trials", "1", "--eval-iterations", "5", "--eval-warmup", "1", "--final-trials", "2",
-                "--min-improvement", "0.1", "--quiet", "--json"},
+  auto r = run({KDA_BINARY,
+                "run",
+                (kSource / "tasks/host/gemm").string(),
+                "--writer",
+                "scripted:" + (here / "writer.json").string(),
+                "--reviewer",
+                "scripted:" + (here / "reviewer.json").string(),
+                "--target",
+                "1.5x",
+                "--run-dir",
+                run_dir.string(),
+                "--max-rounds",
+                "6",
+                "--eval-trials",
+                "1",
+                "--eval-iterations",
+                "5",
+                "--eval-warmup",
+                "1",
+                "--final-trials",
+                "2",
+                "--min-improvement",
+                "0.1",
+                "--quiet",
+                "--json"},
                600);
   // Done (0) or, on a loaded machine where a round's gain stayed inside the noise, stopped (1): the
   // page must show either as it is.
@@ -160,9 +183,10 @@ TEST_F(ReportChromium, ARunItsEvaluationAndATuningRenderOfflineWithNumbersFromTh
   expect_dom_matches_files(open(tmp_ / "eval.html", "eval"), run_dir / "rounds/004", eval_page["numbers"].get<int>());
 
   // A tuning.
-  auto t = run({KDA_BINARY, "tune", (kSource / "tasks/host/rmsnorm/solutions/tunable").string(), "--task",
-                (kSource / "tasks/host/rmsnorm").string(), "--out", (tmp_ / "tune").string(), "--max-configs", "6", "--quiet"},
-               600);
+  auto t = run(
+      {KDA_BINARY, "tune", (kSource / "tasks/host/rmsnorm/solutions/tunable").string(), "--task",
+       (kSource / "tasks/host/rmsnorm").string(), "--out", (tmp_ / "tune").string(), "--max-configs", "6", "--quiet"},
+      600);
   ASSERT_EQ(t.exit.exit_code, 0) << t.stderr_text;
   const json tune_page = report(tmp_ / "tune", tmp_ / "tune.html");
   EXPECT_EQ(tune_page["kind"], "tune");
@@ -175,16 +199,19 @@ TEST_F(ReportChromium, ARunItsEvaluationAndATuningRenderOfflineWithNumbersFromTh
 // the attempt is what counts).
 TEST_F(ReportChromium, TheNetworkCheckSeesAPageThatFetches) {
   const stdfs::path page = tmp_ / "fetches.html";
-  ASSERT_TRUE(kda::fs::write_file_atomic(page, "<!DOCTYPE html><html><body><img src=\"http://127.0.0.1:9/x.png\"></body></html>").ok());
+  ASSERT_TRUE(kda::fs::write_file_atomic(
+                  page, "<!DOCTYPE html><html><body><img src=\"http://127.0.0.1:9/x.png\"></body></html>")
+                  .ok());
   const Rendered dom = open(page, "control");
   EXPECT_EQ(dom.page_requests, 1);
   ASSERT_FALSE(dom.urls.empty());
   EXPECT_EQ(dom.urls.front(), "http://127.0.0.1:9/x.png");
   // With kda's policy in the page, the same image is never requested.
   const stdfs::path guarded = tmp_ / "guarded.html";
-  ASSERT_TRUE(kda::fs::write_file_atomic(guarded, "<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" "
-                                                  "content=\"default-src 'none'; img-src data:\"></head><body>"
-                                                  "<img src=\"http://127.0.0.1:9/x.png\"></body></html>")
+  ASSERT_TRUE(kda::fs::write_file_atomic(guarded,
+                                         "<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" "
+                                         "content=\"default-src 'none'; img-src data:\"></head><body>"
+                                         "<img src=\"http://127.0.0.1:9/x.png\"></body></html>")
                   .ok());
   EXPECT_EQ(open(guarded, "guarded").page_requests, 0);
 }

@@ -17,8 +17,12 @@ const stdfs::path kSource = KDA_SOURCE_DIR;
 
 kda::proc::RunResult kda_eval(const std::vector<std::string>& extra) {
   kda::proc::RunOptions o;
-  o.argv = {KDA_BINARY, "eval", (kSource / "tests/fixtures/solutions/host_rmsnorm/fast").string(), "--task",
-            (kSource / "tasks/host/rmsnorm").string(), "--quiet"};
+  o.argv = {KDA_BINARY,
+            "eval",
+            (kSource / "tests/fixtures/solutions/host_rmsnorm/fast").string(),
+            "--task",
+            (kSource / "tasks/host/rmsnorm").string(),
+            "--quiet"};
   o.argv.insert(o.argv.end(), extra.begin(), extra.end());
   o.timeout_seconds = 300;
   auto r = kda::proc::run(o);

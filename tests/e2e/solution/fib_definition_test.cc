@@ -57,7 +57,8 @@ TEST(FibDefinition, EvaluatesAgainstThePythonReferenceOrSaysWhyNot) {
 TEST(FibDefinition, WrongRequestsAreExitTwoWithTheReason) {
   Outcome pack_ref = kda_eval({"--definition", "vector_add_f32", "--reference", "pack"});
   EXPECT_EQ(pack_ref.rc, 2);
-  EXPECT_NE(pack_ref.err.find("has no reference solution, only its Python reference"), std::string::npos) << pack_ref.err;
+  EXPECT_NE(pack_ref.err.find("has no reference solution, only its Python reference"), std::string::npos)
+      << pack_ref.err;
   Outcome unknown = kda_eval({"--definition", "nope"});
   EXPECT_EQ(unknown.rc, 2);
   EXPECT_NE(unknown.err.find("no definition 'nope' (definitions: gemm_n64_k32, vector_add_f32)"), std::string::npos)

@@ -57,7 +57,8 @@ TEST_F(SolutionInit, HostScaffoldsLoadAndAcceptTheRealCalls) {
     ASSERT_FALSE(report["traces"].empty());
     for (const auto& t : report["traces"]) {
       EXPECT_EQ(t["evaluation"]["status"], "RUNTIME_ERROR") << pack;
-      EXPECT_EQ(t["evaluation"]["kda"]["message"], "entry point returned 100") << pack << ": " << t["evaluation"]["kda"]["message"];
+      EXPECT_EQ(t["evaluation"]["kda"]["message"], "entry point returned 100")
+          << pack << ": " << t["evaluation"]["kda"]["message"];
     }
   }
 }
@@ -87,7 +88,8 @@ TEST_F(SolutionInit, BadRequestsChangeNothing) {
   ASSERT_TRUE(kda::fs::write_file_atomic(busy / "notes.txt", "mine").ok());
   auto r = kda({"solution", "init", pack.string(), "--out", busy.string()});
   EXPECT_EQ(r.exit.exit_code, 2);
-  EXPECT_NE(r.stderr_text.find("exists and is not an empty directory; nothing written"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("exists and is not an empty directory; nothing written"), std::string::npos)
+      << r.stderr_text;
   EXPECT_EQ(std::distance(stdfs::directory_iterator(busy), stdfs::directory_iterator()), 1);
   auto lang = kda({"solution", "init", pack.string(), "--out", (tmp_ / "x").string(), "--language", "cuda"});
   EXPECT_EQ(lang.exit.exit_code, 2);
@@ -96,7 +98,8 @@ TEST_F(SolutionInit, BadRequestsChangeNothing) {
   EXPECT_EQ(nopack.exit.exit_code, 2) << nopack.stderr_text;
   EXPECT_FALSE(stdfs::exists(tmp_ / "x"));
   EXPECT_FALSE(stdfs::exists(tmp_ / "y"));
-  for (const auto& e : stdfs::directory_iterator(tmp_)) EXPECT_EQ(e.path().filename().string().find(".init"), std::string::npos) << e.path();
+  for (const auto& e : stdfs::directory_iterator(tmp_))
+    EXPECT_EQ(e.path().filename().string().find(".init"), std::string::npos) << e.path();
 }
 
 }  // namespace

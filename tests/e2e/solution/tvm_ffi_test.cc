@@ -29,8 +29,8 @@ class TvmFfi : public ::testing::Test {
   // kda eval --json of `solution` on the host rmsnorm pack; the report (exit code in *rc).
   json eval(const stdfs::path& solution, const std::string& workloads, int* rc) {
     kda::proc::RunOptions o;
-    o.argv = {KDA_BINARY, "eval", solution.string(), "--task", (kSource / "tasks/host/rmsnorm").string(),
-              "--workloads", workloads, "--json", "--quiet"};
+    o.argv = {KDA_BINARY,    "eval",    solution.string(), "--task", (kSource / "tasks/host/rmsnorm").string(),
+              "--workloads", workloads, "--json",          "--quiet"};
     o.timeout_seconds = 300;
     auto r = kda::proc::run(o);
     EXPECT_TRUE(r.ok());

@@ -62,18 +62,18 @@ struct Voidify {
 
 #define TVM_FFI_THROW(ErrorKind) ::tvm::ffi::details::ErrorBuilder(#ErrorKind, __FILE__, __LINE__)
 
-#define TVM_FFI_CHECK(cond, ErrorKind)                    \
-  (cond) ? (void)0                                        \
-         : ::tvm::ffi::details::Voidify() &               \
-               ::tvm::ffi::details::ErrorBuilder(#ErrorKind, __FILE__, __LINE__) << "Check failed: (" #cond ") is false: "
+#define TVM_FFI_CHECK(cond, ErrorKind)                                                                        \
+  (cond) ? (void)0                                                                                            \
+         : ::tvm::ffi::details::Voidify() & ::tvm::ffi::details::ErrorBuilder(#ErrorKind, __FILE__, __LINE__) \
+                                                << "Check failed: (" #cond ") is false: "
 
 #define TVM_FFI_ICHECK(cond) TVM_FFI_CHECK(cond, InternalError)
 
-#define KDA_TVM_FFI_ICHECK_OP(x, y, op)                                                                   \
-  ((x)op(y)) ? (void)0                                                                                    \
-             : ::tvm::ffi::details::Voidify() &                                                           \
-                   ::tvm::ffi::details::ErrorBuilder("InternalError", __FILE__, __LINE__)                 \
-                       << "Check failed: (" #x " " #op " " #y ") (" << (x) << " vs. " << (y) << "): "
+#define KDA_TVM_FFI_ICHECK_OP(x, y, op)                                                                                \
+  ((x)op(y)) ? (void)0                                                                                                 \
+             : ::tvm::ffi::details::Voidify() & ::tvm::ffi::details::ErrorBuilder("InternalError", __FILE__, __LINE__) \
+                                                    << "Check failed: (" #x " " #op " " #y ") (" << (x) << " vs. "     \
+                                                    << (y) << "): "
 
 #define TVM_FFI_ICHECK_EQ(x, y) KDA_TVM_FFI_ICHECK_OP(x, y, ==)
 #define TVM_FFI_ICHECK_NE(x, y) KDA_TVM_FFI_ICHECK_OP(x, y, !=)

@@ -93,8 +93,8 @@ int invoke(R (*f)(Args...), const char* name, const TVMFFIAny* args, int32_t num
            std::index_sequence<I...>) {
   try {
     if (num_args != static_cast<int32_t>(sizeof...(Args)))
-      ErrorBuilder("TypeError", nullptr, 0) << "Mismatched number of arguments when calling `" << name
-                                            << "`: expected " << sizeof...(Args) << ", got " << num_args;
+      ErrorBuilder("TypeError", nullptr, 0) << "Mismatched number of arguments when calling `" << name << "`: expected "
+                                            << sizeof...(Args) << ", got " << num_args;
     if constexpr (std::is_void_v<R>) {
       f(unpack_arg<Args>(args[I], static_cast<int>(I), name)...);
       result->type_index = kTVMFFINone;
@@ -123,7 +123,7 @@ int invoke(R (*f)(Args...), const char* name, const TVMFFIAny* args, int32_t num
 }  // namespace ffi
 }  // namespace tvm
 
-#define TVM_FFI_DLL_EXPORT_TYPED_FUNC(ExportName, Function)                                                  \
+#define TVM_FFI_DLL_EXPORT_TYPED_FUNC(ExportName, Function)                                                \
   extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_##ExportName(void*, const TVMFFIAny* args, int32_t num_args, \
                                                            TVMFFIAny* result) {                            \
     return ::tvm::ffi::details::invoke(+(Function), #ExportName, args, num_args, result);                  \

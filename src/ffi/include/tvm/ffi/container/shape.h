@@ -20,7 +20,8 @@ class ShapeView {
   bool empty() const { return size_ == 0; }
   int64_t operator[](size_t i) const { return data_[i]; }
   int64_t at(int64_t i) const {
-    if (i < 0 || static_cast<size_t>(i) >= size_) TVM_FFI_THROW(IndexError) << "index " << i << " out of range " << size_;
+    if (i < 0 || static_cast<size_t>(i) >= size_)
+      TVM_FFI_THROW(IndexError) << "index " << i << " out of range " << size_;
     return data_[i];
   }
   const int64_t* begin() const { return data_; }

@@ -26,9 +26,7 @@ inline bool IsContiguous(const DLTensor& t) {
   return true;
 }
 
-inline size_t GetDataSize(size_t numel, DLDataType dtype) {
-  return (numel * dtype.bits * dtype.lanes + 7) / 8;
-}
+inline size_t GetDataSize(size_t numel, DLDataType dtype) { return (numel * dtype.bits * dtype.lanes + 7) / 8; }
 
 class TensorView {
  public:
@@ -78,7 +76,9 @@ class Tensor : public TensorView {
   using TensorView::TensorView;
 };
 
-inline size_t GetDataSize(const DLTensor& t) { return GetDataSize(static_cast<size_t>(TensorView(&t).numel()), t.dtype); }
+inline size_t GetDataSize(const DLTensor& t) {
+  return GetDataSize(static_cast<size_t>(TensorView(&t).numel()), t.dtype);
+}
 inline size_t GetDataSize(const TensorView& t) { return GetDataSize(static_cast<size_t>(t.numel()), t.dtype()); }
 
 }  // namespace ffi
