@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/tool_args.h"
 #include "proc/subprocess.h"
 #include "sandbox/landlock.h"
 #include "util/fs.h"
@@ -45,54 +46,49 @@ stdfs::path canonical_root(const stdfs::path& base, const stdfs::path& p) {
   return fs::lexically_clean(ec ? full : c);
 }
 
-// The JSON-schema helpers for tool specs.
-json object_schema(json properties, std::vector<std::string> required) {
-  return {{"type", "object"},
-          {"properties", std::move(properties)},
-          {"required", std::move(required)},
-          {"additionalProperties", false}};
+// The tools' arguments, one declaration each: the schema and the reader come from them
+// (agent/tool_args.h). Keys no declaration names are ignored, as they always were here.
+const std::vector<ArgSpec>& list_files_args() {
+  static const std::vector<ArgSpec> s = {
+      string_arg("path", "directory, relative to the workspace (default: the workspace)"),
+      string_arg("glob", "fnmatch pattern, e.g. \"*.cu\"")};
+  return s;
 }
-json str_prop(const std::string& d) { return {{"type", "string"}, {"description", d}}; }
-json int_prop(const std::string& d) { return {{"type", "integer"}, {"description", d}}; }
-json bool_prop(const std::string& d) { return {{"type", "boolean"}, {"description", d}}; }
-
-// Argument access with errors fit for the model.
-struct ArgError {
-  std::string message;
-};
-
-std::optional<std::string> opt_string(const json& a, const char* key, std::optional<ArgError>& err) {
-  if (!a.is_object() || !a.contains(key) || a[key].is_null()) return std::nullopt;
-  if (!a[key].is_string()) {
-    err = ArgError{fmt::format("argument \"{}\" must be a string", key)};
-    return std::nullopt;
-  }
-  return a[key].get<std::string>();
+const std::vector<ArgSpec>& read_file_args() {
+  static const std::vector<ArgSpec> s = {string_arg("path", "file, relative to the workspace").required(),
+                                         integer_arg("offset", "first line to return, 1-based"),
+                                         integer_arg("limit", "number of lines to return")};
+  return s;
 }
-
-std::string req_string(const json& a, const char* key, std::optional<ArgError>& err) {
-  auto v = opt_string(a, key, err);
-  if (!v && !err) err = ArgError{fmt::format("missing required argument \"{}\"", key)};
-  return v.value_or("");
+const std::vector<ArgSpec>& grep_args() {
+  static const std::vector<ArgSpec> s = {string_arg("pattern", "what to search for").required(),
+                                         string_arg("path", "file or directory (default: the workspace)"),
+                                         boolean_arg("regex", "treat pattern as a regular expression (default true)"),
+                                         boolean_arg("ignore_case", "case-insensitive match"),
+                                         string_arg("glob", "only files matching this fnmatch pattern")};
+  return s;
 }
-
-std::optional<long long> opt_int(const json& a, const char* key, std::optional<ArgError>& err) {
-  if (!a.is_object() || !a.contains(key) || a[key].is_null()) return std::nullopt;
-  const json& v = a[key];
-  if (v.is_number_integer()) return v.get<long long>();
-  if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<long long>(v.get<double>())))
-    return static_cast<long long>(v.get<double>());
-  err = ArgError{fmt::format("argument \"{}\" must be an integer", key)};
-  return std::nullopt;
+const std::vector<ArgSpec>& write_file_args() {
+  static const std::vector<ArgSpec> s = {string_arg("path", "file, relative to the workspace").required(),
+                                         string_arg("content", "the complete new content").required()};
+  return s;
+}
+const std::vector<ArgSpec>& edit_file_args() {
+  static const std::vector<ArgSpec> s = {string_arg("path", "file, relative to the workspace").required(),
+                                         string_arg("old_string", "exact text to replace").required(),
+                                         string_arg("new_string", "replacement text").required(),
+                                         boolean_arg("replace_all", "replace every occurrence")};
+  return s;
+}
+std::vector<ArgSpec> run_command_args(long long max_timeout_s) {
+  return {string_arg("command", "the bash command line").required(),
+          integer_arg("timeout_s", fmt::format("seconds before the command is killed (max {})", max_timeout_s))};
 }
 
-bool opt_bool(const json& a, const char* key, std::optional<ArgError>& err) {
-  if (!a.is_object() || !a.contains(key) || a[key].is_null()) return false;
-  if (!a[key].is_boolean()) {
-    err = ArgError{fmt::format("argument \"{}\" must be true or false", key)};
-    return false;
-  }
-  return a[key].get<bool>();
+// A call's arguments read against a tool's declarations; the error names the tool.
+std::optional<ToolOutcome> bad_arguments(const char* tool, const ArgValues& a) {
+  if (!a.error()) return std::nullopt;
+  return ToolOutcome{std::string(tool) + ": " + *a.error(), true, {{"error", "bad_arguments"}}};
 }
 
 ToolOutcome error_outcome(std::string text, json data = json::object()) {
@@ -353,50 +349,25 @@ std::vector<ToolSpec> WorkspaceTools::tools() const {
   v.push_back({"list_files",
                "List files under a directory of the workspace (recursive; directories end in '/', symlinks in "
                "'@'). Optional glob filters on the relative path or file name, e.g. \"*.cu\".",
-               object_schema({{"path", str_prop("directory, relative to the workspace (default: the workspace)")},
-                              {"glob", str_prop("fnmatch pattern, e.g. \"*.cu\"")}},
-                             {}),
-               true});
+               args_schema(list_files_args()), true});
   v.push_back({"read_file",
                "Read a text file. offset is the first line (1-based), limit the number of lines (default 2000).",
-               object_schema({{"path", str_prop("file, relative to the workspace")},
-                              {"offset", int_prop("first line to return, 1-based")},
-                              {"limit", int_prop("number of lines to return")}},
-                             {"path"}),
-               true});
+               args_schema(read_file_args()), true});
   v.push_back({"grep",
                "Search file contents. pattern is an ECMAScript regular expression, or a plain substring when "
                "regex is false. Prints path:line: text, at most 200 matches.",
-               object_schema({{"pattern", str_prop("what to search for")},
-                              {"path", str_prop("file or directory (default: the workspace)")},
-                              {"regex", bool_prop("treat pattern as a regular expression (default true)")},
-                              {"ignore_case", bool_prop("case-insensitive match")},
-                              {"glob", str_prop("only files matching this fnmatch pattern")}},
-                             {"pattern"}),
-               true});
+               args_schema(grep_args()), true});
   if (options_.read_only) return v;
   v.push_back({"write_file", "Create or replace a file (only the writable solution files and scratch space).",
-               object_schema({{"path", str_prop("file, relative to the workspace")},
-                              {"content", str_prop("the complete new content")}},
-                             {"path", "content"}),
-               false});
+               args_schema(write_file_args()), false});
   v.push_back({"edit_file",
                "Replace old_string by new_string in a file. old_string must occur exactly once unless replace_all "
                "is true.",
-               object_schema({{"path", str_prop("file, relative to the workspace")},
-                              {"old_string", str_prop("exact text to replace")},
-                              {"new_string", str_prop("replacement text")},
-                              {"replace_all", bool_prop("replace every occurrence")}},
-                             {"path", "old_string", "new_string"}),
-               false});
+               args_schema(edit_file_args()), false});
   v.push_back({"run_command",
                "Run a shell command (bash -c) in the workspace, sandboxed: writes only to the writable paths and "
                "$TMPDIR, no network. Returns the exit status and the (capped) output.",
-               object_schema({{"command", str_prop("the bash command line")},
-                              {"timeout_s", int_prop(fmt::format("seconds before the command is killed (max {})",
-                                                                 options_.command_timeout.count()))}},
-                             {"command"}),
-               false});
+               args_schema(run_command_args(options_.command_timeout.count())), false});
   return v;
 }
 
@@ -436,10 +407,10 @@ std::string WorkspaceTools::cap(std::string text) const {
 }
 
 ToolOutcome WorkspaceTools::list_files(const json& args) {
-  std::optional<ArgError> err;
-  std::string path = opt_string(args, "path", err).value_or(".");
-  std::string glob = opt_string(args, "glob", err).value_or("");
-  if (err) return error_outcome("list_files: " + err->message, {{"error", "bad_arguments"}});
+  const ArgValues a(list_files_args(), args, UnknownArgs::kIgnore);
+  if (auto bad = bad_arguments("list_files", a)) return *bad;
+  const std::string path = a.string("path").value_or(".");
+  const std::string glob = a.string("glob").value_or("");
   auto dir = resolve_for_read(path);
   if (!dir.ok()) return deny("list_files", path, dir.status().message());
   std::error_code ec;
@@ -467,11 +438,11 @@ ToolOutcome WorkspaceTools::list_files(const json& args) {
 }
 
 ToolOutcome WorkspaceTools::read_file(const json& args) {
-  std::optional<ArgError> err;
-  std::string path = req_string(args, "path", err);
-  auto offset = opt_int(args, "offset", err);
-  auto limit = opt_int(args, "limit", err);
-  if (err) return error_outcome("read_file: " + err->message, {{"error", "bad_arguments"}});
+  const ArgValues a(read_file_args(), args, UnknownArgs::kIgnore);
+  if (auto bad = bad_arguments("read_file", a)) return *bad;
+  const std::string path = *a.string("path");
+  const auto offset = a.integer("offset");
+  const auto limit = a.integer("limit");
   auto file = resolve_for_read(path);
   if (!file.ok()) return deny("read_file", path, file.status().message());
   std::error_code ec;
@@ -509,15 +480,13 @@ ToolOutcome WorkspaceTools::read_file(const json& args) {
 }
 
 ToolOutcome WorkspaceTools::grep(const json& args) {
-  std::optional<ArgError> err;
-  std::string pattern = req_string(args, "pattern", err);
-  std::string path = opt_string(args, "path", err).value_or(".");
-  std::string glob = opt_string(args, "glob", err).value_or("");
-  bool use_regex = !(args.contains("regex") && args["regex"].is_boolean() && !args["regex"].get<bool>());
-  if (args.contains("regex") && !args["regex"].is_boolean() && !args["regex"].is_null())
-    err = ArgError{"argument \"regex\" must be true or false"};
-  bool ignore_case = opt_bool(args, "ignore_case", err);
-  if (err) return error_outcome("grep: " + err->message, {{"error", "bad_arguments"}});
+  const ArgValues a(grep_args(), args, UnknownArgs::kIgnore);
+  if (auto bad = bad_arguments("grep", a)) return *bad;
+  const std::string pattern = *a.string("pattern");
+  const std::string path = a.string("path").value_or(".");
+  const std::string glob = a.string("glob").value_or("");
+  const bool use_regex = a.boolean("regex").value_or(true);
+  const bool ignore_case = a.boolean("ignore_case").value_or(false);
   if (pattern.empty()) return error_outcome("grep: empty pattern");
   auto where = resolve_for_read(path);
   if (!where.ok()) return deny("grep", path, where.status().message());
@@ -594,10 +563,10 @@ ToolOutcome WorkspaceTools::grep(const json& args) {
 }
 
 ToolOutcome WorkspaceTools::write_file(const json& args) {
-  std::optional<ArgError> err;
-  std::string path = req_string(args, "path", err);
-  std::string content = req_string(args, "content", err);
-  if (err) return error_outcome("write_file: " + err->message, {{"error", "bad_arguments"}});
+  const ArgValues a(write_file_args(), args, UnknownArgs::kIgnore);
+  if (auto bad = bad_arguments("write_file", a)) return *bad;
+  const std::string path = *a.string("path");
+  const std::string content = *a.string("content");
   if (content.size() > kMaxReadBytes)
     return error_outcome(
         fmt::format("write_file: content too large ({} bytes, limit {})", content.size(), kMaxReadBytes));
@@ -617,12 +586,12 @@ ToolOutcome WorkspaceTools::write_file(const json& args) {
 }
 
 ToolOutcome WorkspaceTools::edit_file(const json& args) {
-  std::optional<ArgError> err;
-  std::string path = req_string(args, "path", err);
-  std::string old_string = req_string(args, "old_string", err);
-  std::string new_string = req_string(args, "new_string", err);
-  bool replace_all = opt_bool(args, "replace_all", err);
-  if (err) return error_outcome("edit_file: " + err->message, {{"error", "bad_arguments"}});
+  const ArgValues a(edit_file_args(), args, UnknownArgs::kIgnore);
+  if (auto bad = bad_arguments("edit_file", a)) return *bad;
+  const std::string path = *a.string("path");
+  const std::string old_string = *a.string("old_string");
+  const std::string new_string = *a.string("new_string");
+  const bool replace_all = a.boolean("replace_all").value_or(false);
   if (old_string.empty()) return error_outcome("edit_file: old_string is empty (use write_file to create a file)");
   if (old_string == new_string) return error_outcome("edit_file: old_string and new_string are identical");
   auto file = resolve_for_write(path);
@@ -663,10 +632,10 @@ ToolOutcome WorkspaceTools::edit_file(const json& args) {
 }
 
 ToolOutcome WorkspaceTools::run_command(const json& args) {
-  std::optional<ArgError> err;
-  std::string command = req_string(args, "command", err);
-  auto timeout = opt_int(args, "timeout_s", err);
-  if (err) return error_outcome("run_command: " + err->message, {{"error", "bad_arguments"}});
+  const ArgValues a(run_command_args(options_.command_timeout.count()), args, UnknownArgs::kIgnore);
+  if (auto bad = bad_arguments("run_command", a)) return *bad;
+  const std::string command = *a.string("command");
+  const auto timeout = a.integer("timeout_s");
   if (command.empty()) return error_outcome("run_command: empty command");
   const long long max_s = std::max<long long>(1, options_.command_timeout.count());
   const long long timeout_s = timeout && *timeout > 0 ? std::min(*timeout, max_s) : max_s;

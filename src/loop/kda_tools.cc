@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/tool_args.h"
 #include "eval/tool_run.h"
 #include "ncu/analyze.h"
 #include "ncu/load.h"
@@ -93,6 +94,27 @@ void KdaToolHost::begin_round(int max_evals) {
 
 void KdaToolHost::end_round() { in_round_ = false; }
 
+namespace {
+
+// The tools' arguments, one declaration each (agent/tool_args.h). finish_round's claims are a
+// structured list with their own reader (FinishRound::from_json) and schema below.
+const std::vector<agent::ArgSpec>& evaluate_args() {
+  static const std::vector<agent::ArgSpec> s;
+  return s;
+}
+const std::vector<agent::ArgSpec>& profile_args() {
+  static const std::vector<agent::ArgSpec> s = {
+      agent::string_arg("workload", "workload uuid (default: the first dev workload)")};
+  return s;
+}
+const std::vector<agent::ArgSpec>& ledger_args() {
+  static const std::vector<agent::ArgSpec> s = {agent::integer_arg("page", "1 = the newest candidates").at_least(1),
+                                                agent::integer_arg("per_page", "default 5").in_range(1, 20)};
+  return s;
+}
+
+}  // namespace
+
 std::vector<agent::ToolSpec> KdaToolHost::tools() const {
   std::vector<agent::ToolSpec> t;
   if (hooks_.evaluate && in_round_) {
@@ -101,8 +123,7 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
                  "on the dev workloads, with fresh secret seeds: correctness verdict, latency and speedup vs the "
                  "baseline per workload, and the geomean speedup. Limited number of calls (per round in a kda run, per "
                  "session under kda mcp --task).",
-                 {{"type", "object"}, {"properties", nlohmann::json::object()}, {"additionalProperties", false}},
-                 false});
+                 agent::args_schema(evaluate_args()), false});
   }
   if (hooks_.profile && in_round_) {
     t.push_back(
@@ -114,24 +135,14 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
                      "workloads (default: the first dev workload). At most {} profiles per round; each takes GPU "
                      "time, so profile to decide what to change, not to measure (evaluate measures).",
                      hooks_.max_profiles_per_round),
-         {{"type", "object"},
-          {"properties",
-           {{"workload", {{"type", "string"}, {"description", "workload uuid (default: the first dev workload)"}}}}},
-          {"additionalProperties", false}},
-         false});
+         agent::args_schema(profile_args()), false});
   }
   if (hooks_.ledger) {
-    t.push_back(
-        {"ledger",
-         "The run's ledger: the incumbent (the best verified solution) in full, then the candidates newest "
-         "first (round, parent, commit, measured speedup, verdicts), a page at a time. page: 1 (default) "
-         "is the newest; the reply says how many pages there are.",
-         {{"type", "object"},
-          {"properties",
-           {{"page", {{"type", "integer"}, {"minimum", 1}, {"description", "1 = the newest candidates"}}},
-            {"per_page", {{"type", "integer"}, {"minimum", 1}, {"maximum", 20}, {"description", "default 5"}}}}},
-          {"additionalProperties", false}},
-         true});
+    t.push_back({"ledger",
+                 "The run's ledger: the incumbent (the best verified solution) in full, then the candidates newest "
+                 "first (round, parent, commit, measured speedup, verdicts), a page at a time. page: 1 (default) "
+                 "is the newest; the reply says how many pages there are.",
+                 agent::args_schema(ledger_args()), true});
   }
   if (in_round_ && hooks_.rounds) {
     t.push_back({"finish_round",
@@ -159,6 +170,8 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
 
 agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::json& arguments) {
   if (name == "evaluate" && hooks_.evaluate && in_round_) {
+    if (const agent::ArgValues a(evaluate_args(), arguments); a.error())
+      return {"evaluate: " + *a.error(), true, {{"error", "bad_arguments"}}};
     if (evals_left_ <= 0)
       return {
           hooks_.rounds ? "evaluate: no evaluations left this round" : "evaluate: no evaluations left in this session",
@@ -178,15 +191,10 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
   }
   if (name == "profile" && hooks_.profile && in_round_) return profile(arguments);
   if (name == "ledger" && hooks_.ledger) {
-    const int page = arguments.is_object() && arguments.contains("page") && arguments["page"].is_number_integer()
-                         ? arguments["page"].get<int>()
-                         : 1;
-    const int per_page =
-        arguments.is_object() && arguments.contains("per_page") && arguments["per_page"].is_number_integer()
-            ? arguments["per_page"].get<int>()
-            : kLedgerPerPage;
-    if (page < 1 || per_page < 1 || per_page > 20)
-      return {"ledger: page must be >= 1 and per_page in 1..20", true, {{"error", "bad_arguments"}}};
+    const agent::ArgValues a(ledger_args(), arguments);
+    if (a.error()) return {"ledger: " + *a.error(), true, {{"error", "bad_arguments"}}};
+    const int page = static_cast<int>(a.integer("page").value_or(1));
+    const int per_page = static_cast<int>(a.integer("per_page").value_or(kLedgerPerPage));
     return {ledger_page(hooks_.ledger(), page, per_page).dump(1), false, {}};
   }
   if (name == "finish_round" && in_round_ && hooks_.rounds) {
@@ -213,14 +221,9 @@ agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
   };
   // Phase: arguments, the budget, the tool. Nothing here uses up the budget.
   ProfileRequest req;
-  if (!arguments.is_null() && !arguments.is_object()) return error("expected {workload?: uuid}", "bad_arguments");
-  if (arguments.is_object()) {
-    for (const auto& [k, v] : arguments.items()) {
-      if (k != "workload") return error("unknown argument '" + k + "' (expected {workload?: uuid})", "bad_arguments");
-      if (!v.is_string()) return error("workload: expected a uuid string", "bad_arguments");
-      req.workload = v.get<std::string>();
-    }
-  }
+  const agent::ArgValues a(profile_args(), arguments);
+  if (a.error()) return error(*a.error(), "bad_arguments");
+  req.workload = a.string("workload").value_or("");
   const int limit = hooks_.max_profiles_per_round;
   if (profiles_taken_ >= limit)
     return error(fmt::format("no profiles left this round ({} per round); reuse the reports you have with "

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/tool_args.h"
 #include "ncu/analyze.h"
 #include "ncu/csv_pages.h"
 #include "ncu/diff.h"
@@ -96,101 +97,64 @@ std::string joined(const std::vector<std::string>& v, std::string_view sep = ", 
 
 // ---- arguments ----------------------------------------------------------------------------------
 
-json object_schema(json properties, std::vector<std::string> required) {
-  return {{"type", "object"},
-          {"properties", std::move(properties)},
-          {"required", std::move(required)},
-          {"additionalProperties", false}};
-}
-json str_prop(const std::string& d) { return {{"type", "string"}, {"description", d}}; }
-json int_prop(const std::string& d, int lo, int hi) {
-  return {{"type", "integer"}, {"description", d}, {"minimum", lo}, {"maximum", hi}};
-}
-
 ToolOutcome error(std::string text, std::string code) { return {valid_utf8(text), true, {{"error", std::move(code)}}}; }
 
-// Arguments read against the tool's schema: unknown keys are refused (a misspelt filter would
-// otherwise be ignored silently), types are checked, messages are fit for the model.
-class ArgReader {
- public:
-  ArgReader(std::string tool, const json& args, std::set<std::string> known)
-      : tool_(std::move(tool)), args_(args), known_(std::move(known)) {
-    if (args_.is_null()) return;
-    if (!args_.is_object()) {
-      fail("arguments must be a JSON object");
-      return;
-    }
-    for (const auto& [k, v] : args_.items()) {
-      if (!known_.count(k)) {
-        fail(fmt::format("unknown argument \"{}\" (accepted: {})", k, joined({known_.begin(), known_.end()})));
-        return;
-      }
-    }
-  }
-  std::optional<std::string> opt_string(const char* key) {
-    if (!present(key)) return std::nullopt;
-    if (!args_[key].is_string()) {
-      fail(fmt::format("argument \"{}\" must be a string", key));
-      return std::nullopt;
-    }
-    return args_[key].get<std::string>();
-  }
-  std::string req_string(const char* key) {
-    auto v = opt_string(key);
-    if (!error_ && (!v || v->empty())) fail(fmt::format("missing required argument \"{}\" (a non-empty string)", key));
-    return v.value_or("");
-  }
-  std::optional<long long> opt_int(const char* key, long long lo, long long hi) {
-    if (!present(key)) return std::nullopt;
-    const json& v = args_[key];
-    std::optional<long long> n;
-    if (v.is_number_integer())
-      n = v.get<long long>();
-    else if (v.is_number_float() && v.get<double>() >= -1e15 && v.get<double>() <= 1e15 &&
-             v.get<double>() == static_cast<double>(static_cast<long long>(v.get<double>())))
-      n = static_cast<long long>(v.get<double>());
-    if (!n || *n < lo || *n > hi) {
-      fail(fmt::format("argument \"{}\" must be an integer from {} to {}", key, lo, hi));
-      return std::nullopt;
-    }
-    return n;
-  }
-  std::vector<std::string> opt_string_list(const char* key, size_t max) {
-    std::vector<std::string> out;
-    if (!present(key)) return out;
-    const json& v = args_[key];
-    bool ok = v.is_array() && v.size() <= max;
-    for (size_t i = 0; ok && i < v.size(); ++i) {
-      ok = v[i].is_string() && !v[i].get<std::string>().empty();
-      if (ok) out.push_back(v[i].get<std::string>());
-    }
-    if (!ok) fail(fmt::format("argument \"{}\" must be an array of at most {} non-empty strings", key, max));
-    return out;
-  }
-  bool failed() const { return error_.has_value(); }
-  ToolOutcome outcome() const { return error(tool_ + ": " + error_.value_or(""), "bad_arguments"); }
-
- private:
-  bool present(const char* key) const { return args_.is_object() && args_.contains(key) && !args_[key].is_null(); }
-  void fail(std::string m) {
-    if (!error_) error_ = std::move(m);
-  }
-  std::string tool_;
-  const json& args_;
-  std::set<std::string> known_;
-  std::optional<std::string> error_;
+// A call's arguments read against the tool's declarations (agent/tool_args.h): unknown keys are
+// refused (a misspelt filter would otherwise be ignored silently), types and ranges are checked.
+struct ToolCall {
+  ToolCall(const char* tool, const std::vector<agent::ArgSpec>& specs, const json& args) : tool(tool), a(specs, args) {}
+  bool failed() const { return a.error().has_value(); }
+  ToolOutcome outcome() const { return error(std::string(tool) + ": " + a.error().value_or(""), "bad_arguments"); }
+  const char* tool;
+  agent::ArgValues a;
 };
+
+// The tools' arguments, one declaration each (the schema and the reader come from them).
+std::vector<agent::ArgSpec> wiki_search_args(size_t max_hits) {
+  using namespace agent;
+  return {string_arg("query", "search words, e.g. \"wgmma pipelining mbarrier\"").required().non_empty(),
+          integer_arg("limit", fmt::format("results, 1..{} (default 5)", max_hits))
+              .in_range(1, static_cast<long long>(max_hits)),
+          string_arg("arch", "only chunks for this architecture (sm90, H200, hopper, sm100, ...)"),
+          string_arg("op", "only this operation (gemm, attention, moe, topk, gdn, dsa, ...)"),
+          string_arg("technique", "only this technique (tma, wgmma, split-k, persistent, ...)"),
+          enum_arg("kind", "only this kind of chunk", {"page", "doc", "code", "pr", "ncu", "lesson"}),
+          string_arg("repo", "only this repository (\"knowledge\" for the authored pages)"),
+          string_arg("language", "only this language: cuda, cpp, python, markdown, json, diff")};
+}
+
+std::vector<agent::ArgSpec> wiki_show_args(size_t max_output_chars) {
+  using namespace agent;
+  return {string_arg("id", "the id from a wiki_search hit").required().non_empty(),
+          integer_arg("max_chars", fmt::format("text to return at most (default {})", max_output_chars))
+              .in_range(200, static_cast<long long>(kMaxShowChars))};
+}
+
+const std::vector<agent::ArgSpec>& ncu_analyze_args() {
+  using namespace agent;
+  static const std::vector<ArgSpec> specs = {
+      string_arg("report", "path of the .ncu-rep file (or one CSV page)").required().non_empty(),
+      string_list_arg("extra_pages",
+                      "more CSV pages of the same report to merge (e.g. the source page), same path rule",
+                      kMaxExtraPages),
+      string_arg("kernel", "only kernels whose demangled name matches this regular expression"),
+      integer_arg("max_priorities", "priorities per kernel, 1..5 (default 5)").in_range(1, kMaxPriorities)};
+  return specs;
+}
+
+const std::vector<agent::ArgSpec>& ncu_diff_args() {
+  using namespace agent;
+  static const std::vector<ArgSpec> specs = {
+      string_arg("before", "the baseline report (.ncu-rep or CSV page)").required().non_empty(),
+      string_arg("after", "the new report").required().non_empty()};
+  return specs;
+}
 
 // ---- rendering ----------------------------------------------------------------------------------
 
 #ifdef KDA_HAVE_WIKI
 std::string citation(const std::string& repo, const std::string& commit, const std::string& path, int start, int end) {
   return fmt::format("{}@{}:{}:{}-{}", repo, commit.empty() ? "worktree" : commit.substr(0, 12), path, start, end);
-}
-
-const std::set<std::string>& wiki_kinds() {
-  static const std::set<std::string> k = {"page", "doc", "code", "pr", "ncu", "lesson"};
-  return k;
 }
 #endif
 
@@ -242,29 +206,11 @@ std::vector<ToolSpec> KnowledgeTools::tools() const {
          "code of production kernel libraries and PRs. BM25 over identifier-aware words: `warp specialized` finds "
          "KernelTmaWarpSpecializedPingpong; aliases expand (H200 = sm90, TMA = cp.async.bulk). Each hit gives "
          "an id for wiki_show, its citation repo@commit:path:lines, tags and the best-matching lines.",
-         object_schema({{"query", str_prop("search words, e.g. \"wgmma pipelining mbarrier\"")},
-                        {"limit", int_prop(fmt::format("results, 1..{} (default 5)", options_.max_hits), 1,
-                                           static_cast<int>(options_.max_hits))},
-                        {"arch", str_prop("only chunks for this architecture (sm90, H200, hopper, sm100, ...)")},
-                        {"op", str_prop("only this operation (gemm, attention, moe, topk, gdn, dsa, ...)")},
-                        {"technique", str_prop("only this technique (tma, wgmma, split-k, persistent, ...)")},
-                        {"kind",
-                         {{"type", "string"},
-                          {"enum", {"page", "doc", "code", "pr", "ncu", "lesson"}},
-                          {"description", "only this kind of chunk"}}},
-                        {"repo", str_prop("only this repository (\"knowledge\" for the authored pages)")},
-                        {"language", str_prop("only this language: cuda, cpp, python, markdown, json, diff")}},
-                       {"query"}),
-         true});
+         agent::args_schema(wiki_search_args(options_.max_hits)), true});
     t.push_back({"wiki_show",
                  "Read one KernelWiki chunk or page in full by the id a wiki_search hit gives (a page id such as "
                  "hopper/tma, or repo:path:line), with its citation line, tags, related pages and sources.",
-                 object_schema({{"id", str_prop("the id from a wiki_search hit")},
-                                {"max_chars",
-                                 int_prop(fmt::format("text to return at most (default {})", options_.max_output_chars),
-                                          200, static_cast<int>(kMaxShowChars))}},
-                               {"id"}),
-                 true});
+                 agent::args_schema(wiki_show_args(options_.max_output_chars)), true});
   }
   t.push_back(
       {"ncu_analyze",
@@ -273,26 +219,13 @@ std::vector<ToolSpec> KnowledgeTools::tools() const {
        "expected gain, effort and related KernelWiki pages; plus the headline (duration, SM/memory/DRAM throughput "
        "vs peak, roofline), occupancy limiter, warp stalls and memory efficiency. The report must lie in the "
        "workspace or the run directory (paths are relative to the workspace).",
-       object_schema(
-           {{"report", str_prop("path of the .ncu-rep file (or one CSV page)")},
-            {"extra_pages",
-             {{"type", "array"},
-              {"items", {{"type", "string"}}},
-              {"maxItems", kMaxExtraPages},
-              {"description", "more CSV pages of the same report to merge (e.g. the source page), same path rule"}}},
-            {"kernel", str_prop("only kernels whose demangled name matches this regular expression")},
-            {"max_priorities", int_prop("priorities per kernel, 1..5 (default 5)", 1, kMaxPriorities)}},
-           {"report"}),
-       true});
+       agent::args_schema(ncu_analyze_args()), true});
   t.push_back({"ncu_diff",
                "Compare two Nsight Compute reports of the same program (before and after a change): per matched "
                "kernel, what moved and by how much (duration, throughputs, occupancy, stalls, cache hit rates, bank "
                "conflicts, sectors per request, spills) and the ranked priorities before and after. Same path rule "
                "as ncu_analyze.",
-               object_schema({{"before", str_prop("the baseline report (.ncu-rep or CSV page)")},
-                              {"after", str_prop("the new report")}},
-                             {"before", "after"}),
-               true});
+               agent::args_schema(ncu_diff_args()), true});
   return t;
 }
 
@@ -334,21 +267,18 @@ Result<wiki::Index*> open_wiki(std::unique_ptr<wiki::Index>& slot, const stdfs::
 }  // namespace
 
 ToolOutcome KnowledgeTools::wiki_search(const json& args) {
-  ArgReader a("wiki_search", args, {"query", "limit", "arch", "op", "technique", "kind", "repo", "language"});
+  ToolCall c("wiki_search", wiki_search_args(options_.max_hits), args);
+  if (c.failed()) return c.outcome();
   wiki::SearchRequest req;
-  req.query = a.req_string("query");
-  auto limit = a.opt_int("limit", 1, static_cast<long long>(options_.max_hits));
-  req.limit = static_cast<int>(limit.value_or(std::min<long long>(5, static_cast<long long>(options_.max_hits))));
-  req.filters.arch = a.opt_string("arch").value_or("");
-  req.filters.op = a.opt_string("op").value_or("");
-  req.filters.technique = a.opt_string("technique").value_or("");
-  req.filters.kind = a.opt_string("kind").value_or("");
-  req.filters.repo = a.opt_string("repo").value_or("");
-  req.filters.language = a.opt_string("language").value_or("");
-  if (a.failed()) return a.outcome();
-  if (!req.filters.kind.empty() && !wiki_kinds().count(req.filters.kind))
-    return error("wiki_search: kind must be one of page, doc, code, pr, ncu, lesson, not '" + req.filters.kind + "'",
-                 "bad_arguments");
+  req.query = *c.a.string("query");
+  req.limit = static_cast<int>(
+      c.a.integer("limit").value_or(std::min<long long>(5, static_cast<long long>(options_.max_hits))));
+  req.filters.arch = c.a.string("arch").value_or("");
+  req.filters.op = c.a.string("op").value_or("");
+  req.filters.technique = c.a.string("technique").value_or("");
+  req.filters.kind = c.a.string("kind").value_or("");
+  req.filters.repo = c.a.string("repo").value_or("");
+  req.filters.language = c.a.string("language").value_or("");
 
   auto index = open_wiki(wiki_->index, options_.wiki_db);
   if (!index.ok()) return error("wiki_search: " + index.status().message(), "no_index");
@@ -407,10 +337,10 @@ ToolOutcome KnowledgeTools::wiki_search(const json& args) {
 }
 
 ToolOutcome KnowledgeTools::wiki_show(const json& args) {
-  ArgReader a("wiki_show", args, {"id", "max_chars"});
-  std::string id = a.req_string("id");
-  auto max_chars = a.opt_int("max_chars", 200, static_cast<long long>(kMaxShowChars));
-  if (a.failed()) return a.outcome();
+  ToolCall c("wiki_show", wiki_show_args(options_.max_output_chars), args);
+  if (c.failed()) return c.outcome();
+  const std::string id = *c.a.string("id");
+  auto max_chars = c.a.integer("max_chars");
   auto index = open_wiki(wiki_->index, options_.wiki_db);
   if (!index.ok()) return error("wiki_show: " + index.status().message(), "no_index");
   auto r = (*index)->show(id);
@@ -523,13 +453,13 @@ Result<ncu::Report> parse_report(const std::string& bytes, const std::string& sh
 }  // namespace
 
 ToolOutcome KnowledgeTools::ncu_analyze(const json& args) {
-  ArgReader a("ncu_analyze", args, {"report", "extra_pages", "kernel", "max_priorities"});
-  std::string report = a.req_string("report");
-  auto extra = a.opt_string_list("extra_pages", kMaxExtraPages);
+  ToolCall c("ncu_analyze", ncu_analyze_args(), args);
+  if (c.failed()) return c.outcome();
+  const std::string report = *c.a.string("report");
+  const std::vector<std::string> extra = c.a.strings("extra_pages");
   ncu::AnalyzeOptions opt;
-  opt.kernel_regex = a.opt_string("kernel").value_or("");
-  if (auto m = a.opt_int("max_priorities", 1, kMaxPriorities)) opt.max_priorities = static_cast<size_t>(*m);
-  if (a.failed()) return a.outcome();
+  opt.kernel_regex = c.a.string("kernel").value_or("");
+  if (auto m = c.a.integer("max_priorities")) opt.max_priorities = static_cast<size_t>(*m);
 
   // Phase: read every page through the path rule and merge them into one report.
   std::optional<ncu::Report> merged;
@@ -561,10 +491,10 @@ ToolOutcome KnowledgeTools::ncu_analyze(const json& args) {
 }
 
 ToolOutcome KnowledgeTools::ncu_diff(const json& args) {
-  ArgReader a("ncu_diff", args, {"before", "after"});
-  std::string before_path = a.req_string("before");
-  std::string after_path = a.req_string("after");
-  if (a.failed()) return a.outcome();
+  ToolCall c("ncu_diff", ncu_diff_args(), args);
+  if (c.failed()) return c.outcome();
+  const std::string before_path = *c.a.string("before");
+  const std::string after_path = *c.a.string("after");
   std::optional<ncu::Report> reports[2];
   std::string shown[2];
   const std::string* paths[2] = {&before_path, &after_path};

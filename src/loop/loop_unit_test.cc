@@ -203,6 +203,15 @@ TEST(KdaTools, LedgerShowsTheIncumbentAndTheNewestFirstInPages) {
   EXPECT_TRUE(nlohmann::json::parse(host.call("ledger", {{"page", 9}}).text)["candidates_newest_first"].empty());
   EXPECT_TRUE(host.call("ledger", {{"page", 0}}).is_error);
   EXPECT_TRUE(host.call("ledger", {{"per_page", 50}}).is_error);
+  // The reader is the schema's (agent/tool_args.h): a wrong type or a misspelt key is refused, not
+  // read as the default; the schema shows the same ranges.
+  EXPECT_EQ(host.call("ledger", {{"page", "2"}}).text, "ledger: argument \"page\" must be an integer of at least 1");
+  EXPECT_EQ(host.call("ledger", {{"pages", 2}}).data["error"], "bad_arguments");
+  for (const auto& t : host.tools()) {
+    if (t.name == "ledger") {
+      EXPECT_EQ(t.input_schema["properties"]["per_page"]["maximum"], 20) << t.input_schema.dump();
+    }
+  }
 }
 
 TEST(BackendFactory, UnknownKindListsKnownOnes) {
