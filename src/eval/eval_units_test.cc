@@ -14,6 +14,7 @@
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
 #include "eval/probes.h"
+#include "eval/protocol.h"
 #include "eval/runner_client.h"
 #include "eval/solution_build.h"
 #include "eval/stats.h"
@@ -24,6 +25,53 @@
 
 namespace kda::eval {
 namespace {
+
+// The runner protocol's messages: what the evaluator writes, kda-runner reads back unchanged; an
+// absent field takes the runner's default; a field of the wrong type is refused, naming it.
+TEST(Protocol, MessagesRoundTripAndRefuseWrongTypes) {
+  CallRequest call{.seq = 7, .upload = false, .upload_from = 4096, .download_outputs = false, .timed = true};
+  call.defer_records = true;
+  call.poison = {{0, 11}, {2, 13}};
+  auto back = CallRequest::from_json(nlohmann::json::parse(call.to_json().dump()));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->to_json(), call.to_json());
+  EXPECT_EQ(back->poison, call.poison);
+  auto defaults = CallRequest::from_json({{"seq", 3}});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->flush && defaults->upload && defaults->download && defaults->download_outputs);
+  EXPECT_FALSE(defaults->timed || defaults->defer_records || defaults->profile_range);
+  auto bad = CallRequest::from_json({{"seq", 3}, {"timed", "yes"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("call: field \"timed\" has the wrong type"), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(CallRequest::from_json(nlohmann::json::array()).ok());
+
+  PrepareRequest prep{.inputs = {{.random = true, .seed = 5, .stream = 2, .fingerprint_seed = 9}, {.random = false}},
+                      .digest_key = 42};
+  auto prep_back = PrepareRequest::from_json(prep.to_json());
+  ASSERT_TRUE(prep_back.ok()) << prep_back.status().message();
+  EXPECT_EQ(prep_back->to_json(), prep.to_json());
+  EXPECT_EQ(prep_back->inputs[0].fingerprint_seed, 9u);
+  EXPECT_FALSE(prep_back->inputs[1].fingerprint_seed.has_value());
+  EXPECT_FALSE(PrepareRequest::from_json({{"inputs", {{{"seed", "x"}}}}}).ok());
+
+  LoadRequest load{.library = "/x/lib.so", .symbol = "run", .sandbox = true, .reload_root = "/x"};
+  auto load_back = LoadRequest::from_json(load.to_json());
+  ASSERT_TRUE(load_back.ok());
+  EXPECT_EQ(load_back->reload_root, "/x");
+  EXPECT_TRUE(load_back->sandbox);
+  EXPECT_FALSE(LoadRequest::from_json({{"symbol", "run"}}).ok());  // no library
+
+  CallReply reply{.ok = true, .rc = 0, .elapsed_ns = 1500, .extra = {{"kernels", {"k"}}}, .seq = 7};
+  auto reply_back = CallReply::from_json(reply.to_json());
+  ASSERT_TRUE(reply_back.ok());
+  EXPECT_EQ(reply_back->to_json(), reply.to_json());
+  EXPECT_FALSE(reply.to_json().contains("error"));
+  PrepareReply pr{.ok = true, .digests = {{1, 2}}, .elapsed_ns = 3};
+  auto pr_back = PrepareReply::from_json(pr.to_json());
+  ASSERT_TRUE(pr_back.ok());
+  EXPECT_EQ(pr_back->digests, pr.digests);
+}
 
 namespace stdfs = std::filesystem;
 using tensor::DType;

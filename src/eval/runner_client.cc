@@ -220,14 +220,14 @@ CallOutcome RunnerClient::load(const std::filesystem::path& library, const std::
 }
 
 void RunnerClient::send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
-  nlohmann::json j{{"library", library.string()}, {"symbol", symbol}, {"sandbox", options_.sandbox}};
-  if (!options_.reload_root.empty()) j["reload_root"] = options_.reload_root.string();
-  send(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
+  LoadRequest req{.library = library.string(), .symbol = symbol, .sandbox = options_.sandbox};
+  if (!options_.reload_root.empty()) req.reload_root = options_.reload_root.string();
+  send(static_cast<uint32_t>(MsgType::kLoad), req.to_json().dump(), timeout_s);
 }
 
 CallOutcome RunnerClient::reload(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
-  nlohmann::json j{{"library", library.string()}, {"symbol", symbol}, {"reload", true}};
-  return request(static_cast<uint32_t>(MsgType::kLoad), j.dump(), timeout_s);
+  const LoadRequest req{.library = library.string(), .symbol = symbol, .reload = true};
+  return request(static_cast<uint32_t>(MsgType::kLoad), req.to_json().dump(), timeout_s);
 }
 
 CallOutcome RunnerClient::set_layout(const ArenaLayout& layout, double timeout_s) {
@@ -248,12 +248,12 @@ void RunnerClient::send_layout(const ArenaLayout& layout, double timeout_s) {
   send(static_cast<uint32_t>(MsgType::kLayout), layout.to_json().dump(), timeout_s);
 }
 
-CallOutcome RunnerClient::call(const nlohmann::json& request_json, double timeout_s) {
-  return request(static_cast<uint32_t>(MsgType::kCall), request_json.dump(), timeout_s);
+CallOutcome RunnerClient::call(const CallRequest& req, double timeout_s) {
+  return request(static_cast<uint32_t>(MsgType::kCall), req.to_json().dump(), timeout_s);
 }
 
-CallOutcome RunnerClient::prepare(const nlohmann::json& request_json, double timeout_s) {
-  return request(static_cast<uint32_t>(MsgType::kPrepare), request_json.dump(), timeout_s);
+CallOutcome RunnerClient::prepare(const PrepareRequest& req, double timeout_s) {
+  return request(static_cast<uint32_t>(MsgType::kPrepare), req.to_json().dump(), timeout_s);
 }
 
 CallOutcome RunnerClient::collect(double timeout_s) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/arena.h"
+#include "eval/protocol.h"
 #include "proc/subprocess.h"
 #include "util/status.h"
 
@@ -46,6 +47,13 @@ struct CallOutcome {
   int signal = 0;
   double wall_s = 0;  // the evaluator's own clock around the request
   std::string log;    // the runner's captured stderr/stdout tail, on failure
+
+  // The reply read as a kCall reply (protocol.h); a default one (not ok) when there is none or it
+  // does not read as one.
+  CallReply call_reply() const {
+    auto r = reply.is_object() ? CallReply::from_json(reply) : Result<CallReply>(CallReply{});
+    return r.ok() ? std::move(*r) : CallReply{};
+  }
 };
 
 class RunnerClient {
@@ -76,9 +84,9 @@ class RunnerClient {
   CallOutcome reload(const std::filesystem::path& library, const std::string& symbol, double timeout_s);
   void send_layout(const ArenaLayout& layout, double timeout_s);
   CallOutcome receive();
-  CallOutcome call(const nlohmann::json& request, double timeout_s);
+  CallOutcome call(const CallRequest& request, double timeout_s);
   // Device-side inputs (kPrepare; runners with the "device_inputs" capability).
-  CallOutcome prepare(const nlohmann::json& request, double timeout_s);
+  CallOutcome prepare(const PrepareRequest& request, double timeout_s);
   // The CUPTI summaries of the timed calls made since the last collect with "defer_records"
   // (kCollect; runners with the "deferred_records" capability).
   CallOutcome collect(double timeout_s);

@@ -207,20 +207,14 @@ Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& in
           fmt::format("the reference runner could not take the inputs of workload {}: {}", current_uuid_, f->message));
     return *harness_error_;
   }
-  json call{{"flush", true},
-            {"upload", true},
-            {"upload_from", full_upload ? 0 : outputs_begin()},
-            {"download", true},
-            {"timed", true}};
+  CallRequest call{.upload_from = full_upload ? 0 : outputs_begin(), .timed = true};
   if (device_inputs(ref_)) {  // poisoned on the device: nothing to upload
-    json poison = json::array();
-    for (size_t k = 0; k < layout_.outputs.size(); ++k) poison.push_back({k, ++seq_});
-    call["poison"] = std::move(poison);
-    call["upload"] = false;
+    for (size_t k = 0; k < layout_.outputs.size(); ++k) call.poison.emplace_back(static_cast<uint32_t>(k), ++seq_);
+    call.upload = false;
   } else {
     for (const auto& s : layout_.outputs) ref_.arena().poison(s, ++seq_);
   }
-  call["seq"] = ++seq_;
+  call.seq = ++seq_;
   auto o = ref_.call(call, std::max(call_timeout(), 600.0));
   account_call(o);
   if (o.kind != CallOutcome::Kind::kOk) {
@@ -228,8 +222,9 @@ Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& in
                                                   o.log.empty() ? "" : "\n" + o.log));
     return *harness_error_;
   }
-  reference_samples_.push_back(static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e6);
-  report_.in_call_s += static_cast<double>(o.reply.value("elapsed_ns", int64_t{0})) / 1e9;
+  const int64_t elapsed_ns = o.call_reply().elapsed_ns;
+  reference_samples_.push_back(static_cast<double>(elapsed_ns) / 1e6);
+  report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;
   PhaseTimer timer(phases_.verify_call_s);
   auto out = std::make_shared<const std::vector<tensor::Tensor>>(read_outputs(ref_));
   ++screen_stats_.reference_calls;
@@ -238,7 +233,7 @@ Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& in
 }
 
 std::optional<Failure> Session::checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
-                                             std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
+                                             std::vector<tensor::Tensor>* outputs, CallRequest call, double* elapsed_ms,
                                              json* reply_extra) {
   // One secret guard pattern per workload: on CUDA, calls that upload only the outputs leave the
   // device copy of the input guards as they were, so the pattern must not change between calls.
@@ -246,10 +241,10 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   // Only the candidate's checks are its gates' record (the baseline's failures are the harness's).
   GateLedger& led = &runner == &cand_ ? gates_ : baseline_gates_;
   SharedArena& arena = runner.arena();
-  const bool download = call.value("download", true);
+  const bool download = call.download;
   bool fresh_inputs = false;
   if (auto f = load_inputs(runner, inputs, &fresh_inputs)) return f;
-  call["upload_from"] = fresh_inputs ? 0 : outputs_begin();
+  call.upload_from = fresh_inputs ? 0 : outputs_begin();
   // Output i's poison for this call: written before it, looked for after it (unwritten elements).
   auto poison_seed = [&](size_t i) { return derive_seed(*options_.seed, current_uuid_, salt * 131 + i, kPoison); };
   // On the host the candidate works in the shared arena itself, so guards are refilled only with
@@ -260,23 +255,23 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
     if (device_inputs(runner)) {
       // Outputs are poisoned on the device from the same seeded blocks, and nothing is uploaded: the
       // guard bands have lived there since kPrepare.
-      json poison = json::array();
-      for (size_t i = 0; i < layout_.outputs.size(); ++i) poison.push_back({i, poison_seed(i)});
-      call["poison"] = std::move(poison);
-      call["upload"] = false;
+      for (size_t i = 0; i < layout_.outputs.size(); ++i)
+        call.poison.emplace_back(static_cast<uint32_t>(i), poison_seed(i));
+      call.upload = false;
     } else {
       if (fresh_inputs || cuda()) arena.fill_guards(layout_, guard_seed);
       for (size_t i = 0; i < layout_.outputs.size(); ++i) arena.poison(layout_.outputs[i], poison_seed(i));
     }
     threads_before = runner.thread_count();
   }
-  call["seq"] = ++seq_;
+  call.seq = ++seq_;
   auto o = runner.call(call, call_timeout());
   account_call(o);
   // Driver functions fetched by name that are not tensor-map encoders: refused by the runner, and a
   // violation whatever the call then did (src/runner/entry_point_guard.h).
+  const CallReply reply = o.call_reply();  // none when the call died: classify below says why
   if (o.reply.is_object()) {
-    const json refused = o.reply.value("extra", json::object()).value("driver_entry_points_refused", json::array());
+    const json refused = reply.extra.value("driver_entry_points_refused", json::array());
     if (refused.is_array() && !refused.empty())
       return Failure{
           Verdict::kForbiddenImport,
@@ -286,10 +281,10 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
           GateId::kImportAudit};
   }
   if (auto f = classify(o)) return f;
-  const auto elapsed_ns = o.reply.value("elapsed_ns", int64_t{0});
+  const int64_t elapsed_ns = reply.elapsed_ns;
   report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;
   if (elapsed_ms) *elapsed_ms = static_cast<double>(elapsed_ns) / 1e6;
-  if (reply_extra) *reply_extra = o.reply.value("extra", json::object());
+  if (reply_extra) *reply_extra = reply.extra;
   // The runner's clock is a claim: it cannot exceed the evaluator's own clock around the request.
   if (!gate_on("timing-clock")) {
     led.skip(GateId::kTimingClock, kOff);
@@ -322,8 +317,8 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
     led.ran(GateId::kThreads);
   }
   if (!download) return std::nullopt;
-  // {"download_outputs": false}: guard bands and inputs only (the runner copies no outputs back).
-  const bool with_outputs = call.value("download_outputs", true);
+  // download_outputs false: guard bands and inputs only (the runner copies no outputs back).
+  const bool with_outputs = call.download_outputs;
   PhaseTimer timer(phases_.verify_call_s);
   if (!gate_on("guard-bands")) {
     led.skip(GateId::kGuardBands, kOff);
@@ -341,7 +336,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   // scalars (passed as host values) and host-side inputs are compared in the arena.
   const bool by_digest = device_inputs(runner);
   const auto& want = loaded_[&runner].digests;
-  const json got_digests = o.reply.value("extra", json::object()).value("input_digests", json::array());
+  const json got_digests = reply.extra.value("input_digests", json::array());
   std::string mutated;
   for (size_t i = 0; i < layout_.inputs.size(); ++i) {
     bool same;
@@ -447,26 +442,26 @@ std::optional<Failure> Session::load_inputs(RunnerClient& r, const MaterializedI
     return std::nullopt;
   }
   PhaseTimer timer(phases_.load_s);
-  json specs = json::array();
+  PrepareRequest prep;
   for (size_t i = 0; i < layout_.inputs.size(); ++i) {
-    const bool random = in.plain_random[i];
-    if (!random) arena.write(layout_.inputs[i], in.tensors[i]);
-    json spec{{"random", random}};
-    if (random) {
-      spec["seed"] = in.random[i].seed;
-      spec["stream"] = in.random[i].stream;
-      if (in.random[i].fingerprint_seed) spec["fingerprint_seed"] = *in.random[i].fingerprint_seed;
+    PrepareInput spec{.random = in.plain_random[i]};
+    if (!spec.random) arena.write(layout_.inputs[i], in.tensors[i]);
+    if (spec.random) {
+      spec.seed = in.random[i].seed;
+      spec.stream = in.random[i].stream;
+      spec.fingerprint_seed = in.random[i].fingerprint_seed;
     }
-    specs.push_back(std::move(spec));
+    prep.inputs.push_back(spec);
   }
   arena.fill_guards(layout_, guard_seed());
   const uint64_t key = derive_seed(*options_.seed, current_uuid_, 0, kDigestKey);
-  auto o = r.prepare(json{{"inputs", specs}, {"digest_key", key}}, std::max(60.0, call_timeout()));
+  prep.digest_key = key;
+  auto o = r.prepare(prep, std::max(60.0, call_timeout()));
   if (auto f = classify(o)) return f;
-  const json digests = o.reply.value("digests", json::array());
-  if (digests.size() != layout_.inputs.size())
+  auto reply = PrepareReply::from_json(o.reply);
+  if (!reply.ok() || reply->digests.size() != layout_.inputs.size())
     return Failure{Verdict::kRuntimeError, "harness_error", "the runner returned no digest per input", {}};
-  for (const auto& d : digests) loaded.digests.push_back({d.at(0).get<uint64_t>(), d.at(1).get<uint64_t>()});
+  for (const auto& d : reply->digests) loaded.digests.push_back({d[0], d[1]});
   // Every runner must hold the same inputs: the first to generate a set fixes its digests, and where
   // the evaluator has host values (the topk checker reads them) they must agree with the device's
   // (checked on the first set of each workload: hashing on the host is not free).

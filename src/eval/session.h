@@ -194,7 +194,7 @@ class Session {
   Result<Outputs> reference_outputs(const MaterializedInputs& inputs);
   // One checked candidate call: guards, poison, input checksum, threads, outputs.
   std::optional<Failure> checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
-                                      std::vector<tensor::Tensor>* outputs, json call, double* elapsed_ms,
+                                      std::vector<tensor::Tensor>* outputs, CallRequest call, double* elapsed_ms,
                                       json* reply_extra);
   std::optional<Failure> classify(const CallOutcome& o) const;
   // Adds one call request's wall time, and the runner's own accounting of it, to the phases.

@@ -115,7 +115,7 @@ std::optional<Failure> Session::timed_trial(int t, int n_iter, TimingTotals& tot
   TrialInputs in;
   if (auto f = trial_inputs(t, n_iter, in)) return f;
   for (int w = 0; w < warmup(); ++w) {
-    json call{{"flush", true}, {"upload", true}, {"download", false}, {"timed", false}};
+    const CallRequest call{.download = false};
     cand_called_.insert(in.warm->id);
     if (auto f = checked_call(cand_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
     if (have_baseline_) {
@@ -227,9 +227,10 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
     const bool recheck = (checked[static_cast<size_t>(i)] || fp == i || (half > 0 && i == half)) &&
                          gate_on("recheck") && !screen_first_look();
     const bool inputs_only = !recheck && inputs_checked[static_cast<size_t>(i)];
-    json call{{"flush", true}, {"upload", true}, {"download", recheck || inputs_only}, {"timed", true}};
-    if (inputs_only) call["download_outputs"] = false;
-    if (calls.deferred) call["defer_records"] = true;
+    const CallRequest call{.download = recheck || inputs_only,
+                           .download_outputs = !inputs_only,
+                           .timed = true,
+                           .defer_records = calls.deferred};
     auto run_candidate = [&]() -> std::optional<Failure> {
       double ms = 0;
       json extra;
@@ -262,8 +263,8 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
       if (!have_baseline_) return std::nullopt;
       double bms = 0;
       json bextra;
-      json bcall = call;
-      bcall["download"] = false;
+      CallRequest bcall = call;
+      bcall.download = false;
       // The baseline stays on A or B where the candidate gets a fresh set: its time is only the
       // speedup's denominator, and a fresh set would cost it two device regenerations.
       if (auto f = checked_call(base_, use_b || (use_f && i >= half && half > 0) ? *in.b : *in.a, 3000 + t * 100000 + i,

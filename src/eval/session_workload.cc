@@ -113,7 +113,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     auto ref = reference_outputs(*inputs);
     if (!ref.ok()) return fail({Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}});
     std::vector<tensor::Tensor> got;
-    json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
+    const CallRequest call;  // flushed, uploaded, downloaded, untimed
     if (auto f = checked_call(cand_, *inputs, static_cast<uint64_t>(t), &got, call, nullptr, nullptr)) return fail(*f);
     if (auto f = compare(got, **ref, *inputs, &wr.check)) {
       f->gate = GateId::kCorrectness;
@@ -238,7 +238,7 @@ std::optional<Failure> Session::probe_trials() {
     auto ref = reference_outputs(*in);
     if (!ref.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}};
     std::vector<tensor::Tensor> got;
-    json call{{"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
+    const CallRequest call;  // flushed, uploaded, downloaded, untimed
     if (auto f = checked_call(cand_, *in, 700 + k, &got, call, nullptr, nullptr)) return f;
     if (auto f = compare(got, **ref, *in, nullptr))
       return Failure{Verdict::kIncorrectNumerical,

@@ -232,8 +232,8 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
     runner.arena().fill_guards(layout, guard_seed);
     for (size_t k = 0; k < layout.outputs.size(); ++k)
       runner.arena().poison(layout.outputs[k], derive_seed(options.seed, w->uuid, seq * 131 + k, kToolPoison));
-    json call{{"seq", ++seq}, {"flush", true}, {"upload", true}, {"download", true}, {"timed", false}};
-    if (last && options.profile_range) call["profile_range"] = true;
+    CallRequest call{.seq = ++seq};
+    call.profile_range = last && options.profile_range;
     if (last) progress(options.profile_range ? "profiled call" : "last call");
     auto o = runner.call(call, options.timeout_s);
     if (last) {

@@ -161,7 +161,7 @@ TEST_F(TorchOracleTest, WithoutTorchLoadFailsClearlyAndTheOracleLivesOn) {
   auto layout = r.set_layout(scale_layout(), kTimeoutS);
   EXPECT_EQ(layout.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(layout.message.find("before a successful load"), std::string::npos) << layout.message;
-  auto call = r.call({{"seq", 1}}, kTimeoutS);
+  auto call = r.call(CallRequest{.seq = 1}, kTimeoutS);
   EXPECT_EQ(call.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(call.message.find("before a successful load"), std::string::npos) << call.message;
   EXPECT_TRUE(r.alive());
@@ -228,7 +228,7 @@ TEST_F(TorchOracleTest, ComputesTheReferenceIntoTheOutputSlotsOnly) {
   arena.fill_guards(layout, kGuardSeed);
   for (const auto& s : layout.outputs) arena.poison(s, 5);
 
-  auto c = r.call({{"seq", 1}, {"flush", true}, {"upload", true}, {"download", true}, {"timed", true}}, kTimeoutS);
+  auto c = r.call(CallRequest{.seq = 1, .timed = true}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
   EXPECT_EQ(c.reply.value("rc", -1), 0);
   EXPECT_GT(c.reply.value("elapsed_ns", int64_t{0}), 0);
@@ -252,20 +252,20 @@ TEST_F(TorchOracleTest, ComputesTheReferenceIntoTheOutputSlotsOnly) {
   // inputs change nothing; a fresh upload picks them up.
   arena.write(layout.inputs[1], make_scalar(3.0f));
   for (const auto& s : layout.outputs) arena.poison(s, 6);
-  c = r.call({{"seq", 2}, {"upload", false}, {"download", true}}, kTimeoutS);
+  c = r.call(CallRequest{.seq = 2, .upload = false}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
   EXPECT_EQ(arena.read(layout.outputs[0]).span<float>()[5], x.span<float>()[5] * 2.0f);
-  c = r.call({{"seq", 3}, {"upload", true}, {"upload_from", layout.outputs[0].offset - kGuardBytes}}, kTimeoutS);
+  c = r.call(CallRequest{.seq = 3, .upload_from = layout.outputs[0].offset - kGuardBytes}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
   EXPECT_EQ(arena.read(layout.outputs[0]).span<float>()[5], x.span<float>()[5] * 2.0f);
-  c = r.call({{"seq", 4}, {"upload", true}, {"upload_from", 0}}, kTimeoutS);
+  c = r.call(CallRequest{.seq = 4, .upload_from = 0}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
   EXPECT_EQ(arena.read(layout.outputs[0]).span<float>()[5], x.span<float>()[5] * 3.0f);
 
   // download = false: the output slots keep their poison.
   for (const auto& s : layout.outputs) arena.poison(s, 7);
   Tensor poisoned = arena.read(layout.outputs[0]);
-  c = r.call({{"seq", 5}, {"download", false}}, kTimeoutS);
+  c = r.call(CallRequest{.seq = 5, .download = false}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
   EXPECT_TRUE(arena.read(layout.outputs[0]).bitwise_equal(poisoned));
   EXPECT_TRUE(arena.damaged_guards(layout, kGuardSeed).empty());
@@ -282,7 +282,7 @@ TEST_F(TorchOracleTest, ComputesTheReferenceIntoTheOutputSlotsOnly) {
   r.arena().write(big.inputs[0], bx);
   r.arena().write(big.inputs[1], make_scalar(-1.0f));
   r.arena().fill_guards(big, kGuardSeed + 1);
-  c = r.call({{"seq", 6}}, kTimeoutS);
+  c = r.call(CallRequest{.seq = 6}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message;
   Tensor by = r.arena().read(big.outputs[0]);
   EXPECT_EQ(by.span<float>()[64 * 128 - 1], -bx.span<float>()[64 * 128 - 1]);
@@ -307,7 +307,7 @@ def run(x, scale):
   r.arena().fill_guards(layout, kGuardSeed);
   for (const auto& s : layout.outputs) r.arena().poison(s, 9);
   Tensor poisoned = r.arena().read(layout.outputs[0]);
-  auto c = r.call({{"seq", 1}}, kTimeoutS);
+  auto c = r.call(CallRequest{.seq = 1}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(c.message.find("Traceback"), std::string::npos) << c.message;
   EXPECT_NE(c.message.find("ValueError: boom from the reference"), std::string::npos) << c.message;
@@ -332,14 +332,14 @@ def run(a, b):
   ArenaLayout layout = scale_layout();
   ASSERT_EQ(r.set_layout(layout, kTimeoutS).kind, CallOutcome::Kind::kOk);
   r.arena().write(layout.inputs[0], make_x(0));
-  auto c = r.call({{"seq", 1}}, kTimeoutS);
+  auto c = r.call(CallRequest{.seq = 1}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(c.message.find("output y: shape [8, 4], the definition's is [4, 8]"), std::string::npos) << c.message;
 
   def = write_definition("count", kTwoInputs, kTwoOutputs, "def run(x, scale):\n    return x * scale\n");
   ASSERT_EQ(load_torch_reference(r, def, kTimeoutS).kind, CallOutcome::Kind::kOk);
   ASSERT_EQ(r.set_layout(layout, kTimeoutS).kind, CallOutcome::Kind::kOk);
-  c = r.call({{"seq", 2}}, kTimeoutS);
+  c = r.call(CallRequest{.seq = 2}, kTimeoutS);
   ASSERT_EQ(c.kind, CallOutcome::Kind::kFailed);
   EXPECT_NE(c.message.find("returned 1 value(s); the definition has 2 output(s)"), std::string::npos) << c.message;
 
@@ -419,7 +419,7 @@ void cross_check_pack(const stdfs::path& dir, const std::string& backend, size_t
       for (size_t i = 0; i < layout.inputs.size(); ++i) r->arena().write(layout.inputs[i], inputs->tensors[i]);
       r->arena().fill_guards(layout, kGuardSeed + k);
       for (const auto& s : layout.outputs) r->arena().poison(s, 11 + k);
-      auto c = r->call({{"seq", k + 1}, {"timed", true}}, 600);
+      auto c = r->call(CallRequest{.seq = static_cast<uint64_t>(k + 1), .timed = true}, 600);
       ASSERT_EQ(c.kind, CallOutcome::Kind::kOk) << c.message << "\n" << c.log;
       EXPECT_TRUE(r->arena().damaged_guards(layout, kGuardSeed + k).empty());
       for (size_t i = 0; i < layout.inputs.size(); ++i)

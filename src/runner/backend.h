@@ -15,58 +15,17 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/arena.h"
+#include "eval/protocol.h"
 #include "util/status.h"
 
 namespace kda::runner {
 
-struct CallRequest {
-  uint64_t seq = 0;
-  bool flush = true;             // flush caches (host LLC / GPU L2) before the call
-  bool upload = true;            // cuda: copy the arena to the device mirror before the call...
-  uint64_t upload_from = 0;      // ...from this byte offset on (outputs only: skip unchanged inputs)
-  bool download = true;          // cuda: copy the device mirror back to the arena after the call
-  bool download_outputs = true;  // cuda, device-side inputs: false copies back only input guards and digests
-  bool timed = false;            // record timing (events + CUPTI span on cuda, monotonic clock on host)
-  bool profile_range = false;    // cuda: bracket the call with cudaProfilerStart/Stop (ncu --profile-from-start off)
-  // cuda, timed: keep the call's window and summarise its CUPTI records at the next collect_records()
-  // instead of flushing CUPTI now (a forced flush per call cost 0.1-0.4 ms, and the next activity
-  // after it another 0.1-0.7 ms while CUPTI set up a new buffer: bench/results/h200, run 17).
-  bool defer_records = false;
-  // Device-side inputs only: (output index, seed) pairs to poison on the device before the call
-  // (eval::poison_block tiled over the slot), instead of uploading host-poisoned outputs.
-  std::vector<std::pair<uint32_t, uint64_t>> poison;
-};
-
-struct CallReply {
-  bool ok = false;    // the solution returned 0 and no runtime error occurred
-  int rc = 0;         // the entry point's return value
-  std::string error;  // CUDA error or other runtime failure
-  int64_t elapsed_ns = 0;
-  nlohmann::json extra = nlohmann::json::object();  // cupti span, kernel names, flush info...
-};
-
-// Device-side inputs (a backend with the "device_inputs" capability): the evaluator writes only the
-// inputs it cannot describe by a seed (blobs, scalars, structured ones) and every guard band into the
-// arena; the backend copies those, generates the plain random inputs itself and answers with a keyed
-// digest of every input slot. Until the next layout, uploads never overwrite inputs, downloads bring
-// back only outputs and guard bands, and every download adds the inputs' digests to the reply.
-struct PrepareInput {
-  bool random = false;  // false: copy the slot (and its guards) from the arena
-  uint64_t seed = 0, stream = 0;
-  std::optional<uint64_t> fingerprint_seed;  // eval::copy_fingerprint's positions come from this seed
-};
-
-struct PrepareRequest {
-  std::vector<PrepareInput> inputs;  // one per input slot, in layout order
-  uint64_t digest_key = 0;
-};
-
-struct PrepareReply {
-  bool ok = false;
-  std::string error;
-  std::vector<std::array<uint64_t, 2>> digests;  // per input slot
-  int64_t elapsed_ns = 0;                        // copy + generation + digests
-};
+// The protocol's messages (eval/protocol.h), as the backend takes and answers them.
+using CallRequest = eval::CallRequest;
+using CallReply = eval::CallReply;
+using PrepareInput = eval::PrepareInput;
+using PrepareRequest = eval::PrepareRequest;
+using PrepareReply = eval::PrepareReply;
 
 using EntryFn = int (*)(const void* inputs, int64_t num_inputs, void* outputs, int64_t num_outputs, void* stream);
 

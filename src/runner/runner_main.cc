@@ -65,28 +65,28 @@ bool under(const std::filesystem::path& p, const std::filesystem::path& root) {
 }
 
 Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads, json& out) {
-  std::filesystem::path library = msg.at("library").get<std::string>();
-  std::string symbol = msg.at("symbol").get<std::string>();
+  KDA_ASSIGN_OR_RETURN(kda::eval::LoadRequest req, kda::eval::LoadRequest::from_json(msg));
+  const std::filesystem::path library = req.library;
   if (loads.count > 0) {
-    if (!msg.value("reload", false) || loads.root.empty())
+    if (!req.reload || loads.root.empty())
       return kda::Status::failed("a library is already loaded (a runner loads one unless started with a reload root)");
     if (!under(library, loads.root))
       return kda::Status::failed("reload: " + library.string() + " is not under the reload root " +
                                  loads.root.string());
-    KDA_RETURN_IF_ERROR(backend.load(library, symbol));
+    KDA_RETURN_IF_ERROR(backend.load(library, req.symbol));
     ++loads.count;
     out["loads"] = loads.count;
     return {};
   }
-  if (msg.contains("reload_root")) {
-    loads.root = msg.at("reload_root").get<std::string>();
+  if (req.reload_root) {
+    loads.root = *req.reload_root;
     if (!under(library, loads.root))
       return kda::Status::failed(library.string() + " is not under the reload root " + loads.root.string());
   }
   KDA_RETURN_IF_ERROR(backend.init());
   out["environment"] = backend.environment();  // read before the sandbox hides /proc files
   json sandbox = json::object();
-  if (msg.value("sandbox", false)) {
+  if (req.sandbox) {
     auto ll = kda::sandbox::apply_landlock(
         candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend));
     if (!ll.ok()) return ll.status().with_context("sandbox");
@@ -98,7 +98,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
       sandbox["seccomp"] = true;
     }
   }
-  KDA_RETURN_IF_ERROR(backend.load(library, symbol));
+  KDA_RETURN_IF_ERROR(backend.load(library, req.symbol));
   loads.count = 1;
   out["sandbox"] = sandbox;
   return {};
@@ -157,37 +157,23 @@ int serve(kda::runner::Backend& backend) {
           break;
         }
         case MsgType::kCall: {
-          kda::runner::CallRequest req;
-          req.seq = msg.value("seq", uint64_t{0});
-          req.flush = msg.value("flush", true);
-          req.upload = msg.value("upload", true);
-          req.upload_from = msg.value("upload_from", uint64_t{0});
-          req.download = msg.value("download", true);
-          req.download_outputs = msg.value("download_outputs", true);
-          req.timed = msg.value("timed", false);
-          req.profile_range = msg.value("profile_range", false);
-          req.defer_records = msg.value("defer_records", false);
-          for (const auto& p : msg.value("poison", json::array()))
-            req.poison.emplace_back(p.at(0).get<uint32_t>(), p.at(1).get<uint64_t>());
-          auto r = backend.call(req);
-          out = {{"ok", r.ok}, {"rc", r.rc}, {"elapsed_ns", r.elapsed_ns}, {"extra", r.extra}, {"seq", req.seq}};
-          if (!r.error.empty()) out["error"] = r.error;
+          auto req = kda::eval::CallRequest::from_json(msg);
+          if (!req.ok()) {
+            out = error_reply("malformed command: " + req.status().message());
+            break;
+          }
+          kda::eval::CallReply r = backend.call(*req);
+          r.seq = req->seq;
+          out = r.to_json();
           break;
         }
         case MsgType::kPrepare: {
-          kda::runner::PrepareRequest req;
-          req.digest_key = msg.value("digest_key", uint64_t{0});
-          for (const auto& in : msg.value("inputs", json::array())) {
-            kda::runner::PrepareInput p;
-            p.random = in.value("random", false);
-            p.seed = in.value("seed", uint64_t{0});
-            p.stream = in.value("stream", uint64_t{0});
-            if (in.contains("fingerprint_seed")) p.fingerprint_seed = in.at("fingerprint_seed").get<uint64_t>();
-            req.inputs.push_back(p);
+          auto req = kda::eval::PrepareRequest::from_json(msg);
+          if (!req.ok()) {
+            out = error_reply("malformed command: " + req.status().message());
+            break;
           }
-          auto r = backend.prepare(req);
-          out = {{"ok", r.ok}, {"digests", r.digests}, {"elapsed_ns", r.elapsed_ns}};
-          if (!r.error.empty()) out["error"] = r.error;
+          out = backend.prepare(*req).to_json();
           break;
         }
         case MsgType::kCollect: out = {{"ok", true}, {"calls", backend.collect_records()}}; break;
