@@ -330,31 +330,7 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   } else {
     led.ran(GateId::kGuardBands);
   }
-  // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
-  // them leave any mutation in place, so a checked call sees what every earlier call did.
-  // Device-side inputs are digested by the runner after the call under the evaluation's secret key;
-  // scalars (passed as host values) and host-side inputs are compared in the arena.
-  const bool by_digest = device_inputs(runner);
-  const auto& want = loaded_[&runner].digests;
-  const json got_digests = reply.extra.value("input_digests", json::array());
-  std::string mutated;
-  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
-    bool same;
-    if (by_digest && !layout_.inputs[i].scalar)
-      same = i < want.size() && i < got_digests.size() && got_digests[i].is_array() && got_digests[i].size() == 2 &&
-             got_digests[i][0].get<uint64_t>() == want[i].lo && got_digests[i][1].get<uint64_t>() == want[i].hi;
-    else
-      same = arena.equals(layout_.inputs[i], inputs.tensors[i]);
-    if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
-  }
-  if (!gate_on("input-check")) {
-    led.skip(GateId::kInputCheck, kOff);
-  } else if (!mutated.empty()) {
-    return Failure{
-        Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}, GateId::kInputCheck};
-  } else {
-    led.ran(GateId::kInputCheck);
-  }
+  if (auto f = input_check(runner, inputs, reply.extra.value("input_digests", json::array()), led)) return f;
   if (!with_outputs) return std::nullopt;
   std::vector<tensor::Tensor> got = read_outputs(runner);
   if (!gate_on("unwritten")) led.skip(GateId::kUnwritten, kOff);
@@ -372,6 +348,35 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   }
   if (gate_on("unwritten")) led.ran(GateId::kUnwritten);
   if (outputs) *outputs = std::move(got);
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::input_check(RunnerClient& runner, const MaterializedInputs& inputs,
+                                            const json& got_digests, GateLedger& led) {
+  // Inputs are compared with the evaluator's own copy; calls in between that did not re-upload
+  // them leave any mutation in place, so a checked call sees what every earlier call did.
+  // Device-side inputs are digested by the runner after the call under the evaluation's secret key;
+  // scalars (passed as host values) and host-side inputs are compared in the arena.
+  const bool by_digest = device_inputs(runner);
+  const auto& want = loaded_[&runner].digests;
+  std::string mutated;
+  for (size_t i = 0; i < layout_.inputs.size(); ++i) {
+    bool same;
+    if (by_digest && !layout_.inputs[i].scalar)
+      same = i < want.size() && i < got_digests.size() && got_digests[i].is_array() && got_digests[i].size() == 2 &&
+             got_digests[i][0].get<uint64_t>() == want[i].lo && got_digests[i][1].get<uint64_t>() == want[i].hi;
+    else
+      same = runner.arena().equals(layout_.inputs[i], inputs.tensors[i]);
+    if (!same) mutated += (mutated.empty() ? "" : ", ") + layout_.inputs[i].name;
+  }
+  if (!gate_on("input-check")) {
+    led.skip(GateId::kInputCheck, kOff);
+  } else if (!mutated.empty()) {
+    return Failure{
+        Verdict::kInputMutated, "input_mutated", "the call modified input(s): " + mutated, {}, GateId::kInputCheck};
+  } else {
+    led.ran(GateId::kInputCheck);
+  }
   return std::nullopt;
 }
 

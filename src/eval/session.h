@@ -197,6 +197,10 @@ class Session {
                                       std::vector<tensor::Tensor>* outputs, CallRequest call, double* elapsed_ms,
                                       json* reply_extra);
   std::optional<Failure> classify(const CallOutcome& o) const;
+  // After a call: the inputs are as loaded (device-side ones by the runner's digests, the rest in
+  // the arena), else input_mutated.
+  std::optional<Failure> input_check(RunnerClient& runner, const MaterializedInputs& inputs, const json& got_digests,
+                                     GateLedger& led);
   // Adds one call request's wall time, and the runner's own accounting of it, to the phases.
   void account_call(const CallOutcome& o) {
     phases_.call_wall_s += o.wall_s;

@@ -56,6 +56,72 @@ EnvLookup process_env() {
   };
 }
 
+namespace {
+
+// One key=value option of a provider spec's query applied to `c`; what is wrong with it, or nullopt.
+std::optional<std::string> apply_option(ProviderConfig& c, const std::string& key, const std::string& value,
+                                        std::string& base_source, bool& explicit_field) {
+  auto seconds = [&](int64_t lo, int64_t hi) -> std::optional<int64_t> { return parse_int(value, lo, hi); };
+
+  if (key == "base_url") {
+    if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0) {
+      return std::string("base_url must start with http:// or https:// (got '" + value + "')");
+    }
+    c.base_url = value;
+    base_source = "base_url";
+  } else if (key == "key_env") {
+    if (value != kNoKey && !valid_env_name(value)) return std::string("key_env '" + value + "' is not a variable name");
+    c.api_key_env = value;
+  } else if (key == "max_tokens") {
+    auto v = seconds(1, 10'000'000);
+    if (!v) return std::string("max_tokens must be an integer >= 1 (got '" + value + "')");
+    c.max_tokens = static_cast<int>(*v);
+  } else if (key == "temperature") {
+    char* end = nullptr;
+    double t = std::strtod(value.c_str(), &end);
+    if (value.empty() || end == nullptr || *end != '\0' || t < 0 || t > 2) {
+      return std::string("temperature must be a number in [0, 2] (got '" + value + "')");
+    }
+    c.temperature = t;
+  } else if (key == "max_tokens_field") {
+    if (value != "max_tokens" && value != "max_completion_tokens") {
+      return std::string("max_tokens_field must be max_tokens or max_completion_tokens");
+    }
+    c.max_tokens_field = value;
+    explicit_field = true;
+  } else if (key == "connect_timeout_s") {
+    auto v = seconds(1, 3600);
+    if (!v) return std::string("connect_timeout_s must be an integer in [1, 3600]");
+    c.timeouts.connect = std::chrono::seconds(*v);
+  } else if (key == "timeout_s") {
+    auto v = seconds(1, 86400);
+    if (!v) return std::string("timeout_s must be an integer in [1, 86400]");
+    c.timeouts.total = std::chrono::seconds(*v);
+  } else if (key == "stall_timeout_s") {
+    auto v = seconds(1, 86400);
+    if (!v) return std::string("stall_timeout_s must be an integer in [1, 86400]");
+    c.timeouts.stall = std::chrono::seconds(*v);
+  } else if (key == "max_attempts") {
+    auto v = seconds(1, 100);
+    if (!v) return std::string("max_attempts must be an integer in [1, 100]");
+    c.retry.max_attempts = static_cast<int>(*v);
+  } else if (key == "cache") {
+    if (value != "on" && value != "off") return std::string("cache must be on or off (got '" + value + "')");
+    c.prompt_cache = value == "on";
+  } else if (key == "prices") {
+    auto table = PriceTable::load(value);
+    if (!table.ok()) return std::string("prices: " + table.status().message());
+    c.price_table_path = value;
+  } else {
+    return std::string("unknown key '" + key +
+                       "' (known: base_url, key_env, max_tokens, temperature, max_tokens_field, "
+                       "connect_timeout_s, timeout_s, stall_timeout_s, max_attempts, prices, cache)");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLookup& env) {
   auto bad = [&](const std::string& what) { return Status::bad_input("provider spec '" + spec + "': " + what); };
   ProviderConfig c;
@@ -110,62 +176,7 @@ Result<ProviderConfig> parse_provider_spec(const std::string& spec, const EnvLoo
     bool ok = true;
     std::string value = percent_decode(pair.substr(eq + 1), &ok);
     if (!ok) return bad(key + ": bad %-escape in '" + pair.substr(eq + 1) + "'");
-    auto seconds = [&](int64_t lo, int64_t hi) -> std::optional<int64_t> { return parse_int(value, lo, hi); };
-
-    if (key == "base_url") {
-      if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0) {
-        return bad("base_url must start with http:// or https:// (got '" + value + "')");
-      }
-      c.base_url = value;
-      base_source = "base_url";
-    } else if (key == "key_env") {
-      if (value != kNoKey && !valid_env_name(value)) return bad("key_env '" + value + "' is not a variable name");
-      c.api_key_env = value;
-    } else if (key == "max_tokens") {
-      auto v = seconds(1, 10'000'000);
-      if (!v) return bad("max_tokens must be an integer >= 1 (got '" + value + "')");
-      c.max_tokens = static_cast<int>(*v);
-    } else if (key == "temperature") {
-      char* end = nullptr;
-      double t = std::strtod(value.c_str(), &end);
-      if (value.empty() || end == nullptr || *end != '\0' || t < 0 || t > 2) {
-        return bad("temperature must be a number in [0, 2] (got '" + value + "')");
-      }
-      c.temperature = t;
-    } else if (key == "max_tokens_field") {
-      if (value != "max_tokens" && value != "max_completion_tokens") {
-        return bad("max_tokens_field must be max_tokens or max_completion_tokens");
-      }
-      c.max_tokens_field = value;
-      explicit_field = true;
-    } else if (key == "connect_timeout_s") {
-      auto v = seconds(1, 3600);
-      if (!v) return bad("connect_timeout_s must be an integer in [1, 3600]");
-      c.timeouts.connect = std::chrono::seconds(*v);
-    } else if (key == "timeout_s") {
-      auto v = seconds(1, 86400);
-      if (!v) return bad("timeout_s must be an integer in [1, 86400]");
-      c.timeouts.total = std::chrono::seconds(*v);
-    } else if (key == "stall_timeout_s") {
-      auto v = seconds(1, 86400);
-      if (!v) return bad("stall_timeout_s must be an integer in [1, 86400]");
-      c.timeouts.stall = std::chrono::seconds(*v);
-    } else if (key == "max_attempts") {
-      auto v = seconds(1, 100);
-      if (!v) return bad("max_attempts must be an integer in [1, 100]");
-      c.retry.max_attempts = static_cast<int>(*v);
-    } else if (key == "cache") {
-      if (value != "on" && value != "off") return bad("cache must be on or off (got '" + value + "')");
-      c.prompt_cache = value == "on";
-    } else if (key == "prices") {
-      auto table = PriceTable::load(value);
-      if (!table.ok()) return bad("prices: " + table.status().message());
-      c.price_table_path = value;
-    } else {
-      return bad("unknown key '" + key +
-                 "' (known: base_url, key_env, max_tokens, temperature, max_tokens_field, "
-                 "connect_timeout_s, timeout_s, stall_timeout_s, max_attempts, prices, cache)");
-    }
+    if (auto why = apply_option(c, key, value, base_source, explicit_field)) return bad(*why);
   }
 
   if (!c.base_url.empty() && c.base_url.rfind("http://", 0) != 0 && c.base_url.rfind("https://", 0) != 0) {

@@ -97,6 +97,33 @@ std::string config_label(const json& config) {
   return c.ok() ? c->label() : config.dump();
 }
 
+// The tune of one round, on the loop's dev workloads and timing, resumed from the run's search
+// directory (a missing state.json starts empty; an existing one is never re-measured).
+tune::TuneOptions tune_options(const LoopOptions& lo, const stdfs::path& search_dir) {
+  tune::TuneOptions o;
+  o.eval.runner_binary = eval::default_runner_binary();
+  o.eval.workloads = "dev";  // what the loop verifies on
+  o.eval.trials = lo.eval_trials;
+  o.eval.iterations = lo.eval_iterations;
+  o.eval.warmup = lo.eval_warmup;
+  o.eval.sandbox = lo.sandbox;
+  o.eval.cuda_arch = lo.cuda_arch;
+  o.out_dir = search_dir;
+  o.resume = true;
+  o.strategy = "auto";
+  return o;
+}
+
+// How many configurations the tunable solution in `source` declares.
+Result<int> config_count(const stdfs::path& source, const task::TaskPack& pack) {
+  KDA_ASSIGN_OR_RETURN(task::Solution base, task::load_solution(source));
+  std::vector<std::string> srcs;
+  for (const auto& s : base.sources) srcs.push_back(s.path);
+  KDA_ASSIGN_OR_RETURN(auto t, tune::load_tunables(source, pack.definition, base.spec.entry_point, srcs));
+  KDA_ASSIGN_OR_RETURN(auto configs, tune::enumerate_configs(t));
+  return static_cast<int>(configs.size());
+}
+
 class TunerWriter final : public agent::Backend {
  public:
   std::string name() const override { return "tuner"; }
@@ -199,17 +226,7 @@ class TunerWriter final : public agent::Backend {
     if (auto s = load_state(p.run / "state.json"); s.ok()) st = *s;
     const LoopOptions& lo = st.options;
 
-    tune::TuneOptions o;
-    o.eval.runner_binary = eval::default_runner_binary();
-    o.eval.workloads = "dev";  // what the loop verifies on
-    o.eval.trials = lo.eval_trials;
-    o.eval.iterations = lo.eval_iterations;
-    o.eval.warmup = lo.eval_warmup;
-    o.eval.sandbox = lo.sandbox;
-    o.eval.cuda_arch = lo.cuda_arch;
-    o.out_dir = p.search();
-    o.resume = true;  // a missing state.json starts empty; an existing one is never re-measured
-    o.strategy = "auto";
+    tune::TuneOptions o = tune_options(lo, p.search());
     int progress_lines = 0;
     o.progress = [this, &progress_lines](const std::string& line) {
       ++progress_lines;
@@ -222,15 +239,7 @@ class TunerWriter final : public agent::Backend {
     if (lo.gpu_minutes > 0) remaining_s = std::min(remaining_s.value_or(1e300), lo.gpu_minutes * 60 - st.eval_s);
     auto share = [&](double f) { return remaining_s ? std::max(kNoNewMeasurements, *remaining_s * f / 60) : 0.0; };
 
-    int total = 0;
-    {
-      KDA_ASSIGN_OR_RETURN(task::Solution base, task::load_solution(p.source()));
-      std::vector<std::string> srcs;
-      for (const auto& s : base.sources) srcs.push_back(s.path);
-      KDA_ASSIGN_OR_RETURN(auto t, tune::load_tunables(p.source(), pack.definition, base.spec.entry_point, srcs));
-      KDA_ASSIGN_OR_RETURN(auto configs, tune::enumerate_configs(t));
-      total = static_cast<int>(configs.size());
-    }
+    KDA_ASSIGN_OR_RETURN(const int total, config_count(p.source(), pack));
     std::string stage_text;
     switch (stage) {
       case TunerStage::kCoarse:
