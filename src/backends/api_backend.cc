@@ -1,6 +1,7 @@
 #include "backends/api_backend.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "llm/client.h"
@@ -16,6 +17,61 @@ constexpr size_t kEventTextCap = 2000;  // tool output kept in an event (the mod
 
 std::string clip(const std::string& s, size_t cap = kEventTextCap) {
   return s.size() <= cap ? s : s.substr(0, cap) + "...[" + std::to_string(s.size() - cap) + " more bytes]";
+}
+
+// The session's tools: reviewers get only the read-only ones.
+std::vector<ToolSpec> session_tools(const SessionRequest& request) {
+  std::vector<ToolSpec> tools;
+  if (request.tools == nullptr) return tools;
+  for (auto& t : request.tools->tools()) {
+    if (request.role == Role::kReviewer && !t.read_only) continue;
+    tools.push_back(std::move(t));
+  }
+  return tools;
+}
+
+// Runs one response's tool calls (a name outside `allowed` or unreadable arguments is an error the
+// model reads) and returns their results as the next user message.
+llm::Message run_tool_calls(const std::vector<const llm::ContentBlock*>& calls, const std::set<std::string>& allowed,
+                            const SessionRequest& request, int turn, const std::function<void(AgentEvent)>& emit) {
+  llm::Message results{llm::MessageRole::kUser, {}};
+  for (const llm::ContentBlock* call : calls) {
+    ToolOutcome outcome;
+    if (!allowed.count(call->name)) {
+      outcome = {"tool '" + call->name + "' is not available in this session", true, {{"error", "unknown_tool"}}};
+    } else if (call->input_invalid) {
+      outcome = {"the arguments for '" + call->name + "' were not a JSON object; call it again with valid JSON",
+                 true,
+                 {{"error", "invalid_arguments"}}};
+    } else {
+      outcome = request.tools->call(call->name, call->input);
+    }
+    emit({"tool_call",
+          !outcome.is_error,
+          {{"tool", call->name},
+           {"id", call->id},
+           {"arguments", call->input},
+           {"is_error", outcome.is_error},
+           {"output", clip(outcome.text)},
+           {"data", outcome.data},
+           {"turn", turn}}});
+    results.blocks.push_back(llm::ContentBlock::make_tool_result(call->id, outcome.text, outcome.is_error));
+  }
+  return results;
+}
+
+// What a failed attempt that will be retried is, as the session's event.
+AgentEvent retry_event(const llm::AttemptInfo& a, int turn) {
+  return {"retry",
+          false,
+          {{"attempt", a.attempt},
+           {"http_status", a.http_status},
+           {"error", a.error},
+           {"will_retry", a.will_retry},
+           {"delay_ms", a.delay.count()},
+           {"retry_after", a.retry_after},
+           {"request_id", a.request_id},
+           {"turn", turn}}};
 }
 
 class ApiBackend final : public Backend {
@@ -49,13 +105,7 @@ class ApiBackend final : public Backend {
     };
 
     // --- tools: reviewers get only the read-only ones ---
-    std::vector<ToolSpec> tools;
-    if (request.tools != nullptr) {
-      for (auto& t : request.tools->tools()) {
-        if (request.role == Role::kReviewer && !t.read_only) continue;
-        tools.push_back(std::move(t));
-      }
-    }
+    const std::vector<ToolSpec> tools = session_tools(request);
     std::set<std::string> allowed;
     for (const auto& t : tools) allowed.insert(t.name);
 
@@ -84,17 +134,7 @@ class ApiBackend final : public Backend {
       }
       auto on_attempt = [&](const llm::AttemptInfo& a) {
         result.usage.requests += 1;
-        if (a.ok || !a.will_retry) return;  // a final failure is reported as the session's error
-        emit({"retry",
-              false,
-              {{"attempt", a.attempt},
-               {"http_status", a.http_status},
-               {"error", a.error},
-               {"will_retry", a.will_retry},
-               {"delay_ms", a.delay.count()},
-               {"retry_after", a.retry_after},
-               {"request_id", a.request_id},
-               {"turn", result.turns + 1}}});
+        if (!a.ok && a.will_retry) emit(retry_event(a, result.turns + 1));  // a final failure is the session's error
       };
       auto resp = client.send(req, on_attempt, deadline);
       if (!resp.ok()) {
@@ -151,30 +191,7 @@ class ApiBackend final : public Backend {
         break;
       }
 
-      llm::Message results{llm::MessageRole::kUser, {}};
-      for (const llm::ContentBlock* call : calls) {
-        ToolOutcome outcome;
-        if (!allowed.count(call->name)) {
-          outcome = {"tool '" + call->name + "' is not available in this session", true, {{"error", "unknown_tool"}}};
-        } else if (call->input_invalid) {
-          outcome = {"the arguments for '" + call->name + "' were not a JSON object; call it again with valid JSON",
-                     true,
-                     {{"error", "invalid_arguments"}}};
-        } else {
-          outcome = request.tools->call(call->name, call->input);
-        }
-        emit({"tool_call",
-              !outcome.is_error,
-              {{"tool", call->name},
-               {"id", call->id},
-               {"arguments", call->input},
-               {"is_error", outcome.is_error},
-               {"output", clip(outcome.text)},
-               {"data", outcome.data},
-               {"turn", result.turns}}});
-        results.blocks.push_back(llm::ContentBlock::make_tool_result(call->id, outcome.text, outcome.is_error));
-      }
-      req.messages.push_back(std::move(results));
+      req.messages.push_back(run_tool_calls(calls, allowed, request, result.turns, emit));
     }
     emit({"message",
           stop != "timeout" && stop != "max_turns",

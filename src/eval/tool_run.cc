@@ -117,6 +117,27 @@ json ToolRunResult::to_json() const {
           {"wall_s", wall_s}};
 }
 
+namespace {
+
+// The workload a tool run asks for, once the solution is for the pack's definition and language.
+Result<const task::Workload*> requested_workload(const task::TaskPack& pack, const task::Solution& solution,
+                                                 const std::string& uuid) {
+  const task::Workload* w = visible_workload(pack, uuid);
+  if (w == nullptr)
+    return Status::bad_input(fmt::format("{}: no workload with uuid '{}' (field workload.uuid)",
+                                         (pack.root / "workloads.jsonl").string(), uuid));
+  if (solution.definition != pack.definition.name)
+    return Status::bad_input(fmt::format("solution '{}': field definition is '{}', the task '{}' defines '{}'",
+                                         solution.name, solution.definition, pack.root.string(), pack.definition.name));
+  const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
+  if (solution.spec.language != want)
+    return Status::bad_input(fmt::format("solution '{}': field spec.language is '{}', the task '{}' takes '{}'",
+                                         solution.name, solution.spec.language, pack.root.string(), want));
+  return w;
+}
+
+}  // namespace
+
 Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Solution& solution,
                                      const ToolRunOptions& options) {
   const auto t0 = Clock::now();
@@ -128,17 +149,7 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
   r.backend = pack.backend == task::Backend::kCuda ? "cuda" : "host";
 
   // Phase: check the request against the pack (the workload, the definition, the language).
-  const task::Workload* w = visible_workload(pack, options.workload);
-  if (w == nullptr)
-    return Status::bad_input(fmt::format("{}: no workload with uuid '{}' (field workload.uuid)",
-                                         (pack.root / "workloads.jsonl").string(), options.workload));
-  if (solution.definition != pack.definition.name)
-    return Status::bad_input(fmt::format("solution '{}': field definition is '{}', the task '{}' defines '{}'",
-                                         solution.name, solution.definition, pack.root.string(), pack.definition.name));
-  const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
-  if (solution.spec.language != want)
-    return Status::bad_input(fmt::format("solution '{}': field spec.language is '{}', the task '{}' takes '{}'",
-                                         solution.name, solution.spec.language, pack.root.string(), want));
+  KDA_ASSIGN_OR_RETURN(const task::Workload* w, requested_workload(pack, solution, options.workload));
   KDA_ASSIGN_OR_RETURN(ResolvedWorkload rw, resolve_workload(pack, *w));
 
   // Phase: build (cached; -lineinfo is part of the cache key).

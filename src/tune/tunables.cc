@@ -188,6 +188,47 @@ Result<Config> Config::from_json(const nlohmann::json& j) {
   return c;
 }
 
+// One [parameters.NAME] table: its values or range, macro (not one of `macros`, which it joins) and
+// binding.
+Result<Parameter> parse_parameter(const std::string& name, const toml::node& v, const std::string& file,
+                                  const std::set<std::string>& axis_names, std::set<std::string>& macros) {
+  Parameter p;
+  p.name = name;
+  p.line = line_of(v);
+  const std::string what = "parameter '" + p.name + "'";
+  if (!is_identifier(p.name)) return bad(file, p.line, what, "name must be an identifier");
+  if (axis_names.count(p.name)) return bad(file, p.line, what, "has the name of a definition axis");
+  const toml::table* body = v.as_table();
+  if (body == nullptr) return bad(file, p.line, what, "must be a table (values or range, macro, bind)");
+  for (const auto& [bk, bv] : *body) {
+    static const std::set<std::string> kKeys = {"values", "range", "macro", "bind"};
+    if (!kKeys.count(std::string(bk.str())))
+      return bad(file, line_of(bv), what, "unknown key '" + std::string(bk.str()) + "'");
+  }
+  KDA_ASSIGN_OR_RETURN(p.values, parse_values(*body, file, what, p.line));
+  p.macro = p.name;
+  if (const toml::node* m = body->get("macro")) {
+    if (!m->as_string() || !is_identifier(m->as_string()->get()))
+      return bad(file, line_of(*m), what, "'macro' must be an identifier");
+    p.macro = m->as_string()->get();
+  }
+  if (!macros.insert(p.macro).second) return bad(file, p.line, what, "macro '" + p.macro + "' is bound twice");
+  if (const toml::node* b = body->get("bind")) {
+    std::string s = b->as_string() ? b->as_string()->get() : "";
+    if (s == "define")
+      p.binding = Binding::kDefine;
+    else if (s == "template")
+      p.binding = Binding::kTemplate;
+    else
+      return bad(file, line_of(*b), what, "'bind' must be \"define\" or \"template\"");
+  }
+  if (p.binding == Binding::kTemplate)
+    for (const auto& val : p.values)
+      if (val.is_string() && !is_identifier(val.get<std::string>()))
+        return bad(file, p.line, what, "template argument value '" + val.get<std::string>() + "' is not an identifier");
+  return p;
+}
+
 Result<Tunables> parse_tunables(std::string_view text, const std::string& file, const task::Definition& def,
                                 const std::string& default_entry_point, const std::vector<std::string>& source_paths) {
   KDA_ASSIGN_OR_RETURN(toml::table root, parse_toml(text, file));
@@ -206,41 +247,7 @@ Result<Tunables> parse_tunables(std::string_view text, const std::string& file, 
     if (pt == nullptr) return bad(file, line_of(*ps), "parameters", "must be a table of [parameters.NAME] tables");
     std::set<std::string> macros;
     for (const auto& [k, v] : *pt) {
-      Parameter p;
-      p.name = std::string(k.str());
-      p.line = line_of(v);
-      const std::string what = "parameter '" + p.name + "'";
-      if (!is_identifier(p.name)) return bad(file, p.line, what, "name must be an identifier");
-      if (axis_names.count(p.name)) return bad(file, p.line, what, "has the name of a definition axis");
-      const toml::table* body = v.as_table();
-      if (body == nullptr) return bad(file, p.line, what, "must be a table (values or range, macro, bind)");
-      for (const auto& [bk, bv] : *body) {
-        static const std::set<std::string> kKeys = {"values", "range", "macro", "bind"};
-        if (!kKeys.count(std::string(bk.str())))
-          return bad(file, line_of(bv), what, "unknown key '" + std::string(bk.str()) + "'");
-      }
-      KDA_ASSIGN_OR_RETURN(p.values, parse_values(*body, file, what, p.line));
-      p.macro = p.name;
-      if (const toml::node* m = body->get("macro")) {
-        if (!m->as_string() || !is_identifier(m->as_string()->get()))
-          return bad(file, line_of(*m), what, "'macro' must be an identifier");
-        p.macro = m->as_string()->get();
-      }
-      if (!macros.insert(p.macro).second) return bad(file, p.line, what, "macro '" + p.macro + "' is bound twice");
-      if (const toml::node* b = body->get("bind")) {
-        std::string s = b->as_string() ? b->as_string()->get() : "";
-        if (s == "define")
-          p.binding = Binding::kDefine;
-        else if (s == "template")
-          p.binding = Binding::kTemplate;
-        else
-          return bad(file, line_of(*b), what, "'bind' must be \"define\" or \"template\"");
-      }
-      if (p.binding == Binding::kTemplate)
-        for (const auto& val : p.values)
-          if (val.is_string() && !is_identifier(val.get<std::string>()))
-            return bad(file, p.line, what,
-                       "template argument value '" + val.get<std::string>() + "' is not an identifier");
+      KDA_ASSIGN_OR_RETURN(Parameter p, parse_parameter(std::string(k.str()), v, file, axis_names, macros));
       t.parameters.push_back(std::move(p));
     }
     // toml++ tables iterate by key; file order is what users read and what the default config means.
