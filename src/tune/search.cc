@@ -227,6 +227,95 @@ std::vector<Ranked> rank(const SearchSpace& space, const State& state, const std
   return out;
 }
 
+namespace {
+
+// What kAuto means for this space and budget: exhaustive for small ones; a budget that covers at
+// most half of a large space is spent where a model points; halving otherwise.
+Strategy chosen_strategy(const SearchSpace& space, const SearchOptions& opts, bool budgeted) {
+  if (opts.strategy != Strategy::kAuto) return opts.strategy;
+  const size_t n = budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size();
+  return n <= opts.exhaustive_limit                  ? Strategy::kExhaustive
+         : budgeted && 2 * n <= space.configs.size() ? Strategy::kModel
+                                                     : Strategy::kHalving;
+}
+
+// The next batch of the model-guided search: for each ranking list, the unpicked configurations
+// (applicable to the whole list) an additive model fitted to the measured ones predicts fastest;
+// taken round-robin over the lists (the best single's first), at most `want`, each marked picked.
+std::vector<const Config*> model_batch(const SearchSpace& space, const State& state,
+                                       const std::vector<std::vector<std::string>>& lists,
+                                       const std::vector<const Config*>& alive,
+                                       const std::vector<std::pair<std::string, const Config*>>& with_ids,
+                                       const std::map<std::string, const Config*>& by_id, std::set<std::string>& picked,
+                                       size_t want, const SearchOptions& opts) {
+  std::vector<std::string> ids;
+  for (const Config* c : alive) ids.push_back(c->id());
+  std::vector<std::vector<const Config*>> proposals;  // per list, best predicted first
+  for (const auto& list : lists) {
+    std::vector<std::pair<const Config*, double>> observed;
+    for (const auto& r : rank(space, state, list, ids, 0)) observed.push_back({by_id.at(r.config), r.geomean_ms});
+    AdditiveModel m;
+    m.fit(observed);
+    std::vector<std::pair<double, const Config*>> scored;
+    for (const auto& [id, c] : with_ids) {
+      if (picked.count(id)) continue;
+      auto apply = space.applicable.find(id);
+      const auto& ws = apply != space.applicable.end() ? apply->second : space.workloads;
+      if (!std::all_of(list.begin(), list.end(),
+                       [&](const std::string& w) { return std::count(ws.begin(), ws.end(), w); }))
+        continue;
+      scored.push_back({m.predict(*c, opts.model_explore), c});
+    }
+    std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<const Config*> p;
+    for (const auto& [_, c] : scored) p.push_back(c);
+    proposals.push_back(std::move(p));
+  }
+  std::vector<const Config*> batch;
+  std::vector<size_t> at(proposals.size(), 0);
+  bool any = true;
+  while (batch.size() < want && any) {
+    any = false;
+    for (size_t li = 0; li < proposals.size() && batch.size() < want; ++li) {
+      while (at[li] < proposals[li].size() && picked.count(proposals[li][at[li]]->id())) ++at[li];
+      if (at[li] == proposals[li].size()) continue;
+      const Config* c = proposals[li][at[li]++];
+      picked.insert(c->id());
+      batch.push_back(c);
+      any = true;
+    }
+  }
+  return batch;
+}
+
+// Survivors of a rung: the best 1/eta (at least 2) of every ranking list, so each regime keeps its
+// own. Halving keeps about 1/eta of the configurations in all: the overall ranking's best
+// ceil(n / eta / 2) (at least 2) and each regime's best share of the other half (at least 1);
+// exhaustive keeps the best two of each list.
+std::vector<const Config*> survivors(const SearchSpace& space, const State& state,
+                                     const std::vector<std::vector<std::string>>& lists,
+                                     const std::vector<const Config*>& alive, int rung, Strategy strategy, int eta) {
+  std::vector<std::string> ids;
+  for (const Config* c : alive) ids.push_back(c->id());
+  std::set<std::string> keep;
+  const size_t target = (alive.size() + eta - 1) / static_cast<size_t>(eta);
+  for (size_t li = 0; li < lists.size(); ++li) {
+    auto r = rank(space, state, lists[li], ids, rung);
+    size_t k = 2;
+    if (strategy != Strategy::kExhaustive) {
+      const size_t regimes = std::max<size_t>(1, lists.size() - 1);
+      k = li == 0 ? std::max<size_t>(2, (target + 1) / 2) : std::max<size_t>(1, (target / 2 + regimes - 1) / regimes);
+    }
+    for (size_t i = 0; i < r.size() && i < k; ++i) keep.insert(r[i].config);
+  }
+  std::vector<const Config*> next;
+  for (const Config* c : alive)
+    if (keep.count(c->id())) next.push_back(c);
+  return next;
+}
+
+}  // namespace
+
 Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, State& state,
                                  const SearchOptions& opts) {
   SearchOutcome out;
@@ -239,14 +328,7 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
     if (opts.progress) opts.progress(line);
   };
   const bool budgeted = opts.max_configs > 0 && static_cast<size_t>(opts.max_configs) < space.configs.size();
-  out.strategy = opts.strategy;
-  if (out.strategy == Strategy::kAuto) {
-    const size_t n = budgeted ? static_cast<size_t>(opts.max_configs) : space.configs.size();
-    // A budget that covers at most half of a large space is spent where a model points.
-    out.strategy = n <= opts.exhaustive_limit                  ? Strategy::kExhaustive
-                   : budgeted && 2 * n <= space.configs.size() ? Strategy::kModel
-                                                               : Strategy::kHalving;
-  }
+  out.strategy = chosen_strategy(space, opts, budgeted);
   const bool model = out.strategy == Strategy::kModel;
   std::vector<const Config*> alive = model ? std::vector<const Config*>{} : candidates(space, opts.max_configs);
   const size_t budget =
@@ -320,45 +402,8 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
     for (const Config* c : alive) picked.insert(c->id());
     KDA_ASSIGN_OR_RETURN(go_on, measure_batch(alive, 0, 0, budget));
     while (go_on && alive.size() < budget && alive.size() < space.configs.size()) {
-      std::vector<std::string> ids;
-      for (const Config* c : alive) ids.push_back(c->id());
-      std::vector<const Config*> batch;
-      std::vector<std::vector<const Config*>> proposals;  // per list, best predicted first
-      for (const auto& list : lists) {
-        std::vector<std::pair<const Config*, double>> observed;
-        for (const auto& r : rank(space, state, list, ids, 0)) observed.push_back({by_id.at(r.config), r.geomean_ms});
-        AdditiveModel m;
-        m.fit(observed);
-        std::vector<std::pair<double, const Config*>> scored;
-        for (const auto& [id, c] : with_ids) {
-          if (picked.count(id)) continue;
-          auto apply = space.applicable.find(id);
-          const auto& ws = apply != space.applicable.end() ? apply->second : space.workloads;
-          if (!std::all_of(list.begin(), list.end(),
-                           [&](const std::string& w) { return std::count(ws.begin(), ws.end(), w); }))
-            continue;
-          scored.push_back({m.predict(*c, opts.model_explore), c});
-        }
-        std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-        std::vector<const Config*> p;
-        for (const auto& [_, c] : scored) p.push_back(c);
-        proposals.push_back(std::move(p));
-      }
-      // Round-robin over the lists (the best single's first), each list's next unpicked proposal.
-      std::vector<size_t> at(proposals.size(), 0);
-      bool any = true;
-      while (batch.size() < step && alive.size() + batch.size() < budget && any) {
-        any = false;
-        for (size_t li = 0; li < proposals.size() && batch.size() < step && alive.size() + batch.size() < budget;
-             ++li) {
-          while (at[li] < proposals[li].size() && picked.count(proposals[li][at[li]]->id())) ++at[li];
-          if (at[li] == proposals[li].size()) continue;
-          const Config* c = proposals[li][at[li]++];
-          picked.insert(c->id());
-          batch.push_back(c);
-          any = true;
-        }
-      }
+      std::vector<const Config*> batch =
+          model_batch(space, state, lists, alive, with_ids, by_id, picked, std::min(step, budget - alive.size()), opts);
       if (batch.empty()) break;
       say(fmt::format("model: {} more configurations where the model of the {} measured predicts the fastest",
                       batch.size(), alive.size()));
@@ -374,25 +419,7 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
     }
     out.top_rung = rung;
     if (!go_on || rung + 1 == rungs) break;
-    // Survivors: the best 1/eta (at least 2) of every ranking list, so each regime keeps its own.
-    std::vector<std::string> ids;
-    for (const Config* c : alive) ids.push_back(c->id());
-    // Halving keeps about 1/eta of the configurations in all: the overall ranking's best
-    // ceil(n / eta / 2) (at least 2) and each regime's best share of the other half (at least 1).
-    std::set<std::string> keep;
-    const size_t target = (alive.size() + opts.eta - 1) / static_cast<size_t>(opts.eta);
-    for (size_t li = 0; li < lists.size(); ++li) {
-      auto r = rank(space, state, lists[li], ids, rung);
-      size_t k = 2;
-      if (out.strategy != Strategy::kExhaustive) {
-        const size_t regimes = std::max<size_t>(1, lists.size() - 1);
-        k = li == 0 ? std::max<size_t>(2, (target + 1) / 2) : std::max<size_t>(1, (target / 2 + regimes - 1) / regimes);
-      }
-      for (size_t i = 0; i < r.size() && i < k; ++i) keep.insert(r[i].config);
-    }
-    std::vector<const Config*> next;
-    for (const Config* c : alive)
-      if (keep.count(c->id())) next.push_back(c);
+    std::vector<const Config*> next = survivors(space, state, lists, alive, rung, out.strategy, opts.eta);
     if (next.empty() || (out.strategy != Strategy::kExhaustive && next.size() == alive.size())) break;
     say(fmt::format("rung {} done: {} of {} configurations go on to rung {}", rung, next.size(), alive.size(),
                     rung + 1));
