@@ -345,6 +345,122 @@ void sweep_abandoned(const stdfs::path& root) {
   }
 }
 
+// The staging directory's layout: src/ (the solution's sources), obj/ and tmp/ (the compilers').
+Status stage_sources(const BuildRequest& req, const stdfs::path& staging) {
+  for (const auto& s : req.sources) {
+    stdfs::path p = staging / "src" / s.path;
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(p.parent_path()));
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(p, s.content));
+  }
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(staging / "obj"));
+  return fs::ensure_dir(staging / "tmp");
+}
+
+// meta.json of a cache entry: what was built, how, and the hashes a later hit is checked against.
+json cache_meta(const BuildRequest& req, const Plan& plan, const std::string& key, const BuildResult& result,
+                const json& headers, const std::string& lib_hash) {
+  return {{"format", kCacheFormat},
+          {"key", key},
+          {"language", req.language},
+          {"entry_symbol", req.entry_symbol},
+          {"entry_export", result.entry_export},
+          {"compiler", plan.compiler},
+          {"compile_flags", plan.compile_flags},
+          {"link_flags", plan.link_flags},
+          {"library_sha256", lib_hash},
+          {"headers", headers},
+          {"resources", result.resources},
+          {"compile_seconds", result.compile_seconds}};
+}
+
+// The compilers' pre-exec hook: the build sandbox (reads confined to the toolchain, the system
+// trees, the allowed include directories and the staging directory) unless it is off, then the
+// caller's own hook. *note says which, for the build log.
+std::function<int()> compiler_pre_exec(const BuilderConfig& cfg, const Plan& plan, const stdfs::path& staging,
+                                       std::string* note) {
+  const char* sandbox_env = std::getenv("KDA_BUILD_SANDBOX");
+  if (!cfg.confine_compiler_reads || (sandbox_env != nullptr && std::string(sandbox_env) == "0")) {
+    *note = "[build sandbox: off]\n";
+    return cfg.compiler_pre_exec;
+  }
+  std::vector<stdfs::path> roots = system_read_roots(plan.compiler);
+  if (!plan.host_compiler.empty()) {
+    auto host_roots = system_read_roots(plan.host_compiler);
+    roots.insert(roots.end(), host_roots.begin(), host_roots.end());
+  }
+  roots.insert(roots.end(), plan.include_roots.begin(), plan.include_roots.end());
+  roots.push_back(staging);
+  auto sandbox = std::make_shared<CompilerSandbox>(CompilerSandbox::prepare(roots));
+  *note = "[build sandbox: " + sandbox->describe() + "]\n";
+  std::function<int()> user = cfg.compiler_pre_exec;
+  return [sandbox, user]() -> int {
+    int e = sandbox->apply();
+    if (e != 0) return e;
+    return user ? user() : 0;
+  };
+}
+
+// The symbol the runner will call: the C entry point, or its tvm-ffi export (binding "tvm-ffi", or
+// binding null with only the tvm-ffi export, as FlashInfer-Bench defaults); why not, when neither fits.
+std::optional<std::string> entry_export(const elf::ElfInfo& elf, const BuildRequest& req, std::string* symbol) {
+  const std::string tvm_ffi_export = "__tvm_ffi_" + req.entry_symbol;
+  const bool has_c_abi = elf.find_export(req.entry_symbol) != nullptr;
+  const bool has_tvm_ffi = elf.find_export(tvm_ffi_export) != nullptr;
+  if (req.binding == "tvm-ffi") {
+    if (!has_tvm_ffi)
+      return "entry point " + req.entry_symbol + " not exported: binding tvm-ffi needs TVM_FFI_DLL_EXPORT_TYPED_FUNC(" +
+             req.entry_symbol + ", <function>) in " + req.entry_file;
+    *symbol = tvm_ffi_export;
+    return std::nullopt;
+  }
+  if (!has_c_abi && has_tvm_ffi) {
+    *symbol = tvm_ffi_export;
+    return std::nullopt;
+  }
+  if (!has_c_abi) {
+    std::string why = "entry point " + req.entry_symbol + " not exported";
+    for (const auto& e : elf.exports) {
+      if (e.name != req.entry_symbol && e.name.find(req.entry_symbol) != std::string::npos) {
+        why += " (found C++ symbol " + e.name + "; declare it extern \"C\")";
+        break;
+      }
+    }
+    return why;
+  }
+  *symbol = req.entry_symbol;
+  return std::nullopt;
+}
+
+// The headers the compile read outside the staging directory, with their hashes, from the
+// compilers' dependency files; *outside names the first one under no allowed include root (then
+// the list is incomplete and the build refused).
+Result<json> included_headers(const std::vector<std::string>& depfiles, const stdfs::path& staging,
+                              const std::vector<stdfs::path>& include_roots, std::string* outside) {
+  json headers = json::array();
+  std::set<std::string> seen;
+  for (const auto& dep : depfiles) {
+    KDA_ASSIGN_OR_RETURN(std::string text, fs::read_file(staging / dep));
+    for (const auto& d : parse_depfile(text)) {
+      stdfs::path p = stdfs::path(d).is_absolute() ? stdfs::path(d) : staging / d;
+      p = p.lexically_normal();
+      if (is_under(p, staging / "src")) continue;  // the solution's own files: already in the key
+      p = normalized(p);
+      if (is_under(p, normalized(staging / "src"))) continue;
+      std::string norm = p.string();
+      if (!seen.insert(norm).second) continue;
+      if (!std::any_of(include_roots.begin(), include_roots.end(),
+                       [&](const stdfs::path& r) { return is_under(p, r); })) {
+        *outside = norm;
+        return headers;
+      }
+      auto hash = sha256_file_hex(norm);
+      if (!hash.ok()) return hash.status().with_context("hashing included header");
+      headers.push_back({{"path", norm}, {"sha256", *hash}});
+    }
+  }
+  return headers;
+}
+
 }  // namespace
 
 Status validate_source_path(const std::string& path) {
@@ -393,37 +509,11 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
       if (!keep) stdfs::remove_all(dir, ec);
     }
   } cleanup{staging};
-  for (const auto& s : req.sources) {
-    stdfs::path p = staging / "src" / s.path;
-    KDA_RETURN_IF_ERROR(fs::ensure_dir(p.parent_path()));
-    KDA_RETURN_IF_ERROR(fs::write_file_atomic(p, s.content));
-  }
-  KDA_RETURN_IF_ERROR(fs::ensure_dir(staging / "obj"));
-  KDA_RETURN_IF_ERROR(fs::ensure_dir(staging / "tmp"));
+  KDA_RETURN_IF_ERROR(stage_sources(req, staging));
 
   // Compilers read only the toolchain, system trees, allowed include dirs and the staging dir.
-  std::function<int()> pre_exec = cfg.compiler_pre_exec;
-  std::string sandbox_note;
-  const char* sandbox_env = std::getenv("KDA_BUILD_SANDBOX");
-  if (cfg.confine_compiler_reads && !(sandbox_env != nullptr && std::string(sandbox_env) == "0")) {
-    std::vector<stdfs::path> roots = system_read_roots(plan.compiler);
-    if (!plan.host_compiler.empty()) {
-      auto host_roots = system_read_roots(plan.host_compiler);
-      roots.insert(roots.end(), host_roots.begin(), host_roots.end());
-    }
-    roots.insert(roots.end(), plan.include_roots.begin(), plan.include_roots.end());
-    roots.push_back(staging);
-    auto sandbox = std::make_shared<CompilerSandbox>(CompilerSandbox::prepare(roots));
-    sandbox_note = "[build sandbox: " + sandbox->describe() + "]\n";
-    std::function<int()> user = cfg.compiler_pre_exec;
-    pre_exec = [sandbox, user]() -> int {
-      int e = sandbox->apply();
-      if (e != 0) return e;
-      return user ? user() : 0;
-    };
-  } else {
-    sandbox_note = "[build sandbox: off]\n";
-  }
+  std::string log;  // starts with the sandbox's note
+  const std::function<int()> pre_exec = compiler_pre_exec(cfg, plan, staging, &log);
 
   // Phase 4: compile each translation unit (own dependency file), then link.
   std::vector<std::string> env = proc::current_environment();
@@ -434,7 +524,6 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   BuildResult result;
   result.key = key;
   result.compilers = plan.versions;
-  std::string log = sandbox_note;
   std::string ptxas_text;
   auto t0 = std::chrono::steady_clock::now();
   auto run_step = [&](std::vector<std::string> argv, const char* failure) -> Result<bool> {
@@ -490,69 +579,20 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
     result.status = "unreadable library: " + elf.status().message();
     return result;
   }
-  const std::string tvm_ffi_export = "__tvm_ffi_" + req.entry_symbol;
-  const bool has_c_abi = elf->find_export(req.entry_symbol) != nullptr;
-  const bool has_tvm_ffi = elf->find_export(tvm_ffi_export) != nullptr;
-  if (req.binding == "tvm-ffi") {
-    if (!has_tvm_ffi) {
-      result.status = "entry point " + req.entry_symbol +
-                      " not exported: binding tvm-ffi needs TVM_FFI_DLL_EXPORT_TYPED_FUNC(" + req.entry_symbol +
-                      ", <function>) in " + req.entry_file;
-      return result;
-    }
-    result.entry_export = tvm_ffi_export;
-  } else if (!has_c_abi && has_tvm_ffi) {
-    result.entry_export = tvm_ffi_export;  // binding null: a tvm-ffi export, as FlashInfer-Bench defaults
-  } else if (!has_c_abi) {
-    result.status = "entry point " + req.entry_symbol + " not exported";
-    for (const auto& e : elf->exports) {
-      if (e.name != req.entry_symbol && e.name.find(req.entry_symbol) != std::string::npos) {
-        result.status += " (found C++ symbol " + e.name + "; declare it extern \"C\")";
-        break;
-      }
-    }
+  if (auto why = entry_export(*elf, req, &result.entry_export)) {
+    result.status = *why;
     return result;
-  } else {
-    result.entry_export = req.entry_symbol;
   }
 
   // Phase 6: record the headers the compile read (outside the staging dir) with their hashes.
-  json headers = json::array();
-  std::set<std::string> seen;
-  for (const auto& dep : depfiles) {
-    KDA_ASSIGN_OR_RETURN(std::string text, fs::read_file(staging / dep));
-    for (const auto& d : parse_depfile(text)) {
-      stdfs::path p = stdfs::path(d).is_absolute() ? stdfs::path(d) : staging / d;
-      p = p.lexically_normal();
-      if (is_under(p, staging / "src")) continue;  // the solution's own files: already in the key
-      p = normalized(p);
-      if (is_under(p, normalized(staging / "src"))) continue;
-      std::string norm = p.string();
-      if (!seen.insert(norm).second) continue;
-      bool allowed = std::any_of(plan.include_roots.begin(), plan.include_roots.end(),
-                                 [&](const stdfs::path& r) { return is_under(p, r); });
-      if (!allowed) {
-        result.status = "source includes a file outside the allowed include directories: " + norm;
-        return result;
-      }
-      auto hash = sha256_file_hex(norm);
-      if (!hash.ok()) return hash.status().with_context("hashing included header");
-      headers.push_back({{"path", norm}, {"sha256", *hash}});
-    }
+  std::string outside;
+  KDA_ASSIGN_OR_RETURN(json headers, included_headers(depfiles, staging, plan.include_roots, &outside));
+  if (!outside.empty()) {
+    result.status = "source includes a file outside the allowed include directories: " + outside;
+    return result;
   }
   KDA_ASSIGN_OR_RETURN(std::string lib_hash, sha256_file_hex(staging / "lib.so"));
-  json meta = {{"format", kCacheFormat},
-               {"key", key},
-               {"language", req.language},
-               {"entry_symbol", req.entry_symbol},
-               {"entry_export", result.entry_export},
-               {"compiler", plan.compiler},
-               {"compile_flags", plan.compile_flags},
-               {"link_flags", plan.link_flags},
-               {"library_sha256", lib_hash},
-               {"headers", headers},
-               {"resources", result.resources},
-               {"compile_seconds", result.compile_seconds}};
+  const json meta = cache_meta(req, plan, key, result, headers, lib_hash);
   std::error_code ec;
   stdfs::remove_all(staging / "obj", ec);
   stdfs::remove_all(staging / "tmp", ec);
