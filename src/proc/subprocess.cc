@@ -135,6 +135,36 @@ int pidfd_open_or_minus1(pid_t pid) {
   return -1;
 }
 
+// The lowest fd above every mapping's target (and at least 10) that the child may park fds at
+// before it moves them into place; a mapping to a standard stream or mapped twice is bad input.
+Result<int> first_free_fd(const std::vector<FdMapping>& fds) {
+  int max_target = 2;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    const auto& m = fds[i];
+    if (m.child_fd < 3 || m.parent_fd < 0)
+      return Status::bad_input("spawn: fd mapping " + std::to_string(m.parent_fd) + " -> " +
+                               std::to_string(m.child_fd) + " is invalid (child fd must be >= 3)");
+    for (size_t j = 0; j < i; ++j)
+      if (fds[j].child_fd == m.child_fd)
+        return Status::bad_input("spawn: child fd " + std::to_string(m.child_fd) + " mapped twice");
+    max_target = std::max(max_target, m.child_fd);
+  }
+  return std::max(max_target + 1, 10);
+}
+
+// The child's report of a failure before exec (stage, errno) from its close-on-exec status pipe:
+// true with msg filled when one came; end of file means exec succeeded.
+bool read_exec_failure(int fd, int32_t msg[2]) {
+  size_t got = 0;
+  while (got < 2 * sizeof(int32_t)) {
+    ssize_t n = ::read(fd, reinterpret_cast<char*>(msg) + got, 2 * sizeof(int32_t) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got == 2 * sizeof(int32_t);
+}
+
 }  // namespace
 
 struct Child::State {
@@ -336,22 +366,36 @@ Result<stdfs::path> find_program(const std::string& name, const std::optional<st
   return Status::not_found("program '" + name + "' not found on PATH");
 }
 
+namespace {
+
+// Hands the read ends of the child's piped or captured stdout and stderr to its state; true when
+// one is captured (a drainer thread then reads it).
+bool wire_outputs(Child::State& st, const ChildOptions& options, Pipe& out_pipe, Pipe& err_pipe) {
+  if (options.stdout_mode == Stdio::kPipe) st.stdout_pipe = std::move(out_pipe.read);
+  if (options.stderr_mode == Stdio::kPipe) st.stderr_pipe = std::move(err_pipe.read);
+  bool capture = false;
+  if (options.stdout_mode == Stdio::kCapture) {
+    st.out.fd = std::move(out_pipe.read);
+    st.out.open = true;
+    st.out.cap = options.output_cap;
+    capture = true;
+  }
+  if (options.stderr_mode == Stdio::kCapture) {
+    st.err.fd = std::move(err_pipe.read);
+    st.err.open = true;
+    st.err.cap = options.output_cap;
+    capture = true;
+  }
+  return capture;
+}
+
+}  // namespace
+
 Result<Child> Child::spawn(ChildOptions options) {
   if (options.argv.empty()) return Status::bad_input("spawn: empty argv");
   KDA_ASSIGN_OR_RETURN(stdfs::path program, find_program(options.argv[0], options.env));
 
-  int max_target = 2;
-  for (size_t i = 0; i < options.fds.size(); ++i) {
-    const auto& m = options.fds[i];
-    if (m.child_fd < 3 || m.parent_fd < 0)
-      return Status::bad_input("spawn: fd mapping " + std::to_string(m.parent_fd) + " -> " +
-                               std::to_string(m.child_fd) + " is invalid (child fd must be >= 3)");
-    for (size_t j = 0; j < i; ++j)
-      if (options.fds[j].child_fd == m.child_fd)
-        return Status::bad_input("spawn: child fd " + std::to_string(m.child_fd) + " mapped twice");
-    max_target = std::max(max_target, m.child_fd);
-  }
-  const int hi = std::max(max_target + 1, 10);
+  KDA_ASSIGN_OR_RETURN(const int hi, first_free_fd(options.fds));
 
   // Everything the child touches is prepared before fork: it may only make raw syscalls.
   std::string program_str = program.string();
@@ -443,14 +487,7 @@ Result<Child> Child::spawn(ChildOptions options) {
   out_pipe.write.reset();
   err_pipe.write.reset();
   int32_t msg[2] = {0, 0};
-  size_t got = 0;
-  while (got < sizeof msg) {
-    ssize_t n = ::read(status_pipe.read.get(), reinterpret_cast<char*>(msg) + got, sizeof msg - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  if (got == sizeof msg) {
+  if (read_exec_failure(status_pipe.read.get(), msg)) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     state->reaped = true;
@@ -460,22 +497,7 @@ Result<Child> Child::spawn(ChildOptions options) {
   }
 
   state->pidfd.reset(pidfd_open_or_minus1(pid));
-  if (options.stdout_mode == Stdio::kPipe) state->stdout_pipe = std::move(out_pipe.read);
-  if (options.stderr_mode == Stdio::kPipe) state->stderr_pipe = std::move(err_pipe.read);
-  bool capture = false;
-  if (options.stdout_mode == Stdio::kCapture) {
-    state->out.fd = std::move(out_pipe.read);
-    state->out.open = true;
-    state->out.cap = options.output_cap;
-    capture = true;
-  }
-  if (options.stderr_mode == Stdio::kCapture) {
-    state->err.fd = std::move(err_pipe.read);
-    state->err.open = true;
-    state->err.cap = options.output_cap;
-    capture = true;
-  }
-  if (capture) {
+  if (wire_outputs(*state, options, out_pipe, err_pipe)) {
     auto wake = make_pipe();
     if (!wake.ok()) {
       Child doomed(std::move(state));  // its destructor kills and reaps
