@@ -484,6 +484,61 @@ struct QueryBonus {
 
 }  // namespace
 
+namespace {
+
+// A hit's matched terms (the query's words or alias members whose parts all occur in the chunk's
+// text or metadata) and its snippet (the body line with the most distinct matched parts, with a
+// line of context before and two after, numbered from the chunk's first line).
+void describe_match(const QueryPlan& plan, const std::string& meta, std::string body, SearchHit& h) {
+  // Matched terms: the query's words (or alias members) whose parts all occur in the chunk.
+  std::unordered_set<std::string> chunk_terms;
+  for_each_term(meta + "\n" + body, [&](const Term& t) {
+    chunk_terms.insert(t.text);
+    return true;
+  });
+  std::unordered_set<std::string> leaf;
+  for (const auto& g : plan.groups)
+    for (size_t m = 0; m < g.members.size(); ++m) {
+      const auto& parts = g.member_parts[m];
+      bool all = !parts.empty() && std::all_of(parts.begin(), parts.end(),
+                                               [&](const std::string& p) { return chunk_terms.count(p) > 0; });
+      if (all) {
+        h.matched_terms.push_back(g.members[m]);
+        for (const auto& p : parts) leaf.insert(p);
+      }
+    }
+  // Snippet: the body line with the most distinct matched parts, with a line of context.
+  auto lines = std::vector<std::string_view>();
+  while (!body.empty() && body.back() == '\n') body.pop_back();
+  for (size_t pos = 0; pos <= body.size();) {
+    size_t nl = body.find('\n', pos);
+    if (nl == std::string::npos) nl = body.size();
+    lines.push_back(std::string_view(body).substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  size_t best_line = 0;
+  size_t best_count = 0;
+  for (size_t l = 0; l < lines.size(); ++l) {
+    std::unordered_set<std::string> here;
+    for_each_term(lines[l], [&](const Term& t) {
+      if (leaf.count(t.text)) here.insert(t.text);
+      return true;
+    });
+    if (here.size() > best_count) {
+      best_count = here.size();
+      best_line = l;
+    }
+  }
+  size_t from = best_line > 0 ? best_line - 1 : 0;
+  size_t to = std::min(lines.size(), best_line + 3);
+  for (size_t l = from; l < to; ++l) {
+    std::string text(lines[l].substr(0, 160));
+    h.snippet += fmt::format("{:>5}: {}\n", h.start_line + static_cast<int>(l), text);
+  }
+}
+
+}  // namespace
+
 Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
   Impl& im = *impl_;
   if (req.limit <= 0) return Status::bad_input("--limit must be positive");
@@ -596,51 +651,7 @@ Result<std::vector<SearchHit>> Index::search(const SearchRequest& req) {
                              h.start_line, h.end_line);
     h.open_command = "kda wiki show " + h.id;
 
-    // Matched terms: the query's words (or alias members) whose parts all occur in the chunk.
-    std::unordered_set<std::string> chunk_terms;
-    for_each_term(meta + "\n" + body, [&](const Term& t) {
-      chunk_terms.insert(t.text);
-      return true;
-    });
-    std::unordered_set<std::string> leaf;
-    for (const auto& g : plan.groups)
-      for (size_t m = 0; m < g.members.size(); ++m) {
-        const auto& parts = g.member_parts[m];
-        bool all = !parts.empty() && std::all_of(parts.begin(), parts.end(),
-                                                 [&](const std::string& p) { return chunk_terms.count(p) > 0; });
-        if (all) {
-          h.matched_terms.push_back(g.members[m]);
-          for (const auto& p : parts) leaf.insert(p);
-        }
-      }
-    // Snippet: the body line with the most distinct matched parts, with a line of context.
-    auto lines = std::vector<std::string_view>();
-    while (!body.empty() && body.back() == '\n') body.pop_back();
-    for (size_t pos = 0; pos <= body.size();) {
-      size_t nl = body.find('\n', pos);
-      if (nl == std::string::npos) nl = body.size();
-      lines.push_back(std::string_view(body).substr(pos, nl - pos));
-      pos = nl + 1;
-    }
-    size_t best_line = 0;
-    size_t best_count = 0;
-    for (size_t l = 0; l < lines.size(); ++l) {
-      std::unordered_set<std::string> here;
-      for_each_term(lines[l], [&](const Term& t) {
-        if (leaf.count(t.text)) here.insert(t.text);
-        return true;
-      });
-      if (here.size() > best_count) {
-        best_count = here.size();
-        best_line = l;
-      }
-    }
-    size_t from = best_line > 0 ? best_line - 1 : 0;
-    size_t to = std::min(lines.size(), best_line + 3);
-    for (size_t l = from; l < to; ++l) {
-      std::string text(lines[l].substr(0, 160));
-      h.snippet += fmt::format("{:>5}: {}\n", h.start_line + static_cast<int>(l), text);
-    }
+    describe_match(plan, meta, std::move(body), h);
     hits.push_back(std::move(h));
   }
   return hits;
