@@ -157,6 +157,9 @@ struct Index::Impl {
 
   Status prepare_ingest();
   Status remove_file(int64_t file_id, IngestStats& st);
+  Status ingest_pr_records(const std::string& content, const std::string& root, IngestStats& st);
+  Status remove_gone(const std::string& root, const std::string& repo, const std::unordered_set<std::string>& seen,
+                     IngestStats& st);
   Status store(const std::string& repo, const std::string& root, const std::string& hash, const std::string& commit,
                const std::string& license, Document& doc, IngestStats& st);
   // Filter clause over chunks aliased `c`, and its bind values (starting at parameter `first`).
@@ -235,6 +238,76 @@ Status Index::Impl::store(const std::string& repo, const std::string& root, cons
   return {};
 }
 
+namespace {
+
+// The files of a source tree kda indexes, sorted: known languages only (only .json for ncu
+// records), no build, VCS or vendored directories.
+std::vector<stdfs::path> indexable_files(const stdfs::path& dir, const std::string& kind) {
+  std::error_code ec;
+  std::vector<stdfs::path> files;
+  for (auto it = stdfs::recursive_directory_iterator(dir, stdfs::directory_options::skip_permission_denied, ec);
+       !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
+    const auto& e = *it;
+    std::string name = e.path().filename().string();
+    if (e.is_directory(ec)) {
+      if (skipped_directory(name)) it.disable_recursion_pending();
+      continue;
+    }
+    if (!e.is_regular_file(ec) || language_of(name).empty()) continue;
+    if (kind == "ncu" && !name.ends_with(".json")) continue;
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+// PR records: each record of a JSONL file is its own "file" (repo, pr/<number>), keyed to the
+// JSONL as its root; an unchanged record (by the hash of its text) is skipped.
+Status Index::Impl::ingest_pr_records(const std::string& content, const std::string& root, IngestStats& st) {
+  auto recs = parse_pr_records(content, root);
+  if (!recs.ok()) return recs.status();
+  for (auto& d : *recs) {
+    ++st.files_seen;
+    std::string line_hash =
+        sha256_hex(d.repo + "\n" + d.path + "\n" + d.commit + "\n" + (d.chunks.empty() ? "" : d.chunks[0].chunk.body) +
+                   std::to_string(d.chunks.size()));
+    for (const auto& c : d.chunks) line_hash = sha256_hex(line_hash + c.chunk.body);
+    find_file.bind(1, d.repo).bind(2, d.path);
+    auto found = find_file.step();
+    if (!found.ok()) return found.status();
+    bool same = *found && find_file.text_at(1) == line_hash;
+    int64_t old_id = *found ? find_file.int_at(0) : 0;
+    find_file.reset();
+    if (same) {
+      ++st.files_unchanged;
+      continue;
+    }
+    if (old_id) KDA_RETURN_IF_ERROR(remove_file(old_id, st));
+    KDA_RETURN_IF_ERROR(store(d.repo, root, line_hash, d.commit, "", d, st));
+  }
+  return {};
+}
+
+// Removes the files indexed under (root, repo) that the latest walk of the tree did not see.
+Status Index::Impl::remove_gone(const std::string& root, const std::string& repo,
+                                const std::unordered_set<std::string>& seen, IngestStats& st) {
+  KDA_ASSIGN_OR_RETURN(Statement q, db->prepare("SELECT id, path FROM files WHERE root = ?1 AND repo = ?2"));
+  q.bind(1, root).bind(2, repo);
+  std::vector<int64_t> gone;
+  while (true) {
+    KDA_ASSIGN_OR_RETURN(bool row, q.step());
+    if (!row) break;
+    if (!seen.count(q.text_at(1))) gone.push_back(q.int_at(0));
+  }
+  for (int64_t id : gone) {
+    KDA_RETURN_IF_ERROR(remove_file(id, st));
+    ++st.files_removed;
+  }
+  return {};
+}
+
 Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const IngestOptions& options,
                                   std::ostream* progress) {
   IngestStats st;
@@ -307,28 +380,7 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
       std::string name = abs.filename().string();
       KDA_ASSIGN_OR_RETURN(std::string content, fs::read_file(abs));
       if (name.ends_with(".jsonl")) {
-        // PR records: each record is its own "file" (repo, pr/<number>), keyed to this JSONL as root.
-        auto recs = parse_pr_records(content, abs.string());
-        if (!recs.ok()) return recs.status();
-        for (auto& d : *recs) {
-          ++st.files_seen;
-          std::string line_hash =
-              sha256_hex(d.repo + "\n" + d.path + "\n" + d.commit + "\n" +
-                         (d.chunks.empty() ? "" : d.chunks[0].chunk.body) + std::to_string(d.chunks.size()));
-          for (const auto& c : d.chunks) line_hash = sha256_hex(line_hash + c.chunk.body);
-          im.find_file.bind(1, d.repo).bind(2, d.path);
-          auto found = im.find_file.step();
-          if (!found.ok()) return found.status();
-          bool same = *found && im.find_file.text_at(1) == line_hash;
-          int64_t old_id = *found ? im.find_file.int_at(0) : 0;
-          im.find_file.reset();
-          if (same) {
-            ++st.files_unchanged;
-            continue;
-          }
-          if (old_id) KDA_RETURN_IF_ERROR(im.remove_file(old_id, st));
-          KDA_RETURN_IF_ERROR(im.store(d.repo, abs.string(), line_hash, d.commit, "", d, st));
-        }
+        KDA_RETURN_IF_ERROR(im.ingest_pr_records(content, abs.string(), st));
         continue;
       }
       std::string repo = options.repo.empty() ? "local" : options.repo;
@@ -342,20 +394,7 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
     std::string commit = git_head(abs);
     std::string license = license_of(abs);
     std::unordered_set<std::string> seen;
-    std::vector<stdfs::path> files;
-    for (auto it = stdfs::recursive_directory_iterator(abs, stdfs::directory_options::skip_permission_denied, ec);
-         !ec && it != stdfs::recursive_directory_iterator(); it.increment(ec)) {
-      const auto& e = *it;
-      std::string name = e.path().filename().string();
-      if (e.is_directory(ec)) {
-        if (skipped_directory(name)) it.disable_recursion_pending();
-        continue;
-      }
-      if (!e.is_regular_file(ec) || language_of(name).empty()) continue;
-      if (options.kind == "ncu" && !name.ends_with(".json")) continue;
-      files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
+    const std::vector<stdfs::path> files = indexable_files(abs, options.kind);
     for (const auto& f : files) {
       std::string rel = stdfs::relative(f, abs, ec).generic_string();
       auto content = fs::read_file(f);
@@ -368,19 +407,7 @@ Result<IngestStats> Index::ingest(const std::vector<stdfs::path>& paths, const I
         last_report = now;
       }
     }
-    // Files gone from this tree since the last ingest.
-    KDA_ASSIGN_OR_RETURN(Statement q, im.db->prepare("SELECT id, path FROM files WHERE root = ?1 AND repo = ?2"));
-    q.bind(1, root).bind(2, repo);
-    std::vector<int64_t> gone;
-    while (true) {
-      KDA_ASSIGN_OR_RETURN(bool row, q.step());
-      if (!row) break;
-      if (!seen.count(q.text_at(1))) gone.push_back(q.int_at(0));
-    }
-    for (int64_t id : gone) {
-      KDA_RETURN_IF_ERROR(im.remove_file(id, st));
-      ++st.files_removed;
-    }
+    KDA_RETURN_IF_ERROR(im.remove_gone(root, repo, seen, st));  // files gone from this tree since the last ingest
     report(true, repo);
   }
   KDA_RETURN_IF_ERROR(im.db->exec("COMMIT"));
