@@ -63,6 +63,127 @@ struct Plan {
   bool stream = false;
 };
 
+// What the faults that fire on this attempt do to the reply: the longest delay, the first status,
+// a cut (before the response wins), a malformed body; and the one fault the log names.
+Plan fault_plan(const std::vector<Fault>& faults, int attempt) {
+  Plan plan;
+  for (const Fault& f : faults) {
+    if (!f.fires(attempt)) continue;
+    switch (f.kind) {
+      case Fault::Kind::kDelay: plan.delay_ms = std::max(plan.delay_ms, f.delay_ms); break;
+      case Fault::Kind::kStatus:
+        if (plan.status == 200) {
+          plan.status = f.status;
+          plan.retry_after = f.retry_after;
+        }
+        break;
+      case Fault::Kind::kCut:
+        if (plan.cut != "before_response") plan.cut = f.cut;
+        break;
+      case Fault::Kind::kMalformed: plan.malformed = true; break;
+    }
+  }
+  if (plan.cut == "before_response")
+    plan.fault = "cut:before_response";
+  else if (plan.status != 200)
+    plan.fault = "status:" + std::to_string(plan.status);
+  else if (!plan.cut.empty())
+    plan.fault = "cut:" + plan.cut;
+  else if (plan.malformed)
+    plan.fault = "malformed";
+  return plan;
+}
+
+// The scenario's step as a reply: its text (workdir and last result substituted) and its tool
+// calls resolved against the tools the request offers; *error says why a call did not resolve
+// (then the reply is that message alone).
+Reply scripted_reply(const Scenario* scenario, const Step& step, const Conversation& c, const std::string& workdir,
+                     const std::string& last_result, std::string* error) {
+  Reply reply;
+  if (!scenario) {
+    reply.text = kNoScenarioText;
+  } else {
+    if (step.text) reply.text = substitute(*step.text, workdir, last_result);
+    if (!step.calls.empty() && c.tools.empty()) {
+      reply.text = kNoToolsText;
+    } else {
+      for (const StepCall& sc : step.calls) {
+        auto call = resolve_call(sc.tool, substitute_json(sc.input, workdir, last_result), c.tools, workdir);
+        if (!call.ok()) {
+          *error = call.status().message();
+          reply.calls.clear();
+          reply.text = "fake-llm: " + call.status().message();
+          break;
+        }
+        reply.calls.push_back(std::move(call).value());
+      }
+    }
+  }
+  return reply;
+}
+
+// The reply as the request log records it: text and tool calls with their namespaced names.
+json reply_log(const Reply& reply) {
+  json log = {{"text", reply.text}, {"tool_calls", json::array()}};
+  for (const ToolCall& tc : reply.calls) {
+    json call = {{"name", tc.ns.empty() || tc.ns.back() == '_' ? tc.ns + tc.name : tc.ns + "__" + tc.name},
+                 {"input", tc.input}};
+    if (tc.search) call["search"] = true;
+    log["tool_calls"].push_back(std::move(call));
+  }
+  return log;
+}
+
+// The request's headers for the log, with anything that looks like a credential redacted.
+template <class Headers>
+json redacted_headers(const Headers& headers) {
+  json out = json::object();
+  for (const auto& [k, v] : headers) out[k] = secret_header(k) ? std::string("<redacted>") : v;
+  return out;
+}
+
+// The directory a scenario's paths are relative to: the request's own, the scenario's, the
+// server's option, the script's, or none.
+std::string chosen_workdir(const Conversation& c, const Scenario* scenario, const Options& options,
+                           const Script& script) {
+  if (c.workdir)
+    return *c.workdir;
+  else if (scenario && scenario->workdir)
+    return *scenario->workdir;
+  else if (options.workdir)
+    return options.workdir->string();
+  else if (script.workdir)
+    return *script.workdir;
+  return {};
+}
+
+// What the request asked, for the log: the model, streaming, its tools' names and the results it sent back.
+void log_offered(const Conversation& c, json& entry) {
+  entry["model"] = c.model;
+  entry["stream"] = c.stream;
+  json tool_names = json::array();
+  for (const OfferedTool& t : c.tools) tool_names.push_back(t.name);
+  entry["tools"] = tool_names;
+  json results = json::array();
+  for (const ToolResult& r : c.last_results)
+    results.push_back({{"id", r.id}, {"text", r.text}, {"is_error", r.is_error}});
+  entry["tool_results"] = results;
+}
+
+RenderContext render_context(const Conversation& c, int seqno, size_t request_bytes, const Script& script,
+                             const Plan& plan) {
+  RenderContext ctx;
+  ctx.model = c.model.empty() ? "fake-model" : c.model;
+  ctx.step = c.all_turns;
+  ctx.seq = seqno;
+  ctx.request_bytes = request_bytes;
+  ctx.chunk_chars = script.chunk_chars;
+  ctx.responses_full = script.responses_full;
+  ctx.include_usage = c.include_usage;
+  ctx.responses_created = !plan.cut.empty();
+  return ctx;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -185,9 +306,7 @@ void Server::Impl::serve(int fd) {
 bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   json entry = {{"method", req.method}, {"path", req.target}, {"format", nullptr}, {"scenario", nullptr},
                 {"step", nullptr},      {"attempt", nullptr}, {"fault", nullptr},  {"error", nullptr}};
-  json headers = json::object();
-  for (const auto& [k, v] : req.headers) headers[k] = secret_header(k) ? std::string("<redacted>") : v;
-  entry["headers"] = headers;
+  entry["headers"] = redacted_headers(req.headers);
   const bool keep = req.keep_alive;
   auto send_json = [&](int status, const json& body, std::vector<std::pair<std::string, std::string>> extra) {
     std::string text = body.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -225,98 +344,34 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
   Conversation c = read_conversation(*format, body);
   const Scenario* scenario = match_scenario(script, c.user_text);
   const int step_index = c.assistant_turns;
-  std::string workdir;
-  if (c.workdir)
-    workdir = *c.workdir;
-  else if (scenario && scenario->workdir)
-    workdir = *scenario->workdir;
-  else if (options.workdir)
-    workdir = options.workdir->string();
-  else if (script.workdir)
-    workdir = *script.workdir;
+  const std::string workdir = chosen_workdir(c, scenario, options, script);
   std::string last_result = c.last_results.empty() ? "" : c.last_results.back().text;
   int attempt;
   {
     std::lock_guard<std::mutex> lock(log_mu);
     attempt = ++attempts[{scenario ? scenario->name : std::string(), step_index}];
   }
-  entry["model"] = c.model;
-  entry["stream"] = c.stream;
   entry["scenario"] = scenario ? json(scenario->name) : json(nullptr);
   entry["step"] = step_index;
   entry["attempt"] = attempt;
   entry["workdir"] = workdir.empty() ? json(nullptr) : json(workdir);
-  json tool_names = json::array();
-  for (const OfferedTool& t : c.tools) tool_names.push_back(t.name);
-  entry["tools"] = tool_names;
-  json results = json::array();
-  for (const ToolResult& r : c.last_results)
-    results.push_back({{"id", r.id}, {"text", r.text}, {"is_error", r.is_error}});
-  entry["tool_results"] = results;
+  log_offered(c, entry);
 
   // The reply.
   Step step;
   if (scenario) step = step_at(*scenario, step_index);
-  Reply reply;
-  if (!scenario) {
-    reply.text = kNoScenarioText;
-  } else {
-    if (step.text) reply.text = substitute(*step.text, workdir, last_result);
-    if (!step.calls.empty() && c.tools.empty()) {
-      reply.text = kNoToolsText;
-    } else {
-      for (const StepCall& sc : step.calls) {
-        auto call = resolve_call(sc.tool, substitute_json(sc.input, workdir, last_result), c.tools, workdir);
-        if (!call.ok()) {
-          entry["error"] = call.status().message();
-          reply.calls.clear();
-          reply.text = "fake-llm: " + call.status().message();
-          break;
-        }
-        reply.calls.push_back(std::move(call).value());
-      }
-    }
-  }
-  json reply_log = {{"text", reply.text}, {"tool_calls", json::array()}};
-  for (const ToolCall& tc : reply.calls) {
-    json call = {{"name", tc.ns.empty() || tc.ns.back() == '_' ? tc.ns + tc.name : tc.ns + "__" + tc.name},
-                 {"input", tc.input}};
-    if (tc.search) call["search"] = true;
-    reply_log["tool_calls"].push_back(std::move(call));
-  }
-  entry["reply"] = reply_log;
+  std::string resolve_error;
+  const Reply reply = scripted_reply(scenario, step, c, workdir, last_result, &resolve_error);
+  if (!resolve_error.empty()) entry["error"] = resolve_error;
+  entry["reply"] = reply_log(reply);
 
   // Faults: global, then the scenario's, then the step's.
-  Plan plan;
   std::vector<Fault> faults = script.faults;
   if (scenario) {
     faults.insert(faults.end(), scenario->faults.begin(), scenario->faults.end());
     faults.insert(faults.end(), step.faults.begin(), step.faults.end());
   }
-  for (const Fault& f : faults) {
-    if (!f.fires(attempt)) continue;
-    switch (f.kind) {
-      case Fault::Kind::kDelay: plan.delay_ms = std::max(plan.delay_ms, f.delay_ms); break;
-      case Fault::Kind::kStatus:
-        if (plan.status == 200) {
-          plan.status = f.status;
-          plan.retry_after = f.retry_after;
-        }
-        break;
-      case Fault::Kind::kCut:
-        if (plan.cut != "before_response") plan.cut = f.cut;
-        break;
-      case Fault::Kind::kMalformed: plan.malformed = true; break;
-    }
-  }
-  if (plan.cut == "before_response")
-    plan.fault = "cut:before_response";
-  else if (plan.status != 200)
-    plan.fault = "status:" + std::to_string(plan.status);
-  else if (!plan.cut.empty())
-    plan.fault = "cut:" + plan.cut;
-  else if (plan.malformed)
-    plan.fault = "malformed";
+  const Plan plan = fault_plan(faults, attempt);
   entry["fault"] = plan.fault.empty() ? json(nullptr) : json(plan.fault);
   if (plan.delay_ms > 0) entry["delay_ms"] = plan.delay_ms;
   entry["status"] = plan.cut == "before_response" ? json(nullptr) : json(plan.status);
@@ -331,15 +386,7 @@ bool Server::Impl::handle(HttpConnection& conn, const HttpRequest& req) {
                      error_body(*format, plan.status, "fake-llm: injected HTTP " + std::to_string(plan.status)), extra);
   }
 
-  RenderContext ctx;
-  ctx.model = c.model.empty() ? "fake-model" : c.model;
-  ctx.step = c.all_turns;
-  ctx.seq = seqno;
-  ctx.request_bytes = req.body.size();
-  ctx.chunk_chars = script.chunk_chars;
-  ctx.responses_full = script.responses_full;
-  ctx.include_usage = c.include_usage;
-  ctx.responses_created = !plan.cut.empty();
+  const RenderContext ctx = render_context(c, seqno, req.body.size(), script, plan);
 
   if (!c.stream) {
     std::string text = render_body(*format, reply, ctx).dump(-1, ' ', false, json::error_handler_t::replace);
