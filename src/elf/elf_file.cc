@@ -130,6 +130,112 @@ SymbolBinding sym_binding(uint8_t info) {
 
 }  // namespace
 
+namespace {
+
+// The first value of a dynamic tag, if the segment has it.
+std::optional<uint64_t> first_tag(const std::vector<std::pair<int64_t, uint64_t>>& dyn, int64_t tag) {
+  for (const auto& [t, v] : dyn)
+    if (t == tag) return v;
+  return std::nullopt;
+}
+
+// The string table, then what the dynamic tags say: needed libraries, soname, run paths, binding,
+// text relocations and initialisers.
+Status read_dynamic_tags(Parser& p, const std::vector<std::pair<int64_t, uint64_t>>& dyn, ElfInfo& info) {
+  auto strtab = first_tag(dyn, kDtStrtab);
+  auto strsz = first_tag(dyn, kDtStrsz);
+  if (strtab && strsz) {
+    auto off = p.to_offset(*strtab, *strsz);
+    if (!off) return bad("DT_STRTAB out of bounds");
+    p.strtab_off = *off;
+    p.strtab_size = *strsz;
+    p.have_strtab = true;
+  }
+  auto need_str = [&](uint64_t idx, const char* what) -> Result<std::string> {
+    auto s = p.str(idx);
+    if (!s) return bad(std::string(what) + " string out of bounds");
+    return *s;
+  };
+  for (const auto& [tag, val] : dyn) {
+    if (tag == kDtNeeded) {
+      KDA_ASSIGN_OR_RETURN(std::string s, need_str(val, "DT_NEEDED"));
+      info.needed.push_back(std::move(s));
+    } else if (tag == kDtSoname) {
+      KDA_ASSIGN_OR_RETURN(info.soname, need_str(val, "DT_SONAME"));
+    } else if (tag == kDtRpath || tag == kDtRunpath) {
+      KDA_ASSIGN_OR_RETURN(std::string s, need_str(val, "DT_RUNPATH"));
+      info.rpath.push_back(std::move(s));
+    } else if (tag == kDtBindNow) {
+      info.bind_now = true;
+    } else if (tag == kDtFlags && (val & kDfBindNow)) {
+      info.bind_now = true;
+    } else if (tag == kDtFlags1 && (val & kDf1Now)) {
+      info.bind_now = true;
+    } else if (tag == kDtTextrel) {
+      info.text_relocations = true;
+    } else if (tag == kDtInit) {
+      info.init_functions += 1;
+    } else if (tag == kDtInitArraySz) {
+      info.init_functions += val / 8;
+    }
+  }
+  return Status::ok_status();
+}
+
+// Symbol version index -> name, from DT_VERNEED (imports) and DT_VERDEF (exports), visiting at most
+// kMaxVersionEntries entries in all.
+Result<std::map<uint16_t, std::string>> read_version_names(const Parser& p,
+                                                           const std::vector<std::pair<int64_t, uint64_t>>& dyn) {
+  const Image& img = p.img;
+  std::map<uint16_t, std::string> version_names;
+  uint64_t budget = kMaxVersionEntries;  // total entries visited, outer and aux together
+  if (auto vn = first_tag(dyn, kDtVerneed)) {
+    uint64_t count = std::min<uint64_t>(first_tag(dyn, kDtVerneednum).value_or(0), kMaxVersionEntries);
+    auto off = p.to_offset(*vn, 16);
+    for (uint64_t i = 0; off && i < count; ++i) {
+      auto cnt = img.get<uint16_t>(*off + 2);
+      auto aux = img.get<uint32_t>(*off + 8);
+      auto next = img.get<uint32_t>(*off + 12);
+      if (!cnt || !aux || !next) return bad("DT_VERNEED entry out of bounds");
+      uint64_t a = *off + *aux;
+      for (uint16_t j = 0; j < *cnt; ++j) {
+        if (budget-- == 0) return bad("too many DT_VERNEED entries");
+        auto other = img.get<uint16_t>(a + 6);
+        auto name = img.get<uint32_t>(a + 8);
+        auto anext = img.get<uint32_t>(a + 12);
+        if (!other || !name || !anext) return bad("DT_VERNEED aux entry out of bounds");
+        if (auto s = p.str(*name)) version_names[*other & 0x7fff] = *s;
+        if (*anext == 0) break;
+        a += *anext;
+      }
+      if (*next == 0) break;
+      *off += *next;
+    }
+  }
+  if (auto vd = first_tag(dyn, kDtVerdef)) {
+    uint64_t count = std::min<uint64_t>(first_tag(dyn, kDtVerdefnum).value_or(0), kMaxVersionEntries);
+    auto off = p.to_offset(*vd, 20);
+    for (uint64_t i = 0; off && i < count; ++i) {
+      auto ndx = img.get<uint16_t>(*off + 4);
+      auto cnt = img.get<uint16_t>(*off + 6);
+      auto aux = img.get<uint32_t>(*off + 12);
+      auto next = img.get<uint32_t>(*off + 16);
+      if (!ndx || !cnt || !aux || !next) return bad("DT_VERDEF entry out of bounds");
+      if (budget-- == 0) return bad("too many DT_VERDEF entries");
+      if (*cnt > 0) {
+        auto name = img.get<uint32_t>(*off + *aux);
+        if (!name) return bad("DT_VERDEF aux entry out of bounds");
+        if (auto s = p.str(*name)) version_names[*ndx & 0x7fff] = *s;
+      }
+      if (*next == 0) break;
+      *off += *next;
+    }
+  }
+  return version_names;
+}
+
+}  // namespace
+
 Result<ElfInfo> parse_elf(std::string_view bytes) {
   Parser p{Image(bytes)};
   const Image& img = p.img;
@@ -179,95 +285,11 @@ Result<ElfInfo> parse_elf(std::string_view bytes) {
     if (tag == kDtNull) break;
     dyn.emplace_back(tag, val);
   }
-  auto first = [&](int64_t tag) -> std::optional<uint64_t> {
-    for (const auto& [t, v] : dyn)
-      if (t == tag) return v;
-    return std::nullopt;
-  };
-
-  auto strtab = first(kDtStrtab);
-  auto strsz = first(kDtStrsz);
-  if (strtab && strsz) {
-    auto off = p.to_offset(*strtab, *strsz);
-    if (!off) return bad("DT_STRTAB out of bounds");
-    p.strtab_off = *off;
-    p.strtab_size = *strsz;
-    p.have_strtab = true;
-  }
-  auto need_str = [&](uint64_t idx, const char* what) -> Result<std::string> {
-    auto s = p.str(idx);
-    if (!s) return bad(std::string(what) + " string out of bounds");
-    return *s;
-  };
-  for (const auto& [tag, val] : dyn) {
-    if (tag == kDtNeeded) {
-      KDA_ASSIGN_OR_RETURN(std::string s, need_str(val, "DT_NEEDED"));
-      info.needed.push_back(std::move(s));
-    } else if (tag == kDtSoname) {
-      KDA_ASSIGN_OR_RETURN(info.soname, need_str(val, "DT_SONAME"));
-    } else if (tag == kDtRpath || tag == kDtRunpath) {
-      KDA_ASSIGN_OR_RETURN(std::string s, need_str(val, "DT_RUNPATH"));
-      info.rpath.push_back(std::move(s));
-    } else if (tag == kDtBindNow) {
-      info.bind_now = true;
-    } else if (tag == kDtFlags && (val & kDfBindNow)) {
-      info.bind_now = true;
-    } else if (tag == kDtFlags1 && (val & kDf1Now)) {
-      info.bind_now = true;
-    } else if (tag == kDtTextrel) {
-      info.text_relocations = true;
-    } else if (tag == kDtInit) {
-      info.init_functions += 1;
-    } else if (tag == kDtInitArraySz) {
-      info.init_functions += val / 8;
-    }
-  }
+  auto first = [&](int64_t tag) { return first_tag(dyn, tag); };
+  KDA_RETURN_IF_ERROR(read_dynamic_tags(p, dyn, info));
 
   // Version names: index -> name, from DT_VERNEED (imports) and DT_VERDEF (exports).
-  std::map<uint16_t, std::string> version_names;
-  uint64_t budget = kMaxVersionEntries;  // total entries visited, outer and aux together
-  if (auto vn = first(kDtVerneed)) {
-    uint64_t count = std::min<uint64_t>(first(kDtVerneednum).value_or(0), kMaxVersionEntries);
-    auto off = p.to_offset(*vn, 16);
-    for (uint64_t i = 0; off && i < count; ++i) {
-      auto cnt = img.get<uint16_t>(*off + 2);
-      auto aux = img.get<uint32_t>(*off + 8);
-      auto next = img.get<uint32_t>(*off + 12);
-      if (!cnt || !aux || !next) return bad("DT_VERNEED entry out of bounds");
-      uint64_t a = *off + *aux;
-      for (uint16_t j = 0; j < *cnt; ++j) {
-        if (budget-- == 0) return bad("too many DT_VERNEED entries");
-        auto other = img.get<uint16_t>(a + 6);
-        auto name = img.get<uint32_t>(a + 8);
-        auto anext = img.get<uint32_t>(a + 12);
-        if (!other || !name || !anext) return bad("DT_VERNEED aux entry out of bounds");
-        if (auto s = p.str(*name)) version_names[*other & 0x7fff] = *s;
-        if (*anext == 0) break;
-        a += *anext;
-      }
-      if (*next == 0) break;
-      *off += *next;
-    }
-  }
-  if (auto vd = first(kDtVerdef)) {
-    uint64_t count = std::min<uint64_t>(first(kDtVerdefnum).value_or(0), kMaxVersionEntries);
-    auto off = p.to_offset(*vd, 20);
-    for (uint64_t i = 0; off && i < count; ++i) {
-      auto ndx = img.get<uint16_t>(*off + 4);
-      auto cnt = img.get<uint16_t>(*off + 6);
-      auto aux = img.get<uint32_t>(*off + 12);
-      auto next = img.get<uint32_t>(*off + 16);
-      if (!ndx || !cnt || !aux || !next) return bad("DT_VERDEF entry out of bounds");
-      if (budget-- == 0) return bad("too many DT_VERDEF entries");
-      if (*cnt > 0) {
-        auto name = img.get<uint32_t>(*off + *aux);
-        if (!name) return bad("DT_VERDEF aux entry out of bounds");
-        if (auto s = p.str(*name)) version_names[*ndx & 0x7fff] = *s;
-      }
-      if (*next == 0) break;
-      *off += *next;
-    }
-  }
+  KDA_ASSIGN_OR_RETURN(const auto version_names, read_version_names(p, dyn));
 
   // The dynamic symbol table. Its length is not recorded in the dynamic segment: take it from the
   // hash tables the loader itself uses.
