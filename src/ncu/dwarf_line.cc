@@ -164,65 +164,81 @@ Result<std::vector<EntryFormat>> read_formats(Cursor& c) {
   return out;
 }
 
-// Decodes one unit starting at `start`; returns the offset after it.
-Result<uint64_t> decode_unit(std::string_view data, uint64_t start,
-                             const std::unordered_map<uint64_t, AddressRelocation>& relocs, const DwarfStrings& strings,
-                             LineTable* table) {
-  Cursor c(data, start, data.size());
-  KDA_ASSIGN_OR_RETURN(uint64_t length, c.fixed(4));
+// A line-number program unit's header (DWARF 2-5, section 6.2.4): what the program needs to run.
+struct LineHeader {
+  uint64_t unit_end = 0, program_start = 0, version = 0;
   size_t offset_size = 4;
+  uint64_t min_inst_length = 0, line_range = 0, opcode_base = 0;
+  int line_base = 0;
+  std::vector<uint8_t> std_lengths;  // operands of each standard opcode
+};
+
+// Reads the header of the unit at `start`; leaves `c` bounded by the unit, at its file tables.
+Result<LineHeader> read_line_header(Cursor& c, std::string_view data, uint64_t start) {
+  LineHeader h;
+  KDA_ASSIGN_OR_RETURN(uint64_t length, c.fixed(4));
   if (length == 0xffffffffu) {
     KDA_ASSIGN_OR_RETURN(length, c.fixed(8));
-    offset_size = 8;
+    h.offset_size = 8;
   } else if (length >= 0xfffffff0u) {
     return bad("reserved unit length", start);
   }
   if (length > data.size() - c.pos()) return bad("unit length past the end of the section", start);
-  const uint64_t unit_end = c.pos() + length;
-  c = Cursor(data, c.pos(), unit_end);
-  KDA_ASSIGN_OR_RETURN(uint64_t version, c.fixed(2));
-  if (version < 2 || version > 5) return bad("unsupported DWARF version " + std::to_string(version), start);
-  if (version >= 5) {
+  h.unit_end = c.pos() + length;
+  c = Cursor(data, c.pos(), h.unit_end);
+  KDA_ASSIGN_OR_RETURN(h.version, c.fixed(2));
+  if (h.version < 2 || h.version > 5) return bad("unsupported DWARF version " + std::to_string(h.version), start);
+  if (h.version >= 5) {
     KDA_ASSIGN_OR_RETURN(uint64_t address_size, c.fixed(1));
     KDA_ASSIGN_OR_RETURN(uint64_t selector_size, c.fixed(1));
     (void)address_size;
     (void)selector_size;
   }
-  KDA_ASSIGN_OR_RETURN(uint64_t header_length, c.fixed(offset_size));
-  if (header_length > unit_end - c.pos()) return bad("header length past the end of the unit", start);
-  const uint64_t program_start = c.pos() + header_length;
-  KDA_ASSIGN_OR_RETURN(uint64_t min_inst_length, c.fixed(1));
-  if (version >= 4) KDA_RETURN_IF_ERROR(c.skip(1));  // maximum_operations_per_instruction (VLIW only)
+  KDA_ASSIGN_OR_RETURN(uint64_t header_length, c.fixed(h.offset_size));
+  if (header_length > h.unit_end - c.pos()) return bad("header length past the end of the unit", start);
+  h.program_start = c.pos() + header_length;
+  KDA_ASSIGN_OR_RETURN(h.min_inst_length, c.fixed(1));
+  if (h.version >= 4) KDA_RETURN_IF_ERROR(c.skip(1));  // maximum_operations_per_instruction (VLIW only)
   KDA_ASSIGN_OR_RETURN(uint64_t default_is_stmt, c.fixed(1));
   (void)default_is_stmt;
   KDA_ASSIGN_OR_RETURN(uint64_t line_base_raw, c.fixed(1));
-  const int line_base = static_cast<int8_t>(line_base_raw);
-  KDA_ASSIGN_OR_RETURN(uint64_t line_range, c.fixed(1));
-  KDA_ASSIGN_OR_RETURN(uint64_t opcode_base, c.fixed(1));
-  if (line_range == 0) return bad("line_range is 0", start);
-  if (opcode_base == 0) return bad("opcode_base is 0", start);
-  std::vector<uint8_t> std_lengths(opcode_base, 0);
-  for (uint64_t i = 1; i < opcode_base; ++i) {
+  h.line_base = static_cast<int8_t>(line_base_raw);
+  KDA_ASSIGN_OR_RETURN(h.line_range, c.fixed(1));
+  KDA_ASSIGN_OR_RETURN(h.opcode_base, c.fixed(1));
+  if (h.line_range == 0) return bad("line_range is 0", start);
+  if (h.opcode_base == 0) return bad("opcode_base is 0", start);
+  h.std_lengths.assign(h.opcode_base, 0);
+  for (uint64_t i = 1; i < h.opcode_base; ++i) {
     KDA_ASSIGN_OR_RETURN(uint64_t n, c.fixed(1));
-    std_lengths[i] = static_cast<uint8_t>(n);
+    h.std_lengths[i] = static_cast<uint8_t>(n);
   }
+  return h;
+}
 
-  // File table: unit file number -> index into table->files.
-  std::vector<uint32_t> file_ids;
+// The unit's file numbers as indices into table->files, and its include directories.
+struct FileTable {
+  std::vector<uint32_t> ids;
   std::vector<std::string> dirs;
-  auto add_file = [&](std::string_view name, uint64_t dir) {
+  void add(LineTable* table, std::string_view name, uint64_t dir) {
     std::string_view d = dir < dirs.size() ? std::string_view(dirs[dir]) : std::string_view();
     table->files.push_back(join_path(d, name));
-    file_ids.push_back(static_cast<uint32_t>(table->files.size() - 1));
-  };
-  if (version <= 4) {
-    dirs.emplace_back();  // directory 0: the compilation directory, not recorded here
+    ids.push_back(static_cast<uint32_t>(table->files.size() - 1));
+  }
+};
+
+// The directory and file tables after the header (DWARF 2-4: null-terminated lists; 5: entry formats
+// and counted lists).
+Status read_file_table(Cursor& c, const LineHeader& h, const DwarfStrings& strings, LineTable* table,
+                       FileTable& files) {
+  auto add_file = [&](std::string_view name, uint64_t dir) { files.add(table, name, dir); };
+  if (h.version <= 4) {
+    files.dirs.emplace_back();  // directory 0: the compilation directory, not recorded here
     while (true) {
       KDA_ASSIGN_OR_RETURN(std::string_view d, c.cstring());
       if (d.empty()) break;
-      dirs.emplace_back(d);
+      files.dirs.emplace_back(d);
     }
-    file_ids.push_back(0);  // file numbers start at 1
+    files.ids.push_back(0);  // file numbers start at 1
     while (true) {
       KDA_ASSIGN_OR_RETURN(std::string_view name, c.cstring());
       if (name.empty()) break;
@@ -240,17 +256,37 @@ Result<uint64_t> decode_unit(std::string_view data, uint64_t start,
         if (c.done()) return bad(what + " table past the end of the header", c.pos());
         std::string_view path;
         uint64_t dir = 0;
-        KDA_RETURN_IF_ERROR(read_entry(c, formats, offset_size, strings, &path, &dir));
+        KDA_RETURN_IF_ERROR(read_entry(c, formats, h.offset_size, strings, &path, &dir));
         take(path, dir);
       }
       return {};
     };
-    KDA_RETURN_IF_ERROR(read_table("directory", [&](std::string_view path, uint64_t) { dirs.emplace_back(path); }));
+    KDA_RETURN_IF_ERROR(
+        read_table("directory", [&](std::string_view path, uint64_t) { files.dirs.emplace_back(path); }));
     KDA_RETURN_IF_ERROR(read_table("file", add_file));
   }
+  return {};
+}
+
+// Decodes one unit starting at `start`; returns the offset after it.
+Result<uint64_t> decode_unit(std::string_view data, uint64_t start,
+                             const std::unordered_map<uint64_t, AddressRelocation>& relocs, const DwarfStrings& strings,
+                             LineTable* table) {
+  Cursor c(data, start, data.size());
+  KDA_ASSIGN_OR_RETURN(const LineHeader h, read_line_header(c, data, start));
+  const uint64_t unit_end = h.unit_end, min_inst_length = h.min_inst_length, line_range = h.line_range,
+                 opcode_base = h.opcode_base, version = h.version;
+  const int line_base = h.line_base;
+  const std::vector<uint8_t>& std_lengths = h.std_lengths;
+
+  // File table: unit file number -> index into table->files.
+  FileTable files;
+  KDA_RETURN_IF_ERROR(read_file_table(c, h, strings, table, files));
+  std::vector<uint32_t>& file_ids = files.ids;
+  auto add_file = [&](std::string_view name, uint64_t dir) { files.add(table, name, dir); };
 
   // The line program (DWARF 5 section 6.2.5).
-  Cursor p(data, program_start, unit_end);
+  Cursor p(data, h.program_start, unit_end);
   LineSequence seq;
   uint64_t address = 0;
   uint32_t file = 1;
