@@ -7,17 +7,13 @@
 
 #include <fmt/format.h>
 
+#include "util/strings.h"
+
 namespace kda::agent {
 
 using json = nlohmann::json;
 
 namespace {
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
 
 // "an integer", "an integer of at least 1", "an integer from 1 to 20".
 std::string integer_wording(const ArgSpec& s) {
@@ -113,7 +109,8 @@ ArgValues::ArgValues(const std::vector<ArgSpec>& specs, const json& arguments, U
       if (declared) continue;
       std::vector<std::string> names;
       for (const auto& s : specs_) names.push_back(s.name);
-      error_ = fmt::format("unknown argument \"{}\" (accepted: {})", key, names.empty() ? "none" : joined(names));
+      error_ =
+          fmt::format("unknown argument \"{}\" (accepted: {})", key, names.empty() ? "none" : util::join(names, ", "));
       return;
     }
   }
@@ -141,7 +138,7 @@ void ArgValues::check(const ArgSpec& s, const json& v) {
         return;  // a required one is then reported missing
       }
       if (!s.one_of.empty() && std::find(s.one_of.begin(), s.one_of.end(), text) == s.one_of.end()) {
-        error_ = fmt::format("argument \"{}\" must be one of {}, not \"{}\"", s.name, joined(s.one_of), text);
+        error_ = fmt::format("argument \"{}\" must be one of {}, not \"{}\"", s.name, util::join(s.one_of, ", "), text);
         return;
       }
       values_[s.name] = text;

@@ -20,6 +20,7 @@
 #include "ncu/diff.h"
 #include "ncu/report_reader.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 #ifdef KDA_HAVE_WIKI
 #include "wiki/wiki.h"
@@ -83,15 +84,6 @@ std::string bounded(std::string s, size_t n, std::string_view hint) {
   size_t total = s.size();
   s.resize(utf8_cut(s, n));
   s += fmt::format("\n[truncated: {} of {} characters shown{}{}]", s.size(), total, hint.empty() ? "" : "; ", hint);
-  return s;
-}
-
-std::string joined(const std::vector<std::string>& v, std::string_view sep = ", ") {
-  std::string s;
-  for (const auto& x : v) {
-    if (!s.empty()) s += sep;
-    s += x;
-  }
   return s;
 }
 
@@ -308,8 +300,8 @@ ToolOutcome KnowledgeTools::wiki_search(const json& args) {
                     citation(h.repo, h.commit, h.path, h.start_line, h.end_line));
     if (h.file_hits > 1) one += fmt::format("  ({} matching chunks in this file)", h.file_hits);
     one += "\n";
-    if (!h.tags.empty()) one += "   tags: " + joined(h.tags) + "\n";
-    if (!h.matched_terms.empty()) one += "   matched: " + joined(h.matched_terms) + "\n";
+    if (!h.tags.empty()) one += "   tags: " + util::join(h.tags, ", ") + "\n";
+    if (!h.matched_terms.empty()) one += "   matched: " + util::join(h.matched_terms, ", ") + "\n";
     std::string snippet = bounded(h.snippet, options_.max_snippet_chars, "");
     size_t pos = 0;
     while (pos < snippet.size()) {
@@ -353,9 +345,9 @@ ToolOutcome KnowledgeTools::wiki_show(const json& args) {
   std::string cite = citation(r->repo, r->commit, r->path, r->start_line, r->end_line);
   std::string text = fmt::format("# {}\ncite: {}  [{}]{}\n", r->title.empty() ? r->id : r->title, cite, r->kind,
                                  r->license.empty() ? "" : "  licence: " + r->license);
-  if (!r->tags.empty()) text += "tags: " + joined(r->tags) + "\n";
-  if (!r->related.empty()) text += "related (wiki_show ids): " + joined(r->related) + "\n";
-  if (!r->sources.empty()) text += "sources: " + joined(r->sources, "; ") + "\n";
+  if (!r->tags.empty()) text += "tags: " + util::join(r->tags, ", ") + "\n";
+  if (!r->related.empty()) text += "related (wiki_show ids): " + util::join(r->related, ", ") + "\n";
+  if (!r->sources.empty()) text += "sources: " + util::join(r->sources, "; ") + "\n";
   text += "\n" + r->body;
   if (!text.empty() && text.back() != '\n') text += "\n";
   size_t limit = max_chars ? static_cast<size_t>(*max_chars) : options_.max_output_chars;
@@ -394,7 +386,7 @@ Result<stdfs::path> KnowledgeTools::resolve_report(const std::string& path) cons
     std::vector<std::string> rs;
     for (const auto& r : roots_) rs.push_back(r.string());
     return Status::bad_input(
-        fmt::format("{} resolves to {}, which is {} ({})", path, canon.string(), kOutsideRoots, joined(rs)));
+        fmt::format("{} resolves to {}, which is {} ({})", path, canon.string(), kOutsideRoots, util::join(rs, ", ")));
   }
   if (!stdfs::exists(canon, ec)) return Status::not_found(fmt::format("{}: no such file", path));
   if (!stdfs::is_regular_file(canon, ec)) return Status::bad_input(fmt::format("{}: not a regular file", path));
@@ -485,7 +477,7 @@ ToolOutcome KnowledgeTools::ncu_analyze(const json& args) {
   auto analysis = ncu::analyze(*merged, opt);
   if (!analysis.ok()) return error("ncu_analyze: " + analysis.status().message(), "analyze_failed");
   std::string md = ncu::to_markdown(*analysis);
-  json data = {{"report", joined(shown)}, {"kernels", priorities_data(*analysis)}};
+  json data = {{"report", util::join(shown, ", ")}, {"kernels", priorities_data(*analysis)}};
   return {bounded(std::move(md), options_.max_report_output_chars, "pass kernel (a regex) to analyse fewer kernels"),
           false, std::move(data)};
 }
