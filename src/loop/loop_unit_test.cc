@@ -172,6 +172,35 @@ TEST(KdaTools, FinishRoundOnlyInRoundAndOnce) {
 
 // The ledger tool puts the incumbent first and pages the candidates newest first: with 30
 // candidates of ~3,000 characters each the incumbent and the newest are never cut off.
+// The run's budgets as a rule over its state and the caller's clock: --hours (which had no test
+// while the rule read the clock itself), tokens, dollars and evaluator minutes, the first used up wins.
+TEST(Budgets, EachBudgetStopsTheRunWhenUsedUp) {
+  RunState st;
+  EXPECT_EQ(exceeded_budget(st, 1e9), std::nullopt);  // no budget set: never
+  st.options.hours = 1.5;
+  EXPECT_EQ(exceeded_budget(st, 5399), std::nullopt);
+  EXPECT_EQ(exceeded_budget(st, 5400), "budget: wall time 1.50 h used");
+  st.options.hours = 0;
+  st.options.budget_tokens = 1000;
+  st.usage.input_tokens = 600;
+  st.usage.output_tokens = 399;
+  EXPECT_EQ(exceeded_budget(st, 0), std::nullopt);
+  st.usage.output_tokens = 400;
+  EXPECT_EQ(exceeded_budget(st, 0), "budget: 1000 tokens used (limit 1000)");
+  st.options.budget_tokens = 0;
+  st.options.budget_usd = 2;
+  st.usage.cost_usd = 2.5;
+  EXPECT_EQ(exceeded_budget(st, 0), "budget: $2.50 spent (limit $2.00)");
+  st.options.budget_usd = 0;
+  st.options.gpu_minutes = 1;
+  st.eval_s = 59;
+  EXPECT_EQ(exceeded_budget(st, 0), std::nullopt);
+  st.eval_s = 60;
+  EXPECT_EQ(exceeded_budget(st, 0), "budget: 1.0 evaluator minutes used (limit 1.0)");
+  st.options.hours = 0.5;  // two used up: the wall time is named first
+  EXPECT_EQ(exceeded_budget(st, 1800), "budget: wall time 0.50 h used");
+}
+
 TEST(KdaTools, LedgerShowsTheIncumbentAndTheNewestFirstInPages) {
   Ledger l;
   for (int i = 1; i <= 30; ++i) {

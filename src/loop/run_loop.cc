@@ -269,18 +269,8 @@ void Runner::status_line(const std::string& what) {
 }
 
 std::optional<std::string> Runner::budget_exceeded() const {
-  const auto& o = state_.options;
-  const double elapsed =
-      elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  if (o.hours > 0 && elapsed >= o.hours * 3600) return fmt::format("budget: wall time {:.2f} h used", o.hours);
-  const int64_t tokens = state_.usage.input_tokens + state_.usage.output_tokens;
-  if (o.budget_tokens > 0 && tokens >= o.budget_tokens)
-    return fmt::format("budget: {} tokens used (limit {})", tokens, o.budget_tokens);
-  if (o.budget_usd > 0 && state_.usage.cost_usd >= o.budget_usd)
-    return fmt::format("budget: ${:.2f} spent (limit ${:.2f})", state_.usage.cost_usd, o.budget_usd);
-  if (o.gpu_minutes > 0 && state_.eval_s >= o.gpu_minutes * 60)
-    return fmt::format("budget: {:.1f} evaluator minutes used (limit {:.1f})", state_.eval_s / 60, o.gpu_minutes);
-  return std::nullopt;
+  return exceeded_budget(
+      state_, elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
 }
 
 Status Runner::protect(const std::string& rel) {

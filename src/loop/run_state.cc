@@ -1,5 +1,7 @@
 #include "loop/run_state.h"
 
+#include <fmt/format.h>
+
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -243,6 +245,19 @@ Result<std::string> save_json(const std::filesystem::path& file, const nlohmann:
   const std::string text = j.dump(2) + "\n";
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(file, text));
   return sha256_hex(text);
+}
+
+std::optional<std::string> exceeded_budget(const RunState& state, double elapsed_s) {
+  const auto& o = state.options;
+  if (o.hours > 0 && elapsed_s >= o.hours * 3600) return fmt::format("budget: wall time {:.2f} h used", o.hours);
+  const int64_t tokens = state.usage.input_tokens + state.usage.output_tokens;
+  if (o.budget_tokens > 0 && tokens >= o.budget_tokens)
+    return fmt::format("budget: {} tokens used (limit {})", tokens, o.budget_tokens);
+  if (o.budget_usd > 0 && state.usage.cost_usd >= o.budget_usd)
+    return fmt::format("budget: ${:.2f} spent (limit ${:.2f})", state.usage.cost_usd, o.budget_usd);
+  if (o.gpu_minutes > 0 && state.eval_s >= o.gpu_minutes * 60)
+    return fmt::format("budget: {:.1f} evaluator minutes used (limit {:.1f})", state.eval_s / 60, o.gpu_minutes);
+  return std::nullopt;
 }
 
 }  // namespace kda::loop

@@ -106,6 +106,11 @@ struct Ledger {
 };
 
 Result<RunState> load_state(const std::filesystem::path& file);
+
+// The first of the run's budgets (--hours, --budget-tokens, --budget-usd, --gpu-minutes) that is used
+// up, saying which and how much, or nullopt. `elapsed_s` is the run's wall time by the caller's clock
+// (the Runner's: time before a resume plus this process's), so the rule has no clock of its own.
+std::optional<std::string> exceeded_budget(const RunState& state, double elapsed_s);
 Result<Ledger> load_ledger(const std::filesystem::path& file);
 // Atomic write of pretty JSON; returns the sha256 of the bytes written.
 Result<std::string> save_json(const std::filesystem::path& file, const nlohmann::json& j);
