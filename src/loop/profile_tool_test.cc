@@ -75,8 +75,11 @@ TEST(ProfileTool, MissingNcuIsAClearErrorAndCostsNothing) {
   EXPECT_FALSE(offers(host, "profile"));  // writers only, inside a round
   host.begin_round(1);
   ASSERT_TRUE(offers(host, "profile"));
-  for (const auto& t : host.tools())
-    if (t.name == "profile") EXPECT_FALSE(t.read_only);
+  for (const auto& t : host.tools()) {
+    if (t.name == "profile") {
+      EXPECT_FALSE(t.read_only);
+    }
+  }
   for (int i = 0; i < 2; ++i) {  // not found twice: the budget of 1 is not used up by it
     auto o = host.call("profile", json::object());
     EXPECT_TRUE(o.is_error);

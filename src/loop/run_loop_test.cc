@@ -186,8 +186,9 @@ TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) 
     EXPECT_NE(prompts_[i].find("task (definition.json"), std::string::npos) << session_log_[i];
     EXPECT_NE(prompts_[i].find((stdfs::canonical(run_) / "ledger.json").string()), std::string::npos)
         << session_log_[i];
-    if (session_log_[i].starts_with("reviewer:review:"))
+    if (session_log_[i].starts_with("reviewer:review:")) {
       EXPECT_NE(prompts_[i].find("this round: " + (stdfs::canonical(run_) / "rounds").string()), std::string::npos);
+    }
   }
 }
 

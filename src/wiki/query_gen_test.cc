@@ -58,9 +58,13 @@ TEST_F(QueryGen, CommentsBecomeQueriesAnsweredByTheirFile) {
     kinds.insert({q.kind, q.expect});
     EXPECT_EQ(q.query.find("the "), std::string::npos) << q.query;       // stop words out
     EXPECT_EQ(q.query.find("copyright"), std::string::npos) << q.query;  // the licence is skipped
-    if (q.kind != "definition_name") EXPECT_EQ(q.query.find("sync"), std::string::npos) << q.query;  // not its own name
+    if (q.kind != "definition_name") {
+      EXPECT_EQ(q.query.find("sync"), std::string::npos) << q.query;  // not its own name
+    }
     EXPECT_EQ(q.expect.find("build/"), std::string::npos) << "build directories are skipped";
-    if (q.kind != "definition_name") EXPECT_GE(std::count(q.query.begin(), q.query.end(), ' ') + 1, 4) << q.query;
+    if (q.kind != "definition_name") {
+      EXPECT_GE(std::count(q.query.begin(), q.query.end(), ' ') + 1, 4) << q.query;
+    }
   }
   EXPECT_TRUE(kinds.count({"file_comment", "demo/include/barriers/named_barrier.hpp"}));
   EXPECT_TRUE(kinds.count({"definition_comment", "demo/include/barriers/named_barrier.hpp"}));

@@ -323,8 +323,11 @@ TEST_F(LoopE2E, AnUnchangedKernelIsNeverAnImprovementInTenRuns) {
     ASSERT_EQ(v["claims"].size(), 1u);
     EXPECT_EQ(v["claims"][0]["status"], "confirmed") << v["claims"][0].dump();
     json ledger = read_json(run_dir / "ledger.json");
-    for (const auto& c : ledger["candidates"])
-      if (c["id"] == "c001") EXPECT_FALSE(c["accepted"].get<bool>()) << "run " << i;
+    for (const auto& c : ledger["candidates"]) {
+      if (c["id"] == "c001") {
+        EXPECT_FALSE(c["accepted"].get<bool>()) << "run " << i;
+      }
+    }
     json state = read_json(run_dir / "state.json");
     EXPECT_EQ(state["incumbent"]["id"], "c000") << "run " << i;
   }
@@ -445,7 +448,8 @@ TEST_F(LoopE2E, TwentyRoundsKeepTheIncumbentInTheLedger) {
     const auto at_id = text.find("\"" + incumbent + "\"", at_incumbent);
     EXPECT_NE(at_id, std::string::npos) << "round " << n << ": " << text.substr(0, 600);
     const auto at_candidates = text.find("\"candidates\"");
-    if (at_candidates != std::string::npos && at_id != std::string::npos)
+    if (at_candidates != std::string::npos && at_id != std::string::npos) {
       EXPECT_LT(at_id, at_candidates) << "round " << n;
+    }
   }
 }
