@@ -175,6 +175,11 @@ void ArgValues::check(const ArgSpec& s, const json& v) {
   }
 }
 
+std::optional<ToolOutcome> ArgValues::refusal(std::string_view tool) const {
+  if (!error_) return std::nullopt;
+  return ToolOutcome{std::string(tool) + ": " + *error_, true, {{"error", "bad_arguments"}}};
+}
+
 const ArgSpec* ArgValues::spec(std::string_view name, ArgType type) const {
   for (const auto& s : specs_)
     if (s.name == name && s.type == type) return &s;

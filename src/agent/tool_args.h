@@ -6,7 +6,7 @@
 //                                       integer_arg("limit", "lines to return").at_least(1)};
 //   spec.input_schema = args_schema(kArgs);
 //   ArgValues a(kArgs, arguments);
-//   if (a.error()) return bad_arguments(*a.error());
+//   if (auto bad = a.refusal("read_file")) return *bad;
 //   std::string path = *a.string("path");
 #pragma once
 
@@ -16,6 +16,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "agent/tool.h"
 
 namespace kda::agent {
 
@@ -72,6 +74,9 @@ class ArgValues {
             UnknownArgs unknown = UnknownArgs::kRefuse);
 
   const std::optional<std::string>& error() const { return error_; }
+  // The tool call's refusal when the arguments do not read: "<tool>: <error>", is_error, data
+  // {"error": "bad_arguments"}; nullopt when they do.
+  std::optional<ToolOutcome> refusal(std::string_view tool) const;
 
   // The value of a declared argument of that type, or nullopt / {} when absent (or on error).
   std::optional<std::string> string(std::string_view name) const;

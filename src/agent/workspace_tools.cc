@@ -85,12 +85,6 @@ std::vector<ArgSpec> run_command_args(long long max_timeout_s) {
           integer_arg("timeout_s", fmt::format("seconds before the command is killed (max {})", max_timeout_s))};
 }
 
-// A call's arguments read against a tool's declarations; the error names the tool.
-std::optional<ToolOutcome> bad_arguments(const char* tool, const ArgValues& a) {
-  if (!a.error()) return std::nullopt;
-  return ToolOutcome{std::string(tool) + ": " + *a.error(), true, {{"error", "bad_arguments"}}};
-}
-
 ToolOutcome error_outcome(std::string text, json data = json::object()) {
   return {std::move(text), true, std::move(data)};
 }
@@ -408,7 +402,7 @@ std::string WorkspaceTools::cap(std::string text) const {
 
 ToolOutcome WorkspaceTools::list_files(const json& args) {
   const ArgValues a(list_files_args(), args, UnknownArgs::kIgnore);
-  if (auto bad = bad_arguments("list_files", a)) return *bad;
+  if (auto bad = a.refusal("list_files")) return *bad;
   const std::string path = a.string("path").value_or(".");
   const std::string glob = a.string("glob").value_or("");
   auto dir = resolve_for_read(path);
@@ -439,7 +433,7 @@ ToolOutcome WorkspaceTools::list_files(const json& args) {
 
 ToolOutcome WorkspaceTools::read_file(const json& args) {
   const ArgValues a(read_file_args(), args, UnknownArgs::kIgnore);
-  if (auto bad = bad_arguments("read_file", a)) return *bad;
+  if (auto bad = a.refusal("read_file")) return *bad;
   const std::string path = *a.string("path");
   const auto offset = a.integer("offset");
   const auto limit = a.integer("limit");
@@ -481,7 +475,7 @@ ToolOutcome WorkspaceTools::read_file(const json& args) {
 
 ToolOutcome WorkspaceTools::grep(const json& args) {
   const ArgValues a(grep_args(), args, UnknownArgs::kIgnore);
-  if (auto bad = bad_arguments("grep", a)) return *bad;
+  if (auto bad = a.refusal("grep")) return *bad;
   const std::string pattern = *a.string("pattern");
   const std::string path = a.string("path").value_or(".");
   const std::string glob = a.string("glob").value_or("");
@@ -564,7 +558,7 @@ ToolOutcome WorkspaceTools::grep(const json& args) {
 
 ToolOutcome WorkspaceTools::write_file(const json& args) {
   const ArgValues a(write_file_args(), args, UnknownArgs::kIgnore);
-  if (auto bad = bad_arguments("write_file", a)) return *bad;
+  if (auto bad = a.refusal("write_file")) return *bad;
   const std::string path = *a.string("path");
   const std::string content = *a.string("content");
   if (content.size() > kMaxReadBytes)
@@ -587,7 +581,7 @@ ToolOutcome WorkspaceTools::write_file(const json& args) {
 
 ToolOutcome WorkspaceTools::edit_file(const json& args) {
   const ArgValues a(edit_file_args(), args, UnknownArgs::kIgnore);
-  if (auto bad = bad_arguments("edit_file", a)) return *bad;
+  if (auto bad = a.refusal("edit_file")) return *bad;
   const std::string path = *a.string("path");
   const std::string old_string = *a.string("old_string");
   const std::string new_string = *a.string("new_string");
@@ -633,7 +627,7 @@ ToolOutcome WorkspaceTools::edit_file(const json& args) {
 
 ToolOutcome WorkspaceTools::run_command(const json& args) {
   const ArgValues a(run_command_args(options_.command_timeout.count()), args, UnknownArgs::kIgnore);
-  if (auto bad = bad_arguments("run_command", a)) return *bad;
+  if (auto bad = a.refusal("run_command")) return *bad;
   const std::string command = *a.string("command");
   const auto timeout = a.integer("timeout_s");
   if (command.empty()) return error_outcome("run_command: empty command");

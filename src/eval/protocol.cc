@@ -29,6 +29,7 @@ class Fields {
     get(key, v);
     if (had && !error_) into = v;
   }
+  Status status() const { return error_ ? Status::bad_input(*error_) : Status::ok_status(); }
   template <class T>
   Result<T> done(T value) const {
     if (error_) return Status::bad_input(*error_);
@@ -62,9 +63,10 @@ Result<LoadRequest> LoadRequest::from_json(const json& j) {
   f.get("sandbox", r.sandbox);
   f.get("reload_root", r.reload_root);
   f.get("reload", r.reload);
-  if (auto st = f.done(0); st.ok() && (r.library.empty() || r.symbol.empty()))
+  KDA_RETURN_IF_ERROR(f.status());
+  if (r.library.empty() || r.symbol.empty())
     return Status::bad_input("load: fields \"library\" and \"symbol\" are required");
-  return f.done(std::move(r));
+  return r;
 }
 
 json CallRequest::to_json() const {
@@ -137,8 +139,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const json& j) {
   f.get("digest_key", r.digest_key);
   json ins = json::array();
   f.get("inputs", ins);
-  auto top = f.done(0);
-  if (!top.ok()) return top.status();
+  KDA_RETURN_IF_ERROR(f.status());
   if (!ins.is_array())
     return Status::bad_input("prepare: field \"inputs\" has the wrong type (" + std::string(ins.type_name()) + ")");
   for (const auto& in : ins) {
@@ -148,8 +149,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const json& j) {
     g.get("seed", p.seed);
     g.get("stream", p.stream);
     g.get("fingerprint_seed", p.fingerprint_seed);
-    auto one = g.done(0);
-    if (!one.ok()) return one.status();
+    KDA_RETURN_IF_ERROR(g.status());
     r.inputs.push_back(p);
   }
   return r;

@@ -270,16 +270,14 @@ std::optional<Failure> Session::checked_call(RunnerClient& runner, const Materia
   // Driver functions fetched by name that are not tensor-map encoders: refused by the runner, and a
   // violation whatever the call then did (src/runner/entry_point_guard.h).
   const CallReply reply = o.call_reply();  // none when the call died: classify below says why
-  if (o.reply.is_object()) {
-    const json refused = reply.extra.value("driver_entry_points_refused", json::array());
-    if (refused.is_array() && !refused.empty())
-      return Failure{
-          Verdict::kForbiddenImport,
-          "forbidden_import:driver_entry_point",
-          "the call fetched driver function(s) by name that only tensor-map encoding may fetch: " + refused.dump(),
-          {},
-          GateId::kImportAudit};
-  }
+  const json refused = reply.extra.value("driver_entry_points_refused", json::array());
+  if (refused.is_array() && !refused.empty())
+    return Failure{
+        Verdict::kForbiddenImport,
+        "forbidden_import:driver_entry_point",
+        "the call fetched driver function(s) by name that only tensor-map encoding may fetch: " + refused.dump(),
+        {},
+        GateId::kImportAudit};
   if (auto f = classify(o)) return f;
   const int64_t elapsed_ns = reply.elapsed_ns;
   report_.in_call_s += static_cast<double>(elapsed_ns) / 1e9;

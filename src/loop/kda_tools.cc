@@ -170,8 +170,7 @@ std::vector<agent::ToolSpec> KdaToolHost::tools() const {
 
 agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::json& arguments) {
   if (name == "evaluate" && hooks_.evaluate && in_round_) {
-    if (const agent::ArgValues a(evaluate_args(), arguments); a.error())
-      return {"evaluate: " + *a.error(), true, {{"error", "bad_arguments"}}};
+    if (auto bad = agent::ArgValues(evaluate_args(), arguments).refusal("evaluate")) return *bad;
     if (evals_left_ <= 0)
       return {
           hooks_.rounds ? "evaluate: no evaluations left this round" : "evaluate: no evaluations left in this session",
@@ -192,7 +191,7 @@ agent::ToolOutcome KdaToolHost::call(const std::string& name, const nlohmann::js
   if (name == "profile" && hooks_.profile && in_round_) return profile(arguments);
   if (name == "ledger" && hooks_.ledger) {
     const agent::ArgValues a(ledger_args(), arguments);
-    if (a.error()) return {"ledger: " + *a.error(), true, {{"error", "bad_arguments"}}};
+    if (auto bad = a.refusal("ledger")) return *bad;
     const int page = static_cast<int>(a.integer("page").value_or(1));
     const int per_page = static_cast<int>(a.integer("per_page").value_or(kLedgerPerPage));
     return {ledger_page(hooks_.ledger(), page, per_page).dump(1), false, {}};
@@ -222,7 +221,7 @@ agent::ToolOutcome KdaToolHost::profile(const nlohmann::json& arguments) {
   // Phase: arguments, the budget, the tool. Nothing here uses up the budget.
   ProfileRequest req;
   const agent::ArgValues a(profile_args(), arguments);
-  if (a.error()) return error(*a.error(), "bad_arguments");
+  if (auto bad = a.refusal("profile")) return *bad;
   req.workload = a.string("workload").value_or("");
   const int limit = hooks_.max_profiles_per_round;
   if (profiles_taken_ >= limit)

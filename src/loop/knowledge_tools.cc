@@ -96,7 +96,11 @@ ToolOutcome error(std::string text, std::string code) { return {valid_utf8(text)
 struct ToolCall {
   ToolCall(const char* tool, const std::vector<agent::ArgSpec>& specs, const json& args) : tool(tool), a(specs, args) {}
   bool failed() const { return a.error().has_value(); }
-  ToolOutcome outcome() const { return error(std::string(tool) + ": " + a.error().value_or(""), "bad_arguments"); }
+  ToolOutcome outcome() const {  // the texts here are always valid UTF-8 (a bad enum value is echoed)
+    ToolOutcome o = *a.refusal(tool);
+    o.text = valid_utf8(o.text);
+    return o;
+  }
   const char* tool;
   agent::ArgValues a;
 };
