@@ -1,0 +1,869 @@
+// kda's GDN prefill for the H200 (gdn_prefill_qk4_v8_d128_k_last): the gated delta rule over whole
+// sequences, S_t = g_t (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = scale S_t^T q_t.
+//
+// Two paths, chosen by the total length (PATH, SHORT_T):
+//
+// * short: the exact recurrence, token by token. A warp owns 4 value rows of one (sequence, head), 8 lanes a
+//   row (16 key columns each), so a dot product is 16 FMAs and 3 shuffles; a block stages 32 tokens' q, k,
+//   v and gates in shared memory with one round trip.
+//
+// * chunked (WY / UT transform, chunks of C = 64 tokens, never across a sequence). With the cumulative log
+//   decay c_t of the chunk (Gamma_t = exp c_t), A_ts = beta_t exp(c_t - c_s) k_t.k_s (s < t) and
+//   T = (I + A)^-1, the chunk's pseudo-values are Delta = U - W S0 with W = T diag(beta Gamma) K and
+//   U = T diag(beta) V, and
+//       S_C = Gamma_C S0 + K^T diag(Gamma_C / Gamma) Delta
+//       O   = scale (diag(Gamma) Q S0 + (M o Q K^T) Delta),   M_ts = exp(c_t - c_s) for s <= t.
+//   Three kernels, all on bf16 tensor cores (mma.sync m16n8k16, fp32 accumulation):
+//     wy_prepare   per (chunk, value head), in parallel: gates, K K^T, T by blocked substitution (fp32),
+//                  W and U (bf16) and c_t into a workspace;
+//     state_scan   per (sequence, value head, 16 value rows), the only sequential part: per chunk
+//                  Delta^T = U^T - X W^T and X <- Gamma_C X + (Delta^T scaled) K, with X = S^T (the k-last
+//                  state rows) in fp32 registers; it stores each chunk's starting state (bf16) for
+//                  chunk_output, and the final state;
+//     chunk_output per (chunk, value head), in parallel: Q K^T, Delta again from the stored state, O.
+//   Value rows are independent, so the scan splits a head's 128 rows over 8 blocks: 64 blocks for one
+//   sequence, each 4 warps over its 16 rows' 128 key columns (one barrier-separated exchange per GEMM).
+//
+// The workspace (W, U, c per chunk and head, the chunk states) is allocated on the first call of a shape
+// and kept; it depends on (total_seq_len, num_seqs) only.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+
+#ifndef PATH
+#define PATH 0  // 0: by total length (SHORT_T), 1: always the recurrence, 2: always chunked
+#endif
+#ifndef SHORT_T
+#define SHORT_T 64  // PATH 0: total_seq_len at or below this runs the recurrence
+#endif
+#ifndef STAGES
+#define STAGES 3  // state_scan: chunks of W, K, U in flight (2 or 3)
+#endif
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int D = 128;       // head size (K = V)
+constexpr int C = 64;        // chunk length
+constexpr int LDK = D + 8;   // shared row stride of 128-wide bf16 tiles (conflict-free ldmatrix)
+constexpr int LDC = C + 8;   // shared row stride of 64-wide bf16 tiles
+constexpr int LDA = C + 1;   // shared row stride of fp32 64 x 64 tiles
+constexpr int LDU = 24;      // row stride of a U slice (16 values)
+constexpr int kRowsPerScan = 16;  // value rows per state_scan block
+static_assert(STAGES == 2 || STAGES == 3, "STAGES is 2 or 3");
+
+bool is(const DLTensor& t, uint8_t code, uint8_t bits, int ndim) {
+  return t.dtype.code == code && t.dtype.bits == bits && t.dtype.lanes == 1 && t.ndim == ndim;
+}
+
+template <typename T>
+T* ptr(const DLTensor& t) {
+  return reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset);
+}
+
+struct Params {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  const float* state;
+  const float* A_log;
+  const bf16* a;
+  const float* dt_bias;
+  const bf16* b;
+  const int64_t* cu;
+  float scale;
+  bf16* output;
+  float* new_state;
+  int N, HQ, HV;
+  // workspace, per (chunk, value head) ch = chunk * HV + h, in the padded layouts of state_scan's shared
+  // stages, so that one bulk copy moves each
+  bf16* W;    // [ch][C][LDK]
+  bf16* U;    // [ch][D / 16][C][LDU]  16-row value slices
+  float* G;   // [ch][C]   cumulative log decay in the chunk
+  bf16* Kp;   // [chunk * HQ + i][C][LDK]  the chunk's K rows, zero past its end
+  bf16* X;    // [ch][D][D] the state at the chunk's start, k-last (row = value channel)
+};
+
+// ---- primitives ------------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm4t(uint32_t (&r)[4], const bf16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A operand (16 x 16) at (row0, col0) of a row-major tile.
+__device__ __forceinline__ void frag_a(uint32_t (&r)[4], const bf16* m, int ld, int row0, int col0, int lane) {
+  ldsm4(r, m + (row0 + (lane & 15)) * ld + col0 + (lane >> 4) * 8);
+}
+
+// B operands of two n-tiles (n0 .. n0 + 15) for k0 .. k0 + 15 from an n-major tile (row = n, k contiguous):
+// r[0], r[1] for the first tile, r[2], r[3] for the second.
+__device__ __forceinline__ void frag_b_nmajor(uint32_t (&r)[4], const bf16* m, int ld, int n0, int k0, int lane) {
+  ldsm4(r, m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8);
+}
+
+// The same from a k-major tile (row = k, n contiguous).
+__device__ __forceinline__ void frag_b_kmajor(uint32_t (&r)[4], const bf16* m, int ld, int n0, int k0, int lane) {
+  ldsm4t(r, m + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8);
+}
+
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 16 bytes global -> shared, zero-filled when !valid (rows past a chunk's end are never read).
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Bulk copies (the TMA engine, no tensor map) completing on an mbarrier, for state_scan's stages.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+// Programmatic dependent launch: the next kernel may start its prologue now; wait for the previous one.
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_for_previous() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+
+__device__ __forceinline__ void gates(const Params& p, int64_t t, int h, float& log_g, float& beta) {
+  const float x = __bfloat162float(p.a[t * p.HV + h]) + p.dt_bias[h];
+  const float sp = x > 20.0f ? x : log1pf(expf(x));  // softplus, threshold 20 as the reference
+  log_g = -expf(p.A_log[h]) * sp;
+  beta = 1.0f / (1.0f + expf(-__bfloat162float(p.b[t * p.HV + h])));
+}
+
+// The whole warp: chunk `chunk`'s sequence start and length (chunks of C tokens per sequence, numbered
+// sequence after sequence); false past the last chunk. Empty sequences have no chunk.
+__device__ bool locate_chunk(const int64_t* cu, int N, int64_t chunk, int64_t& t0, int& len) {
+  const int lane = threadIdx.x & 31;
+  int64_t base = 0;
+  for (int n0 = 0; n0 < N; n0 += 32) {
+    const int n = n0 + lane;
+    int64_t start = 0, L = 0;
+    if (n < N) {
+      start = cu[n];
+      L = cu[n + 1] - start;
+      if (L < 0) L = 0;
+    }
+    const int64_t c = (L + C - 1) / C;
+    int64_t incl = c;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    const int64_t first = base + incl - c;
+    const unsigned hit = __ballot_sync(0xffffffffu, n < N && chunk >= first && chunk < first + c);
+    if (hit != 0) {
+      const int src = __ffs(hit) - 1;
+      const int64_t f = __shfl_sync(0xffffffffu, first, src);
+      const int64_t s = __shfl_sync(0xffffffffu, start, src);
+      const int64_t l = __shfl_sync(0xffffffffu, L, src);
+      t0 = s + (chunk - f) * C;
+      len = static_cast<int>(l - (chunk - f) * C < C ? l - (chunk - f) * C : C);
+      return true;
+    }
+    base += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  return false;
+}
+
+// The whole warp: the number of chunks of sequences 0 .. n-1.
+__device__ int64_t chunks_before(const int64_t* cu, int n) {
+  const int lane = threadIdx.x & 31;
+  int64_t sum = 0;
+  for (int m = lane; m < n; m += 32) {
+    int64_t L = cu[m + 1] - cu[m];
+    if (L < 0) L = 0;
+    sum += (L + C - 1) / C;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  return sum;
+}
+
+// ---- wy_prepare: per (chunk, value head) -----------------------------------------------------------
+
+constexpr size_t kPrepSmem = 2 * C * LDK * sizeof(bf16) + 2 * C * LDA * sizeof(float) + 2 * C * sizeof(float) +
+                             2 * C * LDC * sizeof(bf16);
+
+// T = (I + A)^-1 for strictly lower A (64 x 64 fp32 in `Am`), into `Tm`: the four 16 x 16 diagonal blocks by
+// forward substitution (a thread per column), then block row by block row T_IJ = -T_II sum_K A_IK T_KJ.
+// Writes the lower triangle and diagonal of Tm only. `Rm` is 3 x 256 floats of scratch.
+__device__ void invert_unit_lower(const float* Am, float* Tm, float* Rm, int tid) {
+  if (tid < 64) {
+    const int base = (tid >> 4) * 16, j = tid & 15;
+    float col[16];
+#pragma unroll
+    for (int t = 0; t < 16; ++t) {
+      float acc = t == j ? 1.0f : 0.0f;
+#pragma unroll
+      for (int s = 0; s < t; ++s) acc -= Am[(base + t) * LDA + base + s] * col[s];
+      col[t] = acc;
+    }
+#pragma unroll
+    for (int t = 0; t < 16; ++t) Tm[(base + t) * LDA + base + j] = col[t];
+  }
+  __syncthreads();
+  const int r = tid >> 4, c = tid & 15;
+  for (int I = 1; I < 4; ++I) {
+    for (int J = 0; J < I; ++J) {
+      float acc = 0.0f;
+      for (int K = J; K < I; ++K)
+#pragma unroll
+        for (int m = 0; m < 16; ++m) acc += Am[(16 * I + r) * LDA + 16 * K + m] * Tm[(16 * K + m) * LDA + 16 * J + c];
+      Rm[J * 256 + r * 16 + c] = acc;
+    }
+    __syncthreads();
+    for (int J = 0; J < I; ++J) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int m = 0; m < 16; ++m) acc -= Tm[(16 * I + r) * LDA + 16 * I + m] * Rm[J * 256 + m * 16 + c];
+      Tm[(16 * I + r) * LDA + 16 * J + c] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(256) wy_prepare(Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* Ks = reinterpret_cast<bf16*>(smem);    // [C][LDK]
+  bf16* Vs = Ks + C * LDK;                     // [C][LDK]
+  float* Am = reinterpret_cast<float*>(Vs + C * LDK);  // [C][LDA]
+  float* Tm = Am + C * LDA;                    // [C][LDA]
+  float* cg = Tm + C * LDA;                    // [C]
+  float* bt = cg + C;                          // [C]
+  bf16* Tw = reinterpret_cast<bf16*>(bt + C);  // [C][LDC]  T diag(beta Gamma)
+  bf16* Tu = Tw + C * LDC;                     // [C][LDC]  T diag(beta)
+  __shared__ int64_t s_t0;
+  __shared__ int s_len;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = blockIdx.y;
+  const int64_t chunk = blockIdx.x;
+  launch_dependents();  // state_scan's blocks may load their initial states meanwhile
+  if (warp == 0) {
+    int64_t t0 = -1;
+    int len = 0;
+    const bool found = locate_chunk(p.cu, p.N, chunk, t0, len);
+    if (lane == 0) s_t0 = found ? t0 : -1, s_len = len;
+  }
+  __syncthreads();
+  if (s_t0 < 0) return;
+  const int64_t t0 = s_t0;
+  const int len = s_len;
+  const int i = h / (p.HV / p.HQ);
+  const int64_t ch = chunk * p.HV + h;
+
+  for (int x = tid; x < C * 16; x += 256) {
+    const int t = x >> 4, c8 = (x & 15) * 8;
+    const bool valid = t < len;
+    const int64_t tt = valid ? t0 + t : 0;
+    cp16(Ks + t * LDK + c8, p.k + (tt * p.HQ + i) * D + c8, valid);
+    cp16(Vs + t * LDK + c8, p.v + (tt * p.HV + h) * D + c8, valid);
+  }
+  cp_commit();
+  if (tid < C) {  // gates and the inclusive cumulative log decay, two warps
+    float lg = 0.0f, beta = 0.0f;
+    if (tid < len) gates(p, t0 + tid, h, lg, beta);
+    float s = lg;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, s, o);
+      if (lane >= o) s += y;
+    }
+    cg[tid] = s;
+    bt[tid] = beta;
+  }
+  cp_wait<0>();
+  __syncthreads();
+  if (tid >= 32 && tid < 64) cg[tid] += cg[31];
+  __syncthreads();
+
+  // A = strictly lower beta_t exp(c_t - c_s) k_t . k_s: warp w rows 16 (w >> 1), columns 32 (w & 1) .. + 32.
+  const int mt = warp >> 1, half = warp & 1, g = lane >> 2, tg = lane & 3;
+  if (32 * half <= 16 * mt + 15) {
+    float acc[4][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t fa[4], fb[4];
+      frag_a(fa, Ks, LDK, 16 * mt, 16 * ks, lane);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        frag_b_nmajor(fb, Ks, LDK, 32 * half + 16 * jj, 16 * ks, lane);
+        mma(acc[2 * jj], fa, fb[0], fb[1]);
+        mma(acc[2 * jj + 1], fa, fb[2], fb[3]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int t = 16 * mt + g + (e >> 1) * 8, s = 32 * half + 8 * j + 2 * tg + (e & 1);
+        Am[t * LDA + s] = s < t ? bt[t] * __expf(cg[t] - cg[s]) * acc[j][e] : 0.0f;
+      }
+  }
+  __syncthreads();
+  invert_unit_lower(Am, Tm, reinterpret_cast<float*>(Tw), tid);  // Tw is free until the inverse is done
+  {  // Tw = T diag(beta Gamma), Tu = T diag(beta): this thread's column s is fixed
+    const int s = tid & 63;
+    const float fu = bt[s], fw = fu * __expf(cg[s]);
+    for (int t = tid >> 6; t < C; t += 4) {
+      const float tv = s <= t ? Tm[t * LDA + s] : 0.0f;
+      Tw[t * LDC + s] = __float2bfloat16_rn(tv * fw);
+      Tu[t * LDC + s] = __float2bfloat16_rn(tv * fu);
+    }
+  }
+  __syncthreads();
+
+  // W = Tw K, U = Tu V (64 x 128): warp w rows 16 (w >> 1), columns 64 (w & 1) .. + 64.
+  float w[8][4] = {}, u[8][4] = {};
+#pragma unroll
+  for (int ks = 0; ks < C / 16; ++ks) {
+    uint32_t fw[4], fu[4], fb[4];
+    frag_a(fw, Tw, LDC, 16 * mt, 16 * ks, lane);
+    frag_a(fu, Tu, LDC, 16 * mt, 16 * ks, lane);
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      frag_b_kmajor(fb, Ks, LDK, 64 * half + 16 * jj, 16 * ks, lane);
+      mma(w[2 * jj], fw, fb[0], fb[1]);
+      mma(w[2 * jj + 1], fw, fb[2], fb[3]);
+      frag_b_kmajor(fb, Vs, LDK, 64 * half + 16 * jj, 16 * ks, lane);
+      mma(u[2 * jj], fu, fb[0], fb[1]);
+      mma(u[2 * jj + 1], fu, fb[2], fb[3]);
+    }
+  }
+  bf16* Wg = p.W + ch * C * LDK;
+  bf16* Ug = p.U + ch * C * D / 16 * LDU;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = 64 * half + 8 * j + 2 * tg, row = 16 * mt + g;
+    bf16* us = Ug + (col / 16) * C * LDU + col % 16;
+    *reinterpret_cast<uint32_t*>(Wg + row * LDK + col) = pack2(w[j][0], w[j][1]);
+    *reinterpret_cast<uint32_t*>(Wg + (row + 8) * LDK + col) = pack2(w[j][2], w[j][3]);
+    *reinterpret_cast<uint32_t*>(us + row * LDU) = pack2(u[j][0], u[j][1]);
+    *reinterpret_cast<uint32_t*>(us + (row + 8) * LDU) = pack2(u[j][2], u[j][3]);
+  }
+  if (tid < C) p.G[ch * C + tid] = cg[tid];
+  if (h % (p.HV / p.HQ) == 0) {  // one value head per q/k head keeps the padded K rows for state_scan
+    uint4* dst = reinterpret_cast<uint4*>(p.Kp + (chunk * p.HQ + i) * C * LDK);
+    for (int x = tid; x < C * LDK / 8; x += 256) dst[x] = reinterpret_cast<const uint4*>(Ks)[x];
+  }
+}
+
+
+// ---- state_scan: per (sequence, value head, 16 value rows), chunk after chunk ---------------------------
+
+struct ScanStage {
+  bf16 w[C * LDK];   // W rows (token-major)
+  bf16 k[C * LDK];   // K rows of the chunk (zero past its end)
+  bf16 u[C * LDU];   // U[t][r0 .. r0 + 15]
+  float g[C];        // cumulative log decay
+};
+constexpr size_t kScanSmem = STAGES * sizeof(ScanStage) + kRowsPerScan * LDK * sizeof(bf16) +
+                             kRowsPerScan * LDC * sizeof(bf16);
+
+// One thread: a chunk's W rows, K rows, U slice and decays into a stage, four bulk copies (the workspace
+// holds them in the stage's layout).
+__device__ __forceinline__ void scan_load(const Params& p, ScanStage& st, uint64_t* bar, int64_t chunk, int h,
+                                          int i, int slice) {
+  const int64_t ch = chunk * p.HV + h;
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the stage's earlier generic reads
+  mbar_expect_tx(bar, sizeof(ScanStage));
+  bulk_copy(st.w, p.W + ch * C * LDK, sizeof(st.w), bar);
+  bulk_copy(st.k, p.Kp + (chunk * p.HQ + i) * C * LDK, sizeof(st.k), bar);
+  bulk_copy(st.u, p.U + (ch * (D / 16) + slice) * C * LDU, sizeof(st.u), bar);
+  bulk_copy(st.g, p.G + ch * C, sizeof(st.g), bar);
+}
+
+__global__ void __launch_bounds__(128) state_scan(Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  ScanStage* stages = reinterpret_cast<ScanStage*>(smem);
+  bf16* Xs = reinterpret_cast<bf16*>(stages + STAGES);  // [16][LDK]  X (bf16), the A operand of X W^T
+  bf16* Ds = Xs + kRowsPerScan * LDK;                   // [16][LDC]  scaled Delta^T, the A operand of D K
+  __shared__ int64_t s_first;
+  __shared__ __align__(8) uint64_t bars[STAGES];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int n = blockIdx.x, h = blockIdx.y, r0 = blockIdx.z * kRowsPerScan;
+  launch_dependents();  // chunk_output's blocks may stage their q and k meanwhile
+  const int i = h / (p.HV / p.HQ);
+  const int64_t start = p.cu[n];
+  const int64_t L = p.cu[n + 1] - start;
+  float* out_rows = p.new_state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0) * D;
+  if (L <= 0) {  // the reference's quirk: an empty sequence's new state is zero
+    for (int x = tid; x < kRowsPerScan * D / 4; x += 128)
+      reinterpret_cast<float4*>(out_rows)[x] = make_float4(0.f, 0.f, 0.f, 0.f);
+    return;
+  }
+  if (warp == 0) {
+    const int64_t f = chunks_before(p.cu, n);
+    if (lane == 0) {
+      s_first = f;
+      for (int b = 0; b < STAGES; ++b) mbar_init(&bars[b], 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+  }
+  // X = S^T rows r0 .. r0 + 15 as mma accumulators: warp w holds key columns 32 w .. 32 w + 31.
+  const float* in_rows = p.state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0) * D;
+  float x[4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int col = 32 * warp + 8 * j + 2 * tg;
+    const float2 lo = *reinterpret_cast<const float2*>(in_rows + g * D + col);
+    const float2 hi = *reinterpret_cast<const float2*>(in_rows + (g + 8) * D + col);
+    x[j][0] = lo.x, x[j][1] = lo.y, x[j][2] = hi.x, x[j][3] = hi.y;
+  }
+  __syncthreads();
+  const int64_t first = s_first;
+  const int nch = static_cast<int>((L + C - 1) / C);
+  wait_for_previous();  // wy_prepare's W, U and decays are complete and visible from here
+  if (tid == 0)
+#pragma unroll
+    for (int c = 0; c < STAGES - 1; ++c)
+      if (c < nch) scan_load(p, stages[c], &bars[c], first + c, h, i, blockIdx.z);
+  for (int c = 0; c < nch; ++c) {
+    const int64_t ch = (first + c) * p.HV + h;
+    // The chunk's starting state: bf16 into shared (this block's A operand) and the workspace (chunk_output).
+    bf16* Xg = p.X + ch * D * D + static_cast<int64_t>(r0) * D;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int col = 32 * warp + 8 * j + 2 * tg;
+      const uint32_t lo = pack2(x[j][0], x[j][1]), hi = pack2(x[j][2], x[j][3]);
+      *reinterpret_cast<uint32_t*>(Xs + g * LDK + col) = lo;
+      *reinterpret_cast<uint32_t*>(Xs + (g + 8) * LDK + col) = hi;
+      *reinterpret_cast<uint32_t*>(Xg + g * D + col) = lo;
+      *reinterpret_cast<uint32_t*>(Xg + (g + 8) * D + col) = hi;
+    }
+    mbar_wait(&bars[c % STAGES], (c / STAGES) & 1);
+    __syncthreads();
+    if (tid == 0) {
+      const int cn = c + STAGES - 1;  // into the stage every warp finished with in chunk c - 1
+      if (cn < nch) scan_load(p, stages[cn % STAGES], &bars[cn % STAGES], first + cn, h, i, blockIdx.z);
+    }
+    const ScanStage& st = stages[c % STAGES];
+    // Delta^T (16 x 64) = U^T - X W^T; warp w: tokens 16 w .. 16 w + 15.
+    float d[2][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t fa[4], fb[4];
+      frag_a(fa, Xs, LDK, 0, 16 * ks, lane);
+      frag_b_nmajor(fb, st.w, LDK, 16 * warp, 16 * ks, lane);
+      mma(d[0], fa, fb[0], fb[1]);
+      mma(d[1], fa, fb[2], fb[3]);
+    }
+    const float cC = st.g[C - 1];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int tok = 16 * warp + 8 * jj + 2 * tg;
+      float f[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) f[e] = __expf(cC - st.g[tok + e]);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        d[jj][e] = (__bfloat162float(st.u[(tok + e) * LDU + g]) - d[jj][e]) * f[e];
+        d[jj][2 + e] = (__bfloat162float(st.u[(tok + e) * LDU + g + 8]) - d[jj][2 + e]) * f[e];
+      }
+      *reinterpret_cast<uint32_t*>(Ds + g * LDC + tok) = pack2(d[jj][0], d[jj][1]);
+      *reinterpret_cast<uint32_t*>(Ds + (g + 8) * LDC + tok) = pack2(d[jj][2], d[jj][3]);
+    }
+    __syncthreads();
+    // X <- Gamma_C X + Delta^T K; warp w: key columns 32 w .. 32 w + 31.
+    const float gC = __expf(cC);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[j][e] *= gC;
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      uint32_t fa[4], fb[4];
+      frag_a(fa, Ds, LDC, 0, 16 * ks, lane);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        frag_b_kmajor(fb, st.k, LDK, 32 * warp + 16 * jj, 16 * ks, lane);
+        mma(x[2 * jj], fa, fb[0], fb[1]);
+        mma(x[2 * jj + 1], fa, fb[2], fb[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int col = 32 * warp + 8 * j + 2 * tg;
+    *reinterpret_cast<float2*>(out_rows + g * D + col) = make_float2(x[j][0], x[j][1]);
+    *reinterpret_cast<float2*>(out_rows + (g + 8) * D + col) = make_float2(x[j][2], x[j][3]);
+  }
+}
+
+// ---- chunk_output: per (chunk, value head) -----------------------------------------------------------
+
+constexpr size_t kOutSmem = 3 * C * LDK * sizeof(bf16) + D * LDK * sizeof(bf16) + C * LDC * sizeof(bf16) +
+                            C * sizeof(float);
+
+__global__ void __launch_bounds__(256) chunk_output(Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem);  // [C][LDK]
+  bf16* Ks = Qs + C * LDK;                   // [C][LDK]; Delta (bf16, [token][value]) once Q K^T is done
+  bf16* Ws = Ks + C * LDK;                   // [C][LDK]
+  bf16* Xs = Ws + C * LDK;                   // [D][LDK]  the chunk's starting state, row = value channel
+  bf16* Ms = Xs + D * LDK;                   // [C][LDC]  scale exp(c_t - c_s) q_t . k_s for s <= t
+  float* Gs = reinterpret_cast<float*>(Ms + C * LDC);
+  __shared__ int64_t s_t0;
+  __shared__ int s_len;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int h = blockIdx.y;
+  const int64_t chunk = blockIdx.x;
+  if (warp == 0) {
+    int64_t t0 = -1;
+    int len = 0;
+    const bool found = locate_chunk(p.cu, p.N, chunk, t0, len);
+    if (lane == 0) s_t0 = found ? t0 : -1, s_len = len;
+  }
+  __syncthreads();
+  if (s_t0 < 0) return;
+  const int64_t t0 = s_t0;
+  const int len = s_len;
+  const int i = h / (p.HV / p.HQ);
+  const int64_t ch = chunk * p.HV + h;
+  const bf16* Wg = p.W + ch * C * LDK;
+  const bf16* Xg = p.X + ch * D * D;
+  for (int x = tid; x < C * 16; x += 256) {
+    const int t = x >> 4, c8 = (x & 15) * 8;
+    const bool valid = t < len;
+    const int64_t tt = valid ? t0 + t : 0;
+    cp16(Qs + t * LDK + c8, p.q + (tt * p.HQ + i) * D + c8, valid);
+    cp16(Ks + t * LDK + c8, p.k + (tt * p.HQ + i) * D + c8, valid);
+  }
+  cp_commit();
+  wait_for_previous();  // state_scan's chunk states (and so wy_prepare's W, U, decays) are complete
+  for (int x = tid; x < C * 16; x += 256) cp16(Ws + (x >> 4) * LDK + (x & 15) * 8, Wg + (x >> 4) * LDK + (x & 15) * 8, true);
+  for (int x = tid; x < D * 16; x += 256) cp16(Xs + (x >> 4) * LDK + (x & 15) * 8, Xg + (x >> 4) * D + (x & 15) * 8, true);
+  if (tid < C / 4) cp16(Gs + tid * 4, p.G + ch * C + tid * 4, true);
+  cp_commit();
+  cp_wait<0>();
+  __syncthreads();
+
+  const int mt = warp >> 1, half = warp & 1;
+  const int row = 16 * mt + g;  // this thread's token rows: row, row + 8
+  // Q K^T for columns 32 half .. + 32 (tokens s), masked and decayed.
+  float qk[4][4] = {};
+  const bool any = 32 * half <= 16 * mt + 15;
+  if (any) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t fa[4], fb[4];
+      frag_a(fa, Qs, LDK, 16 * mt, 16 * ks, lane);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        frag_b_nmajor(fb, Ks, LDK, 32 * half + 16 * jj, 16 * ks, lane);
+        mma(qk[2 * jj], fa, fb[0], fb[1]);
+        mma(qk[2 * jj + 1], fa, fb[2], fb[3]);
+      }
+    }
+  }
+  // Delta = U - W X^T and P = Q X^T, both [token][value], value columns 64 half .. + 64.
+  float dl[8][4] = {}, o[8][4] = {};
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t fw[4], fq[4], fb[4];
+    frag_a(fw, Ws, LDK, 16 * mt, 16 * ks, lane);
+    frag_a(fq, Qs, LDK, 16 * mt, 16 * ks, lane);
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      frag_b_nmajor(fb, Xs, LDK, 64 * half + 16 * jj, 16 * ks, lane);
+      mma(dl[2 * jj], fw, fb[0], fb[1]);
+      mma(dl[2 * jj + 1], fw, fb[2], fb[3]);
+      mma(o[2 * jj], fq, fb[0], fb[1]);
+      mma(o[2 * jj + 1], fq, fb[2], fb[3]);
+    }
+  }
+  __syncthreads();  // every warp is done with Ks: Delta goes there
+  const bf16* Ug = p.U + ch * C * D / 16 * LDU;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = 64 * half + 8 * j + 2 * tg;
+    const bf16* us = Ug + (col / 16) * C * LDU + col % 16;
+    const float2 u0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(us + row * LDU));
+    const float2 u1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(us + (row + 8) * LDU));
+    *reinterpret_cast<uint32_t*>(Ks + row * LDK + col) = pack2(u0.x - dl[j][0], u0.y - dl[j][1]);
+    *reinterpret_cast<uint32_t*>(Ks + (row + 8) * LDK + col) = pack2(u1.x - dl[j][2], u1.y - dl[j][3]);
+  }
+  const float c_lo = Gs[row], c_hi = Gs[row + 8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int s = 32 * half + 8 * j + 2 * tg;
+    float m[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int t = row + (e >> 1) * 8, ss = s + (e & 1);
+      m[e] = ss <= t ? p.scale * __expf((e >> 1 ? c_hi : c_lo) - Gs[ss]) * qk[j][e] : 0.0f;
+    }
+    *reinterpret_cast<uint32_t*>(Ms + row * LDC + s) = pack2(m[0], m[1]);
+    *reinterpret_cast<uint32_t*>(Ms + (row + 8) * LDC + s) = pack2(m[2], m[3]);
+  }
+  __syncthreads();
+  // O = scale exp(c_t) P + M Delta.
+  const float f_lo = p.scale * __expf(c_lo), f_hi = p.scale * __expf(c_hi);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) o[j][0] *= f_lo, o[j][1] *= f_lo, o[j][2] *= f_hi, o[j][3] *= f_hi;
+#pragma unroll
+  for (int ks = 0; ks < C / 16; ++ks) {
+    uint32_t fa[4], fb[4];
+    frag_a(fa, Ms, LDC, 16 * mt, 16 * ks, lane);
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      frag_b_kmajor(fb, Ks, LDK, 64 * half + 16 * jj, 16 * ks, lane);
+      mma(o[2 * jj], fa, fb[0], fb[1]);
+      mma(o[2 * jj + 1], fa, fb[2], fb[3]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = 64 * half + 8 * j + 2 * tg;
+    if (row < len) *reinterpret_cast<uint32_t*>(p.output + ((t0 + row) * p.HV + h) * D + col) = pack2(o[j][0], o[j][1]);
+    if (row + 8 < len)
+      *reinterpret_cast<uint32_t*>(p.output + ((t0 + row + 8) * p.HV + h) * D + col) = pack2(o[j][2], o[j][3]);
+  }
+}
+
+// ---- short_scan: the exact recurrence, for short inputs ------------------------------------------------
+
+constexpr int kTile = 32;  // tokens staged per round trip
+
+__global__ void __launch_bounds__(128) short_scan(Params p) {
+  __shared__ __align__(16) bf16 qs[kTile][D];
+  __shared__ __align__(16) bf16 ks[kTile][D];
+  __shared__ float vs[kTile][kRowsPerScan];
+  __shared__ float gs[kTile], bs[kTile];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n = blockIdx.x, h = blockIdx.y, r0 = blockIdx.z * kRowsPerScan;
+  const int rr = warp * 4 + (lane >> 3), seg = (lane & 7) * 16;  // this lane: row r0 + rr, keys seg .. seg + 15
+  const int i = h / (p.HV / p.HQ);
+  const int64_t start = p.cu[n];
+  const int64_t L = p.cu[n + 1] - start;
+  float* out_row = p.new_state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0 + rr) * D + seg;
+  float x[16];
+  if (L <= 0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) reinterpret_cast<float4*>(out_row)[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    return;
+  }
+  const float* in_row = p.state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0 + rr) * D + seg;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float4 f = reinterpret_cast<const float4*>(in_row)[j];
+    x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+  }
+  for (int64_t base = 0; base < L; base += kTile) {
+    const int len = static_cast<int>(L - base < kTile ? L - base : kTile);
+    __syncthreads();
+    for (int e = tid; e < len * 16; e += 128) {
+      const int t = e >> 4, c8 = (e & 15) * 8;
+      const int64_t tt = start + base + t;
+      *reinterpret_cast<uint4*>(&qs[t][c8]) = *reinterpret_cast<const uint4*>(p.q + (tt * p.HQ + i) * D + c8);
+      *reinterpret_cast<uint4*>(&ks[t][c8]) = *reinterpret_cast<const uint4*>(p.k + (tt * p.HQ + i) * D + c8);
+    }
+    for (int e = tid; e < len * kRowsPerScan; e += 128) {
+      const int t = e / kRowsPerScan, r = e % kRowsPerScan;
+      vs[t][r] = __bfloat162float(p.v[((start + base + t) * p.HV + h) * D + r0 + r]);
+    }
+    if (tid < len) {
+      float lg, beta;
+      gates(p, start + base + tid, h, lg, beta);
+      gs[tid] = __expf(lg);
+      bs[tid] = beta;
+    }
+    __syncthreads();
+    for (int t = 0; t < len; ++t) {
+      float kk[16], qq[16];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 kr = *reinterpret_cast<const uint4*>(&ks[t][seg + 8 * j]);
+        const uint4 qr = *reinterpret_cast<const uint4*>(&qs[t][seg + 8 * j]);
+        const uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, qw[4] = {qr.x, qr.y, qr.z, qr.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 kf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&kw[e]));
+          const float2 qf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qw[e]));
+          kk[8 * j + 2 * e] = kf.x, kk[8 * j + 2 * e + 1] = kf.y;
+          qq[8 * j + 2 * e] = qf.x, qq[8 * j + 2 * e + 1] = qf.y;
+        }
+      }
+      const float gt = gs[t], bt = bs[t];
+      float part[4] = {};
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        x[e] *= gt;
+        part[e & 3] += kk[e] * x[e];
+      }
+      float u = (part[0] + part[1]) + (part[2] + part[3]);
+      u += __shfl_xor_sync(0xffffffffu, u, 1);
+      u += __shfl_xor_sync(0xffffffffu, u, 2);
+      u += __shfl_xor_sync(0xffffffffu, u, 4);
+      const float delta = bt * (vs[t][rr] - u);
+      float op[4] = {};
+#pragma unroll
+      for (int e = 0; e < 16; ++e) {
+        x[e] += delta * kk[e];
+        op[e & 3] += qq[e] * x[e];
+      }
+      float o = (op[0] + op[1]) + (op[2] + op[3]);
+      o += __shfl_xor_sync(0xffffffffu, o, 1);
+      o += __shfl_xor_sync(0xffffffffu, o, 2);
+      o += __shfl_xor_sync(0xffffffffu, o, 4);
+      if ((lane & 7) == 0) p.output[((start + base + t) * p.HV + h) * D + r0 + rr] = __float2bfloat16_rn(p.scale * o);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    reinterpret_cast<float4*>(out_row)[j] = make_float4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+}
+
+// ---- the workspace and the entry point --------------------------------------------------------------------
+
+struct Workspace {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+Workspace g_ws;
+
+bool reserve(size_t bytes) {
+  if (bytes <= g_ws.bytes) return true;
+  if (g_ws.base != nullptr) cudaFree(g_ws.base);
+  g_ws = {};
+  if (cudaMalloc(&g_ws.base, bytes) != cudaSuccess) return false;
+  g_ws.bytes = bytes;
+  return true;
+}
+
+bool configured = false;
+
+cudaError_t configure() {
+  if (configured) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(wy_prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kPrepSmem));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(state_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kScanSmem));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(chunk_output, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kOutSmem));
+  configured = e == cudaSuccess;
+  return e;
+}
+
+// A launch that may begin while the previous kernel on the stream runs (programmatic dependent launch):
+// the kernel waits for it (griddepcontrol.wait) before reading what it wrote.
+cudaError_t launch_after(void (*kernel)(Params), dim3 grid, int threads, size_t smem, cudaStream_t s, const Params& p) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+bool use_short(int64_t T) {
+  if (PATH == 1) return true;
+  if (PATH == 2) return false;
+  return T <= SHORT_T;
+}
+
+}  // namespace
+
+extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs,
+                   void* stream) {
+  if (num_inputs != 10 || num_outputs != 2) return 1;
+  const DLTensor &q = inputs[0], &k = inputs[1], &v = inputs[2], &state = inputs[3], &A_log = inputs[4],
+                 &a = inputs[5], &dt_bias = inputs[6], &b = inputs[7], &cu = inputs[8], &scale_t = inputs[9];
+  DLTensor &output = outputs[0], &new_state = outputs[1];
+  if (!is(q, kDLBfloat, 16, 3) || !is(k, kDLBfloat, 16, 3) || !is(v, kDLBfloat, 16, 3) ||
+      !is(state, kDLFloat, 32, 4) || !is(A_log, kDLFloat, 32, 1) || !is(a, kDLBfloat, 16, 2) ||
+      !is(dt_bias, kDLFloat, 32, 1) || !is(b, kDLBfloat, 16, 2) || !is(cu, kDLInt, 64, 1) ||
+      !is(output, kDLBfloat, 16, 3) || !is(new_state, kDLFloat, 32, 4) || !is(scale_t, kDLFloat, 32, 0))
+    return 2;
+  const int64_t T = q.shape[0], N = cu.shape[0] - 1;
+  const int HQ = static_cast<int>(q.shape[1]), HV = static_cast<int>(v.shape[1]);
+  if (N < 0 || N > (1 << 30) || HQ <= 0 || HV % HQ != 0 || q.shape[2] != D || k.shape[2] != D || v.shape[2] != D ||
+      state.shape[0] != N || state.shape[2] != D || state.shape[3] != D)
+    return 3;
+  Params p{ptr<bf16>(q), ptr<bf16>(k), ptr<bf16>(v), ptr<float>(state), ptr<float>(A_log), ptr<bf16>(a),
+           ptr<float>(dt_bias), ptr<bf16>(b), ptr<int64_t>(cu), *ptr<float>(scale_t),  // a host scalar
+           ptr<bf16>(output), ptr<float>(new_state), static_cast<int>(N), HQ, HV,
+           nullptr, nullptr, nullptr, nullptr, nullptr};
+  if (p.scale == 0.0f) p.scale = 0.08838834764831843f;  // 1 / sqrt(128)
+  const auto misaligned = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 != 0; };
+  if (misaligned(p.q) || misaligned(p.k) || misaligned(p.v) || misaligned(p.state) || misaligned(p.new_state) ||
+      misaligned(p.output))
+    return 4;
+  if (N == 0) return 0;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const dim3 rows(static_cast<unsigned>(N), static_cast<unsigned>(HV), D / kRowsPerScan);
+  if (use_short(T)) {
+    short_scan<<<rows, 128, 0, s>>>(p);
+    return cudaGetLastError() == cudaSuccess ? 0 : 5;
+  }
+  if (configure() != cudaSuccess) return 5;
+  // At most T / C + N chunks: every sequence has ceil(len / C) <= len / C + 1.
+  const int64_t chunks = T / C + N;
+  const int64_t per = static_cast<int64_t>(HV) * chunks;
+  const size_t w_elems = static_cast<size_t>(per) * C * LDK, u_elems = static_cast<size_t>(per) * D / 16 * C * LDU,
+               k_elems = static_cast<size_t>(chunks) * HQ * C * LDK, x_elems = static_cast<size_t>(per) * D * D;
+  const size_t bytes = (w_elems + u_elems + k_elems + x_elems) * sizeof(bf16) + static_cast<size_t>(per) * C * sizeof(float);
+  if (!reserve(bytes)) return 6;
+  p.W = static_cast<bf16*>(g_ws.base);  // every part a multiple of 16 bytes
+  p.U = p.W + w_elems;
+  p.Kp = p.U + u_elems;
+  p.X = p.Kp + k_elems;
+  p.G = reinterpret_cast<float*>(p.X + x_elems);
+  const dim3 per_chunk(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
+  wy_prepare<<<per_chunk, 256, kPrepSmem, s>>>(p);
+  if (cudaGetLastError() != cudaSuccess) return 5;
+  if (launch_after(state_scan, rows, 128, kScanSmem, s, p) != cudaSuccess) return 5;
+  if (launch_after(chunk_output, per_chunk, 256, kOutSmem, s, p) != cudaSuccess) return 5;
+  return 0;
+}
