@@ -324,7 +324,9 @@ std::vector<CommandSpec> task_commands() {
       .description =
           "Each PATH is a FlashInfer-Bench dataset directory (definitions/**/*.json, workloads/**/*.jsonl, "
           "solutions/**/*.json, traces/**/*.jsonl, blob/), a kda task pack, a solution directory, or a single "
-          "file (kind detected from its location and content). Every problem is listed on stderr as "
+          "file (kind detected from its location and content). A solution or workload file is checked against "
+          "the pack or dataset (with definitions/) it sits in, else against the packs and datasets named in the "
+          "same call (kda task validate tasks/contest/P solutions/P/NAME). Every problem is listed on stderr as "
           "file:line: /json/pointer: message (line only for JSONL). Safetensors inputs must exist relative to the "
           "dataset root / pack and hold the tensor key with the exact shape and dtype. Exit 0 when everything is "
           "valid, 2 otherwise. A solution that is valid FlashInfer-Bench but that kda eval cannot evaluate (its "

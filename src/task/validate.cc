@@ -153,7 +153,9 @@ Context context_of(const stdfs::path& file) {
       ctx.known = !ctx.definitions.empty();
       return ctx;
     }
-    if (has_dataset_dirs(dir)) {
+    // Only a dataset with definitions is a context: a repository with a solutions/ folder of its own (kda's
+    // solutions/<pack>/<name>/) is not one, and would make every solution's definition unknown.
+    if (std::error_code dec; has_dataset_dirs(dir) && stdfs::is_directory(dir / "definitions", dec)) {
       for (const auto& p : files_under(dir / "definitions", ".json"))
         if (auto def = load_definition(p, quiet)) ctx.definitions.emplace(def->name, std::move(*def));
       ctx.root = dir;
@@ -242,8 +244,38 @@ nlohmann::json ValidationReport::to_json() const {
   return {{"valid", valid()}, {"problems", list(problems)}, {"warnings", list(warnings)}, {"counts", counts.to_json()}};
 }
 
+namespace {
+
+// The definitions of the task packs and datasets named among `paths`: the context of a solution or workload
+// file given beside them that sits in no pack or dataset of its own (loaded quietly, as context_of).
+Context context_of_arguments(const std::vector<stdfs::path>& paths) {
+  Context ctx;
+  for (const auto& path : paths) {
+    Diagnostics quiet;
+    const PathKind kind = detect_path_kind(path);
+    if (kind == PathKind::kTaskPack) {
+      if (auto def = load_definition(path / "definition.json", quiet))
+        ctx.definitions.emplace(def->name, std::move(*def));
+    } else if (kind == PathKind::kDataset) {
+      for (const auto& p : files_under(path / "definitions", ".json"))
+        if (auto def = load_definition(p, quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+    }
+  }
+  ctx.known = !ctx.definitions.empty();
+  return ctx;
+}
+
+// context_of(path), or the arguments' packs and datasets where the path has no context of its own.
+Context context_for(const stdfs::path& path, const Context& arguments) {
+  Context ctx = context_of(path);
+  return ctx.known ? ctx : arguments;
+}
+
+}  // namespace
+
 ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const ValidationOptions& options) {
   ValidationReport report;
+  const Context arguments = context_of_arguments(paths);
   for (const auto& path : paths) {
     std::error_code ec;
     if (!stdfs::exists(path, ec)) {
@@ -259,7 +291,7 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const Val
         auto s = load_solution(path, report.problems);
         if (!s) break;
         ++report.counts.solutions;
-        check_solution_context(*s, file, context_of(path), report);
+        check_solution_context(*s, file, context_for(path, arguments), report);
         for (const auto& name : unlisted_option_files(*s, path))
           report.warnings.add(file, 0, "/sources", unlisted_option_warning(name));
         break;
@@ -268,11 +300,11 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const Val
         if (load_definition(path, report.problems)) ++report.counts.definitions;
         break;
       case PathKind::kWorkloads:
-        check_lines(load_trace_lines(path, report.problems, /*workloads_only=*/true), file, context_of(path),
-                    !options.schema_only, report);
+        check_lines(load_trace_lines(path, report.problems, /*workloads_only=*/true), file,
+                    context_for(path, arguments), !options.schema_only, report);
         break;
       case PathKind::kTraces:
-        check_lines(load_trace_lines(path, report.problems), file, context_of(path), false, report);
+        check_lines(load_trace_lines(path, report.problems), file, context_for(path, arguments), false, report);
         break;
       case PathKind::kSettings:
         if (load_settings(path, report.problems)) ++report.counts.settings;

@@ -10,6 +10,8 @@
 #include <functional>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "task/definition.h"
 #include "task/expression.h"
 #include "task/settings.h"
@@ -240,6 +242,50 @@ TEST(Validate, SingleFilesUseTheirDatasetOrPack) {
   EXPECT_EQ(ok.counts.blobs, 2);  // checked against the dataset root and the pack directory
   ValidationReport bad = validate_paths({kFixtures / "bad_dataset/workloads/gemm_n64_k32.jsonl"});
   EXPECT_TRUE(names(bad.problems, "gemm_n64_k32.jsonl", "/workload/inputs/X", 1));
+}
+
+// A solution kept beside its pack rather than in it (kda's solutions/<pack>/<name>/): a repository with a
+// solutions/ folder is no dataset, so alone it is checked without a definition; with its pack named in the same
+// call its definition is checked against the pack's.
+TEST(Validate, ASolutionBesideItsPackUsesThePackNamedWithIt) {
+  const stdfs::path root = stdfs::temp_directory_path() / ("kda-validate-beside-" + std::to_string(getpid()));
+  stdfs::remove_all(root);
+  stdfs::create_directories(root / "solutions/vector_add/mine");
+  stdfs::copy(kFixtures / "pack_vector_add/reference", root / "solutions/vector_add/mine");
+  const stdfs::path sol = root / "solutions/vector_add/mine", pack = kFixtures / "pack_vector_add";
+  ValidationReport alone = validate_paths({sol});
+  EXPECT_TRUE(alone.valid()) << all_problems(alone.problems);
+  ValidationReport beside = validate_paths({pack, sol});
+  EXPECT_TRUE(beside.valid()) << all_problems(beside.problems);
+  auto json = fs::read_file(sol / "solution.json");
+  ASSERT_TRUE(json.ok());
+  auto j = nlohmann::json::parse(*json);
+  j["definition"] = "not_this_pack";
+  ASSERT_TRUE(fs::write_file_atomic(sol / "solution.json", j.dump()).ok());
+  ValidationReport wrong = validate_paths({pack, sol});
+  EXPECT_TRUE(names(wrong.problems, "mine", "/definition"));
+  stdfs::remove_all(root);
+}
+
+// Every solution kda ships (solutions/<pack>/<name>/) against its contest or CUDA pack.
+TEST(Validate, KdasOwnSolutionsMatchTheirPacks) {
+  const stdfs::path repo = KDA_SOURCE_DIR;
+  int checked = 0;
+  for (const auto& pack_dir : stdfs::directory_iterator(repo / "solutions")) {
+    if (!pack_dir.is_directory()) continue;
+    stdfs::path pack;
+    for (const char* family : {"tasks/contest", "tasks/cuda", "tasks/host"})
+      if (stdfs::exists(repo / family / pack_dir.path().filename())) pack = repo / family / pack_dir.path().filename();
+    ASSERT_FALSE(pack.empty()) << "no task pack named " << pack_dir.path().filename() << " for " << pack_dir.path();
+    for (const auto& sol : stdfs::directory_iterator(pack_dir.path())) {
+      if (!sol.is_directory()) continue;
+      ValidationReport r = validate_paths({pack, sol.path()});
+      EXPECT_TRUE(r.valid()) << sol.path() << all_problems(r.problems);
+      EXPECT_EQ(r.counts.packs, 1);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 2);  // GDN decode and prefill at least
 }
 
 // ---- fuzz -------------------------------------------------------------------------------------------------

@@ -486,15 +486,20 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
     }
     const ScanStage& st = stages[c % STAGES];
     // Delta^T (16 x 64) = U^T - X W^T; warp w: tokens 16 w .. 16 w + 15.
-    float d[2][4] = {};
+    float d[2][4] = {}, d_odd[2][4] = {};  // even and odd k-steps: two chains of 4, not one of 8
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Xs, LDK, 0, 16 * ks, lane);
       frag_b_nmajor(fb, st.w, LDK, 16 * warp, 16 * ks, lane);
-      mma(d[0], fa, fb[0], fb[1]);
-      mma(d[1], fa, fb[2], fb[3]);
+      float(&acc)[2][4] = ks & 1 ? d_odd : d;
+      mma(acc[0], fa, fb[0], fb[1]);
+      mma(acc[1], fa, fb[2], fb[3]);
     }
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[jj][e] += d_odd[jj][e];
     const float cC = st.g[C - 1];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -517,17 +522,23 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[j][e] *= gC;
+    float hi[4][4] = {};  // k-steps 0-1 into x, 2-3 into hi: two chains of 2
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Ds, LDC, 0, 16 * ks, lane);
+      float(&acc)[4][4] = ks < 2 ? x : hi;
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         frag_b_kmajor(fb, st.k, LDK, 32 * warp + 16 * jj, 16 * ks, lane);
-        mma(x[2 * jj], fa, fb[0], fb[1]);
-        mma(x[2 * jj + 1], fa, fb[2], fb[3]);
+        mma(acc[2 * jj], fa, fb[0], fb[1]);
+        mma(acc[2 * jj + 1], fa, fb[2], fb[3]);
       }
     }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[j][e] += hi[j][e];
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -672,29 +683,31 @@ __global__ void __launch_bounds__(256) chunk_output(Params p) {
 
 constexpr int kTile = 32;  // tokens staged per round trip
 
+// A lane's 16 key columns: the float4s (lane & 7) + 8 m, m = 0..3, so that the 8 lanes of a row read 128
+// contiguous bytes of q and k (no bank conflicts) and of the state rows.
 __global__ void __launch_bounds__(128) short_scan(Params p) {
-  __shared__ __align__(16) bf16 qs[kTile][D];
-  __shared__ __align__(16) bf16 ks[kTile][D];
+  __shared__ __align__(16) float qs[kTile][D];  // fp32: converted once when staged, not per row and token
+  __shared__ __align__(16) float ks[kTile][D];
   __shared__ float vs[kTile][kRowsPerScan];
   __shared__ float gs[kTile], bs[kTile];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n = blockIdx.x, h = blockIdx.y, r0 = blockIdx.z * kRowsPerScan;
-  const int rr = warp * 4 + (lane >> 3), seg = (lane & 7) * 16;  // this lane: row r0 + rr, keys seg .. seg + 15
+  const int rr = warp * 4 + (lane >> 3), c0 = lane & 7;  // this lane: row r0 + rr, float4s c0 + 8 m
   const int i = h / (p.HV / p.HQ);
   const int64_t start = p.cu[n];
   const int64_t L = p.cu[n + 1] - start;
-  float* out_row = p.new_state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0 + rr) * D + seg;
+  float4* out_row = reinterpret_cast<float4*>(p.new_state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0 + rr) * D);
   float x[16];
   if (L <= 0) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) reinterpret_cast<float4*>(out_row)[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int m = 0; m < 4; ++m) out_row[c0 + 8 * m] = make_float4(0.f, 0.f, 0.f, 0.f);
     return;
   }
-  const float* in_row = p.state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0 + rr) * D + seg;
+  const float4* in_row = reinterpret_cast<const float4*>(p.state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0 + rr) * D);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float4 f = reinterpret_cast<const float4*>(in_row)[j];
-    x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z, x[4 * j + 3] = f.w;
+  for (int m = 0; m < 4; ++m) {
+    const float4 f = in_row[c0 + 8 * m];
+    x[4 * m] = f.x, x[4 * m + 1] = f.y, x[4 * m + 2] = f.z, x[4 * m + 3] = f.w;
   }
   for (int64_t base = 0; base < L; base += kTile) {
     const int len = static_cast<int>(L - base < kTile ? L - base : kTile);
@@ -702,8 +715,15 @@ __global__ void __launch_bounds__(128) short_scan(Params p) {
     for (int e = tid; e < len * 16; e += 128) {
       const int t = e >> 4, c8 = (e & 15) * 8;
       const int64_t tt = start + base + t;
-      *reinterpret_cast<uint4*>(&qs[t][c8]) = *reinterpret_cast<const uint4*>(p.q + (tt * p.HQ + i) * D + c8);
-      *reinterpret_cast<uint4*>(&ks[t][c8]) = *reinterpret_cast<const uint4*>(p.k + (tt * p.HQ + i) * D + c8);
+      const uint4 qr = *reinterpret_cast<const uint4*>(p.q + (tt * p.HQ + i) * D + c8);
+      const uint4 kr = *reinterpret_cast<const uint4*>(p.k + (tt * p.HQ + i) * D + c8);
+      const auto f2 = [](uint32_t w) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w)); };
+      const float2 q0 = f2(qr.x), q1 = f2(qr.y), q2 = f2(qr.z), q3 = f2(qr.w);
+      const float2 k0 = f2(kr.x), k1 = f2(kr.y), k2 = f2(kr.z), k3 = f2(kr.w);
+      float4* qd = reinterpret_cast<float4*>(&qs[t][c8]);
+      float4* kd = reinterpret_cast<float4*>(&ks[t][c8]);
+      qd[0] = make_float4(q0.x, q0.y, q1.x, q1.y), qd[1] = make_float4(q2.x, q2.y, q3.x, q3.y);
+      kd[0] = make_float4(k0.x, k0.y, k1.x, k1.y), kd[1] = make_float4(k2.x, k2.y, k3.x, k3.y);
     }
     for (int e = tid; e < len * kRowsPerScan; e += 128) {
       const int t = e / kRowsPerScan, r = e % kRowsPerScan;
@@ -716,22 +736,18 @@ __global__ void __launch_bounds__(128) short_scan(Params p) {
       bs[tid] = beta;
     }
     __syncthreads();
+    // Unrolled by two: one token's output reduction overlaps the next token's update.
+#pragma unroll 2
     for (int t = 0; t < len; ++t) {
       float kk[16], qq[16];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint4 kr = *reinterpret_cast<const uint4*>(&ks[t][seg + 8 * j]);
-        const uint4 qr = *reinterpret_cast<const uint4*>(&qs[t][seg + 8 * j]);
-        const uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, qw[4] = {qr.x, qr.y, qr.z, qr.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 kf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&kw[e]));
-          const float2 qf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qw[e]));
-          kk[8 * j + 2 * e] = kf.x, kk[8 * j + 2 * e + 1] = kf.y;
-          qq[8 * j + 2 * e] = qf.x, qq[8 * j + 2 * e + 1] = qf.y;
-        }
+      for (int m = 0; m < 4; ++m) {
+        const float4 kf = reinterpret_cast<const float4*>(ks[t])[c0 + 8 * m];
+        const float4 qf = reinterpret_cast<const float4*>(qs[t])[c0 + 8 * m];
+        kk[4 * m] = kf.x, kk[4 * m + 1] = kf.y, kk[4 * m + 2] = kf.z, kk[4 * m + 3] = kf.w;
+        qq[4 * m] = qf.x, qq[4 * m + 1] = qf.y, qq[4 * m + 2] = qf.z, qq[4 * m + 3] = qf.w;
       }
-      const float gt = gs[t], bt = bs[t];
+      const float gt = gs[t], bt = bs[t], vt = vs[t][rr];
       float part[4] = {};
 #pragma unroll
       for (int e = 0; e < 16; ++e) {
@@ -742,7 +758,7 @@ __global__ void __launch_bounds__(128) short_scan(Params p) {
       u += __shfl_xor_sync(0xffffffffu, u, 1);
       u += __shfl_xor_sync(0xffffffffu, u, 2);
       u += __shfl_xor_sync(0xffffffffu, u, 4);
-      const float delta = bt * (vs[t][rr] - u);
+      const float delta = bt * (vt - u);
       float op[4] = {};
 #pragma unroll
       for (int e = 0; e < 16; ++e) {
@@ -753,12 +769,12 @@ __global__ void __launch_bounds__(128) short_scan(Params p) {
       o += __shfl_xor_sync(0xffffffffu, o, 1);
       o += __shfl_xor_sync(0xffffffffu, o, 2);
       o += __shfl_xor_sync(0xffffffffu, o, 4);
-      if ((lane & 7) == 0) p.output[((start + base + t) * p.HV + h) * D + r0 + rr] = __float2bfloat16_rn(p.scale * o);
+      if (c0 == 0) p.output[((start + base + t) * p.HV + h) * D + r0 + rr] = __float2bfloat16_rn(p.scale * o);
     }
   }
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
-    reinterpret_cast<float4*>(out_row)[j] = make_float4(x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]);
+  for (int m = 0; m < 4; ++m)
+    out_row[c0 + 8 * m] = make_float4(x[4 * m], x[4 * m + 1], x[4 * m + 2], x[4 * m + 3]);
 }
 
 // ---- the workspace and the entry point --------------------------------------------------------------------
