@@ -10,6 +10,7 @@
 #include "ncu/analyze.h"
 #include "ncu/load.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::loop {
 
@@ -43,8 +44,7 @@ std::string bounded_text(const std::string& s, size_t n) {
       nlohmann::json::parse(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)).get<std::string>();
   if (v.size() <= n) return v;
   const size_t total = v.size();
-  size_t cut = n;
-  while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xC0) == 0x80) --cut;
+  const size_t cut = util::utf8_cut(v, n);
   v.resize(cut);
   return v + fmt::format(
                  "\n[truncated: {} of {} characters shown; call ncu_analyze on the report with kernel (a "

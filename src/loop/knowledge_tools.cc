@@ -48,34 +48,8 @@ constexpr const char* kOutsideRoots = "outside the directories open to this tool
 
 // ---- text ---------------------------------------------------------------------------------------
 
-// Length of the longest prefix of `s` of at most `n` bytes that does not end inside a UTF-8 sequence.
-size_t utf8_cut(std::string_view s, size_t n) {
-  if (n >= s.size()) return s.size();
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
-
-// Invalid UTF-8 bytes become '?', so the text always serialises as JSON (nlohmann throws otherwise).
-std::string valid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && len == 2 && c < 0xC2) ok = false;  // overlong
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out.push_back('?');
-      ++i;
-    }
-  }
-  return out;
-}
+using util::utf8_cut;
+using util::valid_utf8;
 
 // At most `n` bytes of `s` (cut at a character boundary), with a note saying what was left out.
 std::string bounded(std::string s, size_t n, std::string_view hint) {

@@ -102,8 +102,8 @@ TEST(RunState, RoundTrips) {
   s.options.writer = "scripted:w.json";
   s.options.reviewer = "scripted:r.json";
   s.options.eval_trials = 1;
-  s.phase = "round";
-  s.step = "verify";
+  s.phase = Phase::kRound;
+  s.step = Step::kVerify;
   s.round = 4;
   s.protected_files["rounds/001/verdict.json"] = "ab";
   s.usage.input_tokens = 7;
@@ -285,6 +285,76 @@ TEST(GitWorkspace, CommitDiffReset) {
   ASSERT_TRUE(empty.ok());
   EXPECT_NE(*empty, *c1);
   std::filesystem::remove_all(*d);
+}
+
+}  // namespace
+}  // namespace kda::loop
+
+namespace kda::loop {
+namespace {
+
+TEST(Phases, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (Phase p : {Phase::kSetup, Phase::kPlan, Phase::kRound, Phase::kFinalize, Phase::kDone, Phase::kStopped})
+    EXPECT_EQ(parse_phase(phase_name(p)), p);
+  for (Step s : {Step::kNone, Step::kMeasure, Step::kDraft, Step::kReview, Step::kWriter, Step::kVerify, Step::kDecide,
+                 Step::kCheck})
+    EXPECT_EQ(parse_step(step_name(s)), s);
+  EXPECT_FALSE(parse_phase("rounds"));
+  EXPECT_EQ(Position::parse("round/verify"), (Position{Phase::kRound, Step::kVerify}));
+  EXPECT_EQ(Position::parse("done/"), (Position{Phase::kDone, Step::kNone}));
+  EXPECT_FALSE(Position::parse("plan/verify"));  // not one of plan's steps
+  EXPECT_FALSE(Position::parse("round"));        // a round position has a step
+  EXPECT_FALSE(Position::parse(""));
+}
+
+TEST(Phases, TheMoveTableIsTheLoop) {
+  const Position writer{Phase::kRound, Step::kWriter}, verify{Phase::kRound, Step::kVerify},
+      review{Phase::kRound, Step::kReview}, decide{Phase::kRound, Step::kDecide}, check{Phase::kFinalize, Step::kCheck},
+      done{Phase::kDone, Step::kNone}, stopped{Phase::kStopped, Step::kNone}, draft{Phase::kPlan, Step::kDraft},
+      plan_review{Phase::kPlan, Step::kReview}, setup{Phase::kSetup, Step::kMeasure};
+  for (auto [from, to] : {std::pair{setup, draft},
+                          {draft, plan_review},
+                          {plan_review, draft},
+                          {plan_review, writer},
+                          {writer, verify},
+                          {verify, review},
+                          {review, decide},
+                          {decide, writer},
+                          {writer, check},
+                          {check, done},
+                          {check, writer},
+                          {verify, stopped},
+                          {stopped, verify},
+                          {stopped, draft}})
+    EXPECT_TRUE(may_move(from, to)) << from.str() << " -> " << to.str();
+  for (auto [from, to] : {std::pair{writer, review},
+                          {verify, decide},
+                          {draft, writer},
+                          {decide, done},
+                          {done, writer},
+                          {done, stopped},
+                          {stopped, stopped},
+                          {stopped, done},
+                          {setup, writer}})
+    EXPECT_FALSE(may_move(from, to)) << from.str() << " -> " << to.str();
+}
+
+TEST(Phases, RunStateMovesOnlyAlongTheTable) {
+  RunState s;
+  s.phase = Phase::kRound;
+  s.step = Step::kWriter;
+  EXPECT_TRUE(s.move_to(Phase::kRound, Step::kVerify).ok());
+  const Status skip = s.move_to(Phase::kRound, Step::kDecide);  // the review cannot be skipped
+  EXPECT_FALSE(skip.ok());
+  EXPECT_NE(skip.message().find("round/verify to round/decide"), std::string::npos) << skip.message();
+  EXPECT_EQ(s.at(), (Position{Phase::kRound, Step::kVerify}));  // unchanged by the refused move
+  nlohmann::json j = s.to_json();
+  EXPECT_EQ(j["phase"], "round");
+  EXPECT_EQ(j["step"], "verify");
+  j["step"] = "vrify";
+  auto bad = RunState::from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown phase/step 'round/vrify'"), std::string::npos);
 }
 
 }  // namespace

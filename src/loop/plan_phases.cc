@@ -32,8 +32,7 @@ Status Runner::setup_measure() {
   KDA_ASSIGN_OR_RETURN(state_.protected_files["ledger.json"], save_json(dir_ / "ledger.json", ledger_.to_json()));
   KDA_RETURN_IF_ERROR(protect("rounds/000/eval.json"));
   set_incumbent_score(r.score_geomean, r.geomean_ci);
-  state_.phase = "plan";
-  state_.step = "draft";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kPlan, Step::kDraft));
   state_.plan_draft = 1;
   KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "baseline measured"}, {"geomean", r.score_geomean}}));
   return save_state();
@@ -66,7 +65,7 @@ Status Runner::plan_draft() {
     state_.complaints.push_back(fmt::format("plan draft {}: the writer gave no plan", k));
   }
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "plan" / fmt::format("draft_{}.md", k), text));
-  state_.step = "review";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kPlan, Step::kReview));
   return save_state();
 }
 
@@ -91,7 +90,7 @@ Status Runner::plan_review() {
       log("verdict", "reviewer", {{"plan_review", k}, {"approve", v.approve}, {"well_formed", v.well_formed}}));
   if (v.approve || k >= state_.options.plan_reviews) return freeze_plan();
   state_.plan_draft = k + 1;
-  state_.step = "draft";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kPlan, Step::kDraft));
   return save_state();
 }
 
@@ -126,8 +125,7 @@ Status Runner::freeze_plan() {
                            {"draft", k},
                            {"plan_digest", state_.plan_digest},
                            {"plan_json_sha256", sha256_hex(plan.dump(2) + "\n")}}));
-  state_.phase = "round";
-  state_.step = "writer";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kWriter));
   state_.round = 1;
   return save_state();
 }

@@ -70,7 +70,7 @@ Status Runner::round_writer() {
                            {"round", state_.round},
                            {"candidate_commit", state_.candidate_commit},
                            {"finished", tools_->finished().has_value()}}));
-  state_.step = "verify";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kVerify));
   return save_state();
 }
 
@@ -127,7 +127,7 @@ Status Runner::round_review() {
     state_.complaints.push_back(fmt::format("round {}: {}", state_.round, v.complaint));
     KDA_RETURN_IF_ERROR(log("complaint", "kda", {{"round", state_.round}, {"what", v.complaint}}));
   }
-  state_.step = "decide";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kDecide));
   return save_state();
 }
 
@@ -191,7 +191,7 @@ Status Runner::round_decide() {
                             e.detail.substr(0, 300), e.review));
   }
   state_.round += 1;
-  state_.step = "writer";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kWriter));
   state_.candidate_commit.clear();
   if (state_.stalls >= 3) return stop("three stalled rounds in a row");
   if (decision == "STOP") return stop("the reviewer decided STOP");
@@ -206,8 +206,7 @@ Status Runner::round_decide() {
         return stop("the reviewer asked for COMPLETE and no rounds are left: " + *futile);
       return save_state();
     }
-    state_.phase = "finalize";
-    state_.step = "check";
+    KDA_RETURN_IF_ERROR(state_.move_to(Phase::kFinalize, Step::kCheck));
   }
   return save_state();
 }

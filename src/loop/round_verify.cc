@@ -115,7 +115,7 @@ Status Runner::round_verify() {
   for (const auto& c : claims)
     if (c["status"] == "false")
       KDA_RETURN_IF_ERROR(log("false_claim", "verifier", {{"round", state_.round}, {"claim", c}}));
-  state_.step = "review";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kReview));
   return save_state();
 }
 

@@ -136,8 +136,8 @@ Status Runner::create(const LoopOptions& options) {
 
   state_.options = options;
   state_.options.task = stdfs::absolute(options.task);
-  state_.phase = "setup";
-  state_.step = "measure";
+  state_.phase = Phase::kSetup;  // where a new run starts (not a move)
+  state_.step = Step::kMeasure;
   state_.task_digest = m.digest();
   state_.baseline_commit = commit;
   state_.incumbent_commit = commit;
@@ -174,7 +174,7 @@ Status Runner::open_existing() {
   const stdfs::path log_path = dir_ / "audit.jsonl";
   std::string altered;
   json evidence = json::object();
-  if (state_.phase != "done" && state_.phase != "stopped") {
+  if (!is_terminal(state_.phase)) {
     auto v = audit::verify(log_path, state_.audit_head);
     if (!v.ok() && v.status().kind() != ErrorKind::kNotFound) return v.status();
     if (!v.ok())
@@ -193,8 +193,11 @@ Status Runner::open_existing() {
     }
   }
   KDA_RETURN_IF_ERROR(load_runtime());
-  KDA_RETURN_IF_ERROR(log(
-      "state", "kda", {{"event", "resumed"}, {"phase", state_.phase}, {"step", state_.step}, {"round", state_.round}}));
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "resumed"},
+                           {"phase", phase_name(state_.phase)},
+                           {"step", step_name(state_.step)},
+                           {"round", state_.round}}));
   if (!altered.empty()) {
     evidence["what"] = "audit log";
     evidence["problems"] = altered;
@@ -258,11 +261,12 @@ void Runner::status_line(const std::string& what) {
       elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const int64_t tokens = state_.usage.input_tokens + state_.usage.output_tokens;
   const int max_rounds = state_.options.max_rounds;
-  std::string where =
-      state_.phase == "round"
-          ? (state_.round > max_rounds ? fmt::format("rounds {}/{} done", max_rounds, max_rounds)
-                                       : fmt::format("round {}/{} {}", state_.round, max_rounds, state_.step))
-          : state_.phase + (state_.step.empty() ? "" : " " + state_.step);
+  std::string where = state_.phase == Phase::kRound
+                          ? (state_.round > max_rounds
+                                 ? fmt::format("rounds {}/{} done", max_rounds, max_rounds)
+                                 : fmt::format("round {}/{} {}", state_.round, max_rounds, step_name(state_.step)))
+                          : std::string(phase_name(state_.phase)) +
+                                (state_.step == Step::kNone ? "" : " " + std::string(step_name(state_.step)));
   env_.status(fmt::format("kda run: {} | {} | incumbent {} {:.3f}x | tokens {} ${:.2f} | eval {:.1f} min | {:.0f}s",
                           where, what, state_.incumbent_id, state_.incumbent_speedup, human_tokens(tokens),
                           state_.usage.cost_usd, state_.eval_s / 60.0, elapsed));
@@ -488,8 +492,7 @@ Status Runner::finalize() {
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(dir_ / "final" / "check.json", check.dump(2)));
   if (met) {
     KDA_RETURN_IF_ERROR(export_final(r));
-    state_.phase = "done";
-    state_.step = "";
+    KDA_RETURN_IF_ERROR(state_.move_to(Phase::kDone, Step::kNone));
     state_.stop_reason.clear();
     KDA_RETURN_IF_ERROR(
         log("state", "kda", {{"event", "done"}, {"incumbent", state_.incumbent_id}, {"geomean", r.score_geomean}}));
@@ -503,8 +506,7 @@ Status Runner::finalize() {
   state_.finalize_attempts += 1;
   state_.note = "the reviewer asked for COMPLETE but the completion check failed: " + why;
   state_.complaints.push_back("completion check failed: " + why);
-  state_.phase = "round";
-  state_.step = "writer";
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kWriter));
   if (state_.round > state_.options.max_rounds) return stop("completion check failed and no rounds are left: " + why);
   return save_state();
 }
@@ -548,9 +550,8 @@ Status Runner::export_final(const std::optional<eval::EvalReport>& final_report)
 }
 
 Status Runner::stop(const std::string& reason) {
-  state_.stopped_from = state_.phase + "/" + state_.step;
-  state_.phase = "stopped";
-  state_.step = "";
+  state_.stopped_from = state_.at().str();
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kStopped, Step::kNone));
   state_.stop_reason = reason;
   KDA_RETURN_IF_ERROR(
       log("state", "kda", {{"event", "stopped"}, {"reason", reason}, {"incumbent", state_.incumbent_id}}));
@@ -562,14 +563,15 @@ Status Runner::stop(const std::string& reason) {
 
 Status Runner::extend(const BudgetChange& b) {
   if (!b.any()) return {};
-  if (state_.phase == "done")
+  if (state_.phase == Phase::kDone)
     return Status::bad_input("--resume " + dir_.string() +
                              ": the run is done (its acceptance criteria were met on all "
                              "workloads); new budgets do not reopen it: start a new run with --start " +
                              (dir_ / "final").string());
   const bool budget_stop = state_.stop_reason.starts_with("budget:") || state_.stop_reason.starts_with("max rounds") ||
                            state_.stop_reason.starts_with("completion check failed and no rounds are left");
-  if (state_.phase == "stopped" && (!budget_stop || state_.stopped_from.empty()))
+  const auto stopped_at = Position::parse(state_.stopped_from);
+  if (state_.phase == Phase::kStopped && (!budget_stop || !stopped_at))
     return Status::bad_input("--resume " + dir_.string() + ": the run stopped for \"" + state_.stop_reason +
                              "\", which new budgets do not change");
   LoopOptions& o = state_.options;
@@ -584,14 +586,12 @@ Status Runner::extend(const BudgetChange& b) {
   change("hours", o.hours, b.hours);
   change("budget_usd", o.budget_usd, b.budget_usd);
   change("gpu_minutes", o.gpu_minutes, b.gpu_minutes);
-  json event = {{"event", "budgets_changed"}, {"changes", changes}, {"phase", state_.phase}};
-  if (state_.phase == "stopped") {
+  json event = {{"event", "budgets_changed"}, {"changes", changes}, {"phase", phase_name(state_.phase)}};
+  if (state_.phase == Phase::kStopped) {
     // Back where it stopped; drive() checks the budgets again before any new work.
-    const auto slash = state_.stopped_from.find('/');
     event["reopened_at"] = state_.stopped_from;
     event["was_stopped_for"] = state_.stop_reason;
-    state_.phase = state_.stopped_from.substr(0, slash);
-    state_.step = slash == std::string::npos ? "" : state_.stopped_from.substr(slash + 1);
+    KDA_RETURN_IF_ERROR(state_.move_to(stopped_at->phase, stopped_at->step));
     state_.stop_reason.clear();
     state_.stopped_from.clear();
   }
@@ -602,23 +602,49 @@ Status Runner::extend(const BudgetChange& b) {
 RunOutcome Runner::outcome() const {
   RunOutcome o;
   o.run_dir = dir_;
-  o.phase = state_.phase;
+  o.phase = phase_name(state_.phase);
   o.stop_reason = state_.stop_reason;
   o.incumbent = state_.incumbent_id;
   o.incumbent_speedup = state_.incumbent_speedup;
-  o.rounds = state_.phase == "plan" || state_.phase == "setup" ? 0 : state_.round - 1;
-  o.criteria_met = state_.phase == "done";
+  o.rounds = state_.phase == Phase::kPlan || state_.phase == Phase::kSetup ? 0 : state_.round - 1;
+  o.criteria_met = state_.phase == Phase::kDone;
   o.round_rows = rounds_json();
   return o;
 }
 
+// One step of the loop, by where the run is (state.json's phase and step, checked when it was read).
+Status Runner::run_step(Phase phase, Step step) {
+  switch (phase) {
+    case Phase::kSetup: return setup_measure();
+    case Phase::kPlan: return step == Step::kReview ? plan_review() : plan_draft();
+    case Phase::kRound:
+      switch (step) {
+        case Step::kWriter:
+          if (state_.round > state_.options.max_rounds)
+            return stop(fmt::format("max rounds ({}) reached", state_.options.max_rounds));
+          return round_writer();
+        case Step::kVerify: return round_verify();
+        case Step::kReview: return round_review();
+        case Step::kDecide: return round_decide();
+        default: break;
+      }
+      break;
+    case Phase::kFinalize: return finalize();
+    case Phase::kDone:
+    case Phase::kStopped: return {};
+  }
+  return Status::internal("loop: no step at " + Position{phase, step}.str());
+}
+
 Result<RunOutcome> Runner::drive() {
   while (true) {
-    const std::string phase = state_.phase, step = state_.step;
-    if (phase == "done" || phase == "stopped") return outcome();
+    const Phase phase = state_.phase;
+    const Step step = state_.step;
+    if (is_terminal(phase)) return outcome();
     // Budgets are checked where new work would start (a session or the completion check), never
     // in the middle of a round, so a round that was paid for is still verified and decided.
-    const bool starts_work = phase == "plan" || phase == "finalize" || (phase == "round" && step == "writer");
+    const bool starts_work =
+        phase == Phase::kPlan || phase == Phase::kFinalize || (phase == Phase::kRound && step == Step::kWriter);
     if (starts_work) {
       if (auto b = budget_exceeded()) {
         KDA_RETURN_IF_ERROR(log("budget", "kda", {{"exceeded", *b}}));
@@ -627,29 +653,7 @@ Result<RunOutcome> Runner::drive() {
       }
     }
     status_line("start");
-    if (phase == "setup") {
-      KDA_RETURN_IF_ERROR(setup_measure());
-    } else if (phase == "plan") {
-      KDA_RETURN_IF_ERROR(step == "review" ? plan_review() : plan_draft());
-    } else if (phase == "round") {
-      if (step == "writer" && state_.round > state_.options.max_rounds) {
-        KDA_RETURN_IF_ERROR(stop(fmt::format("max rounds ({}) reached", state_.options.max_rounds)));
-      } else if (step == "writer") {
-        KDA_RETURN_IF_ERROR(round_writer());
-      } else if (step == "verify") {
-        KDA_RETURN_IF_ERROR(round_verify());
-      } else if (step == "review") {
-        KDA_RETURN_IF_ERROR(round_review());
-      } else if (step == "decide") {
-        KDA_RETURN_IF_ERROR(round_decide());
-      } else {
-        return Status::internal("state.json: unknown round step '" + step + "'");
-      }
-    } else if (phase == "finalize") {
-      KDA_RETURN_IF_ERROR(finalize());
-    } else {
-      return Status::internal("state.json: unknown phase '" + phase + "'");
-    }
+    KDA_RETURN_IF_ERROR(run_step(phase, step));
   }
 }
 

@@ -100,7 +100,7 @@ TEST_F(RunLoopTest, AnAlteredAuditLogStopsTheResumedRun) {
     auto text = fs::read_file(log);
     ASSERT_TRUE(text.ok());
     EXPECT_NE(text->find("\"violation\""), std::string::npos);
-    EXPECT_EQ(load_state(run_ / "state.json")->phase, "stopped");
+    EXPECT_EQ(load_state(run_ / "state.json")->phase, Phase::kStopped);
     // New budgets do not reopen a run stopped for an integrity violation.
     auto again = resume_run(run_, env(), BudgetChange{.max_rounds = 9});
     ASSERT_FALSE(again.ok());

@@ -97,8 +97,8 @@ Result<LoopOptions> LoopOptions::from_json(const nlohmann::json& j) {
 nlohmann::json RunState::to_json() const {
   return {{"version", version},
           {"options", options.to_json()},
-          {"phase", phase},
-          {"step", step},
+          {"phase", phase_name(phase)},
+          {"step", step_name(step)},
           {"plan_draft", plan_draft},
           {"round", round},
           {"candidate_commit", candidate_commit},
@@ -124,14 +124,25 @@ nlohmann::json RunState::to_json() const {
           {"audit_records", audit_records}};
 }
 
+Status RunState::move_to(Phase p, Step s) {
+  const Position to{p, s};
+  if (!may_move(at(), to)) return Status::internal("loop: no move from " + at().str() + " to " + to.str());
+  phase = p;
+  step = s;
+  return {};
+}
+
 Result<RunState> RunState::from_json(const nlohmann::json& j) {
   RunState s;
   try {
     s.version = j.at("version").get<int>();
     if (s.version != 1) return Status::bad_input("state.json: unsupported version " + std::to_string(s.version));
     KDA_ASSIGN_OR_RETURN(s.options, LoopOptions::from_json(j.at("options")));
-    s.phase = j.at("phase").get<std::string>();
-    s.step = j.at("step").get<std::string>();
+    const std::string phase = j.at("phase").get<std::string>(), step = j.at("step").get<std::string>();
+    const auto at = Position::parse(phase + "/" + step);
+    if (!at) return Status::bad_input("state.json: unknown phase/step '" + phase + "/" + step + "'");
+    s.phase = at->phase;
+    s.step = at->step;
     s.plan_draft = j.at("plan_draft").get<int>();
     s.round = j.at("round").get<int>();
     s.candidate_commit = j.at("candidate_commit").get<std::string>();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/backend.h"
+#include "loop/phases.h"
 #include "util/status.h"
 
 namespace kda::loop {
@@ -54,10 +55,9 @@ struct LoopOptions {
 struct RunState {
   int version = 1;
   LoopOptions options;
-  // "plan" -> "round" <-> "finalize" -> "done" | "stopped".
-  std::string phase = "plan";
-  // plan: "draft" | "review"; round: "writer" | "verify" | "review" | "decide".
-  std::string step = "draft";
+  // Where the run is (loop/phases.h has the moves); state.json keeps the names.
+  Phase phase = Phase::kPlan;
+  Step step = Step::kDraft;
   int plan_draft = 1;
   int round = 1;
   std::string candidate_commit;  // the writer's commit of the current round (set after "writer")
@@ -77,6 +77,9 @@ struct RunState {
   std::string note;  // carried into the next round contract (e.g. why COMPLETE failed)
   std::string stop_reason;
   std::string stopped_from;  // "<phase>/<step>" the run stopped in (where new budgets resume it)
+  Position at() const { return {phase, step}; }
+  // The move to (p, s), refused (internal error naming both) where loop/phases.h does not list it.
+  Status move_to(Phase p, Step s);
   std::vector<std::string> complaints;
   std::string audit_head;  // audit log head when this state was written
   uint64_t audit_records = 0;

@@ -71,6 +71,7 @@ class Runner {
   Status open_existing();
   Status extend(const BudgetChange& budgets);
   Result<RunOutcome> drive();
+  Status run_step(Phase phase, Step step);  // the step drive() is at, by loop/phases.h
 
  private:
   // --- phases

@@ -83,25 +83,25 @@ Result<MonitorSnapshot> monitor_snapshot(const std::filesystem::path& run_dir, i
   const json rounds = loop::round_table(run_dir, st.round, ledger);
   const auto& o = st.options;
   MonitorSnapshot s;
-  s.phase = st.phase;
-  s.step = st.step;
-  s.finished = st.phase == "done" || st.phase == "stopped";
+  s.phase = loop::phase_name(st.phase);
+  s.step = loop::step_name(st.step);
+  s.finished = loop::is_terminal(st.phase);
 
   std::vector<std::string> lines;
   lines.push_back(fmt::format("kda monitor  {}", run_dir.string()));
-  std::string where = st.phase;
-  if (st.phase == "round")
+  std::string where = s.phase;
+  if (st.phase == loop::Phase::kRound)
     where = st.round > o.max_rounds ? fmt::format("round -, all {} rounds used", o.max_rounds)
-                                    : fmt::format("round {} of {}, step {}", st.round, o.max_rounds, st.step);
-  else if (!st.step.empty())
-    where += ", step " + st.step;
+                                    : fmt::format("round {} of {}, step {}", st.round, o.max_rounds, s.step);
+  else if (!s.step.empty())
+    where += ", step " + s.step;
   lines.push_back(fmt::format("phase {}{}", where, st.stop_reason.empty() ? "" : "  (" + st.stop_reason + ")"));
   double target = 1;
   if (auto t = loop::parse_target(o.target); t.ok()) target = t->min_geomean_speedup;
   std::string ci =
       st.incumbent_ci_high > 0 ? fmt::format(" (95 % {:.3f}-{:.3f})", st.incumbent_ci_low, st.incumbent_ci_high) : "";
   lines.push_back(fmt::format("incumbent {}  {:.3f}x vs the baseline{}  target {:g}x{}", st.incumbent_id,
-                              st.incumbent_speedup, ci, target, st.phase == "done" ? "  MET" : ""));
+                              st.incumbent_speedup, ci, target, st.phase == loop::Phase::kDone ? "  MET" : ""));
   const int64_t tokens = st.usage.input_tokens + st.usage.output_tokens;
   const int rounds_used = std::max(0, std::min(st.round, o.max_rounds + 1) - 1);
   auto limit = [](double v, const char* unit) { return v > 0 ? fmt::format("{:g}{}", v, unit) : std::string("none"); };
@@ -138,8 +138,8 @@ Result<MonitorSnapshot> monitor_snapshot(const std::filesystem::path& run_dir, i
   }
   for (auto& l : lines) s.frame += fit(l, width) + "\n";
   s.json = {{"run_dir", run_dir.string()},
-            {"phase", st.phase},
-            {"step", st.step},
+            {"phase", s.phase},
+            {"step", s.step},
             {"round", st.round},
             {"max_rounds", o.max_rounds},
             {"incumbent", st.incumbent_id},

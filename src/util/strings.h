@@ -48,4 +48,34 @@ inline std::vector<std::string> split_list(std::string_view s, char sep = ',') {
   return out;
 }
 
+// Length of the longest prefix of `s` of at most `n` bytes that does not end inside a UTF-8 sequence.
+inline size_t utf8_cut(std::string_view s, size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+// `s` with every byte that does not start a well-formed UTF-8 sequence (truncated, overlong two-byte,
+// stray continuation) replaced by '?', so the text always serialises as JSON (nlohmann throws otherwise).
+inline std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok && len == 2 && c < 0xC2) ok = false;  // overlong
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out.push_back('?');
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace kda::util

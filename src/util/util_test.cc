@@ -43,6 +43,20 @@ TEST(Parallel, RangesCoverEverythingOnceAligned) {
   for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
 }
 
+TEST(Strings, Utf8HelpersKeepWholeCharacters) {
+  const std::string e_acute = "caf\xc3\xa9";  // "café": the last character is two bytes
+  EXPECT_EQ(util::utf8_cut(e_acute, 4), 3u);  // not inside the two-byte sequence
+  EXPECT_EQ(util::utf8_cut(e_acute, 5), 5u);
+  EXPECT_EQ(util::utf8_cut(e_acute, 99), 5u);
+  EXPECT_EQ(util::valid_utf8(e_acute), e_acute);
+  EXPECT_EQ(util::valid_utf8("a\xff"
+                             "b"),
+            "a?b");                                                     // not a lead byte
+  EXPECT_EQ(util::valid_utf8("\xc0\xaf"), "??");                        // overlong two-byte form
+  EXPECT_EQ(util::valid_utf8("ok\xe2\x82"), "ok??");                    // truncated three-byte sequence
+  EXPECT_EQ(util::valid_utf8("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");  // four bytes, kept
+}
+
 TEST(Strings, SplitListTrimsAndDropsEmptyItems) {
   using V = std::vector<std::string>;
   EXPECT_EQ(util::split_list("a,b , c"), (V{"a", "b", "c"}));
