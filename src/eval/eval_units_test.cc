@@ -71,6 +71,20 @@ TEST(Protocol, MessagesRoundTripAndRefuseWrongTypes) {
   auto pr_back = PrepareReply::from_json(pr.to_json());
   ASSERT_TRUE(pr_back.ok());
   EXPECT_EQ(pr_back->digests, pr.digests);
+
+  Hello hello{.pid = 12, .backend = "cuda", .capabilities = {"device_inputs", "reload"}};
+  auto hello_back = Hello::from_json(nlohmann::json::parse(hello.to_json().dump()));
+  ASSERT_TRUE(hello_back.ok());
+  EXPECT_EQ(hello_back->to_json(), hello.to_json());
+  auto bad_hello = Hello::from_json({{"pid", 1}, {"capabilities", "reload"}});  // not a list
+  ASSERT_FALSE(bad_hello.ok());
+  EXPECT_NE(bad_hello.status().message().find("hello: field \"capabilities\""), std::string::npos);
+  EXPECT_TRUE(Hello::from_json({{"pid", 1}, {"backend", "torch-cpu"}})->capabilities.empty());  // the oracle's
+  CollectReply collect{.ok = true, .calls = {{{"seq", 4}, {"cupti_span_ns", 2240}}}};
+  auto collect_back = CollectReply::from_json(collect.to_json());
+  ASSERT_TRUE(collect_back.ok());
+  EXPECT_EQ(collect_back->calls.at(0).at("cupti_span_ns"), 2240);
+  EXPECT_FALSE(CollectReply::from_json({{"ok", true}, {"calls", 3}}).ok());
 }
 
 namespace stdfs = std::filesystem;

@@ -171,4 +171,30 @@ Result<PrepareReply> PrepareReply::from_json(const json& j) {
   return f.done(std::move(r));
 }
 
+json Hello::to_json() const { return {{"pid", pid}, {"backend", backend}, {"capabilities", capabilities}}; }
+
+Result<Hello> Hello::from_json(const json& j) {
+  Hello h;
+  Fields f("hello", j);
+  f.get("pid", h.pid);
+  f.get("backend", h.backend);
+  f.get("capabilities", h.capabilities);
+  return f.done(std::move(h));
+}
+
+json CollectReply::to_json() const {
+  json j{{"ok", ok}, {"calls", calls}};
+  if (!error.empty()) j["error"] = error;
+  return j;
+}
+
+Result<CollectReply> CollectReply::from_json(const json& j) {
+  CollectReply r;
+  Fields f("collect reply", j);
+  f.get("ok", r.ok);
+  f.get("error", r.error);
+  f.get("calls", r.calls);
+  return f.done(std::move(r));
+}
+
 }  // namespace kda::eval

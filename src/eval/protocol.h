@@ -1,6 +1,6 @@
 // The evaluator <-> runner protocol: frames (proc/frame.h) whose payload is one JSON object.
 //
-//   runner -> evaluator  kHello   {"pid", "backend", "device", "capabilities"}
+//   runner -> evaluator  kHello   Hello {"pid", "backend", "capabilities"}
 //   evaluator -> runner  kLoad    LoadRequest {"library", "symbol", "sandbox", "reload_root"}
 //                                  (symbol "__tvm_ffi_<name>": the tvm-ffi packed convention)
 //                                                                -> kReply {"sandbox", "environment"}
@@ -15,7 +15,7 @@
 //                                  -> PrepareReply {"ok", "error", "digests", "elapsed_ns"}
 //   evaluator -> runner  kCollect {}  (runners with the "deferred_records" capability: the CUPTI
 //                                  summaries of the timed calls made with "defer_records")
-//                                                     -> kReply {"calls": [{"seq", "cupti_span_ns", ...}]}
+//                                          -> CollectReply {"ok", "error", "calls": [{"seq", "cupti_span_ns", ...}]}
 //   evaluator -> runner  kQuit    {}
 //   runner -> evaluator  kReply   {"ok", "error", ...}: the reply to each command (above)
 //
@@ -133,6 +133,27 @@ struct PrepareReply {
 
   nlohmann::json to_json() const;
   static Result<PrepareReply> from_json(const nlohmann::json& j);
+};
+
+// kHello: the runner's first frame, before any command.
+struct Hello {
+  int64_t pid = 0;
+  std::string backend;                    // "host", "cuda", "torch-cuda", ...
+  std::vector<std::string> capabilities;  // "device_inputs", "deferred_records", "reload", ...
+
+  nlohmann::json to_json() const;
+  static Result<Hello> from_json(const nlohmann::json& j);
+};
+
+// The reply to kCollect: the CUPTI summaries of the timed calls made with "defer_records", one object
+// per call (its "seq", "cupti_span_ns", "kernels", ...: the runner backend's own record).
+struct CollectReply {
+  bool ok = false;
+  std::string error;
+  std::vector<nlohmann::json> calls;
+
+  nlohmann::json to_json() const;
+  static Result<CollectReply> from_json(const nlohmann::json& j);
 };
 
 }  // namespace kda::eval

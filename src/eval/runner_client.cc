@@ -138,10 +138,13 @@ Status RunnerClient::await_hello() {
     auto info = child_->wait_or_kill(proc::Deadline::after_seconds(1));
     return Status::io(std::string("runner did not start (") + info.describe() + "): " + child_->take_stderr());
   }
-  auto hello_json = nlohmann::json::parse(hello.frame->payload, nullptr, false);
-  if (hello_json.is_object() && hello_json.contains("capabilities") && hello_json["capabilities"].is_array())
-    for (const auto& cap : hello_json["capabilities"])
-      if (cap.is_string()) capabilities_.push_back(cap.get<std::string>());
+  auto said = Hello::from_json(nlohmann::json::parse(hello.frame->payload, nullptr, false));
+  if (!said.ok()) {
+    child_->kill_group();
+    child_->wait_or_kill(proc::Deadline::after_seconds(1));
+    return Status::io("runner's hello: " + said.status().message());
+  }
+  capabilities_ = std::move(said->capabilities);
   dead_ = false;
   return {};
 }

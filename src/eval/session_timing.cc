@@ -449,7 +449,11 @@ std::optional<Failure> Session::collect_records(RunnerClient& runner, std::map<u
   auto o = runner.collect(std::max(30.0, call_timeout()));
   account_call(o);
   if (auto f = classify(o)) return f;
-  for (const auto& c : o.reply.value("calls", json::array())) (*by_seq)[c.value("seq", uint64_t{0})] = c;
+  auto reply = CollectReply::from_json(o.reply);
+  if (!reply.ok())
+    return Failure{Verdict::kRuntimeError, "runtime_error", "kda-runner: " + reply.status().message(), {}};
+  for (const auto& c : reply->calls)
+    if (c.is_object()) (*by_seq)[c.value("seq", uint64_t{0})] = c;
   return std::nullopt;
 }
 

@@ -176,7 +176,12 @@ int serve(kda::runner::Backend& backend) {
           out = backend.prepare(*req).to_json();
           break;
         }
-        case MsgType::kCollect: out = {{"ok", true}, {"calls", backend.collect_records()}}; break;
+        case MsgType::kCollect: {
+          kda::eval::CollectReply reply{.ok = true};
+          for (auto& c : backend.collect_records()) reply.calls.push_back(std::move(c));
+          out = reply.to_json();
+          break;
+        }
         case MsgType::kQuit:
           backend.release_layout();  // before the arena is unmapped
           return 0;
@@ -206,10 +211,10 @@ int main(int argc, char** argv) {
     std::cerr << "kda-runner: backend '" << backend_name << "' is not available in this build\n";
     return 2;
   }
-  std::vector<std::string> caps = backend->capabilities();
-  caps.push_back("reload");  // further libraries from a reload root (screening)
-  json hello{{"pid", ::getpid()}, {"backend", backend_name}, {"capabilities", caps}};
-  if (!kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kHello), hello.dump()).ok())
+  kda::eval::Hello hello{.pid = ::getpid(), .backend = backend_name, .capabilities = backend->capabilities()};
+  hello.capabilities.push_back("reload");  // further libraries from a reload root (screening)
+  if (!kda::proc::write_frame(kda::eval::kRunnerReplyFd, static_cast<uint32_t>(MsgType::kHello), hello.to_json().dump())
+           .ok())
     return 3;
   const int rc = serve(*backend);
   if (clean_exit) return rc;
