@@ -8,6 +8,7 @@
 #include "loop/criteria.h"
 #include "loop/git_workspace.h"
 #include "loop/kda_tools.h"
+#include "loop/round_decision.h"
 #include "loop/run_state.h"
 #include "loop/verdict.h"
 #include "util/fs.h"
@@ -355,6 +356,53 @@ TEST(Phases, RunStateMovesOnlyAlongTheTable) {
   auto bad = RunState::from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown phase/step 'round/vrify'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kda::loop
+
+namespace kda::loop {
+namespace {
+
+TEST(RoundDecision, AcceptsOnlyAVerifiedImprovedAdvancedRound) {
+  const RoundEvidence good{.verified = true, .improvement = true, .decision = "CONTINUE", .progress = "ADVANCED"};
+  EXPECT_TRUE(decide_round(good).accepted);
+  RoundEvidence unverified = good, same = good, stalled = good;
+  unverified.verified = false;
+  same.improvement = false;
+  stalled.progress = "STALLED";
+  for (const RoundEvidence& e : {unverified, same, stalled}) EXPECT_FALSE(decide_round(e).accepted);
+  EXPECT_EQ(decide_round(good).next, RoundDecision::Next::kNextRound);
+}
+
+TEST(RoundDecision, StallsCountAndStopBeforeTheReviewersWord) {
+  RoundEvidence e{.verified = true, .improvement = true, .decision = "COMPLETE", .progress = "STALLED"};
+  e.stalls_before = 1;
+  RoundDecision d = decide_round(e);
+  EXPECT_EQ(d.stalls, 2);
+  EXPECT_EQ(d.next, RoundDecision::Next::kCompletionCheck);
+  e.stalls_before = 2;
+  e.decision = "STOP";
+  d = decide_round(e);
+  EXPECT_EQ(d.next, RoundDecision::Next::kStop);
+  EXPECT_EQ(d.stop_reason, "three stalled rounds in a row");  // the stall rule comes first
+  e.progress = "ADVANCED";
+  d = decide_round(e);
+  EXPECT_EQ(d.stalls, 0);
+  EXPECT_EQ(d.stop_reason, "the reviewer decided STOP");
+}
+
+TEST(RoundDecision, ACompletionCheckThatCannotPassIsNotRun) {
+  const IncumbentScore inc{.id = "c003", .speedup = 1.1, .ci_high = 1.2, .claim_tolerance = 0.25};
+  const nlohmann::json failed_same = {{"met", false}, {"incumbent", "c003"}};
+  EXPECT_FALSE(futile_completion(true, failed_same, inc, 9.0));  // an accepted round is always checked
+  auto same = futile_completion(false, failed_same, inc, 1.0);
+  ASSERT_TRUE(same);
+  EXPECT_NE(same->find("unchanged since the last completion check"), std::string::npos);
+  auto low = futile_completion(false, nullptr, inc, 1.5);  // at most max(1.2, 1.1 * 1.25) = 1.375
+  ASSERT_TRUE(low);
+  EXPECT_NE(low->find("at most 1.375x"), std::string::npos) << *low;
+  EXPECT_FALSE(futile_completion(false, {{"met", false}, {"incumbent", "c002"}}, inc, 1.3));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // One round of the loop (docs/run.md "States"): the writer's session under the round's contract,
 // the reviewer's verdict, and the decision that updates the ledger and the incumbent. Verification
 // of what the writer claims against kda's own evaluation is round_verify.cc.
+#include "loop/round_decision.h"
 #include "loop/runner.h"
 
 namespace kda::loop::detail {
@@ -142,7 +143,12 @@ Status Runner::round_decide() {
   const bool improvement = verify.value("improvement", false);
   const std::string decision = verdict.value("decision", "CONTINUE");
   const std::string progress = verdict.value("progress", "STALLED");
-  const bool accepted = verified && improvement && progress == "ADVANCED";
+  const RoundDecision d = decide_round({.verified = verified,
+                                        .improvement = improvement,
+                                        .decision = decision,
+                                        .progress = progress,
+                                        .stalls_before = state_.stalls});
+  const bool accepted = d.accepted;
 
   Candidate c;
   c.id = candidate_id(state_.round);
@@ -170,7 +176,7 @@ Status Runner::round_decide() {
   }
   ledger_.incumbent = state_.incumbent_id;
   KDA_ASSIGN_OR_RETURN(state_.protected_files["ledger.json"], save_json(dir_ / "ledger.json", ledger_.to_json()));
-  state_.stalls = progress == "ADVANCED" ? 0 : state_.stalls + 1;
+  state_.stalls = d.stalls;
   state_.note.clear();
   KDA_RETURN_IF_ERROR(log("state", "kda",
                           {{"event", "round decided"},
@@ -193,10 +199,14 @@ Status Runner::round_decide() {
   state_.round += 1;
   KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kWriter));
   state_.candidate_commit.clear();
-  if (state_.stalls >= 3) return stop("three stalled rounds in a row");
-  if (decision == "STOP") return stop("the reviewer decided STOP");
-  if (decision == "COMPLETE") {
-    if (auto futile = futile_completion(accepted)) {
+  if (d.next == RoundDecision::Next::kStop) return stop(d.stop_reason);
+  if (d.next == RoundDecision::Next::kCompletionCheck) {
+    const IncumbentScore incumbent{.id = state_.incumbent_id,
+                                   .speedup = state_.incumbent_speedup,
+                                   .ci_high = state_.incumbent_ci_high,
+                                   .claim_tolerance = state_.options.claim_tolerance};
+    const json last_check = json::parse(read_or_empty(dir_ / "final" / "check.json"), nullptr, false);
+    if (auto futile = futile_completion(accepted, last_check, incumbent, criteria_.min_geomean_speedup)) {
       // The round changed nothing the check would measure: say why instead of spending it.
       KDA_RETURN_IF_ERROR(log("state", "kda", {{"event", "completion check skipped"}, {"why", *futile}}));
       state_.note = "the reviewer asked for COMPLETE, but no completion check was run: " + *futile;
@@ -209,25 +219,6 @@ Status Runner::round_decide() {
     KDA_RETURN_IF_ERROR(state_.move_to(Phase::kFinalize, Step::kCheck));
   }
   return save_state();
-}
-
-// Why a completion check after a round that was not accepted could not pass, if it could not: the
-// incumbent is the one the last failed check measured, or its geomean (with its interval, widened
-// by the claim tolerance) is below the target. nullopt: run the check.
-std::optional<std::string> Runner::futile_completion(bool accepted) const {
-  if (accepted) return std::nullopt;
-  const json last = json::parse(read_or_empty(dir_ / "final" / "check.json"), nullptr, false);
-  if (last.is_object() && !last.value("met", false) && last.value("incumbent", "") == state_.incumbent_id)
-    return fmt::format("the incumbent {} is unchanged since the last completion check, which failed",
-                       state_.incumbent_id);
-  const double bound =
-      std::max(state_.incumbent_ci_high, state_.incumbent_speedup * (1 + state_.options.claim_tolerance));
-  if (bound < criteria_.min_geomean_speedup)
-    return fmt::format(
-        "this round was not accepted, and the incumbent {} measured {:.3f}x (at most {:.3f}x within its "
-        "interval and the claim tolerance) against the target {:.3f}x",
-        state_.incumbent_id, state_.incumbent_speedup, bound, criteria_.min_geomean_speedup);
-  return std::nullopt;
 }
 
 }  // namespace kda::loop::detail

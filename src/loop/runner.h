@@ -113,7 +113,6 @@ class Runner {
   Result<std::vector<std::string>> protected_problems();
   Status protect(const std::string& rel);
   Status write_final_solution(const task::Solution& s);
-  std::optional<std::string> futile_completion(bool accepted) const;
   Status export_final(const std::optional<eval::EvalReport>& final_report);
   std::string round_dir_rel() const { return "rounds/" + round_name(state_.round); }
   stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
