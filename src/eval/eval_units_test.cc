@@ -281,6 +281,16 @@ TEST(Stats, QuantilesAndMeans) {
 // samples on either side make the test not apply.
 // The geomean speedup's interval over trials: each trial's geomean is a replicate; identical trials
 // give a zero-width interval, spread trials a Student-t interval centred on the reported geomean.
+TEST(Stats, KernelMediansSayWhereACallsTimeWent) {
+  const nlohmann::json k =
+      kernel_medians({{"state_scan", {0.118, 0.116, 0.117}}, {"wy_prepare", {0.077}}, {"idle", {}}});
+  EXPECT_DOUBLE_EQ(k["state_scan"]["median_ms"].get<double>(), 0.117);
+  EXPECT_EQ(k["state_scan"]["calls"], 3);
+  EXPECT_EQ(k["wy_prepare"]["calls"], 1);
+  EXPECT_FALSE(k.contains("idle"));  // a kernel with no samples is not reported
+  EXPECT_TRUE(kernel_medians({}).is_object());
+}
+
 TEST(Stats, GeomeanSpeedupIntervalOverTrials) {
   EXPECT_DOUBLE_EQ(student_t95(2), 4.303);
   EXPECT_DOUBLE_EQ(student_t95(100), 1.96);

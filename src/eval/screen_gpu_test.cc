@@ -36,6 +36,13 @@ TEST(ScreenerCuda, ReloadsInOneRunnerWithEvaluatesVerdicts) {
   EvalReport naive = screen(kSource / "tasks/cuda/rmsnorm/baselines/naive");
   ASSERT_TRUE(naive.all_passed) << (naive.workloads.empty() ? "" : naive.workloads[0].message);
   EXPECT_GT(naive.workloads[0].latency_ms, 0);
+  // Where the calls' time went, by kernel: the naive baseline's one kernel, in every timed call, its median
+  // within the call's span.
+  const auto& by_kernel = naive.workloads[0].kda["kernel_ms_by_name"];
+  ASSERT_EQ(by_kernel.size(), 1u) << by_kernel.dump();
+  EXPECT_GT(by_kernel.begin()->at("median_ms").get<double>(), 0);
+  EXPECT_LE(by_kernel.begin()->at("median_ms").get<double>(), naive.workloads[0].latency_ms * 1.5);
+  EXPECT_GE(by_kernel.begin()->at("calls").get<int>(), 2);
   ScreenStats s = (*screener)->stats();
   EXPECT_EQ(s.candidate_runner_starts, 1);
   EXPECT_EQ(s.reloads, 1);

@@ -73,6 +73,7 @@ struct Session::TimingTotals {
   std::vector<std::pair<double, double>> pairs;  // CUDA
   std::vector<double> fresh_ms, repeat_ms;       // host
   std::set<std::string> kernels_seen;
+  std::map<std::string, std::vector<double>> kernel_ms_by_name;  // each timed call's time in each kernel
   json cupti = json::array();
 };
 
@@ -105,6 +106,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   wr.speedup = wr.latency_ms > 0 && wr.baseline_ms > 0 ? wr.baseline_ms / wr.latency_ms : 0;
   if (cuda()) {
     wr.kda["kernels"] = std::vector<std::string>(tot.kernels_seen.begin(), tot.kernels_seen.end());
+    wr.kda["kernel_ms_by_name"] = kernel_medians(tot.kernel_ms_by_name);
     wr.kda["cupti_samples"] = tot.cupti;
     if (auto f = attest_kernels(tot.kernels_seen)) return f;
   }
@@ -305,6 +307,9 @@ std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialC
                    GateId::kGpuActivity};
   gates_.ran(GateId::kGpuActivity);
   for (const auto& k : extra.value("kernels", json::array())) tot.kernels_seen.insert(k.get<std::string>());
+  if (const auto it = extra.find("kernel_ns_by_name"); it != extra.end() && it->is_object())
+    for (const auto& [name, ns] : it->items())
+      if (ns.is_number()) tot.kernel_ms_by_name[name].push_back(ns.get<double>() / 1e6);
   if (extra.contains("cpu_ns")) {
     calls.cpu_ms.push_back(static_cast<double>(extra.value("cpu_ns", int64_t{0})) / 1e6);
     calls.kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);

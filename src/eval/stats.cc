@@ -16,6 +16,13 @@ double quantile_sorted(const std::vector<double>& s, double q) {
   return s[lo] + (s[hi] - s[lo]) * frac;
 }
 
+nlohmann::json kernel_medians(const std::map<std::string, std::vector<double>>& ms_by_name) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, ms] : ms_by_name)
+    if (!ms.empty()) out[name] = {{"median_ms", summarize(ms).median}, {"calls", ms.size()}};
+  return out;
+}
+
 SampleStats summarize(std::vector<double> v) {
   SampleStats st;
   st.n = static_cast<int>(v.size());

@@ -1,9 +1,13 @@
 // Summary statistics of latency samples.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace kda::eval {
 
@@ -18,6 +22,10 @@ SampleStats summarize(std::vector<double> samples);
 double quantile_sorted(const std::vector<double>& sorted, double q);
 double geometric_mean(const std::vector<double>& xs);
 double arithmetic_mean(const std::vector<double>& xs);
+
+// Where a call's time went, kernel by kernel: from each timed call's time in each kernel (ms, CUPTI),
+// {name: {"median_ms", "calls"}} (the median over the calls the kernel ran in), in name order.
+nlohmann::json kernel_medians(const std::map<std::string, std::vector<double>>& ms_by_name);
 
 // The two-sided 95 % quantile of Student's t with `df` degrees of freedom (df >= 1; 1.96 beyond 30).
 double student_t95(int df);

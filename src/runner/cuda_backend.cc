@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <map>
 #include <set>
 
 #include <dlpack/dlpack.h>
@@ -435,10 +436,11 @@ class CudaBackend final : public Backend {
                                           : cudaMemcpy(arena_->data() + begin, mirror_ + begin, end - begin, kind);
   }
   // The CUPTI summary of one call's records: span (first start to last end, any stream), kernel time
-  // and names, record and stream counts.
+  // in all and by kernel name, names, record and stream counts.
   static void summarize(const std::vector<Activity>& acts, nlohmann::json& extra) {
     uint64_t lo = UINT64_MAX, hi = 0, kernel_ns = 0;
     std::set<std::string> names;
+    std::map<std::string, int64_t> by_name;
     std::set<uint32_t> streams;
     for (const auto& a : acts) {
       lo = std::min(lo, a.start);
@@ -447,9 +449,11 @@ class CudaBackend final : public Backend {
       if (a.kind == "kernel") {
         names.insert(a.name);
         kernel_ns += a.end - a.start;
+        by_name[a.name] += static_cast<int64_t>(a.end - a.start);
       }
     }
     extra["kernel_ns"] = static_cast<int64_t>(kernel_ns);
+    extra["kernel_ns_by_name"] = by_name;
     extra["cupti_activities"] = acts.size();
     extra["cupti_span_ns"] = acts.empty() ? 0 : static_cast<int64_t>(hi - lo);
     extra["kernels"] = std::vector<std::string>(names.begin(), names.end());
