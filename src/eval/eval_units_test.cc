@@ -289,6 +289,16 @@ TEST(Stats, KernelMediansSayWhereACallsTimeWent) {
   EXPECT_EQ(k["wy_prepare"]["calls"], 1);
   EXPECT_FALSE(k.contains("idle"));  // a kernel with no samples is not reported
   EXPECT_TRUE(kernel_medians({}).is_object());
+  // Names as ptxas records them (this session's GDN kernels), read as a person would.
+  EXPECT_EQ(kernel_label("_ZN36_GLOBAL__N__0cac1a89_9_kernel_cu_run10state_scanENS_6ParamsE"), "state_scan");
+  EXPECT_EQ(kernel_label("_ZN36_GLOBAL__N__22d4b02e_9_kernel_cu_run15gdn_decode_rowsILi4EEEvNS_4ArgsE"),
+            "gdn_decode_rows<4>");
+  EXPECT_EQ(kernel_label("rmsnorm_kernel"), "rmsnorm_kernel");  // extern "C": not mangled
+  const nlohmann::json two = {
+      {"_ZN36_GLOBAL__N__0cac1a89_9_kernel_cu_run10wy_prepareENS_6ParamsE", {{"median_ms", 0.077}}},
+      {"_ZN36_GLOBAL__N__0cac1a89_9_kernel_cu_run10state_scanENS_6ParamsE", {{"median_ms", 0.1162}}}};
+  EXPECT_EQ(kernel_breakdown(two), "state_scan 0.1162, wy_prepare 0.0770 ms");
+  EXPECT_EQ(kernel_breakdown({{"k", {{"median_ms", 1.0}}}}), "");  // one kernel: its time is the latency
 }
 
 TEST(Stats, GeomeanSpeedupIntervalOverTrials) {

@@ -324,10 +324,12 @@ Result<EvalReport> Session::run() {
     WorkloadResult wr = evaluate_workload(*selected[i]);
     // A reference or baseline that fails is the harness's problem, not the candidate's.
     if (harness_error_) return *harness_error_;
+    const std::string kernels = kernel_breakdown(wr.kda.value("kernel_ms_by_name", nlohmann::json::object()));
     progress(fmt::format("[{}/{}] {} {} {}", i + 1, selected.size(), wr.uuid, verdict_name(wr.verdict),
-                         wr.verdict == Verdict::kPassed ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x)",
-                                                                      wr.latency_ms, wr.baseline_ms, wr.speedup)
-                                                        : wr.message));
+                         wr.verdict == Verdict::kPassed
+                             ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x{})", wr.latency_ms, wr.baseline_ms,
+                                           wr.speedup, kernels.empty() ? "" : "; " + kernels)
+                             : wr.message));
     all_passed = all_passed && wr.verdict == Verdict::kPassed;
     if (wr.verdict == Verdict::kPassed && wr.speedup > 0) speedups.push_back(wr.speedup);
     // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,

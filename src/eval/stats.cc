@@ -1,9 +1,14 @@
 #include "eval/stats.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+
+#include <fmt/format.h>
 
 namespace kda::eval {
 
@@ -21,6 +26,45 @@ nlohmann::json kernel_medians(const std::map<std::string, std::vector<double>>& 
   for (const auto& [name, ms] : ms_by_name)
     if (!ms.empty()) out[name] = {{"median_ms", summarize(ms).median}, {"calls", ms.size()}};
   return out;
+}
+
+std::string kernel_label(const std::string& mangled) {
+  int status = 0;
+  char* raw = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  if (status != 0 || raw == nullptr) {
+    std::free(raw);
+    return mangled;
+  }
+  std::string d = raw;
+  std::free(raw);
+  for (size_t at; (at = d.find("(anonymous namespace)::")) != std::string::npos;) d.erase(at, 23);
+  // Cut at the parameter list (the first '(' outside template brackets), then keep what follows the last
+  // "::" or ' ' outside them (namespaces, a return type).
+  int depth = 0;
+  size_t end = d.size(), begin = 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const char c = d[i];
+    if (c == '<') ++depth;
+    if (c == '>') --depth;
+    if (depth != 0) continue;
+    if (c == '(' && i > 0) {
+      end = i;
+      break;
+    }
+    if (c == ' ') begin = i + 1;
+    if (c == ':' && i + 1 < d.size() && d[i + 1] == ':') begin = i + 2;
+  }
+  return begin < end ? d.substr(begin, end - begin) : d;
+}
+
+std::string kernel_breakdown(const nlohmann::json& by_name) {
+  if (!by_name.is_object() || by_name.size() < 2) return "";
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [name, v] : by_name.items()) rows.emplace_back(v.value("median_ms", 0.0), kernel_label(name));
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [ms, label] : rows) out += (out.empty() ? "" : ", ") + label + fmt::format(" {:.4f}", ms);
+  return out + " ms";
 }
 
 SampleStats summarize(std::vector<double> v) {

@@ -27,6 +27,15 @@ double arithmetic_mean(const std::vector<double>& xs);
 // {name: {"median_ms", "calls"}} (the median over the calls the kernel ran in), in name order.
 nlohmann::json kernel_medians(const std::map<std::string, std::vector<double>>& ms_by_name);
 
+// A kernel's name as a person reads it: the demangled function without its namespaces, return type
+// and parameters ("_ZN..._run10state_scanENS_6ParamsE" -> "state_scan", template arguments kept:
+// "gdn_decode_rows<4>"); the name itself where it does not demangle (extern "C" kernels).
+std::string kernel_label(const std::string& mangled);
+
+// kernel_medians' result as one line, the slowest kernel first ("state_scan 0.116, wy_prepare 0.077 ms");
+// empty for fewer than two kernels (one kernel's time is the latency already said).
+std::string kernel_breakdown(const nlohmann::json& by_name);
+
 // The two-sided 95 % quantile of Student's t with `df` degrees of freedom (df >= 1; 1.96 beyond 30).
 double student_t95(int df);
 
