@@ -11,13 +11,13 @@
 
 namespace kda::build {
 
-namespace {
-
 std::string demangle(const std::string& name) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), std::free);
   return status == 0 && out ? std::string(out.get()) : name;
 }
+
+namespace {
 
 // "<N> bytes <what>" anywhere in the line.
 int64_t bytes_of(const std::string& line, const std::string& what) {

@@ -10,6 +10,9 @@
 
 namespace kda::build {
 
+// A C++ symbol as source spells it ("k2(float*)"); the name itself where it is not mangled.
+std::string demangle(const std::string& name);
+
 struct KernelResources {
   std::string name;       // mangled, as ptxas prints it
   std::string demangled;  // readable name (same as name if it is not a C++ mangled name)

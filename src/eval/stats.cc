@@ -1,14 +1,13 @@
 #include "eval/stats.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 
 #include <fmt/format.h>
+
+#include "build/ptxas.h"
 
 namespace kda::eval {
 
@@ -29,14 +28,7 @@ nlohmann::json kernel_medians(const std::map<std::string, std::vector<double>>& 
 }
 
 std::string kernel_label(const std::string& mangled) {
-  int status = 0;
-  char* raw = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
-  if (status != 0 || raw == nullptr) {
-    std::free(raw);
-    return mangled;
-  }
-  std::string d = raw;
-  std::free(raw);
+  std::string d = build::demangle(mangled);
   for (size_t at; (at = d.find("(anonymous namespace)::")) != std::string::npos;) d.erase(at, 23);
   // Cut at the parameter list (the first '(' outside template brackets), then keep what follows the last
   // "::" or ' ' outside them (namespaces, a return type).

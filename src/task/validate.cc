@@ -138,17 +138,27 @@ void validate_pack(const stdfs::path& dir, ValidationReport& report) {
   if (stdfs::exists(dir / "task.toml", ec)) ++report.counts.settings;
 }
 
-// The pack or dataset a single file sits in (its definitions are loaded quietly: their own problems are
-// reported only when they are validated themselves).
+// A pack's definition, or every definition of a dataset, into `ctx`, loaded quietly: their own problems
+// are reported only when they are validated themselves.
+void add_pack_definition(const stdfs::path& pack, Context& ctx) {
+  Diagnostics quiet;
+  if (auto def = load_definition(pack / "definition.json", quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+}
+
+void add_dataset_definitions(const stdfs::path& root, Context& ctx) {
+  Diagnostics quiet;
+  for (const auto& p : files_under(root / "definitions", ".json"))
+    if (auto def = load_definition(p, quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+}
+
+// The pack or dataset a single file sits in.
 Context context_of(const stdfs::path& file) {
   Context ctx;
   std::error_code ec;
   stdfs::path dir = stdfs::absolute(file, ec).parent_path();
   for (int depth = 0; depth < 8 && !dir.empty(); ++depth) {
-    Diagnostics quiet;
     if (is_task_pack(dir)) {
-      if (auto def = load_definition(dir / "definition.json", quiet))
-        ctx.definitions.emplace(def->name, std::move(*def));
+      add_pack_definition(dir, ctx);
       ctx.root = dir;
       ctx.known = !ctx.definitions.empty();
       return ctx;
@@ -156,8 +166,7 @@ Context context_of(const stdfs::path& file) {
     // Only a dataset with definitions is a context: a repository with a solutions/ folder of its own (kda's
     // solutions/<pack>/<name>/) is not one, and would make every solution's definition unknown.
     if (std::error_code dec; has_dataset_dirs(dir) && stdfs::is_directory(dir / "definitions", dec)) {
-      for (const auto& p : files_under(dir / "definitions", ".json"))
-        if (auto def = load_definition(p, quiet)) ctx.definitions.emplace(def->name, std::move(*def));
+      add_dataset_definitions(dir, ctx);
       ctx.root = dir;
       ctx.known = true;
       return ctx;
@@ -247,19 +256,13 @@ nlohmann::json ValidationReport::to_json() const {
 namespace {
 
 // The definitions of the task packs and datasets named among `paths`: the context of a solution or workload
-// file given beside them that sits in no pack or dataset of its own (loaded quietly, as context_of).
+// file given beside them that sits in no pack or dataset of its own.
 Context context_of_arguments(const std::vector<stdfs::path>& paths) {
   Context ctx;
   for (const auto& path : paths) {
-    Diagnostics quiet;
     const PathKind kind = detect_path_kind(path);
-    if (kind == PathKind::kTaskPack) {
-      if (auto def = load_definition(path / "definition.json", quiet))
-        ctx.definitions.emplace(def->name, std::move(*def));
-    } else if (kind == PathKind::kDataset) {
-      for (const auto& p : files_under(path / "definitions", ".json"))
-        if (auto def = load_definition(p, quiet)) ctx.definitions.emplace(def->name, std::move(*def));
-    }
+    if (kind == PathKind::kTaskPack) add_pack_definition(path, ctx);
+    if (kind == PathKind::kDataset) add_dataset_definitions(path, ctx);
   }
   ctx.known = !ctx.definitions.empty();
   return ctx;
