@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Writes the workload files of the contest task packs (tasks/contest/<definition>/).
 
-Deterministic: every value comes from a fixed seed, so re-running this script reproduces the files byte for byte.
-Axis values and counts follow shared/specs/contest-kernels.md §3. Inputs the contest captured from real runs stay
-`{"type": "random"}` here: the pack's structured-input generator (task.toml [inputs] generator, src/contest/)
-synthesises them from each evaluation trial's secret seed (fresh per trial; what a workload pins is a blob). Each kernel family has its own function below;
-`main()` calls them all.
+Deterministic: re-running this script reproduces the files byte for byte.
+workloads.jsonl is the contest's own: one line per row of tasks/contest_axes/<definition>.tsv (the project's copy of
+the contest's published axes; its README names the sources), in the TSV's order, with the contest's uuid and its
+axis and scalar-input values; scalars the TSV does not list are the definition's constants (GDN scale, DSA
+sm_scale). holdout.jsonl is kda's own edge cases (uuid5 of the definition, "holdout" and the index; shapes from a
+fixed seed). Inputs the contest captured from real runs stay `{"type": "random"}` here: the pack's structured-input
+generator (task.toml [inputs] generator, src/contest/) synthesises them from each evaluation trial's secret seed
+(fresh per trial; what a workload pins is a blob). Each kernel family has its own function below; `main()` calls
+them all. scripts/check-contest-workloads.py (ctest contest_workloads) checks the result against the TSVs.
 
 Usage: scripts/gen_contest_workloads.py [--root REPO_ROOT]
 """
 import argparse
+import csv
 import json
 import math
 import pathlib
@@ -21,17 +26,45 @@ UUID_NAMESPACE = uuid.UUID("6f0c1f7e-2d4b-5a39-9c1e-4b64a1d0c5e2")
 
 
 def workload_uuid(definition, split, index):
-    """uuid5 of the definition name, split and index: stable across runs and machines."""
+    """uuid5 of the definition name, split and index: stable across runs and machines (holdout workloads)."""
     return str(uuid.uuid5(UUID_NAMESPACE, f"{definition}/{split}/{index}"))
 
 
-def trace_line(definition, split, index, axes, inputs):
+def line_with_uuid(definition, workload_id, axes, inputs):
     return {
         "definition": definition,
-        "workload": {"uuid": workload_uuid(definition, split, index), "axes": axes, "inputs": inputs},
+        "workload": {"uuid": workload_id, "axes": axes, "inputs": inputs},
         "solution": None,
         "evaluation": None,
     }
+
+
+def trace_line(definition, split, index, axes, inputs):
+    return line_with_uuid(definition, workload_uuid(definition, split, index), axes, inputs)
+
+
+def tsv_value(text):
+    """An integer when the TSV's text is one, else a float (the TSVs hold only numbers besides the uuid)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def read_contest_axes(root, definition):
+    """The rows of tasks/contest_axes/<definition>.tsv in file order: (uuid, {column: number})."""
+    with open(root / "tasks/contest_axes" / f"{definition}.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    return [(r["uuid"], {k: tsv_value(v) for k, v in r.items() if k != "uuid"}) for r in rows]
+
+
+def pick_dev(lines, targets, key):
+    """The first line (file order) whose key(line) is each target, listed in the targets' order."""
+    out = []
+    for target in targets:
+        match = next(l for l in lines if key(l) == target)
+        out.append(match["workload"]["uuid"])
+    return out
 
 
 def write_jsonl(path, lines):
@@ -72,12 +105,9 @@ def gdn_prefill_inputs():
 
 
 def gen_gdn_decode(root):
-    """54 workloads: batch_size 1x10, 4x8, 8x7, 16x7, 32x7, 48x7, 64x8 (spec §3.3)."""
-    counts = [(1, 10), (4, 8), (8, 7), (16, 7), (32, 7), (48, 7), (64, 8)]
-    batches = [b for b, c in counts for _ in range(c)]
-    random.Random(20260301).shuffle(batches)
-    lines = [trace_line(GDN_DECODE, "main", i, {"batch_size": b}, gdn_decode_inputs())
-             for i, b in enumerate(batches)]
+    """The contest's 54 workloads (batch_size 1x10, 4x8, 8x7, 16x7, 32x7, 48x7, 64x8)."""
+    lines = [line_with_uuid(GDN_DECODE, u, {"batch_size": row["batch_size"]}, gdn_decode_inputs())
+             for u, row in read_contest_axes(root, GDN_DECODE)]
     holdout_batches = [2, 3, 12, 40, 80, 128]
     holdout = [trace_line(GDN_DECODE, "holdout", i, {"batch_size": b}, gdn_decode_inputs())
                for i, b in enumerate(holdout_batches)]
@@ -88,34 +118,14 @@ def gen_gdn_decode(root):
 
 
 def gen_gdn_prefill(root):
-    """100 workloads: num_seqs 1x33, 2x28, 3x16, 4x4, 19 others in 5..57 (each at most twice); total_seq_len
-    6..8192 with 16 at 8192 (spec §3.4). The generator splits T into N sequences (one long, the rest short)."""
-    rng = random.Random(20260302)
-    others = [5, 5, 6, 7, 8, 9, 10, 12, 14, 16, 19, 23, 27, 31, 36, 41, 47, 52, 57]
-    seqs = [1] * 33 + [2] * 28 + [3] * 16 + [4] * 4 + others
-    assert len(seqs) == 100
-    # 16 workloads at T = 8192, mostly few sequences (long-context prefill).
-    full = set()
-    for n, count in ((1, 6), (2, 5), (3, 3), (4, 1), (16, 1)):
-        idx = [i for i, s in enumerate(seqs) if s == n and i not in full]
-        full.update(idx[:count])
-    assert len(full) == 16
-    pairs = []
-    first_single = next(i for i, s in enumerate(seqs) if s == 1 and i not in full)
-    for i, n in enumerate(seqs):
-        if i in full:
-            t = 8192
-        elif i == first_single:
-            t = 6  # the contest's smallest total_seq_len
-        else:
-            lo = max(6, 8 * n)
-            t = int(round(math.exp(rng.uniform(math.log(lo), math.log(8191)))))
-            t = min(max(t, lo), 8191)
-        pairs.append((t, n))
-    rng.shuffle(pairs)
-    lines = [trace_line(GDN_PREFILL, "main", i, {"total_seq_len": t, "num_seqs": n, "len_cu_seqlens": n + 1},
-                        gdn_prefill_inputs())
-             for i, (t, n) in enumerate(pairs)]
+    """The contest's 100 workloads: total_seq_len 6..8192, num_seqs 1..57, 16 at T = 8192 with 20..57 sequences.
+    The per-sequence lengths are not public: the generator draws them (one long sequence in batches of <= 4,
+    log-normal lengths in larger ones; README)."""
+    lines = [line_with_uuid(GDN_PREFILL, u,
+                            {"total_seq_len": row["total_seq_len"], "num_seqs": row["num_seqs"],
+                             "len_cu_seqlens": row["num_seqs"] + 1},
+                            gdn_prefill_inputs())
+             for u, row in read_contest_axes(root, GDN_PREFILL)]
     # Edge cases (correctness only): T = N = 1; T < N gives N - T empty sequences (new_state must be 0);
     # all sequences of length 1; a mid-size multi-sequence batch; a long single sequence with many short ones.
     holdout_pairs = [(1, 1), (1, 2), (3, 5), (57, 57), (37, 8), (4096, 4), (8192, 24)]
@@ -125,35 +135,38 @@ def gen_gdn_prefill(root):
     pack = root / "tasks/contest" / GDN_PREFILL
     write_jsonl(pack / "workloads.jsonl", lines)
     write_jsonl(pack / "holdout.jsonl", holdout)
-    key = lambda l: (l["workload"]["axes"]["total_seq_len"], l["workload"]["axes"]["num_seqs"], l["workload"]["uuid"])
-    return {GDN_PREFILL: dev_subset(lines, key)}
+    # Dev: short single sequences, few-sequence batches up to the longest one-long-sequence case (5709, 2), and
+    # three of the 16 T = 8192 batches (the fewest, a middle and the most sequences): README "Dev subset".
+    dev_targets = [(6, 1), (49, 1), (341, 2), (1800, 3), (5709, 2), (8192, 20), (8192, 38), (8192, 57)]
+    key = lambda l: (l["workload"]["axes"]["total_seq_len"], l["workload"]["axes"]["num_seqs"])
+    return {GDN_PREFILL: pick_dev(lines, dev_targets, key)}
 
 
-def moe_inputs(offset):
+def moe_inputs(offset, scaling=2.5):
     inputs = {name: {"type": "random"} for name in (
         "routing_logits", "routing_bias", "hidden_states", "hidden_states_scale", "gemm1_weights",
         "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale")}
     inputs["local_expert_offset"] = {"type": "scalar", "value": offset}
-    inputs["routed_scaling_factor"] = {"type": "scalar", "value": 2.5}
+    inputs["routed_scaling_factor"] = {"type": "scalar", "value": scaling}
     return inputs
 
 
 def gen_moe(root):
-    """19 workloads: seq_len 1, 7, 14, 15, 16, 32, 52..59, 62, 80, 901, 11948, 14107 (spec §3.5). The offset
-    of T=1 is 32 (known); the others cycle through all eight offsets in a fixed shuffled order."""
-    seq_lens = [1, 7, 14, 15, 16, 32] + list(range(52, 60)) + [62, 80, 901, 11948, 14107]
-    assert len(seq_lens) == 19
-    offsets = [32 * i for i in range(8)]
-    random.Random(20260303).shuffle(offsets)
-    lines = []
-    for i, t in enumerate(seq_lens):
-        offset = 32 if t == 1 else offsets[(i - 1) % 8]
-        lines.append(trace_line(MOE, "main", i, {"seq_len": t}, moe_inputs(offset)))
+    """The contest's 19 workloads: seq_len 1, 7, 14, 15, 16, 32, 52..59, 62, 80, 901, 11948, 14107, each with the
+    contest's local_expert_offset and routed_scaling_factor."""
+    lines = [line_with_uuid(MOE, u, {"seq_len": row["seq_len"]},
+                            moe_inputs(row["local_expert_offset"], row["routed_scaling_factor"]))
+             for u, row in read_contest_axes(root, MOE)]
     # Edge cases: the lowest and highest offsets at T = 1 and 2, small odd sizes, mid sizes, and a token with no
     # local expert (index 7: its routing keeps groups 1, 3, 5, 6, so offset 64 gets nothing; the output must be
-    # written as zeros; see routing_stats.json).
+    # written as zeros; see routing_stats.json). That case pins its routing (routing_logits, routing_bias) in a blob
+    # that src/contest/moe_test.cc writes (KDA_UPDATE_GOLDEN=1); this script only names it.
     holdout_cases = [(1, 0), (1, 224), (2, 96), (3, 160), (128, 64), (513, 192), (2048, 0), (1, 64)]
     holdout = [trace_line(MOE, "holdout", i, {"seq_len": t}, moe_inputs(o)) for i, (t, o) in enumerate(holdout_cases)]
+    pinned = holdout[7]["workload"]
+    rel = f"blob/{MOE}_{pinned['uuid']}.safetensors"
+    for key in ("routing_logits", "routing_bias"):
+        pinned["inputs"][key] = blob_input(rel, key)
     pack = root / "tasks/contest" / MOE
     write_jsonl(pack / "workloads.jsonl", lines)
     write_jsonl(pack / "holdout.jsonl", holdout)
@@ -209,38 +222,33 @@ def indexer_inputs():
 
 
 def gen_dsa_indexer(root):
-    """128 workloads: batch_size counts as in spec §3.1, num_pages = 11923, max_num_pages in 1..91 (both ends
-    present; about a third <= 32, where every row has L <= 2048 and needs no scoring)."""
-    counts = [(1, 3), (2, 8), (3, 1), (4, 17), (6, 4), (7, 3), (8, 22), (11, 1), (12, 1), (14, 6), (15, 21),
-              (16, 4), (25, 1), (26, 1), (27, 3), (29, 12), (30, 18), (31, 2)]
-    batches = [b for b, c in counts for _ in range(c)]
-    assert len(batches) == 128
-    rng = random.Random(20260311)
-    rng.shuffle(batches)
-    pages = [1, 91] + [rng.randint(1, 91) for _ in range(126)]
-    rng.shuffle(pages)
-    lines = [trace_line(DSA_INDEXER, "main", i,
-                        {"batch_size": b, "max_num_pages": p, "num_pages": INDEXER_NUM_PAGES}, indexer_inputs())
-             for i, (b, p) in enumerate(zip(batches, pages))]
+    """The contest's 128 workloads: batch_size 1..31, max_num_pages 1..91 (69 at <= 32), num_pages = 11923.
+    seq_lens and block_table are the generator's (one row needs every table slot; README)."""
+    lines = [line_with_uuid(DSA_INDEXER, u,
+                            {"batch_size": row["batch_size"], "max_num_pages": row["max_num_pages"],
+                             "num_pages": row["num_pages"]},
+                            indexer_inputs())
+             for u, row in read_contest_axes(root, DSA_INDEXER)]
 
     # Holdout: correctness edge cases (spec §3.1: L = 0, 1, 2048, 2049), the largest shape with every row full,
     # prefix-shared pages, a single page, and the L <= 2048 boundary. Rows given explicitly are safetensors blobs.
     pack = root / "tasks/contest" / DSA_INDEXER
     holdout = []
 
-    def add_holdout(batch, max_pages, rows=None):
+    def add_holdout(batch, max_pages, rows=None, uuid_key=None):
         index = len(holdout)
         axes = {"batch_size": batch, "max_num_pages": max_pages, "num_pages": INDEXER_NUM_PAGES}
         inputs = indexer_inputs()
+        workload_id = workload_uuid(DSA_INDEXER, "holdout", uuid_key or index)
         if rows is not None:
             lens, table = rows
             assert len(lens) == batch and all(len(r) == max_pages for r in table)
-            rel = f"blob/{DSA_INDEXER}_{workload_uuid(DSA_INDEXER, 'holdout', index)}.safetensors"
+            rel = f"blob/{DSA_INDEXER}_{workload_id}.safetensors"
             write_safetensors_i32(pack / rel, {"seq_lens": ([batch], lens),
                                                "block_table": ([batch, max_pages], [v for r in table for v in r])})
             inputs["seq_lens"] = blob_input(rel, "seq_lens")
             inputs["block_table"] = blob_input(rel, "block_table")
-        holdout.append(trace_line(DSA_INDEXER, "holdout", index, axes, inputs))
+        holdout.append(line_with_uuid(DSA_INDEXER, workload_id, axes, inputs))
 
     hrng = random.Random(20260312)
 
@@ -261,7 +269,9 @@ def gen_dsa_indexer(root):
     add_holdout(31, 91, (full, table_rows(full, 91)))
     shared = [91 * PAGE, 70 * PAGE + 17]
     add_holdout(2, 91, (shared, table_rows(shared, 91, shared_prefix=40)))
-    add_holdout(1, 1)
+    # Single-page rows at the largest batch ((1, 1) was here until the contest's own (1, 1) became a workload; the
+    # new shape has a new uuid, so no trace of the old one is read as this one).
+    add_holdout(31, 1, uuid_key="3/31x1")
     add_holdout(3, 32)
     add_holdout(5, 40)
     add_holdout(13, 64)
@@ -279,15 +289,12 @@ def attention_inputs():
 
 
 def gen_dsa_attention(root):
-    """23 workloads: num_tokens 1x1, 2x8, 6x3, 7x3, 8x8 and num_pages = 8462 (spec §3.2). sparse_indices come
-    from the generator ("dsa_sparse_attention"): one request per token, 2048 valid indices per row."""
-    tokens = [1] * 1 + [2] * 8 + [6] * 3 + [7] * 3 + [8] * 8
-    assert len(tokens) == 23
-    random.Random(20260321).shuffle(tokens)
-    lines = [trace_line(DSA_ATTENTION, "main", i, {"num_tokens": t, "num_pages": ATTENTION_NUM_PAGES},
-                        attention_inputs())
-             for i, t in enumerate(tokens)]
-
+    """The contest's 23 workloads: num_tokens 1x1, 2x8, 6x3, 7x3, 8x8 and num_pages = 8462; sm_scale is the
+    definition's constant. sparse_indices come from the generator ("dsa_sparse_attention"): one request per
+    token, 2048 valid indices per row."""
+    lines = [line_with_uuid(DSA_ATTENTION, u, {"num_tokens": row["num_tokens"], "num_pages": row["num_pages"]},
+                            attention_inputs())
+             for u, row in read_contest_axes(root, DSA_ATTENTION)]
     # Holdout: -1 padding (short contexts), one valid index, -1 entries between valid ones (the math takes the
     # entries != -1 at any position), tokens of one request (heavy row overlap), and sizes outside the contest's.
     pack = root / "tasks/contest" / DSA_ATTENTION

@@ -3,7 +3,7 @@
 
 For each workload (default: the pack's dev workloads from task.toml; --uuids to choose) this builds fresh inputs
 with the pack's synthetic structure (bench/contest/torch_eager.py's builder: unit-norm q/k, warmed or zero
-states, one long sequence plus short ones) and times, with CUDA events after a 2 x L2 flush, one warm-up call
+states, sequence lengths as in gdn_gen.h) and times, with CUDA events after a 2 x L2 flush, one warm-up call
 and the median of --iters calls:
   * eager: the definition's own Python reference executed as is (PyTorch eager, a loop over tokens);
   * fla: flash-linear-attention's chunk_gated_delta_rule (Triton, from a checkout given with --fla, not part

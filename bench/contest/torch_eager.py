@@ -188,13 +188,22 @@ def gdn_warm_states(n, a_log, dt_bias):
 
 
 def gdn_split_sequences(total, num_seqs, rng):
-    """cu_seqlens as in gdn_gen.h: one long sequence plus short ones; empties only when total < num_seqs."""
+    """cu_seqlens as in gdn_gen.h (version 3): one long sequence plus short ones in batches of <= 4 sequences,
+    log-normal lengths in larger ones; empties only when total < num_seqs."""
     lens = [0] * num_seqs
     if total < num_seqs:
         for i in rng.sample(range(num_seqs), total):
             lens[i] = 1
     elif num_seqs == 1:
         lens[0] = total
+    elif num_seqs > 4:
+        lens = [1] * num_seqs
+        extra = total - num_seqs
+        pick = rng.randrange(num_seqs)
+        w = [math.exp(rng.gauss(0.0, 1.0)) for _ in range(num_seqs)]
+        shares = [int(math.floor(extra * x / sum(w))) for x in w]
+        lens = [n + s for n, s in zip(lens, shares)]
+        lens[pick] += extra - sum(shares)
     else:
         lens = [1] * num_seqs
         extra = total - num_seqs

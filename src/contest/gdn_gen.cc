@@ -114,6 +114,38 @@ void warm_states(uint64_t seed, const std::vector<int64_t>& slots, const float* 
   });
 }
 
+// Shares `extra` tokens among len.size() >= 2 sequences that hold one token each already (gdn_split_sequences).
+// Up to kGdnOneLongMaxSeqs sequences: one at a random position gets 50-90% of the extra tokens, the others share
+// the rest by weights uniform in [0.05, 1]. More: every sequence by a log-normal weight exp(kGdnManySeqsSigma z),
+// z ~ N(0,1), so that lengths spread like independent requests and none dominates. Either way the tokens that
+// the rounding down leaves over go to one random sequence.
+void split_extra_tokens(int64_t extra, SeededRng& rng, std::vector<int64_t>& len) {
+  const int64_t n_seqs = static_cast<int64_t>(len.size());
+  std::vector<double> w(len.size(), 0.0);
+  int64_t share_out = extra;  // tokens shared by weight
+  const bool one_long = n_seqs <= kGdnOneLongMaxSeqs;
+  const int64_t pick = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n_seqs)));  // long, or remainder
+  if (one_long) {
+    const int64_t long_extra =
+        static_cast<int64_t>(std::floor(static_cast<double>(extra) * (0.5 + 0.4 * (1.0 - rng.unit_open0()))));
+    len[pick] += long_extra;
+    share_out -= long_extra;
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    if (one_long && i == pick) continue;
+    w[i] = one_long ? 0.05 + 0.95 * rng.unit_open0() : std::exp(kGdnManySeqsSigma * rng.normal());
+    sum += w[i];
+  }
+  int64_t given = 0;
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const int64_t share = static_cast<int64_t>(std::floor(static_cast<double>(share_out) * w[i] / sum));
+    len[i] += share;
+    given += share;
+  }
+  len[pick] += share_out - given;
+}
+
 }  // namespace
 
 double gdn_decay(double a, double A_log, double dt_bias) {
@@ -138,23 +170,7 @@ std::vector<int64_t> gdn_split_sequences(int64_t total, int64_t num_seqs, Seeded
     len[0] = total;
   } else {
     std::fill(len.begin(), len.end(), 1);
-    const int64_t extra = total - num_seqs;
-    const int64_t long_idx = static_cast<int64_t>(rng.below(static_cast<uint64_t>(num_seqs)));
-    const int64_t long_extra =
-        static_cast<int64_t>(std::floor(static_cast<double>(extra) * (0.5 + 0.4 * (1.0 - rng.unit_open0()))));
-    const int64_t rest = extra - long_extra;
-    std::vector<double> w(static_cast<size_t>(num_seqs), 0.0);
-    double sum = 0.0;
-    for (int64_t i = 0; i < num_seqs; ++i)
-      if (i != long_idx) sum += (w[i] = 0.05 + 0.95 * rng.unit_open0());
-    int64_t given = 0;
-    for (int64_t i = 0; i < num_seqs; ++i) {
-      if (i == long_idx) continue;
-      const int64_t share = static_cast<int64_t>(std::floor(static_cast<double>(rest) * w[i] / sum));
-      len[i] += share;
-      given += share;
-    }
-    len[long_idx] += long_extra + (rest - given);
+    split_extra_tokens(total - num_seqs, rng, len);
   }
   std::vector<int64_t> cu(static_cast<size_t>(num_seqs) + 1, 0);
   for (int64_t n = 0; n < num_seqs; ++n) cu[n + 1] = cu[n] + len[n];

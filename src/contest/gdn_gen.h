@@ -2,9 +2,10 @@
 // contest-kernels.md §1.3, §1.4, §3.3, §3.4). Every value is drawn fresh from the trial seed (mixed with the
 // workload seed, generators.h): q/k/v, gates, A_log/dt_bias, warmed states and prefill's cu_seqlens. What a
 // workload fixes is its shapes (batch_size; total_seq_len, num_seqs) and the structure below, which every draw
-// has: unit-norm q/k, decays mostly in [0.5, 0.999], one long sequence plus short ones, empty sequences exactly
-// when total_seq_len < num_seqs. The contest captured these tensors from real runs; public captured values would
-// let a candidate precompute its answers, so kda draws them like the captures instead.
+// has: unit-norm q/k, decays mostly in [0.5, 0.999], one long sequence plus short ones in batches of up to four
+// sequences and log-normal lengths in larger ones, empty sequences exactly when total_seq_len < num_seqs. The
+// contest captured these tensors from real runs; public captured values would let a candidate precompute its
+// answers, so kda draws them like the captures instead.
 #pragma once
 
 #include <cstdint>
@@ -20,13 +21,21 @@ namespace kda::contest {
 
 // Bump when the values a (workload seed, trial seed, axes) triple produces change (packs quote it in their README).
 // 2: every value fresh per trial; q/k/v and states drawn in independent parts (several threads).
-inline constexpr int kGdnGeneratorVersion = 2;
+// 3: prefill batches of more than kGdnOneLongMaxSeqs sequences split by log-normal weights (the contest's T = 8192
+//    batches of 20-57 sequences); smaller batches and every decode value as in 2.
+inline constexpr int kGdnGeneratorVersion = 3;
 inline constexpr int64_t kGdnQkHeads = 4;
 inline constexpr int64_t kGdnVHeads = 8;
 inline constexpr int64_t kGdnHeadSize = 128;
 // Tokens of synthetic prefix run through the recurrence to warm a state (the spec suggests 64-4096; older tokens
 // are mostly decayed; the warm-up is the generator's main cost: 1024 states for batch_size 128).
 inline constexpr int64_t kGdnWarmupTokens = 48;
+// Prefill batches of up to this many sequences have one long sequence; larger ones are many requests of spread
+// lengths (gdn_split_sequences). The contest's batches of <= 4 sequences are single prompts or a few; those of
+// >= 5 hold 144-605 tokens a sequence on average (its per-sequence lengths are not public: a reconstruction).
+inline constexpr int64_t kGdnOneLongMaxSeqs = 4;
+// The spread of a many-sequence batch's lengths: log-normal weights exp(sigma z), z ~ N(0,1).
+inline constexpr double kGdnManySeqsSigma = 1.0;
 
 // Generator "gdn_decode". Axis batch_size (B >= 1). Fills all eight tensors, every value fresh per trial:
 //   q, k  [B,1,4,128] bf16: normal directions scaled to unit L2 norm per (token, head) (randn k would blow the
@@ -48,9 +57,12 @@ Status generate_gdn_prefill(const std::map<std::string, int64_t>& axes, uint64_t
                             std::map<std::string, tensor::Tensor>& out);
 
 // Sequence lengths of T tokens in N sequences, as cu_seqlens (N+1 values, cu[0] = 0, non-decreasing, cu[N] = T).
-// T >= N: every sequence gets >= 1 token; one sequence at a random position gets 50-90% of the T - N extra
-// tokens, the others share the rest by random weights (one long sequence plus short ones). T < N: N - T empty
-// sequences at random positions (the edge case whose new_state must be 0), the others length 1.
+// T >= N: every sequence gets >= 1 token, and the T - N extra tokens are shared out:
+//   N <= kGdnOneLongMaxSeqs: one sequence at a random position gets 50-90% of them, the others share the rest by
+//     weights uniform in [0.05, 1] (one long sequence plus short ones);
+//   N > kGdnOneLongMaxSeqs: every sequence by a log-normal weight (sigma kGdnManySeqsSigma), like a batch of
+//     independent requests (the longest holds a median ~10-20% of the tokens at N = 20-57, ~44% at N = 5).
+// T < N: N - T empty sequences at random positions (the edge case whose new_state must be 0), the others length 1.
 std::vector<int64_t> gdn_split_sequences(int64_t total, int64_t num_seqs, SeededRng& rng);
 
 // The gates of one (token, value head), as the definition computes them (double).
