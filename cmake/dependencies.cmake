@@ -27,6 +27,9 @@ find_package(CURL)
 # libseccomp (runner sandbox). Optional: without it the runner relies on Landlock and audits only.
 if(PkgConfig_FOUND)
   pkg_check_modules(SECCOMP IMPORTED_TARGET libseccomp)
+  # The embedded interpreter for python and triton solutions (libkda-python.so). Optional: without
+  # it such solutions end in a load error that says so.
+  pkg_check_modules(PYTHON_EMBED IMPORTED_TARGET python3-embed)
 endif()
 
 if(KDA_BUILD_TESTS)
@@ -49,4 +52,4 @@ if(KDA_WITH_CUDA)
     endif()
   endif()
 endif()
-message(STATUS "kda: CUDA backend ${KDA_HAVE_CUDA}; SQLite ${SQLite3_FOUND}; curl ${CURL_FOUND}; seccomp ${SECCOMP_FOUND}")
+message(STATUS "kda: CUDA backend ${KDA_HAVE_CUDA}; SQLite ${SQLite3_FOUND}; curl ${CURL_FOUND}; seccomp ${SECCOMP_FOUND}; python ${PYTHON_EMBED_FOUND}")

@@ -461,6 +461,110 @@ Result<json> included_headers(const std::vector<std::string>& depfiles, const st
   return headers;
 }
 
+// The sources staged under dir/src are exactly req's (a Python entry is checked file by file: it
+// has no library whose hash would say so).
+bool staged_sources_match(const BuildRequest& req, const stdfs::path& dir) {
+  for (const auto& src : req.sources) {
+    auto have = fs::read_file(dir / "src" / src.path);
+    if (!have.ok() || *have != src.content) return false;
+  }
+  return true;
+}
+
+// A Python solution's "compile" step, as FlashInfer-Bench has one: every .py source of the staged
+// tree parsed (compile(), nothing run) by $KDA_PYTHON or python3, so a syntax error is a compile
+// error naming file and line, not an import failure in the runner. True when all parse; without a
+// python3 the check is left to the runner's import, and the log says so.
+Result<bool> python_sources_parse(const BuildRequest& req, const stdfs::path& staging, std::string* log) {
+  const char* env = std::getenv("KDA_PYTHON");
+  auto python = proc::find_program(env != nullptr && *env != '\0' ? env : "python3");
+  if (!python.ok()) {
+    *log += "[no python3 found to check the sources' syntax: errors will show when kda-runner imports them]\n";
+    return true;
+  }
+  proc::RunOptions o;
+  o.argv = {python->string(), "-I", "-B", "-c",
+            "import sys\nfor p in sys.argv[1:]:\n    compile(open(p, 'rb').read(), p, 'exec')"};
+  for (const auto& src : req.sources)
+    if (stdfs::path(src.path).extension() == ".py") o.argv.push_back("src/" + src.path);
+  o.cwd = staging;
+  o.timeout_seconds = 120;
+  o.output_cap = 64 * 1024;
+  KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(o));
+  if (r.exit.success()) return true;
+  *log += r.stderr_text + r.stdout_text + "[" + r.exit.describe() + "]\n";
+  return false;
+}
+
+// Python and Triton solutions are not compiled: their sources are staged once per content
+// (root/py-<key>/src) and kda-runner's interpreter imports the entry file from there.
+Result<BuildResult> stage_python(const BuildRequest& req, const stdfs::path& root) {
+  if (req.sources.empty()) return Status::bad_input("sources: empty");
+  std::set<std::string> seen;
+  Sha256 h;
+  h.update_field("kda-python-v1");
+  h.update_field(req.language);
+  h.update_field(req.entry_file);
+  h.update_field(req.entry_symbol);
+  std::vector<const SourceFile*> sorted;
+  for (const auto& src : req.sources) {
+    KDA_RETURN_IF_ERROR(validate_source_path(src.path).with_context("sources"));
+    if (!seen.insert(src.path).second) return Status::bad_input("sources: duplicate path '" + src.path + "'");
+    sorted.push_back(&src);
+  }
+  if (!seen.count(req.entry_file))
+    return Status::bad_input("entry_point: file '" + req.entry_file + "' is not among the sources");
+  if (stdfs::path(req.entry_file).extension() != ".py")
+    return Status::bad_input("entry_point: '" + req.entry_file + "' is not a .py file (language " + req.language + ")");
+  static const std::regex identifier("[A-Za-z_][A-Za-z0-9_]*");
+  if (!std::regex_match(req.entry_symbol, identifier))
+    return Status::bad_input("entry_point: '" + req.entry_symbol + "' is not a Python identifier");
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->path < b->path; });
+  for (const auto* src : sorted) {
+    h.update_field(src->path);
+    h.update_field(src->content);
+  }
+  const std::string key = "py-" + h.hex_digest();
+  const stdfs::path final_dir = root / key;
+  BuildResult result;
+  result.ok = true;
+  result.status = "ok";
+  result.key = key;
+  result.entry_export = req.entry_symbol;
+  result.library = final_dir / "src" / req.entry_file;
+  result.log = "[" + req.language + ": sources staged, not compiled; imported by kda-runner's interpreter]\n";
+  if (staged_sources_match(req, final_dir)) {
+    result.cache_hit = true;
+    return result;
+  }
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(root));
+  KDA_ASSIGN_OR_RETURN(stdfs::path staging, fs::make_temp_dir(root, "tmp"));
+  for (const auto& src : req.sources) {
+    const stdfs::path p = staging / "src" / src.path;
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(p.parent_path()));
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(p, src.content));
+  }
+  std::error_code ec;
+  KDA_ASSIGN_OR_RETURN(bool parses, python_sources_parse(req, staging, &result.log));
+  if (!parses) {
+    stdfs::remove_all(staging, ec);
+    result.ok = false;
+    result.status = "compile error";
+    result.library.clear();
+    return result;
+  }
+  if (::rename(staging.c_str(), final_dir.c_str()) == 0) return result;
+  if (staged_sources_match(req, final_dir)) {  // another evaluation staged the same content first
+    stdfs::remove_all(staging, ec);
+    return result;
+  }
+  const stdfs::path stale = root / ("stale-" + key + "-" + random_suffix());  // an incomplete entry
+  if (::rename(final_dir.c_str(), stale.c_str()) == 0) stdfs::remove_all(stale, ec);
+  if (::rename(staging.c_str(), final_dir.c_str()) == 0) return result;
+  stdfs::remove_all(staging, ec);
+  return Status::io("staging " + key + ": rename: " + std::strerror(errno));
+}
+
 }  // namespace
 
 Status validate_source_path(const std::string& path) {
@@ -485,7 +589,22 @@ Result<std::string> build_key(const BuildRequest& request, const BuilderConfig& 
   return compute_key(request, plan);
 }
 
+namespace {
+
+Result<BuildResult> build_compiled(const BuildRequest& req, const BuilderConfig& cfg);
+
+}  // namespace
+
 Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig& cfg) {
+  if (req.language == "python" || req.language == "triton")
+    return stage_python(req, cfg.cache_root.empty() ? fs::user_cache_dir("KDA_CACHE_DIR") / "build" : cfg.cache_root);
+  return build_compiled(req, cfg);
+}
+
+namespace {
+
+// A cpp or cuda solution: compiled and linked into the content-addressed cache.
+Result<BuildResult> build_compiled(const BuildRequest& req, const BuilderConfig& cfg) {
   // Phase 1: what would be built, and its key.
   KDA_ASSIGN_OR_RETURN(Plan plan, make_plan(req, cfg));
   const std::string key = compute_key(req, plan);
@@ -605,6 +724,8 @@ Result<BuildResult> build_solution(const BuildRequest& req, const BuilderConfig&
   cleanup.keep = true;  // publish() owns the staging dir from here
   return publish(root, key, staging, std::move(result));
 }
+
+}  // namespace
 
 std::vector<std::string> error_lines(const std::string& log, size_t max_lines) {
   static const std::regex kError(

@@ -15,6 +15,10 @@
 // directory and the request's include_dirs. A dependency outside them (`#include "/task/..."`,
 // `#include "../../x"`) fails the build, so task files cannot be compiled into a candidate.
 //
+// Python and Triton solutions (language "python" / "triton") are not compiled: their sources are
+// staged under <cache_root>/py-<key>/src/ and `library` is the entry file there, which kda-runner's
+// embedded interpreter imports (runner/python_runtime.h).
+//
 // Compilers: cpp -> $KDA_CXX or `c++`; cuda -> $KDA_NVCC, else the CUDA toolkit nvcc found at
 // configure time, else `nvcc` on PATH. Each translation unit is compiled on its own (so each
 // gets its own dependency file), then linked with -shared.
@@ -36,7 +40,7 @@ struct SourceFile {
 };
 
 struct BuildRequest {
-  std::string language;  // "cpp" | "cuda"
+  std::string language;  // "cpp" | "cuda" | "python" | "triton" (staged, not compiled)
   std::vector<SourceFile> sources;
   std::string entry_file;                 // one of sources[].path (FlashInfer-Bench entry_point "file::func")
   std::string entry_symbol;               // the exported C function

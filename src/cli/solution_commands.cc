@@ -1,5 +1,5 @@
 // `kda solution init`: scaffold a solution directory for a task pack (src/task/scaffold.h,
-// docs/solutions.md).
+// docs/solutions.md); `kda solution export`: the FlashInfer-Bench Solution JSON of one.
 #include <filesystem>
 #include <ostream>
 
@@ -78,33 +78,85 @@ int run_init(const Args& args, Io& io) {
   return kExitOk;
 }
 
+// `kda solution export`: the solution as FlashInfer-Bench loads it, every source's content inline,
+// checked against FIB's schema before a byte is written.
+int run_export(const Args& args, Io& io) {
+  const stdfs::path in = args.positional("solution");
+  auto sol = task::load_solution(in);
+  if (!sol.ok()) {
+    io.err << "kda solution export: " << sol.status().message() << "\n";
+    return exit_code_for(sol.status());
+  }
+  const json j = sol->to_json();
+  if (const auto errors = task::fib_solution_errors(j); !errors.empty()) {
+    io.err << "kda solution export: " << in.string() << " would still not load in FlashInfer-Bench:\n";
+    for (const auto& e : errors) io.err << "  " << e << "\n";
+    return kExitBadInput;
+  }
+  const std::string text = j.dump(2) + "\n";
+  const std::string out = args.value_or("out", "");
+  if (out.empty() || out == "-") {
+    io.out << text;
+    return kExitOk;
+  }
+  if (Status st = fs::write_file_atomic(out, text); !st.ok()) {
+    io.err << "kda solution export: " << st.message() << "\n";
+    return exit_code_for(st);
+  }
+  io.err << fmt::format("{}: {} ({} source(s) inline)\n", out, sol->name, sol->sources.size());
+  return kExitOk;
+}
+
 }  // namespace
 
 std::vector<CommandSpec> solution_commands() {
-  return {{
-      .name = "solution init",
-      .summary = "Scaffold a solution directory for a task pack (the ABI, argument checks, typed pointers)",
-      .description =
-          "Writes <out>/solution.json and one source file (kernel.cc for a host pack, kernel.cu for a CUDA pack) with\n"
-          "kda's C entry point for the pack's definition: every input and output in the definition's order with its\n"
-          "dtype, shape and device checked, the variable axes read from the shapes (constant ones checked), typed\n"
-          "pointers with byte_offset applied, and the place to compute the outputs. It builds and loads as it is; "
-          "until\n"
-          "the computation is written it returns 100 (kda eval: RUNTIME_ERROR, \"entry point returned 100\").\n"
-          "Refuses a non-empty <out>; nothing is half-written. See docs/solutions.md for the ABI.",
-      .positionals = {{.name = "pack", .help = "task pack directory"}},
-      .options = {{.name = "out",
-                   .short_name = 'o',
-                   .metavar = "DIR",
-                   .help = "solution directory to create (default: ./<name>)"},
-                  {.name = "language",
-                   .metavar = "L",
-                   .help = "cpp (host packs) or cuda (CUDA packs); default: the pack's"},
-                  {.name = "name", .metavar = "NAME", .help = "solution name (default: <definition>_<language>_draft)"},
-                  {.name = "author", .metavar = "WHO", .help = "solution author", .default_value = "you"},
-                  json_option()},
-      .run = run_init,
-  }};
+  return {
+      {
+          .name = "solution export",
+          .summary = "Write a solution as the single FlashInfer-Bench Solution JSON (every source's content inline)",
+          .description =
+              "Reads a solution directory (solution.json + the sources beside it) or a Solution JSON file and writes "
+              "the\n"
+              "Solution JSON that FlashInfer-Bench loads: every source's content inline, as FIB's schema requires "
+              "(kda's\n"
+              "directory form leaves it out). The result is checked against FIB's Solution schema first (language,\n"
+              "target_hardware, entry_point among the sources, relative paths); nothing is written when it fails.\n"
+              "`kda task validate` warns when a file would not load in FIB as it is.",
+          .positionals = {{.name = "solution", .help = "solution directory or Solution JSON file"}},
+          .options = {{.name = "out",
+                       .short_name = 'o',
+                       .metavar = "FILE",
+                       .help = "where to write it (default: standard output)"}},
+          .run = run_export,
+      },
+      {
+          .name = "solution init",
+          .summary = "Scaffold a solution directory for a task pack (the ABI, argument checks, typed pointers)",
+          .description =
+              "Writes <out>/solution.json and one source file (kernel.cc for a host pack, kernel.cu for a CUDA pack) "
+              "with\n"
+              "kda's C entry point for the pack's definition: every input and output in the definition's order with "
+              "its\n"
+              "dtype, shape and device checked, the variable axes read from the shapes (constant ones checked), typed\n"
+              "pointers with byte_offset applied, and the place to compute the outputs. It builds and loads as it is; "
+              "until\n"
+              "the computation is written it returns 100 (kda eval: RUNTIME_ERROR, \"entry point returned 100\").\n"
+              "Refuses a non-empty <out>; nothing is half-written. See docs/solutions.md for the ABI.",
+          .positionals = {{.name = "pack", .help = "task pack directory"}},
+          .options = {{.name = "out",
+                       .short_name = 'o',
+                       .metavar = "DIR",
+                       .help = "solution directory to create (default: ./<name>)"},
+                      {.name = "language",
+                       .metavar = "L",
+                       .help = "cpp (host packs) or cuda (CUDA packs); default: the pack's"},
+                      {.name = "name",
+                       .metavar = "NAME",
+                       .help = "solution name (default: <definition>_<language>_draft)"},
+                      {.name = "author", .metavar = "WHO", .help = "solution author", .default_value = "you"},
+                      json_option()},
+          .run = run_init,
+      }};
 }
 
 }  // namespace kda::cli

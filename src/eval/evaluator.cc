@@ -40,12 +40,15 @@ Status check_candidate(const task::TaskPack& pack, const task::Solution& candida
   if (candidate.definition != pack.definition.name)
     return Status::bad_input(fmt::format("solution '{}' is for definition '{}', the task is '{}'", candidate.name,
                                          candidate.definition, pack.definition.name));
-  const std::string want = pack.backend == task::Backend::kCuda ? "cuda" : "cpp";
-  if (candidate.spec.language != want)
+  // Python runs on either backend (numpy views on the host, torch tensors on CUDA); Triton needs a GPU.
+  const bool cuda = pack.backend == task::Backend::kCuda;
+  const std::string& lang = candidate.spec.language;
+  const std::string compiled = cuda ? "cuda" : "cpp";
+  if (lang != compiled && lang != "python" && !(cuda && lang == "triton"))
     return Status::bad_input(fmt::format(
-        "solution '{}' is written in '{}', but task '{}' runs on the {} backend, which "
-        "takes '{}' solutions",
-        candidate.name, candidate.spec.language, pack.definition.name, want == "cuda" ? "cuda" : "host", want));
+        "solution '{}' is written in '{}', but task '{}' runs on the {} backend, which takes '{}' solutions",
+        candidate.name, lang, pack.definition.name, cuda ? "cuda" : "host",
+        cuda ? "cuda', 'python' or 'triton" : "cpp' or 'python"));
   return {};
 }
 

@@ -46,6 +46,7 @@ class Fields {
 
 json LoadRequest::to_json() const {
   json j{{"library", library}, {"symbol", symbol}};
+  if (returns_outputs) j["returns_outputs"] = true;
   if (reload) {
     j["reload"] = true;
   } else {
@@ -63,6 +64,7 @@ Result<LoadRequest> LoadRequest::from_json(const json& j) {
   f.get("sandbox", r.sandbox);
   f.get("reload_root", r.reload_root);
   f.get("reload", r.reload);
+  f.get("returns_outputs", r.returns_outputs);
   KDA_RETURN_IF_ERROR(f.status());
   if (r.library.empty() || r.symbol.empty())
     return Status::bad_input("load: fields \"library\" and \"symbol\" are required");

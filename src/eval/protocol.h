@@ -51,6 +51,10 @@ enum class MsgType : uint32_t {
 inline constexpr int kRunnerCommandFd = 3;  // evaluator -> runner
 inline constexpr int kRunnerReplyFd = 4;    // runner -> evaluator
 inline constexpr int kRunnerArenaFd = 5;    // the shared arena memfd
+// How a runner's error begins when its own guard refused what the candidate did (a Python
+// solution's audit hook: runner/kda_python.py), followed by "<category>: <what>"; the evaluator
+// gives such a load or call the sandbox verdict with reason "sandbox_refused:<category>".
+inline constexpr const char* kSandboxRefused = "sandbox refused ";
 
 // The messages as types: each has one serialiser (to_json) and one reader (from_json) that the
 // evaluator, the tool runs and kda-runner all use; a reader refuses a field of the wrong type
@@ -62,6 +66,9 @@ inline constexpr int kRunnerArenaFd = 5;    // the shared arena memfd
 struct LoadRequest {
   std::string library;
   std::string symbol;  // "__tvm_ffi_<name>": the tvm-ffi packed convention
+  // A Python solution: `library` is its entry file (*.py) and `symbol` the function; true when the
+  // function returns the outputs (destination_passing_style false) instead of writing them.
+  bool returns_outputs = false;
   bool sandbox = false;
   std::optional<std::string> reload_root;
   bool reload = false;

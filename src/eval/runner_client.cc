@@ -222,8 +222,10 @@ CallOutcome RunnerClient::load(const std::filesystem::path& library, const std::
   return receive();
 }
 
-void RunnerClient::send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s) {
-  LoadRequest req{.library = library.string(), .symbol = symbol, .sandbox = options_.sandbox};
+void RunnerClient::send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s,
+                             bool returns_outputs) {
+  LoadRequest req{
+      .library = library.string(), .symbol = symbol, .returns_outputs = returns_outputs, .sandbox = options_.sandbox};
   if (!options_.reload_root.empty()) req.reload_root = options_.reload_root.string();
   send(static_cast<uint32_t>(MsgType::kLoad), req.to_json().dump(), timeout_s);
 }

@@ -131,7 +131,7 @@ std::optional<Failure> Session::ensure_runners() {
       st.client.reset();
       continue;
     }
-    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout);
+    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout, st.lib->returns_outputs);
   }
   for (Start& st : starts) {
     if (!st.client) continue;
@@ -152,7 +152,8 @@ std::optional<Failure> Session::ensure_runners() {
   for (const Start& st : starts)
     if (!st.error.empty() && st.role != RunnerRole::kCandidate) return harness(st.error);
   for (const Start& st : starts)
-    if (!st.error.empty()) return Failure{Verdict::kRuntimeError, "runtime_error", st.error, {}};
+    if (!st.error.empty())
+      return sandbox_refusal(st.error, {}).value_or(Failure{Verdict::kRuntimeError, "runtime_error", st.error, {}});
   return std::nullopt;
 }
 
@@ -187,9 +188,19 @@ std::optional<Failure> Session::classify(const CallOutcome& o) const {
                        "ptrace, process_vm_*) was attempted",
                        o.log};
       return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
-    case CallOutcome::Kind::kFailed: return Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log};
+    case CallOutcome::Kind::kFailed:
+      return sandbox_refusal(o.message, o.log)
+          .value_or(Failure{Verdict::kRuntimeError, "runtime_error", o.message, o.log});
   }
   return std::nullopt;
+}
+
+std::optional<Failure> sandbox_refusal(const std::string& message, const std::string& log) {
+  const auto at = message.find(kSandboxRefused);
+  if (at == std::string::npos) return std::nullopt;
+  const std::string rest = message.substr(at + std::strlen(kSandboxRefused));
+  const std::string category = rest.substr(0, rest.find(':'));
+  return Failure{Verdict::kSandboxViolation, "sandbox_refused:" + category, message, log};
 }
 
 Result<Session::Outputs> Session::reference_outputs(const MaterializedInputs& inputs) {

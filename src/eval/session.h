@@ -112,6 +112,10 @@ struct Failure {
   std::optional<GateId> gate;  // the integrity gate that rejected the candidate, if one did
 };
 
+// A runner error that says its own guard refused the candidate's operation (kSandboxRefused, from a
+// Python solution's audit hook): the sandbox verdict with reason "sandbox_refused:<category>".
+std::optional<Failure> sandbox_refusal(const std::string& message, const std::string& log);
+
 // Fresh input sets at secret places (the host's fresh-versus-repeat test): two per trial (one per 25 iterations; 7-20 % of the host packs' evaluation at one
 // per 10, bench/results/host_overhead.md): with one per trial its fresh calls were slower than the
 // reloaded repeats in 75-89 % of pairs on honest kernels (timing drifts within a trial), close to

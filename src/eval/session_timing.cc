@@ -475,6 +475,11 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
     gates_.skip(GateId::kLaunchAttestation, "task policy allows kernel libraries");
     return std::nullopt;
   }
+  if (cand_lib_.python) {
+    gates_.skip(GateId::kLaunchAttestation,
+                "a Python solution: its kernels are compiled at run time (torch's, Triton's JIT), not by kda's build");
+    return std::nullopt;
+  }
   std::set<std::string> own;
   for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
   own.erase("");

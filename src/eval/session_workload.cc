@@ -76,10 +76,12 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
       gates_.skip(GateId::kImportAudit, "the candidate does not build");
     return fail(*candidate_blocked_);
   }
-  if (gate_on("import-audit"))
-    gates_.ran(GateId::kImportAudit);
-  else
+  if (!gate_on("import-audit"))
     gate_off(GateId::kImportAudit);
+  else if (cand_lib_.python)
+    gates_.skip(GateId::kImportAudit, "a Python solution: no compiled library whose dynamic imports could be read");
+  else
+    gates_.ran(GateId::kImportAudit);
   for (const auto& g : report_.static_gates)
     if (g.name == gate_name(GateId::kImportAudit) && g.passed()) gates_.note(GateId::kImportAudit, g.detail);
 

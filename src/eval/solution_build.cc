@@ -8,6 +8,30 @@
 
 namespace kda::eval {
 
+namespace {
+
+// A python or triton solution: its sources staged for kda-runner's interpreter. spec.dependencies
+// name Python packages here (torch, triton), which the interpreter either imports or not: they are
+// not checked against the policy's link libraries.
+Result<BuiltLibrary> stage_python_solution(const build::BuildRequest& req, const task::Solution& solution) {
+  KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
+  BuiltLibrary lib;
+  lib.ok = r.ok;
+  lib.python = true;
+  lib.returns_outputs = !solution.spec.destination_passing_style;
+  lib.library = r.library;
+  lib.symbol = r.entry_export;
+  lib.log = r.log;
+  lib.info = {{"language", req.language},
+              {"status", r.status},
+              {"cache_hit", r.cache_hit},
+              {"key", r.key},
+              {"destination_passing_style", solution.spec.destination_passing_style}};
+  return lib;
+}
+
+}  // namespace
+
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings) {
   const std::string& ep = solution.spec.entry_point;
   const auto sep = ep.find("::");
@@ -21,13 +45,15 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   req.binding = solution.spec.binding.value_or("");
   req.cuda_arch = settings.cuda_arch;
   // A language the builder does not know is its own error; a binding kda does not build is a verdict.
-  const bool buildable = req.language == "cpp" || req.language == "cuda";
+  const bool python = req.language == "python" || req.language == "triton";
+  const bool buildable = req.language == "cpp" || req.language == "cuda" || python;
   if (auto refused = buildable ? task::not_evaluable_reason(solution) : std::nullopt) {
     BuiltLibrary lib;
     lib.log = *refused + "\n";
     lib.info = {{"language", req.language}, {"status", *refused}, {"cache_hit", false}};
     return lib;
   }
+  if (python) return stage_python_solution(req, solution);
   req.debug_lineinfo = settings.lineinfo;
   if (const task::SourceFile* opts = solution.source(task::kBuildOptionsFile)) {
     std::vector<std::string> paths;

@@ -27,10 +27,12 @@ inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub", 
                                                                  "cute", "libcudacxx", "thrust"};
 
 struct BuiltLibrary {
-  bool ok = false;                                 // false: COMPILE_ERROR (log says why)
-  std::filesystem::path library;                   // the cached .so
-  std::string symbol;                              // entry point function
-  std::string log;                                 // compiler output
+  bool ok = false;                // false: COMPILE_ERROR (log says why)
+  std::filesystem::path library;  // the cached .so
+  std::string symbol;             // entry point function
+  std::string log;                // compiler output
+  bool python = false;            // language python/triton: `library` is the staged entry file
+  bool returns_outputs = false;   // destination_passing_style false: the entry function returns the outputs
   nlohmann::json info = nlohmann::json::object();  // cache key, hit, language, resources (ptxas)
 };
 

@@ -29,6 +29,14 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
 
 std::vector<Gate> static_gates(const BuiltLibrary& lib, const task::TaskSettings& settings) {
   std::vector<Gate> gates;
+  if (lib.python) {
+    gates.push_back({"import-audit",
+                     GateStatus::kSkipped,
+                     "a Python solution: no compiled library whose dynamic imports could be read (the runtime gates "
+                     "apply as to any solution)",
+                     {}});
+    return gates;
+  }
   auto info = elf::read_elf_file(lib.library);
   if (!info.ok()) {
     gates.push_back({"elf", GateStatus::kFail, info.status().message(), "unreadable_library"});

@@ -10,7 +10,56 @@
 
 namespace kda::runner {
 
-Status Backend::load(const std::filesystem::path& library, const std::string& symbol) {
+namespace {
+
+// Where kda-runner lies: libkda-python.so and kda_python.py are installed beside it.
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(".") : exe.parent_path();
+}
+
+}  // namespace
+
+Status Backend::start_python() {
+  if (python_ != nullptr) return {};
+  const auto dir = executable_dir();
+  const auto plugin = dir / "libkda-python.so";
+  // RTLD_GLOBAL: extension modules (numpy's, torch's) take the interpreter's symbols from the
+  // global scope, as they do in a python3 process.
+  void* handle = ::dlopen(plugin.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr)
+    return Status::failed(std::string("this kda-runner cannot run Python solutions (built without libpython: ") +
+                          ::dlerror() + ")");
+  auto make = reinterpret_cast<PythonRuntimeFn>(::dlsym(handle, kPythonRuntimeSymbol));
+  if (make == nullptr) return Status::failed(plugin.string() + " does not export " + kPythonRuntimeSymbol);
+  PythonRuntime* runtime = make();
+  if (std::string e = runtime->start(dir / "kda_python.py", python_device()); !e.empty())
+    return Status::failed("Python: " + e);
+  python_ = runtime;
+  return {};
+}
+
+std::vector<std::filesystem::path> Backend::python_read_paths() const {
+  return python_ != nullptr ? python_->read_paths() : std::vector<std::filesystem::path>{};
+}
+
+Status Backend::bind_python() {
+  if (abi_ != Abi::kPython) return {};
+  if (std::string e = python_->bind(inputs_, outputs_); !e.empty()) return Status::failed("Python: " + e);
+  return {};
+}
+
+Status Backend::load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs) {
+  if (library.extension() == ".py") {
+    if (python_ == nullptr) return Status::failed("a Python solution, and the runner's interpreter was not started");
+    if (std::string e = python_->load(library, symbol, returns_outputs); !e.empty())
+      return Status::failed("importing " + library.filename().string() + ": " + e);
+    abi_ = Abi::kPython;
+    entry_ = nullptr;
+    tvm_ffi_entry_ = nullptr;
+    return {};
+  }
   handle_ = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle_ == nullptr) return Status::failed(std::string("dlopen: ") + ::dlerror());
   void* sym = ::dlsym(handle_, symbol.c_str());
@@ -46,6 +95,11 @@ std::string nvidia_kernel_driver_version() {
 }
 
 bool Backend::call_entry(void* stream, int* rc, std::string* error) {
+  if (abi_ == Abi::kPython) {
+    const bool ok = python_->call(stream, error);
+    *rc = ok ? 0 : -1;
+    return ok;
+  }
   if (abi_ == Abi::kTvmFfi) {
     *rc = call_tvm_ffi(tvm_ffi_entry_, inputs_, outputs_, stream, error);
     return *rc == 0;

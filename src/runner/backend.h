@@ -16,6 +16,7 @@
 
 #include "eval/arena.h"
 #include "eval/protocol.h"
+#include "runner/python_runtime.h"
 #include "util/status.h"
 
 namespace kda::runner {
@@ -38,8 +39,14 @@ class Backend {
   virtual std::vector<std::filesystem::path> sandbox_devices() const = 0;
   // dlopen (RTLD_NOW | RTLD_LOCAL) + dlsym of the entry point. A symbol `__tvm_ffi_<name>`
   // (TVM_FFI_DLL_EXPORT_TYPED_FUNC) is called with the tvm-ffi packed convention (tvm_ffi_abi.h),
-  // any other with kda's C ABI (docs/solutions.md).
-  Status load(const std::filesystem::path& library, const std::string& symbol);
+  // any other with kda's C ABI (docs/solutions.md). A Python solution (start_python() first):
+  // `library` is its entry file and `symbol` the function, imported by the embedded interpreter.
+  Status load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs = false);
+  // Before the sandbox: opens libkda-python.so beside this executable and starts its interpreter
+  // for this backend's device ("cpu" or "cuda"). The interpreter's directories join the sandbox's
+  // read-only paths (python_read_paths()).
+  Status start_python();
+  std::vector<std::filesystem::path> python_read_paths() const;
   // A new layout over `arena`, which may be the mapping of the previous layout (kept while the
   // evaluator's memfd keeps its size) and may be larger than `layout.size`.
   virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;
@@ -57,6 +64,11 @@ class Backend {
   virtual nlohmann::json environment() const = 0;
 
  protected:
+  // "cpu" or "cuda": the device the Python glue imports its array library for.
+  virtual const char* python_device() const = 0;
+  // After describe_tensors, for a Python solution: its views of the new tensors.
+  Status bind_python();
+
   // Rebuilds the DLTensors passed to the entry point, in definition order; `place` gives each
   // slot's data pointer and device.
   void describe_tensors(const eval::ArenaLayout& layout,
@@ -66,11 +78,12 @@ class Backend {
   // (kda ABI: "entry point returned N"; tvm-ffi: what the function raised).
   bool call_entry(void* stream, int* rc, std::string* error);
 
-  enum class Abi { kKda, kTvmFfi };
+  enum class Abi { kKda, kTvmFfi, kPython };
   EntryFn entry_ = nullptr;
   void* tvm_ffi_entry_ = nullptr;
   Abi abi_ = Abi::kKda;
   void* handle_ = nullptr;
+  PythonRuntime* python_ = nullptr;  // started by start_python()
   std::vector<DLTensor> inputs_, outputs_;
   std::vector<std::vector<int64_t>> shapes_;   // storage the DLTensors' shape pointers refer to
   std::vector<std::vector<int64_t>> strides_;  // tvm-ffi: compact row-major strides (kda ABI: null)

@@ -175,6 +175,7 @@ class CudaBackend final : public Backend {
     return {};
   }
 
+  const char* python_device() const override { return "cuda"; }
   nlohmann::json environment() const override {
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
@@ -263,7 +264,7 @@ class CudaBackend final : public Backend {
       return s.scalar ? std::pair<void*, DLDevice>{arena.data() + s.offset, DLDevice{kDLCPU, 0}}
                       : std::pair<void*, DLDevice>{mirror_ + s.offset, DLDevice{kDLCUDA, 0}};
     });
-    return {};
+    return bind_python();
   }
 
   CallReply call(const CallRequest& req) override {

@@ -54,6 +54,7 @@ class HostBackend final : public Backend {
     return {};
   }
   std::vector<std::filesystem::path> sandbox_devices() const override { return {}; }
+  const char* python_device() const override { return "cpu"; }
   nlohmann::json environment() const override {
     const std::string cpu = cpu_model_name();
     return {{"hardware", cpu.empty() ? std::string("host CPU") : cpu + " (host CPU)"}};
@@ -65,7 +66,7 @@ class HostBackend final : public Backend {
     describe_tensors(layout, [&arena](const eval::Slot& s) {
       return std::pair<void*, DLDevice>{arena.data() + s.offset, DLDevice{kDLCPU, 0}};
     });
-    return {};
+    return bind_python();
   }
 
   CallReply call(const CallRequest& req) override {

@@ -38,11 +38,13 @@ json error_reply(const std::string& msg) { return {{"ok", false}, {"error", msg}
 
 // Read-only paths a dlopen'ed solution needs: its own directory (or, for a runner that loads
 // several, the directory they all come from) and the system libraries.
+// A Python solution's runner also reads the interpreter's directories (Backend::python_read_paths).
 kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library_dir, const kda::runner::Backend& b) {
   kda::sandbox::LandlockPolicy p;
   p.read_only = {library_dir,  "/usr/lib",           "/usr/lib64",       "/lib",
                  "/lib64",     "/usr/local/cuda",    "/etc/ld.so.cache", "/sys/devices/system/cpu",
                  "/proc/self", "/proc/driver/nvidia"};
+  for (const auto& dir : b.python_read_paths()) p.read_only.push_back(dir);
   p.devices = b.sandbox_devices();
   if (!p.devices.empty()) p.devices.push_back("/dev/null");
   return p;
@@ -73,6 +75,8 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
     if (!under(library, loads.root))
       return kda::Status::failed("reload: " + library.string() + " is not under the reload root " +
                                  loads.root.string());
+    if (library.extension() == ".py")
+      return kda::Status::failed("reload: a Python solution is loaded by a runner of its own");
     KDA_RETURN_IF_ERROR(backend.load(library, req.symbol));
     ++loads.count;
     out["loads"] = loads.count;
@@ -85,6 +89,8 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
   }
   KDA_RETURN_IF_ERROR(backend.init());
   out["environment"] = backend.environment();  // read before the sandbox hides /proc files
+  // The interpreter and its array library are imported before the sandbox; the solution after it.
+  if (library.extension() == ".py") KDA_RETURN_IF_ERROR(backend.start_python());
   json sandbox = json::object();
   if (req.sandbox) {
     auto ll = kda::sandbox::apply_landlock(
@@ -98,7 +104,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
       sandbox["seccomp"] = true;
     }
   }
-  KDA_RETURN_IF_ERROR(backend.load(library, req.symbol));
+  KDA_RETURN_IF_ERROR(backend.load(library, req.symbol, req.returns_outputs));
   loads.count = 1;
   out["sandbox"] = sandbox;
   return {};

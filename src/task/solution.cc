@@ -198,10 +198,75 @@ std::string solution_hash(const Solution& s) {
   return h.hex_digest();
 }
 
+std::vector<std::string> fib_solution_errors(const nlohmann::json& j) {
+  std::vector<std::string> errors;
+  auto need_string = [&](const nlohmann::json& o, const char* key, const std::string& at) {
+    if (!o.contains(key) || !o[key].is_string() || o[key].get<std::string>().empty())
+      errors.push_back(at + "/" + key + ": a non-empty string is required");
+  };
+  if (!j.is_object()) return {": a Solution is a JSON object"};
+  for (const char* key : {"name", "definition", "author"}) need_string(j, key, "");
+  const auto spec = j.value("spec", nlohmann::json());
+  if (!spec.is_object()) {
+    errors.push_back("/spec: an object is required");
+  } else {
+    static const std::set<std::string> kLanguages = {"python", "triton", "cpp", "cuda", "tilelang"};
+    if (!spec.contains("language") || !spec["language"].is_string() ||
+        !kLanguages.count(spec["language"].get<std::string>()))
+      errors.push_back("/spec/language: one of python, triton, cpp, cuda, tilelang is required");
+    const auto hw = spec.value("target_hardware", nlohmann::json());
+    if (!hw.is_array() || hw.empty())
+      errors.push_back("/spec/target_hardware: a non-empty list is required");
+    else
+      for (size_t i = 0; i < hw.size(); ++i)
+        if (!hw[i].is_string() || hw[i].get<std::string>().empty())
+          errors.push_back("/spec/target_hardware/" + std::to_string(i) + ": a non-empty string is required");
+    need_string(spec, "entry_point", "/spec");
+    if (spec.contains("dependencies") && !spec["dependencies"].is_null() && !spec["dependencies"].is_array())
+      errors.push_back("/spec/dependencies: a list is required");
+    if (spec.contains("binding") && !spec["binding"].is_null() &&
+        !(spec["binding"] == "tvm-ffi" || spec["binding"] == "torch"))
+      errors.push_back("/spec/binding: tvm-ffi, torch or null");
+    if (spec.contains("destination_passing_style") && !spec["destination_passing_style"].is_boolean())
+      errors.push_back("/spec/destination_passing_style: a boolean is required");
+  }
+  const auto sources = j.value("sources", nlohmann::json());
+  std::set<std::string> paths;
+  if (!sources.is_array() || sources.empty()) {
+    errors.push_back("/sources: a non-empty list is required");
+  } else {
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const std::string at = "/sources/" + std::to_string(i);
+      const auto& src = sources[i];
+      if (!src.is_object()) {
+        errors.push_back(at + ": an object {path, content} is required");
+        continue;
+      }
+      need_string(src, "path", at);
+      if (!src.contains("content") || !src["content"].is_string())
+        errors.push_back(at +
+                         "/content: required (kda's directory form leaves it out; `kda solution export` inlines it)");
+      const std::string path = src.value("path", "");
+      const std::filesystem::path p(path);
+      if (p.is_absolute() || std::count(p.begin(), p.end(), std::filesystem::path("..")))
+        errors.push_back(at + "/path: '" + path + "' must be relative, without '..'");
+      if (!path.empty() && !paths.insert(path).second) errors.push_back(at + "/path: duplicate '" + path + "'");
+    }
+  }
+  const std::string ep = spec.is_object() ? spec.value("entry_point", "") : "";
+  const auto sep = ep.find("::");
+  if (!ep.empty() && (sep == std::string::npos || sep == 0 || sep + 2 >= ep.size()))
+    errors.push_back("/spec/entry_point: '" + ep + "' is not <file>::<function>");
+  else if (!ep.empty() && !paths.empty() && !paths.count(ep.substr(0, sep)))
+    errors.push_back("/spec/entry_point: '" + ep.substr(0, sep) + "' is not among the sources");
+  return errors;
+}
+
 std::optional<std::string> not_evaluable_reason(const Solution& solution) {
   const auto& spec = solution.spec;
-  if (spec.language != "cpp" && spec.language != "cuda")
-    return "language \"" + spec.language + "\" is not built by this version of kda (it builds cpp and cuda solutions)";
+  if (spec.language != "cpp" && spec.language != "cuda" && spec.language != "python" && spec.language != "triton")
+    return "language \"" + spec.language +
+           "\" is not built by this version of kda (it builds cpp and cuda solutions and runs python and triton ones)";
   if (spec.binding == "torch")
     return "binding \"torch\" is not built by this version of kda (it calls kda's C ABI or a tvm-ffi export; "
            "docs/solutions.md)";

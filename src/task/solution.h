@@ -67,6 +67,14 @@ std::string unlisted_option_warning(const std::string& name);  // what to do abo
 // destination_passing_style and the (path, content) pairs sorted by path. Not the name, author or text.
 std::string solution_hash(const Solution& s);
 
+// What FlashInfer-Bench's own Solution schema (flashinfer_bench.data.Solution: SourceFile, BuildSpec)
+// would refuse in `j`, one line each with its JSON pointer; empty when it would load. FIB requires every
+// source's `content`, which kda's directory form leaves out (`kda solution export` inlines it), a
+// language of its enum (python, triton, cpp, cuda, tilelang), a non-empty target_hardware list,
+// entry_point "<file>::<function>" naming one of the sources, relative source paths without "..",
+// and a binding of tvm-ffi or torch where one is given.
+std::vector<std::string> fib_solution_errors(const nlohmann::json& j);
+
 // Why this version of kda cannot evaluate a solution that is valid FlashInfer-Bench, or nullopt:
 // a language it does not build (python, triton, ...), the torch binding, or tvm-ffi without
 // destination passing. `kda task validate` warns with it; the evaluator answers COMPILE_ERROR.

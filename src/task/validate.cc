@@ -93,6 +93,22 @@ void check_solution_context(const Solution& s, const std::string& file, const Co
   }
 }
 
+// A solution file as written (the directory form leaves each source's content out) against
+// FlashInfer-Bench's own schema: a warning, since kda loads it either way.
+void warn_unless_fib_loads(const stdfs::path& path, const std::string& file, ValidationReport& report) {
+  std::error_code ec;
+  const stdfs::path json_file = stdfs::is_directory(path, ec) ? path / "solution.json" : path;
+  auto text = fs::read_file(json_file);
+  if (!text.ok()) return;
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  const auto errors = fib_solution_errors(j);
+  if (errors.empty()) return;
+  const std::string more = errors.size() > 1 ? " (and " + std::to_string(errors.size() - 1) + " more)" : "";
+  report.warnings.add(file, 0, "",
+                      "FlashInfer-Bench would not load this file as it is: " + errors.front() + more +
+                          "; `kda solution export " + path.string() + "` writes the Solution JSON it loads");
+}
+
 void validate_dataset(const stdfs::path& root, const ValidationOptions& options, ValidationReport& report) {
   Context ctx;
   ctx.root = root;
@@ -297,6 +313,7 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const Val
         check_solution_context(*s, file, context_for(path, arguments), report);
         for (const auto& name : unlisted_option_files(*s, path))
           report.warnings.add(file, 0, "/sources", unlisted_option_warning(name));
+        warn_unless_fib_loads(path, file, report);
         break;
       }
       case PathKind::kDefinition:

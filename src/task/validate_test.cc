@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -148,7 +149,7 @@ TEST(Validate, WarnsWhereKdaCannotEvaluateAValidSolution) {
     const char* says;
   };
   const std::vector<Case> cases = {
-      {"python", [](nlohmann::json& j) { j["spec"]["language"] = "python"; }, "language \"python\" is not built"},
+      {"tilelang", [](nlohmann::json& j) { j["spec"]["language"] = "tilelang"; }, "language \"tilelang\" is not built"},
       {"torch", [](nlohmann::json& j) { j["spec"]["binding"] = "torch"; }, "binding \"torch\" is not built"},
       {"tvm-ffi, no DPS",
        [](nlohmann::json& j) {
@@ -202,7 +203,9 @@ TEST(Validate, AnUnlistedBuildTomlIsAWarning) {
   for (const stdfs::path& path : {dir, dir / "solution.json"}) {
     ValidationReport r = validate_paths({path});
     EXPECT_TRUE(r.valid()) << all_problems(r.problems);
-    ASSERT_EQ(r.warnings.size(), 1u) << all_problems(r.warnings);
+    // The second warning: the directory form lacks the content FlashInfer-Bench requires.
+    ASSERT_EQ(r.warnings.size(), 2u) << all_problems(r.warnings);
+    EXPECT_NE(r.warnings.items()[1].message.find("kda solution export"), std::string::npos);
     EXPECT_TRUE(names(r.warnings, path.string(), "/sources", 0)) << all_problems(r.warnings);
     EXPECT_NE(r.warnings.items()[0].message.find("build.toml lies beside solution.json but is not among its sources"),
               std::string::npos)
@@ -213,7 +216,8 @@ TEST(Validate, AnUnlistedBuildTomlIsAWarning) {
   ASSERT_TRUE(fs::write_file_atomic(dir / "solution.json", j.dump(2)).ok());
   ValidationReport listed = validate_paths({dir});
   EXPECT_TRUE(listed.valid()) << all_problems(listed.problems);
-  EXPECT_TRUE(listed.warnings.empty()) << all_problems(listed.warnings);
+  ASSERT_EQ(listed.warnings.size(), 1u) << all_problems(listed.warnings);  // only FIB's missing content
+  EXPECT_NE(listed.warnings.items()[0].message.find("/sources/0/content"), std::string::npos);
   stdfs::remove_all(root.parent_path());
 }
 
@@ -268,15 +272,30 @@ TEST(Validate, ASolutionBesideItsPackUsesThePackNamedWithIt) {
 }
 
 // Every solution kda ships (solutions/<pack>/<name>/) against its contest or CUDA pack.
+// The built-in packs by definition name (solutions/<definition>/ names a pack by its definition:
+// the contest packs' directories have that name, the host and CUDA ones a short one).
+std::map<std::string, stdfs::path> packs_by_definition(const stdfs::path& repo) {
+  std::map<std::string, stdfs::path> out;
+  for (const char* family : {"tasks/contest", "tasks/cuda", "tasks/host"})
+    for (const auto& d : stdfs::directory_iterator(repo / family)) {
+      auto text = fs::read_file(d.path() / "definition.json");
+      if (!text.ok()) continue;
+      const auto j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object() && j.contains("name")) out[j["name"].get<std::string>()] = d.path();
+    }
+  return out;
+}
+
 TEST(Validate, KdasOwnSolutionsMatchTheirPacks) {
   const stdfs::path repo = KDA_SOURCE_DIR;
+  const auto packs = packs_by_definition(repo);
   int checked = 0;
   for (const auto& pack_dir : stdfs::directory_iterator(repo / "solutions")) {
     if (!pack_dir.is_directory()) continue;
-    stdfs::path pack;
-    for (const char* family : {"tasks/contest", "tasks/cuda", "tasks/host"})
-      if (stdfs::exists(repo / family / pack_dir.path().filename())) pack = repo / family / pack_dir.path().filename();
-    ASSERT_FALSE(pack.empty()) << "no task pack named " << pack_dir.path().filename() << " for " << pack_dir.path();
+    auto found = packs.find(pack_dir.path().filename().string());
+    ASSERT_NE(found, packs.end()) << "no task pack of definition " << pack_dir.path().filename() << " for "
+                                  << pack_dir.path();
+    const stdfs::path pack = found->second;
     for (const auto& sol : stdfs::directory_iterator(pack_dir.path())) {
       if (!sol.is_directory()) continue;
       ValidationReport r = validate_paths({pack, sol.path()});
@@ -285,7 +304,48 @@ TEST(Validate, KdasOwnSolutionsMatchTheirPacks) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 2);  // GDN decode and prefill at least
+  EXPECT_GE(checked, 4);  // GDN decode and prefill, the host numpy solutions
+}
+
+// Issue 43: every solution the project ships (solutions/, each pack's reference, baselines and
+// tunable solutions) exports as a Solution FlashInfer-Bench's schema loads (content inline); the
+// directory form as written lacks the content FIB requires, and kda task validate says so.
+TEST(Validate, EveryShippedSolutionExportsAsAFlashInferBenchSolution) {
+  const stdfs::path repo = KDA_SOURCE_DIR;
+  int checked = 0;
+  std::vector<stdfs::path> dirs;
+  for (const char* root : {"solutions", "tasks"})
+    for (const auto& e : stdfs::recursive_directory_iterator(repo / root))
+      if (e.path().filename() == "solution.json") dirs.push_back(e.path().parent_path());
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir.string());
+    auto sol = load_solution(dir);
+    ASSERT_TRUE(sol.ok()) << sol.status().message();
+    const auto errors = fib_solution_errors(sol->to_json());
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    ++checked;
+  }
+  EXPECT_GE(checked, 25);
+  // The directory form as written: FIB would refuse it for the missing content, and validate warns.
+  const stdfs::path numpy = repo / "solutions/host_rmsnorm_f32/numpy";
+  auto raw = nlohmann::json::parse(*fs::read_file(numpy / "solution.json"));
+  const auto errors = fib_solution_errors(raw);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("/sources/0/content"), std::string::npos) << errors[0];
+  ValidationReport r = validate_paths({numpy});
+  EXPECT_TRUE(r.valid());
+  bool warned = false;
+  for (const auto& w : r.warnings.items()) warned |= w.message.find("kda solution export") != std::string::npos;
+  EXPECT_TRUE(warned);
+  // What else FIB's schema refuses.
+  auto bad = raw;
+  bad["spec"]["language"] = "rust";
+  bad["spec"]["target_hardware"] = nlohmann::json::array();
+  bad["spec"]["entry_point"] = "other.py::run";
+  bad["sources"][0]["path"] = "../rmsnorm.py";
+  bad["sources"][0]["content"] = "x = 1\n";
+  const auto many = fib_solution_errors(bad);
+  EXPECT_EQ(many.size(), 4u);
 }
 
 // ---- fuzz -------------------------------------------------------------------------------------------------

@@ -1,0 +1,206 @@
+"""kda-runner's Python side: loads a python or triton solution and calls it on views of kda's arena.
+
+The embedded interpreter (python_runtime.cc) imports this module before the sandbox is applied,
+calls setup() to import the array library of the backend (numpy on the host, torch on CUDA), then,
+confined, load() once, bind() per layout and call() per call. Nothing here copies an input: the
+views it builds are the arena's own memory (the host's inputs read-only), so every check the
+evaluator makes on the arena (guards, poison, re-checks, digests) sees what the solution did.
+"""
+
+import importlib.util
+import os
+import struct
+import sys
+
+_state = {}
+
+# What a candidate's Python may not do, by audit event (PEP 578): the category each belongs to, as
+# the import audit names them for compiled solutions (docs/integrity-gates.md). The hook is added
+# before the candidate's module runs and cannot be removed; a refused event raises in the candidate
+# and is reported to kda-runner through _kda_guard (C), which turns the load or call into a
+# sandbox verdict even when the candidate catches the exception.
+_REFUSED_EVENTS = {
+    "subprocess.Popen": "process_spawn",
+    "os.system": "process_spawn",
+    "os.exec": "process_spawn",
+    "os.posix_spawn": "process_spawn",
+    "os.spawn": "process_spawn",
+    "os.fork": "process_spawn",
+    "os.forkpty": "process_spawn",
+    "os.kill": "process_spawn",
+    "socket.connect": "network",
+    "socket.bind": "network",
+    "socket.getaddrinfo": "network",
+    "ctypes.dlopen": "dynamic_loading",
+    "ctypes.dlsym": "dynamic_loading",
+    "ctypes.cdata": "raw_memory",
+    "ctypes.string_at": "raw_memory",
+    "ctypes.wstring_at": "raw_memory",
+    "mmap.__new__": "raw_memory",
+    "os.putenv": "environment",
+    "os.unsetenv": "environment",
+}
+
+# Environment variables a candidate still sees: the runner's own minimal environment, less anything
+# that could carry a secret (runner_client.cc gives runners PATH, LANG and a few loader variables).
+_KEPT_ENVIRONMENT = ("PATH", "LANG")
+
+
+def _install_guard(allowed_roots):
+    """Refuses the events above, and every open() for writing or of a file outside `allowed_roots`
+    (the interpreter's directories and the solution's own)."""
+    import _kda_guard
+
+    report = _kda_guard.report
+    roots = tuple(os.path.join(os.path.realpath(r), "") for r in allowed_roots)
+    realpath = os.path.realpath
+    isinstance_ = isinstance
+
+    def refuse(category, what):
+        report(category, what)
+        raise PermissionError(f"kda sandbox: {category}: {what} is not allowed in a solution")
+
+    def hook(event, args):
+        category = _REFUSED_EVENTS.get(event)
+        if category is not None:
+            refuse(category, event)
+        if event == "open":
+            path, mode, flags = args[0], args[1], args[2]
+            if isinstance_(mode, str) and any(c in mode for c in "wax+"):
+                refuse("file_io", f"open({path!r}, {mode!r})")
+            if isinstance_(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND):
+                refuse("file_io", f"os.open({path!r}) for writing")
+            if isinstance_(path, (str, bytes)):
+                full = realpath(os.fsdecode(path))
+                if not any((full + os.sep).startswith(r) for r in roots):
+                    refuse("file_io", f"open({full!r})")
+
+    sys.addaudithook(hook)
+
+
+def setup(device):
+    """Imports what calls need and says which directories the sandbox must leave readable."""
+    sys.dont_write_bytecode = True
+    _state["device"] = device
+    if device == "cuda":
+        import torch
+
+        torch.cuda.init()
+        # torch's own lazy state (the caching allocator, its threads) is created now, before the
+        # first measured call, so that no call starts a thread the evaluator would count.
+        torch.zeros(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+        _state["torch"] = torch
+    else:
+        import numpy
+
+        _state["numpy"] = numpy
+    # kda's own directory (the build or install directory, where this file lies) served only this
+    # import: it leaves sys.path and is not among the directories a solution may read.
+    own = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != own]
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    roots.update(p for p in sys.path if p)
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path:
+            roots.add(os.path.dirname(path))
+    roots.discard(own)
+    return sorted(r for r in roots if os.path.isdir(r))
+
+
+def load(path, function, returns_outputs, read_roots):
+    """Imports the solution's entry file as a module (its directory first on sys.path, so that the
+    solution's other files import by name) and takes its entry function. Before the candidate's
+    code runs: the environment is cut to _KEPT_ENVIRONMENT and the audit hook is installed."""
+    directory = os.path.dirname(path)
+    for name in list(os.environ):
+        if name not in _KEPT_ENVIRONMENT:
+            del os.environ[name]
+    _install_guard(list(read_roots) + [directory])
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    name = "kda_solution_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    fn = getattr(module, function, None)
+    if fn is None:
+        raise AttributeError(f"{os.path.basename(path)} defines no '{function}'")
+    if not callable(fn):
+        raise TypeError(f"{os.path.basename(path)}::{function} is not callable")
+    _state["fn"] = fn
+    _state["returns_outputs"] = bool(returns_outputs)
+
+
+def _host_view(memory, dtype, shape):
+    np = _state["numpy"]
+    return np.frombuffer(memory, dtype=np.dtype(dtype)).reshape(shape)
+
+
+def bind(inputs, outputs):
+    """Each item is ("scalar", memoryview, struct format), ("host", memoryview, dtype, shape) or
+    ("dlpack", capsule). Builds the tensor arguments once per layout; scalars are read at each call
+    (an input set may change them while the layout stays)."""
+
+    def view(item):
+        kind = item[0]
+        if kind == "scalar":
+            return None
+        if kind == "host":
+            return _host_view(item[1], item[2], item[3])
+        return _state["torch"].utils.dlpack.from_dlpack(item[1])
+
+    _state["args"] = [view(i) for i in inputs]
+    _state["scalars"] = [(k, i[1], i[2]) for k, i in enumerate(inputs) if i[0] == "scalar"]
+    _state["outs"] = [view(o) for o in outputs]
+    _state["stream"] = None
+
+
+def _arguments():
+    args = list(_state["args"])
+    for k, memory, fmt in _state["scalars"]:
+        args[k] = struct.unpack(fmt, memory)[0]
+    return args
+
+
+def _stream(pointer):
+    torch = _state["torch"]
+    s = _state.get("stream")
+    if s is None or s.cuda_stream != pointer:
+        s = torch.cuda.ExternalStream(pointer) if pointer else torch.cuda.default_stream()
+        _state["stream"] = s
+    return s
+
+
+def _store(results):
+    """Non-destination-passing: what the function returned goes into the output slots, checked."""
+    outs = _state["outs"]
+    if not isinstance(results, (tuple, list)):
+        results = (results,)
+    if len(results) != len(outs):
+        raise ValueError(f"the function returned {len(results)} value(s); the definition has {len(outs)} output(s)")
+    for k, (out, value) in enumerate(zip(outs, results)):
+        shape = tuple(getattr(value, "shape", ()))
+        if shape != tuple(out.shape):
+            raise ValueError(f"output {k}: the function returned shape {shape}, the definition's is {tuple(out.shape)}")
+        if _state["device"] == "cuda":
+            out.copy_(value)
+        else:
+            _state["numpy"].copyto(out, value, casting="same_kind")
+
+
+def call(stream):
+    fn = _state["fn"]
+    args = _arguments()
+    if _state["device"] == "cuda":
+        with _state["torch"].cuda.stream(_stream(stream)):
+            results = fn(*args) if _state["returns_outputs"] else fn(*args, *_state["outs"])
+            if _state["returns_outputs"]:
+                _store(results)
+        return
+    if _state["returns_outputs"]:
+        _store(fn(*args))
+    else:
+        fn(*args, *_state["outs"])
