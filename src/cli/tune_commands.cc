@@ -35,6 +35,7 @@ int run_tune(const Args& args, Io& io) {
   o.resume = args.flag("resume");
   o.strategy = args.value_or("strategy", "auto");
   o.final_eval = !args.flag("no-final");
+  o.guard = !args.flag("no-guard");
   o.screen = !args.flag("no-screen");
   if (auto r = args.value("regimes")) o.regimes_file = *r;
   struct IntOpt {
@@ -131,6 +132,9 @@ CommandSpec tune_command() {
             .help = "trials at the first rung (+1 per rung)",
             .default_value = "1"},
            {.name = "no-final", .help = "skip the final evaluation of best single and dispatcher"},
+           {.name = "no-guard",
+            .help = "do not screen the finalists and the baseline on every visible workload (a regime may then be "
+                    "routed where it is slower than the baseline)"},
            {.name = "no-screen",
             .help = "one official evaluation per measurement (fresh processes each) "
                     "instead of one screening session"},

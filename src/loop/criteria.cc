@@ -38,7 +38,11 @@ nlohmann::json Criteria::to_json() const {
   nlohmann::json regimes_j = nlohmann::json::array();
   for (const auto& r : regimes)
     regimes_j.push_back({{"axis", r.axis}, {"op", r.op}, {"value", r.value}, {"min_speedup", r.min_speedup}});
-  return {{"machine", {{"all_passed", true}, {"min_geomean_speedup", min_geomean_speedup}, {"regimes", regimes_j}}},
+  return {{"machine",
+           {{"all_passed", true},
+            {"min_geomean_speedup", min_geomean_speedup},
+            {"min_workload_speedup", min_workload_speedup},
+            {"regimes", regimes_j}}},
           {"reviewer", reviewer}};
 }
 
@@ -47,6 +51,8 @@ Result<Criteria> Criteria::from_json(const nlohmann::json& j) {
   try {
     const auto& m = j.at("machine");
     c.min_geomean_speedup = m.at("min_geomean_speedup").get<double>();
+    // Runs started before the per-workload criterion existed read as checking it at the default.
+    c.min_workload_speedup = m.value("min_workload_speedup", kMinWorkloadSpeedup);
     for (const auto& r : m.at("regimes"))
       c.regimes.push_back({r.at("axis").get<std::string>(), r.at("op").get<std::string>(), r.at("value").get<double>(),
                            r.at("min_speedup").get<double>()});
@@ -107,6 +113,17 @@ std::vector<CriterionResult> check_criteria(const Criteria& c, const eval::EvalR
                  fmt::format("{}/{} workloads PASSED", passed, report.workloads.size())});
   out.push_back({"geomean_speedup", report.all_passed && report.score_geomean >= c.min_geomean_speedup,
                  fmt::format("geomean speedup {:.3f}x, target {:.3f}x", report.score_geomean, c.min_geomean_speedup)});
+  if (c.min_workload_speedup > 0 && !report.baseline_name.empty()) {
+    const eval::WorkloadResult* worst = nullptr;
+    for (const auto& w : report.workloads)
+      if (w.verdict == eval::Verdict::kPassed && w.speedup > 0 && (worst == nullptr || w.speedup < worst->speedup))
+        worst = &w;
+    if (worst != nullptr)
+      out.push_back(
+          {"no_workload_slower", worst->speedup >= c.min_workload_speedup,
+           fmt::format("slowest against the baseline: workload {} ({}) at {:.3f}x, floor {:.2f}x",
+                       worst->uuid.substr(0, 8), worst->axes.dump(), worst->speedup, c.min_workload_speedup)});
+  }
   for (const auto& r : c.regimes) {
     double log_sum = 0;
     int n = 0;

@@ -22,8 +22,16 @@ struct RegimeTarget {
   std::string text() const;  // "M>=128:2x"
 };
 
+// No workload may end far slower than the baseline: the completion check fails when a PASSED
+// workload's speedup over the baseline is below this (issue 45: a candidate 2x faster on the dev
+// workloads was 0.17x of the baseline on a shape the dev set did not hold). Not 0.95: on the 2-core
+// host a shape served by the baseline itself (compiled into the tuner's dispatcher) read 0.88-0.98x
+// of the separately built baseline across runs, and a floor inside that noise failed honest runs.
+inline constexpr double kMinWorkloadSpeedup = 0.8;
+
 struct Criteria {
   double min_geomean_speedup = 1.0;
+  double min_workload_speedup = kMinWorkloadSpeedup;  // every workload; 0: not checked
   std::vector<RegimeTarget> regimes;
   std::vector<std::string> reviewer;  // reviewer-judged
   nlohmann::json to_json() const;
@@ -34,7 +42,7 @@ struct Criteria {
 Result<Criteria> parse_target(const std::string& spec);
 
 struct CriterionResult {
-  std::string id;  // "all_passed", "geomean_speedup", "regime:M>=128:2x"
+  std::string id;  // "all_passed", "geomean_speedup", "no_workload_slower", "regime:M>=128:2x"
   bool met = false;
   std::string detail;
 };

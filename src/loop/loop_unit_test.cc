@@ -1,5 +1,8 @@
 // Unit tests of the loop's pieces: verdict grammar, target/criteria, state and ledger JSON, kda's
 // tools, the backend factory and the git workspace.
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -95,6 +98,35 @@ TEST(Criteria, Check) {
   auto failed = check_criteria(c, report_with({{1, 9.0}, {128, 9.0}}, false));
   EXPECT_FALSE(failed[0].met);
   EXPECT_FALSE(all_met(failed));
+}
+
+// Issue 45: a solution 2x faster in geomean but 0.17x of the baseline on one workload does not
+// complete; the criterion names the workload and the ratio, and a run without a baseline skips it.
+TEST(Criteria, NoWorkloadMayEndSlowerThanTheBaseline) {
+  auto c = *parse_target("1.5x");
+  auto r = report_with({{1, 4.0}, {16, 4.0}, {8192, 0.17}});
+  r.baseline_name = "naive";
+  for (auto& w : r.workloads) w.verdict = eval::Verdict::kPassed;
+  auto res = check_criteria(c, r);
+  EXPECT_FALSE(all_met(res));
+  auto it = std::find_if(res.begin(), res.end(), [](const CriterionResult& x) { return x.id == "no_workload_slower"; });
+  ASSERT_NE(it, res.end());
+  EXPECT_FALSE(it->met);
+  EXPECT_NE(it->detail.find("w8192"), std::string::npos) << it->detail;
+  EXPECT_NE(it->detail.find("0.170x, floor 0.80x"), std::string::npos) << it->detail;
+  r.workloads[2].speedup = 0.88;  // within the host's noise
+  r.score_geomean = std::cbrt(4.0 * 4.0 * 0.88);
+  EXPECT_TRUE(all_met(check_criteria(c, r)));
+  c.min_workload_speedup = 0;  // switched off
+  r.workloads[2].speedup = 0.17;
+  r.score_geomean = std::cbrt(4.0 * 4.0 * 0.17);
+  auto off = check_criteria(c, r);
+  EXPECT_EQ(
+      std::count_if(off.begin(), off.end(), [](const CriterionResult& x) { return x.id == "no_workload_slower"; }), 0);
+  // Criteria written before the field existed read with the default floor.
+  auto j = c.to_json();
+  j["machine"].erase("min_workload_speedup");
+  EXPECT_DOUBLE_EQ(Criteria::from_json(j)->min_workload_speedup, kMinWorkloadSpeedup);
 }
 
 TEST(RunState, RoundTrips) {

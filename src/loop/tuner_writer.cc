@@ -7,6 +7,7 @@
 
 #include "eval/evaluator.h"
 #include "eval/tool_run.h"
+#include "loop/criteria.h"
 #include "loop/run_state.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
@@ -122,6 +123,23 @@ Result<int> config_count(const stdfs::path& source, const task::TaskPack& pack) 
   KDA_ASSIGN_OR_RETURN(auto t, tune::load_tunables(source, pack.definition, base.spec.entry_point, srcs));
   KDA_ASSIGN_OR_RETURN(auto configs, tune::enumerate_configs(t));
   return static_cast<int>(configs.size());
+}
+
+// What a round writes into the workspace: the dispatcher round the dispatcher; every other round
+// the faster of the two (the head-to-head decides where it ran, otherwise the two separate final
+// geomeans; a coarse round that wrote its best single configuration alone was sometimes no faster
+// than the baseline on host rmsnorm, its dispatcher 1.29x faster than that configuration
+// head-to-head), except that where the guard (tune/guard.h) found the best single configuration
+// slower than the baseline on a visible workload, only the dispatcher, which routes that shape
+// elsewhere, is safe to emit.
+bool emit_dispatcher(const tune::TuneResult& r, TunerStage stage) {
+  const bool dispatcher_ok = r.dispatcher_passed && r.dispatcher_geomean_ms > 0;
+  if (stage == TunerStage::kDispatcher || !dispatcher_ok) return dispatcher_ok;
+  const double single_worst = r.guard.value("best_single_worst_ratio", 0.0);
+  if (r.guard.value("ran", false) && single_worst > 0 && single_worst < kMinWorkloadSpeedup) return true;
+  return r.dispatcher_vs_best_single > 0
+             ? r.dispatcher_vs_best_single > 1
+             : r.best_single_geomean_ms <= 0 || r.dispatcher_geomean_ms < r.best_single_geomean_ms;
 }
 
 class TunerWriter final : public agent::Backend {
@@ -281,18 +299,8 @@ class TunerWriter final : public agent::Backend {
       return summary;
     }
 
-    // What goes into the workspace and what it measured.
-    // The dispatcher round emits the dispatcher; every other round the faster of the two: the
-    // head-to-head decides where it ran, otherwise the two separate final geomeans. (A coarse round
-    // that wrote its best single configuration alone was sometimes no faster than the baseline on
-    // host rmsnorm, its dispatcher 1.29x faster than that configuration head-to-head.)
-    const bool dispatcher_ok = r->dispatcher_passed && r->dispatcher_geomean_ms > 0;
-    bool use_dispatcher = dispatcher_ok;
-    if (stage != TunerStage::kDispatcher)
-      use_dispatcher = dispatcher_ok &&
-                       (r->dispatcher_vs_best_single > 0
-                            ? r->dispatcher_vs_best_single > 1
-                            : r->best_single_geomean_ms <= 0 || r->dispatcher_geomean_ms < r->best_single_geomean_ms);
+    // What goes into the workspace (emit_dispatcher) and what it measured.
+    const bool use_dispatcher = emit_dispatcher(*r, stage);
     const stdfs::path chosen = use_dispatcher ? r->dispatcher_dir : r->best_single_dir;
     const double chosen_ms = use_dispatcher ? r->dispatcher_geomean_ms : r->best_single_geomean_ms;
     KDA_ASSIGN_OR_RETURN(auto written, copy_solution(chosen, p.workspace, false));
@@ -305,12 +313,17 @@ class TunerWriter final : public agent::Backend {
     json claims = json::array();
     std::string claim_text = "No claim: the tuner has no final timing against the baseline.";
     if (r->final_timing && r->baseline_geomean_ms > 0 && chosen_ms > 0) {
+      // The claim is the lower end of the final evaluation's interval where it has one: a number
+      // the official evaluation on fresh seeds will reproduce, not the best of one timing (a round
+      // that claimed its point estimate, 3.226x, was measured at 2.435x and rejected as false).
       const double speedup = r->baseline_geomean_ms / chosen_ms;
-      claims.push_back({{"metric", "geomean_speedup"}, {"value", speedup}});
+      const double low = use_dispatcher ? r->dispatcher_speedup_ci_low : r->best_single_speedup_ci_low;
+      const double claimed = low > 0 ? std::min(low, speedup) : speedup;
+      claims.push_back({{"metric", "geomean_speedup"}, {"value", claimed}});
       claim_text = fmt::format(
-          "Claim: geomean_speedup {:.4f} = baseline {:.6g} ms / {:.6g} ms (the tuner's final "
-          "timing on the dev workloads, baseline interleaved).",
-          speedup, r->baseline_geomean_ms, chosen_ms);
+          "Claim: geomean_speedup {:.4f}, the lower end of the final timing's 95 % interval (point estimate {:.4f} "
+          "= baseline {:.6g} ms / {:.6g} ms; the tuner's final timing on the dev workloads, baseline interleaved).",
+          claimed, speedup, r->baseline_geomean_ms, chosen_ms);
     }
     const std::string next = stage == TunerStage::kDone || stage == TunerStage::kDispatcher
                                  ? std::string("none")

@@ -43,6 +43,30 @@ std::vector<const task::SourceFile*> variant_sources(const task::Solution& base,
   return out;
 }
 
+// The guard's baseline compiled into the dispatcher `s` under baseline/, its entry renamed to
+// kda_tune_baseline_<entry>: its prototype and table row follow the configurations'.
+Status embed_baseline(const task::Solution& baseline, task::Solution& s, std::string& protos, std::string& table) {
+  if (baseline.spec.language != s.spec.language)
+    return Status::bad_input("dispatcher: the baseline is " + baseline.spec.language + ", the tuned solution " +
+                             s.spec.language);
+  const std::string entry_fn = baseline.spec.entry_function();
+  const std::string renamed = "kda_tune_baseline_" + entry_fn;
+  for (const auto& f : baseline.sources) {
+    task::SourceFile out{"baseline/" + f.path, f.content};
+    if (is_translation_unit(f.path)) {
+      std::string block =
+          "// kda tune: the pack's baseline, " + baseline.name + "\n#define " + entry_fn + " " + renamed + "\n";
+      if (std::filesystem::path(f.path).extension() != ".cu") block += "#line 1 \"" + f.path + "\"\n";
+      out.content = block + f.content;
+    }
+    s.sources.push_back(std::move(out));
+  }
+  protos +=
+      fmt::format("extern \"C\" int {}(const DLTensor*, int64_t, DLTensor*, int64_t, void*);  // baseline\n", renamed);
+  table += fmt::format("    {},\n", renamed);
+  return {};
+}
+
 }  // namespace
 
 Result<task::Solution> config_solution(const task::Solution& base, const Tunables& t, const Config& c) {
@@ -84,7 +108,7 @@ Result<std::vector<AxisSource>> axis_sources(const task::Definition& def) {
 
 Result<task::Solution> dispatcher_solution(const task::Solution& base, const task::Definition& def, const Tunables& t,
                                            const std::vector<Config>& configs, const std::vector<Route>& routes,
-                                           size_t fallback) {
+                                           size_t fallback, const task::Solution* baseline) {
   if (configs.empty() || fallback >= configs.size()) return Status::internal("dispatcher: no fallback configuration");
   KDA_ASSIGN_OR_RETURN(auto sources, axis_sources(def));
   task::Solution s = base;
@@ -113,6 +137,8 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
                           configs[i].label());
     table += fmt::format("    {},\n", renamed);
   }
+  if (baseline != nullptr) KDA_RETURN_IF_ERROR(embed_baseline(*baseline, s, protos, table));
+  const size_t targets = configs.size() + (baseline != nullptr ? 1 : 0);
   const size_t n_axes = sources.size();
   std::string reads;
   for (size_t a = 0; a < n_axes; ++a) {
@@ -128,7 +154,7 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
   }
   std::string rows;
   for (const auto& r : routes) {
-    if (r.config >= configs.size()) return Status::internal("dispatcher: route to a missing configuration");
+    if (r.config >= targets) return Status::internal("dispatcher: route to a missing configuration");
     std::string lo, hi;
     for (size_t a = 0; a < n_axes; ++a) {
       auto it = r.ranges.find(sources[a].axis);
@@ -140,8 +166,8 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
       for (const auto& src : sources) known |= src.axis == axis;
       if (!known) return Status::bad_input("regime '" + r.regime + "': '" + axis + "' is not a var axis");
     }
-    rows +=
-        fmt::format("    {{{}, {{{}}}, {{{}}}}},  // {}: {}\n", r.config, lo, hi, r.regime, configs[r.config].label());
+    rows += fmt::format("    {{{}, {{{}}}, {{{}}}}},  // {}: {}\n", r.config, lo, hi, r.regime,
+                        r.config < configs.size() ? configs[r.config].label() : std::string("the baseline"));
   }
   std::string axis_list;
   for (const auto& src : sources) axis_list += (axis_list.empty() ? "" : ", ") + src.axis;
@@ -195,7 +221,8 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
   const std::string dispatch_file = base.spec.language == "cuda" ? "kda_dispatch.cu" : "kda_dispatch.cc";
   s.sources.push_back({dispatch_file, dispatch});
   s.spec.entry_point = dispatch_file + "::" + fn_name;
-  std::string desc = "kda tune dispatcher over " + std::to_string(configs.size()) + " configurations of " + base.name;
+  std::string desc = "kda tune dispatcher over " + std::to_string(configs.size()) + " configurations of " + base.name +
+                     (baseline != nullptr ? " and the baseline " + baseline->name : "");
   s.description = desc;
   return s;
 }

@@ -11,6 +11,7 @@
 
 #include "eval/solution_build.h"
 #include "tune/generate.h"
+#include "tune/guard.h"
 #include "tune/perf_map.h"
 #include "tune/regimes.h"
 #include "tune/search.h"
@@ -82,10 +83,21 @@ class EvalMeasurer : public Measurer {
   }
 
   Result<Measurement> measure(const Config& c, const std::vector<std::string>& workloads, int rung) override {
-    Measurement m;
-    const auto t0 = std::chrono::steady_clock::now();
     auto sol = config_solution(base_, t_, c);
     if (!sol.ok()) return sol.status();
+    KDA_ASSIGN_OR_RETURN(Measurement m, measure_solution(*sol, workloads, rung, false));
+    m.config = c.id();
+    m.rung = rung;
+    return m;
+  }
+
+  // One solution (a configuration, or the pack's baseline for the guard) on `workloads` at `rung`'s
+  // timing. keep_partial: the times of the workloads that passed stay when another failed (the guard
+  // routes per workload); otherwise a failure anywhere clears them (the search's rule).
+  Result<Measurement> measure_solution(const task::Solution& sol, const std::vector<std::string>& workloads, int rung,
+                                       bool keep_partial) {
+    Measurement m;
+    const auto t0 = std::chrono::steady_clock::now();
     std::string list;
     for (const auto& w : workloads) list += (list.empty() ? "" : ",") + w;
     const int trials = o_.screen_trials + rung, iterations = o_.screen_iterations * static_cast<int>(std::pow(3, rung));
@@ -98,7 +110,7 @@ class EvalMeasurer : public Measurer {
       }
       // Rung 0 looks at every configuration: correctness only; the ones that go on get every check.
       KDA_ASSIGN_OR_RETURN(
-          report, screener_->evaluate(*sol, list, trials, o_.screen_warmup, iterations,
+          report, screener_->evaluate(sol, list, trials, o_.screen_warmup, iterations,
                                       rung == 0 ? eval::ScreenChecks::kCorrectness : eval::ScreenChecks::kAll));
     } else {
       eval::EvalOptions e = o_.eval;
@@ -108,7 +120,7 @@ class EvalMeasurer : public Measurer {
       e.trials = trials;
       e.warmup = o_.screen_warmup;
       e.iterations = iterations;
-      KDA_ASSIGN_OR_RETURN(report, eval::evaluate(pack_, *sol, e));
+      KDA_ASSIGN_OR_RETURN(report, eval::evaluate(pack_, sol, e));
     }
     m.passed = report.all_passed && !report.workloads.empty();
     for (const auto& w : report.workloads) {
@@ -119,7 +131,7 @@ class EvalMeasurer : public Measurer {
       }
       m.times[w.uuid] = time_of(w);
     }
-    if (!m.passed) m.times.clear();
+    if (!m.passed && !keep_partial) m.times.clear();
     m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m.phases = report.phases.to_json(report.wall_s);
     return m;
@@ -186,6 +198,8 @@ nlohmann::json TuneResult::to_json() const {
           {"best_single_dir", best_single_dir.string()},
           {"map", m},
           {"baseline_geomean_ms", baseline_geomean_ms},
+          {"dispatcher_speedup_ci_low", dispatcher_speedup_ci_low},
+          {"best_single_speedup_ci_low", best_single_speedup_ci_low},
           {"best_single_geomean_ms", best_single_geomean_ms},
           {"dispatcher_geomean_ms", dispatcher_geomean_ms},
           {"dispatcher_passed", dispatcher_passed},
@@ -196,6 +210,8 @@ nlohmann::json TuneResult::to_json() const {
           {"configs_measured", configs_measured},
           {"configs_total", configs_total},
           {"configs_failed", configs_failed},
+          {"guard", guard},
+          {"worst_visible_ratio", worst_visible_ratio},
           {"wall_s", wall_s}};
 }
 
@@ -221,9 +237,48 @@ Result<SearchSpace> search_space(const task::TaskPack& pack, const Tunables& tun
   return space;
 }
 
-// The dispatcher: each regime's winner, the best single configuration as the fallback.
+// The guard (tune/guard.h): the finalists and the baseline screened on every visible workload in
+// the same session, at rung 1's timing, then the plan. Skipped (saying why) without a baseline.
+Result<GuardPlan> guard_phase(const task::TaskPack& pack, const TuneOptions& options, const task::Solution& base,
+                              const Tunables& tunables, const SearchSpace& space, const PerfMap& pm,
+                              EvalMeasurer& measurer) {
+  GuardPlan skipped;
+  const task::Solution* baseline = pack.baseline();
+  if (!options.guard || baseline == nullptr) {
+    skipped.skipped = !options.guard ? "--no-guard" : "the pack has no baseline";
+    return skipped;
+  }
+  std::vector<const task::Workload*> visible;
+  std::vector<std::string> uuids;
+  for (const auto& w : pack.workloads) {
+    visible.push_back(&w);
+    uuids.push_back(w.uuid);
+  }
+  const auto finalists = guard_finalists(pm, space.configs.empty() ? std::string() : space.configs.front().id());
+  if (options.progress)
+    options.progress(fmt::format("guard: {} finalist configuration(s) and the baseline on all {} visible workloads",
+                                 finalists.size(), uuids.size()));
+  std::map<std::string, Measurement> measured;
+  for (const auto& id : finalists) {
+    KDA_ASSIGN_OR_RETURN(task::Solution sol, config_solution(base, tunables, *find_config(space, id)));
+    KDA_ASSIGN_OR_RETURN(measured[id], measurer.measure_solution(sol, uuids, kGuardRung, true));
+  }
+  KDA_ASSIGN_OR_RETURN(measured[kBaselineTarget], measurer.measure_solution(*baseline, uuids, kGuardRung, true));
+  KDA_ASSIGN_OR_RETURN(GuardPlan plan, plan_guard(pack, pm, finalists, visible, measured));
+  if (options.progress && plan.ran)
+    options.progress(fmt::format("guard: fallback {}: {}", plan.fallback.substr(0, 8), plan.fallback_why));
+  if (options.progress)
+    for (const auto& g : plan.regimes)
+      options.progress(fmt::format("guard: {} -> {}: {}", g.regime,
+                                   g.target == kBaselineTarget ? std::string("baseline") : g.target.substr(0, 8),
+                                   g.why));
+  return plan;
+}
+
+// The dispatcher: each regime's winner (as the guard routed it, when it ran), the best single
+// configuration as the fallback, and the pack's baseline compiled in when a route goes to it.
 Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Solution& base, const Tunables& tunables,
-                                     const SearchSpace& space, const PerfMap& pm) {
+                                     const SearchSpace& space, const PerfMap& pm, const GuardPlan& guard) {
   std::vector<Config> used;
   auto index_of = [&](const std::string& id) {
     for (size_t i = 0; i < used.size(); ++i)
@@ -231,14 +286,31 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
     used.push_back(*find_config(space, id));
     return used.size() - 1;
   };
-  const size_t fallback = index_of(pm.best_single);
-  std::vector<Route> routes;
-  for (const auto& e : pm.entries) {
-    // Regimes routed to the best single configuration need no route: the fallback serves them.
-    if (e.ranked.empty() || e.regime->fallback_only || e.chosen == pm.best_single) continue;
-    routes.push_back({e.regime->name, e.regime->ranges, index_of(e.chosen)});
+  const std::string& fallback_id = guard.ran ? guard.fallback : pm.best_single;
+  const size_t fallback = index_of(fallback_id);
+  std::vector<std::pair<Route, bool>> routes;  // (route, to the baseline)
+  if (guard.ran) {
+    for (const auto& g : guard.regimes) {
+      if (g.target == fallback_id || g.ranges.empty()) continue;  // the fallback serves it
+      const bool to_base = g.target == kBaselineTarget;
+      routes.push_back({{g.regime, g.ranges, to_base ? 0 : index_of(g.target)}, to_base});
+    }
+  } else {
+    for (const auto& e : pm.entries) {
+      // Regimes routed to the best single configuration need no route: the fallback serves them.
+      if (e.ranked.empty() || e.regime->fallback_only || e.chosen == pm.best_single) continue;
+      routes.push_back({{e.regime->name, e.regime->ranges, index_of(e.chosen)}, false});
+    }
   }
-  return dispatcher_solution(base, pack.definition, tunables, used, routes, fallback);
+  bool any_base = false;
+  std::vector<Route> table;
+  for (auto& [r, to_base] : routes) {
+    if (to_base) r.config = used.size();  // the baseline's slot, after every configuration
+    any_base |= to_base;
+    table.push_back(r);
+  }
+  return dispatcher_solution(base, pack.definition, tunables, used, table, fallback,
+                             any_base ? pack.baseline() : nullptr);
 }
 
 // The official timing of the dispatcher and the best single configuration (task.toml or the
@@ -264,6 +336,8 @@ Status final_timing(const task::TaskPack& pack, const TuneOptions& options, cons
   }
   for (const auto& w : rs.workloads) s.push_back(w.latency_ms);
   result.dispatcher_passed = rd.all_passed;
+  if (rd.all_passed && rd.geomean_ci) result.dispatcher_speedup_ci_low = rd.geomean_ci->low;
+  if (rs.all_passed && rs.geomean_ci) result.best_single_speedup_ci_low = rs.geomean_ci->low;
   result.dispatcher_geomean_ms = rd.all_passed ? geomean_of(d) : 0;
   if (rs.all_passed) result.best_single_geomean_ms = geomean_of(s);
   if (b.size() == rd.workloads.size()) result.baseline_geomean_ms = geomean_of(b);
@@ -345,7 +419,10 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   result.best_single_dir = options.out_dir / "best_single";
   KDA_RETURN_IF_ERROR(write_solution_dir(single, result.best_single_dir));
 
-  KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_of(pack, base, tunables, space, pm));
+  KDA_ASSIGN_OR_RETURN(GuardPlan guard, guard_phase(pack, options, base, tunables, space, pm, measurer));
+  result.guard = guard.to_json();
+  result.worst_visible_ratio = guard.ran ? guard.worst_ratio : 0;
+  KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_of(pack, base, tunables, space, pm, guard));
   result.dispatcher_dir = options.out_dir / "dispatcher";
   KDA_RETURN_IF_ERROR(write_solution_dir(disp, result.dispatcher_dir));
   result.best_single_geomean_ms = result.best_single_screen_ms = pm.best_single_geomean_ms;

@@ -35,7 +35,10 @@ struct TuneOptions {
   // reused); false: one official evaluate() per measurement (slower, each in fresh processes).
   bool screen = true;
   bool final_eval = true;  // time best single and dispatcher with the pack's timing at the end
-  int stop_after = 0;      // tests: stop as if killed after this many measurements (kFailed)
+  // The no-regression guard (tune/guard.h): the finalists and the baseline screened on every visible
+  // workload, and no regime routed where it would be slower than the baseline.
+  bool guard = true;
+  int stop_after = 0;  // tests: stop as if killed after this many measurements (kFailed)
 };
 
 struct RegimeChoice {
@@ -55,6 +58,9 @@ struct TuneResult {
   int configs_measured = 0;
   // Additions:
   double baseline_geomean_ms = 0;  // the pack's baseline, timed interleaved in the final evaluation (0 without)
+  // The lower ends of the final evaluations' 95 % intervals of the geomean speedup over the baseline
+  // (0: no interval): what a claim may say and the official evaluation still confirm.
+  double dispatcher_speedup_ci_low = 0, best_single_speedup_ci_low = 0;
   bool dispatcher_passed = false;  // the final evaluation passed every tuned workload (true when not run)
   bool final_timing = false;       // the geomeans come from the final evaluation, not the screening
   // The final head-to-head: geomean over the tuned workloads of best single / dispatcher latency,
@@ -65,6 +71,10 @@ struct TuneResult {
   double best_single_screen_ms = 0, dispatcher_screen_ms = 0;
   int configs_total = 0;   // valid configurations in the space
   int configs_failed = 0;  // did not compile or did not pass
+  // The guard's plan (GuardPlan::to_json: per regime the target and why) and, predicted from its
+  // screening, the dispatcher's worst baseline/latency ratio over the visible workloads (0: no guard).
+  nlohmann::json guard = nlohmann::json::object();
+  double worst_visible_ratio = 0;
   double wall_s = 0;
   nlohmann::json to_json() const;
 };

@@ -1,0 +1,281 @@
+#include "tune/guard.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "tune/regimes.h"
+
+namespace kda::tune {
+
+namespace {
+
+struct Summary {
+  double ms = 0, low = 0, high = 0;  // geomeans over the workloads
+  bool complete = false;             // a time for every workload
+};
+
+Summary summarise(const Measurement* m, const std::vector<std::string>& workloads) {
+  Summary s;
+  if (m == nullptr || workloads.empty()) return s;
+  double a = 0, b = 0, c = 0;
+  for (const auto& w : workloads) {
+    auto it = m->times.find(w);
+    if (it == m->times.end() || it->second.ms <= 0) return s;
+    a += std::log(it->second.ms);
+    b += std::log(std::max(it->second.ci_low_ms, 1e-12));
+    c += std::log(std::max(it->second.ci_high_ms, 1e-12));
+  }
+  const double n = static_cast<double>(workloads.size());
+  return {std::exp(a / n), std::exp(b / n), std::exp(c / n), true};
+}
+
+const Measurement* find(const std::map<std::string, Measurement>& measured, const std::string& id) {
+  auto it = measured.find(id);
+  return it == measured.end() ? nullptr : &it->second;
+}
+
+// The first workload where `target` is slower than the baseline beyond noise, or "".
+std::string first_regression(const Measurement& target, const Measurement& base, const std::vector<std::string>& ws,
+                             double* ratio) {
+  for (const auto& w : ws) {
+    const WorkloadTime& t = target.times.at(w);
+    const WorkloadTime& b = base.times.at(w);
+    if (t.ms > b.ms * (1 + kGuardTolerance) || t.ci_low_ms > b.ci_high_ms) {
+      *ratio = b.ms / t.ms;
+      return w;
+    }
+  }
+  return {};
+}
+
+// Whether `id` may serve `ws`: a time on each, faster than the baseline with the geomeans' intervals
+// apart, and slower on none. `why` says what failed, or by how much it is faster.
+bool beats_baseline(const std::map<std::string, Measurement>& measured, const std::string& id,
+                    const std::vector<std::string>& ws, std::string* why) {
+  const Measurement* t = find(measured, id);
+  const Measurement* b = find(measured, kBaselineTarget);
+  const Summary st = summarise(t, ws), sb = summarise(b, ws);
+  if (!st.complete) {
+    *why = "not timed on every workload here" + (t != nullptr && !t->reason.empty() ? " (" + t->reason + ")" : "");
+    return false;
+  }
+  if (!sb.complete) {  // the baseline failed somewhere here: nothing to hold the target to
+    *why = "the baseline has no time on every workload here";
+    return true;
+  }
+  double ratio = 0;
+  if (const std::string w = first_regression(*t, *b, ws, &ratio); !w.empty()) {
+    *why = fmt::format("slower than the baseline on {} ({:.2f}x of its speed)", w.substr(0, 8), ratio);
+    return false;
+  }
+  if (!(st.high < sb.low)) {
+    *why = fmt::format("{:.2f}x the baseline's speed here, intervals overlapping", sb.ms / st.ms);
+    return false;
+  }
+  *why = fmt::format("{:.2f}x the baseline's speed here, intervals apart, slower on no workload", sb.ms / st.ms);
+  return true;
+}
+
+// Routes `g`: its preferred configuration when it beats the baseline, else the fastest finalist
+// that does, else the baseline.
+void decide(const std::map<std::string, Measurement>& measured, const std::vector<std::string>& finalists,
+            GuardRegime& g) {
+  std::string why_preferred;
+  if (beats_baseline(measured, g.preferred, g.workloads, &why_preferred)) {
+    g.target = g.preferred;
+    g.why = why_preferred;
+    return;
+  }
+  std::vector<std::pair<double, std::string>> others;
+  for (const auto& id : finalists) {
+    if (id == g.preferred) continue;
+    const Summary s = summarise(find(measured, id), g.workloads);
+    if (s.complete) others.emplace_back(s.ms, id);
+  }
+  std::sort(others.begin(), others.end());
+  for (const auto& [ms, id] : others) {
+    std::string why;
+    if (!beats_baseline(measured, id, g.workloads, &why)) continue;
+    g.target = id;
+    g.why = fmt::format("{} (the search's choice {}: {})", why, g.preferred.substr(0, 8), why_preferred);
+    return;
+  }
+  g.target = kBaselineTarget;
+  g.why = fmt::format("kept on the baseline: the search's choice {} is {}, and no other finalist beats it",
+                      g.preferred.substr(0, 8), why_preferred);
+}
+
+std::map<std::string, int64_t> axes_of(const task::TaskPack& pack, const task::Workload& w) {
+  std::map<std::string, int64_t> axes = pack.definition.const_axes();
+  for (const auto& [k, v] : w.axes) axes[k] = v;
+  return axes;
+}
+
+}  // namespace
+
+bool in_ranges(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
+               const std::map<std::string, int64_t>& axes) {
+  for (const auto& [axis, r] : ranges) {
+    auto it = axes.find(axis);
+    if (it == axes.end() || it->second < r.first || it->second > r.second) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start) {
+  std::vector<std::string> out;
+  if (!pm.best_single.empty()) out.push_back(pm.best_single);
+  for (const auto& e : pm.entries)
+    if (!e.chosen.empty() && std::find(out.begin(), out.end(), e.chosen) == out.end()) out.push_back(e.chosen);
+  if (!start.empty() && std::find(out.begin(), out.end(), start) == out.end()) out.push_back(start);
+  return out;
+}
+
+namespace {
+
+// The fallback: the best single configuration unless it is slower than the baseline on a visible
+// workload; then the fastest finalist over them that is slower on none.
+void choose_fallback(const PerfMap& pm, const std::vector<std::string>& finalists,
+                     const std::vector<std::string>& visible, const std::map<std::string, Measurement>& measured,
+                     GuardPlan& plan) {
+  plan.fallback = pm.best_single;
+  const Measurement* base = find(measured, kBaselineTarget);
+  auto regression = [&](const std::string& id, double* ratio) -> std::string {
+    const Measurement* t = find(measured, id);
+    if (!summarise(t, visible).complete || !summarise(base, visible).complete) return "not timed on every workload";
+    return first_regression(*t, *base, visible, ratio);
+  };
+  double ratio = 0;
+  const std::string lost = regression(pm.best_single, &ratio);
+  if (lost.empty()) {
+    plan.fallback_why = "the best single configuration: slower than the baseline on no visible workload";
+    return;
+  }
+  std::vector<std::pair<double, std::string>> safe;
+  for (const auto& id : finalists) {
+    double r = 0;
+    if (id != pm.best_single && regression(id, &r).empty())
+      safe.emplace_back(summarise(find(measured, id), visible).ms, id);
+  }
+  std::sort(safe.begin(), safe.end());
+  const std::string what =
+      lost.size() == 36 ? fmt::format("{} ({:.2f}x of its speed)", lost.substr(0, 8), ratio) : lost;
+  if (safe.empty()) {
+    plan.fallback_why = "the best single configuration, though slower than the baseline on " + what +
+                        ": no finalist is slower on no visible workload";
+    return;
+  }
+  plan.fallback = safe.front().second;
+  plan.fallback_why =
+      "the fastest finalist slower than the baseline on no visible workload (the best single "
+      "configuration is slower on " +
+      what + ")";
+}
+
+}  // namespace
+
+Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, const std::vector<std::string>& finalists,
+                             const std::vector<const task::Workload*>& visible,
+                             const std::map<std::string, Measurement>& measured) {
+  GuardPlan plan;
+  if (pm.best_single.empty()) return Status::internal("guard: no best single configuration");
+  const Measurement* base = find(measured, kBaselineTarget);
+  if (base == nullptr || !base->passed) {
+    plan.skipped = base == nullptr ? "no baseline measured" : "the baseline did not pass: " + base->reason;
+    return plan;
+  }
+  std::vector<std::string> uuids;
+  for (const auto* w : visible) uuids.push_back(w->uuid);
+  choose_fallback(pm, finalists, uuids, measured, plan);
+
+  // Tuned regimes (with ranges) take the visible workloads their ranges contain.
+  std::vector<const task::Workload*> uncovered;
+  for (const auto& e : pm.entries) {
+    if (e.regime->fallback_only || e.chosen.empty()) continue;
+    plan.regimes.push_back({e.regime->name, e.regime->ranges, {}, e.chosen, {}, {}, false});
+  }
+  for (const auto* w : visible) {
+    bool covered = false;
+    for (auto& g : plan.regimes)
+      if (in_ranges(g.ranges, axes_of(pack, *w))) {
+        g.workloads.push_back(w->uuid);
+        covered = true;
+        break;
+      }
+    if (!covered) uncovered.push_back(w);
+  }
+  // The rest: regimes of their own by the default shape buckets, the best single preferred.
+  for (const auto& r : group_regimes(pack, uncovered, {}))
+    plan.regimes.push_back({"visible " + r.name, r.ranges, r.workloads, plan.fallback, {}, {}, true});
+
+  for (auto& g : plan.regimes) {
+    if (g.workloads.empty()) {
+      g.target = g.preferred;
+      g.why = "no visible workload in its ranges to check";
+      continue;
+    }
+    decide(measured, finalists, g);
+  }
+  // What the dispatcher will do on each visible workload, predicted from the same times.
+  for (const auto* w : visible) {
+    std::string target = plan.fallback;
+    for (const auto& g : plan.regimes)
+      if (in_ranges(g.ranges, axes_of(pack, *w))) {
+        target = g.target;
+        break;
+      }
+    const Measurement* t = find(measured, target);
+    auto it = t != nullptr ? t->times.find(w->uuid) : std::map<std::string, WorkloadTime>::const_iterator{};
+    auto bt = base->times.find(w->uuid);
+    if (t == nullptr || it == t->times.end() || bt == base->times.end() || it->second.ms <= 0) continue;
+    const double ratio = bt->second.ms / it->second.ms;
+    plan.ratio_by_workload[w->uuid] = ratio;
+    if (plan.worst_workload.empty() || ratio < plan.worst_ratio) {
+      plan.worst_ratio = ratio;
+      plan.worst_workload = w->uuid;
+    }
+    const Measurement* single = find(measured, pm.best_single);
+    auto st = single != nullptr ? single->times.find(w->uuid) : std::map<std::string, WorkloadTime>::const_iterator{};
+    if (single == nullptr || st == single->times.end() || st->second.ms <= 0) continue;
+    const double single_ratio = bt->second.ms / st->second.ms;
+    if (plan.best_single_worst_workload.empty() || single_ratio < plan.best_single_worst_ratio) {
+      plan.best_single_worst_ratio = single_ratio;
+      plan.best_single_worst_workload = w->uuid;
+    }
+  }
+  plan.ran = true;
+  return plan;
+}
+
+nlohmann::json GuardPlan::to_json() const {
+  nlohmann::json j{{"ran", ran}};
+  if (!ran) {
+    j["skipped"] = skipped;
+    return j;
+  }
+  nlohmann::json rs = nlohmann::json::array();
+  for (const auto& g : regimes) {
+    nlohmann::json ranges = nlohmann::json::object();
+    for (const auto& [axis, r] : g.ranges) ranges[axis] = {r.first, r.second};
+    rs.push_back({{"regime", g.regime},
+                  {"ranges", ranges},
+                  {"workloads", g.workloads},
+                  {"preferred", g.preferred},
+                  {"target", g.target},
+                  {"why", g.why},
+                  {"visible_only", g.visible_only}});
+  }
+  j["regimes"] = rs;
+  j["fallback"] = fallback;
+  j["fallback_why"] = fallback_why;
+  j["ratio_by_workload"] = ratio_by_workload;
+  j["worst_ratio"] = worst_ratio;
+  j["worst_workload"] = worst_workload;
+  j["best_single_worst_ratio"] = best_single_worst_ratio;
+  j["best_single_worst_workload"] = best_single_worst_workload;
+  return j;
+}
+
+}  // namespace kda::tune

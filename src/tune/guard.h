@@ -1,0 +1,84 @@
+// The no-regression guard (docs/tune.md, "No shape slower than the baseline"). Before the
+// dispatcher is written, the finalists (the best single configuration and each regime's choice)
+// and the pack's baseline are screened once more, in the same session, on every visible workload:
+// the tuned ones and the visible ones the search never saw. From those times, plan_guard decides,
+// per regime, where the dispatcher sends it:
+//   * a tuned regime keeps its choice only when it beats the baseline there (geomean with 95 %
+//     intervals apart) and is slower than the baseline on none of the regime's visible workloads;
+//     otherwise the fastest finalist that does, otherwise the baseline itself;
+//   * visible workloads that no tuned regime covers are grouped into regimes of their own by the same
+//     shape buckets (power-of-two ranges per var axis) and routed by the same rule, the best single
+//     configuration first;
+//   * shapes outside every range go to the best single configuration, as before; the holdout judges.
+// Pure: the measurements come in, the plan goes out, so the rule is tested without an evaluator.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "task/task_pack.h"
+#include "tune/perf_map.h"
+#include "tune/search.h"
+#include "util/status.h"
+
+namespace kda::tune {
+
+// The target id that names the pack's baseline, compiled into the dispatcher beside the configurations.
+inline constexpr const char* kBaselineTarget = "baseline";
+// A target is slower than the baseline on a workload when its latency exceeds the baseline's by more
+// than this fraction, or when its 95 % interval lies wholly above the baseline's.
+inline constexpr double kGuardTolerance = 0.03;
+// The guard screens at rung 1's timing (screen_trials + 1 trials of 3 x screen_iterations).
+inline constexpr int kGuardRung = 1;
+
+struct GuardRegime {
+  std::string regime;
+  std::map<std::string, std::pair<int64_t, int64_t>> ranges;  // empty: no route (the fallback serves it)
+  std::vector<std::string> workloads;                         // the visible workloads checked here
+  std::string preferred;                                      // what the search chose (config id)
+  std::string target;                                         // config id or kBaselineTarget
+  std::string why;
+  bool visible_only = false;  // made of visible workloads that no tuned regime covers
+};
+
+struct GuardPlan {
+  bool ran = false;
+  std::string skipped;  // why the guard did not run (no baseline, ...)
+  // What serves shapes outside every range: the best single configuration, unless it is slower than
+  // the baseline on a visible workload; then the fastest finalist (over the visible workloads) that is
+  // slower on none, where one is.
+  std::string fallback;
+  std::string fallback_why;
+  std::vector<GuardRegime> regimes;  // tuned regimes first (their order), then the visible-only ones
+  // Predicted from the guard's screening: per visible workload, baseline ms / the routed target's ms.
+  std::map<std::string, double> ratio_by_workload;
+  double worst_ratio = 0;
+  std::string worst_workload;
+  // The same for the best single configuration alone (what a caller gets that picks it instead of the
+  // dispatcher): below 1 - kGuardTolerance it is slower than the baseline somewhere visible.
+  double best_single_worst_ratio = 0;
+  std::string best_single_worst_workload;
+  nlohmann::json to_json() const;
+};
+
+// `measured`: the guard's screening per target (config id or kBaselineTarget; times of the workloads
+// each passed). `visible`: every workload the pack shows (the tuned ones among them). `finalists`:
+// the configurations that may serve a regime (guard_finalists).
+Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, const std::vector<std::string>& finalists,
+                             const std::vector<const task::Workload*>& visible,
+                             const std::map<std::string, Measurement>& measured);
+
+// The configuration ids the guard screens: the best single first, each regime's choice, then the
+// configuration the tuner starts from (`start`: the default configuration; "" for none).
+std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start);
+
+// Whether `axes` lie in every one of `ranges` (an axis not named matches anything).
+bool in_ranges(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
+               const std::map<std::string, int64_t>& axes);
+
+}  // namespace kda::tune

@@ -1,0 +1,131 @@
+// The no-regression guard's rule (tune/guard.h) on tasks/host/rmsnorm's visible workloads with
+// planted times: a configuration that wins the tuned shapes but is 3x slower than the baseline on
+// shapes the search never saw is routed away from them, and a regime where nothing beats the
+// baseline keeps the baseline.
+#include "tune/guard.h"
+
+#include <gtest/gtest.h>
+
+#include "tune/regimes.h"
+
+namespace kda::tune {
+namespace {
+
+const std::filesystem::path kSource = KDA_SOURCE_DIR;
+
+struct Fixture {
+  task::TaskPack pack;
+  std::vector<const task::Workload*> visible;
+  std::vector<Regime> regimes;
+  PerfMap pm;
+  std::map<std::string, Measurement> measured;
+
+  // Each target's time on each visible workload, with a +-2 % interval.
+  void time(const std::string& id, const std::function<double(const task::Workload&)>& ms) {
+    Measurement m;
+    m.config = id;
+    m.passed = true;
+    for (const auto* w : visible) {
+      const double t = ms(*w);
+      m.times[w->uuid] = {t, t * 0.98, t * 1.02};
+    }
+    measured[id] = m;
+  }
+};
+
+int64_t hidden(const task::Workload& w) { return w.axes.at("hidden_size"); }
+
+// Two tuned regimes over the long rows (hidden 128 and 512..4096), as the search chose them: "fast"
+// (also the best single) and "mid"; the short rows (hidden 4, 12, 24) were never tuned.
+Fixture rmsnorm_fixture() {
+  Fixture f;
+  auto pack = task::load_task_pack(kSource / "tasks/host/rmsnorm");
+  EXPECT_TRUE(pack.ok()) << pack.status().message();
+  f.pack = *pack;
+  for (const auto& w : f.pack.workloads) f.visible.push_back(&w);
+  Regime small{"hidden 128", {{"hidden_size", {128, 255}}}, Bound::kMemory, {}, false, false};
+  Regime large{"hidden 512-4096", {{"hidden_size", {512, 4096}}}, Bound::kMemory, {}, false, false};
+  for (const auto* w : f.visible) {
+    if (hidden(*w) == 128) small.workloads.push_back(w->uuid);
+    if (hidden(*w) >= 512) large.workloads.push_back(w->uuid);
+  }
+  f.regimes = {small, large};
+  f.pm.best_single = "fast";
+  f.pm.entries.push_back({&f.regimes[0], {}, "mid", "chosen"});
+  f.pm.entries.push_back({&f.regimes[1], {}, "fast", "chosen"});
+  return f;
+}
+
+const GuardRegime* regime_of(const GuardPlan& plan, const task::TaskPack& pack, const task::Workload& w) {
+  std::map<std::string, int64_t> axes(w.axes.begin(), w.axes.end());
+  for (const auto& g : plan.regimes)
+    if (in_ranges(g.ranges, axes)) return &g;
+  (void)pack;
+  return nullptr;
+}
+
+TEST(Guard, AConfigurationThreeTimesSlowerThanTheBaselineOnUnseenShapesIsRoutedAway) {
+  Fixture f = rmsnorm_fixture();
+  f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
+  f.time("fast", [](const task::Workload& w) { return hidden(w) < 128 ? 3.0 : 0.5; });
+  f.time("mid", [](const task::Workload&) { return 0.8; });
+  auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_TRUE(plan->ran);
+  int short_rows = 0;
+  for (const auto* w : f.visible) {
+    const GuardRegime* g = regime_of(*plan, f.pack, *w);
+    ASSERT_NE(g, nullptr) << "workload " << w->uuid << " is in no regime";
+    if (hidden(*w) < 128) {
+      ++short_rows;
+      EXPECT_TRUE(g->visible_only) << g->regime;
+      EXPECT_EQ(g->target, "mid") << g->regime << ": " << g->why;  // the fastest finalist that beats the baseline
+    } else if (hidden(*w) >= 512) {
+      EXPECT_EQ(g->target, "fast") << g->why;
+    }
+  }
+  EXPECT_EQ(short_rows, 3);
+  // "fast" loses to the baseline on the short rows, so shapes outside every range go to "mid".
+  EXPECT_EQ(plan->fallback, "mid");
+  EXPECT_NE(plan->fallback_why.find("slower on 545b9a25"), std::string::npos) << plan->fallback_why;
+  EXPECT_NEAR(plan->worst_ratio, 1.0 / 0.8, 1e-9);  // every visible workload now at least 1.25x the baseline
+}
+
+TEST(Guard, WhereNothingBeatsTheBaselineTheRegimeKeepsTheBaseline) {
+  Fixture f = rmsnorm_fixture();
+  f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
+  f.time("fast", [](const task::Workload& w) { return hidden(w) < 128 ? 3.0 : 0.5; });
+  // Within the baseline's noise on the tuned 128 regime, slower on the short rows: beats it nowhere there.
+  f.time("mid", [](const task::Workload& w) { return hidden(w) < 128 ? 1.5 : 0.99; });
+  auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (const auto& g : plan->regimes) {
+    if (g.regime == "hidden 128") {
+      // "mid" is not apart from the baseline; "fast" (0.5 on hidden 128) is, and takes it.
+      EXPECT_EQ(g.target, "fast") << g.why;
+    }
+    if (g.visible_only) {
+      EXPECT_EQ(g.target, kBaselineTarget) << g.regime << ": " << g.why;
+      EXPECT_NE(g.why.find("kept on the baseline"), std::string::npos) << g.why;
+    }
+  }
+  EXPECT_NEAR(plan->worst_ratio, 1.0, 1e-9);
+  EXPECT_EQ(plan->fallback, "fast");  // nothing is safe everywhere: the best single stays, saying so
+  EXPECT_NE(plan->fallback_why.find("no finalist"), std::string::npos) << plan->fallback_why;
+  const auto j = plan->to_json();
+  EXPECT_TRUE(j["ran"].get<bool>());
+  EXPECT_EQ(j["regimes"].size(), plan->regimes.size());
+}
+
+TEST(Guard, WithoutABaselineTheGuardSaysItDidNotRun) {
+  Fixture f = rmsnorm_fixture();
+  f.time("fast", [](const task::Workload&) { return 0.5; });
+  auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->ran);
+  EXPECT_EQ(plan->skipped, "no baseline measured");
+  EXPECT_EQ(plan->to_json()["ran"], false);
+}
+
+}  // namespace
+}  // namespace kda::tune
