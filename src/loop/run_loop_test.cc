@@ -296,6 +296,22 @@ TEST_F(RunLoopTest, WritesOutsideTheSolutionAreRejectedAndReset) {
   EXPECT_FALSE(stdfs::exists(run_ / "workspace/conftest.py"));  // reset to the incumbent
 }
 
+// Issue 45: a claim of less than kda measured (a tuner claiming its interval's lower end) is
+// conservative, not false; the round is verified and accepted on kda's own measurement.
+TEST_F(RunLoopTest, AClaimBelowWhatKdaMeasuredIsConservativeNotFalse) {
+  sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions_.push_back(writer_session("round", 1, {write_kernel(2.0), finish("x", {geomean_claim(1.2)})}));
+  sessions_.push_back(reviewer_session("review", 1, "DECISION: STOP\nPROGRESS: ADVANCED"));
+  auto o = start_run(run_, options(), env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  auto v = json::parse(*fs::read_file(run_ / "rounds/001/verify.json"));
+  EXPECT_TRUE(v["verified"].get<bool>()) << v.dump();
+  EXPECT_EQ(v["claims"][0]["status"], "confirmed");
+  EXPECT_TRUE(v["claims"][0]["conservative"].get<bool>());
+  EXPECT_EQ(o->incumbent, "c001");
+}
+
 TEST_F(RunLoopTest, FailedCompletionCheckReturnsToRounds) {
   sessions_.push_back(writer_session("plan", 1, json::array(), "plan"));
   sessions_.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
