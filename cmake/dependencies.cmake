@@ -30,6 +30,9 @@ if(PkgConfig_FOUND)
   # The embedded interpreter for python and triton solutions (libkda-python.so). Optional: without
   # it such solutions end in a load error that says so.
   pkg_check_modules(PYTHON_EMBED IMPORTED_TARGET python3-embed)
+  # cpp-httplib (`kda serve`, the dispatcher's HTTP client). Optional: without it (the GPU machine
+  # unless carried) there is no `kda serve`. Debian: libcpp-httplib-dev.
+  pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
 endif()
 
 if(KDA_BUILD_TESTS)
@@ -52,4 +55,4 @@ if(KDA_WITH_CUDA)
     endif()
   endif()
 endif()
-message(STATUS "kda: CUDA backend ${KDA_HAVE_CUDA}; SQLite ${SQLite3_FOUND}; curl ${CURL_FOUND}; seccomp ${SECCOMP_FOUND}; python ${PYTHON_EMBED_FOUND}")
+message(STATUS "kda: CUDA backend ${KDA_HAVE_CUDA}; SQLite ${SQLite3_FOUND}; curl ${CURL_FOUND}; seccomp ${SECCOMP_FOUND}; python ${PYTHON_EMBED_FOUND}; cpp-httplib ${HTTPLIB_FOUND}")

@@ -22,6 +22,9 @@ const std::vector<CommandSpec>& all_commands() {
 #ifdef KDA_HAVE_WIKI
     add(wiki_commands());
 #endif
+#ifdef KDA_HAVE_SERVE
+    v.push_back(serve_command());
+#endif
     v.push_back(docs_command());
     return v;
   }();
