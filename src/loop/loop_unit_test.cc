@@ -114,7 +114,33 @@ TEST(Criteria, NoWorkloadMayEndSlowerThanTheBaseline) {
   EXPECT_FALSE(it->met);
   EXPECT_NE(it->detail.find("w8192"), std::string::npos) << it->detail;
   EXPECT_NE(it->detail.find("0.170x, floor 0.80x"), std::string::npos) << it->detail;
-  r.workloads[2].speedup = 0.88;  // within the host's noise
+  // Below the floor in every trial: slower. Below in the mean but one trial above it: within noise.
+  r.workloads[2].speedup = 0.78;
+  r.score_geomean = std::cbrt(4.0 * 4.0 * 0.78);
+  r.workloads[2].trial_ms = {1.0, 1.0, 1.0};
+  r.workloads[2].baseline_trial_ms = {0.7, 0.79, 0.75};
+  EXPECT_FALSE(all_met(check_criteria(c, r)));
+  r.workloads[2].baseline_trial_ms = {0.7, 0.85, 0.79};
+  auto noisy = check_criteria(c, r);
+  EXPECT_TRUE(all_met(noisy));
+  EXPECT_NE(noisy.back().detail.find("within noise: one trial at 0.850x"), std::string::npos) << noisy.back().detail;
+  // A noisy slowest workload does not hide another that is below the floor in every trial.
+  r.workloads[1].speedup = 0.79;
+  r.workloads[1].trial_ms = {1.0, 1.0, 1.0};
+  r.workloads[1].baseline_trial_ms = {0.78, 0.79, 0.795};
+  auto hidden = check_criteria(c, r);
+  auto h =
+      std::find_if(hidden.begin(), hidden.end(), [](const CriterionResult& x) { return x.id == "no_workload_slower"; });
+  ASSERT_NE(h, hidden.end());
+  EXPECT_FALSE(h->met);
+  EXPECT_NE(h->detail.find("w16"), std::string::npos) << h->detail;
+  r.workloads[1].speedup = 4.0;
+  r.workloads[1].trial_ms.clear();
+  r.workloads[1].baseline_trial_ms.clear();
+  r.workloads[2].trial_ms.clear();
+  r.workloads[2].baseline_trial_ms.clear();
+  EXPECT_FALSE(all_met(check_criteria(c, r)));  // no trials: the point estimate decides
+  r.workloads[2].speedup = 0.88;                // within the host's noise
   r.score_geomean = std::cbrt(4.0 * 4.0 * 0.88);
   EXPECT_TRUE(all_met(check_criteria(c, r)));
   c.min_workload_speedup = 0;  // switched off
