@@ -54,7 +54,8 @@ enum Purpose : uint64_t {
   kInputsFresh = 9,
   kFreshAt = 10,
   kReloadAt = 11,
-  kInputsWarm = 12
+  kInputsWarm = 12,
+  kInputsConfirm = 13
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -243,6 +244,8 @@ class Session {
   // Fresh-versus-repeat: a candidate whose repeated input sets run much faster than never-seen ones
   // remembers outputs (VIOLATION_MEMOIZATION); records the comparison in wr.kda either way.
   std::optional<Failure> memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr);
+  // Host: a suspicion of remembered outputs measured again before it convicts (session_timing.cc).
+  std::optional<Failure> confirm_memoization(FreshRepeat& confirm);
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).

@@ -98,6 +98,9 @@ inline constexpr int kMemoMinPairs = 5;
 // rewritten: integrity_test, honest_specialised_4096 on a holdout shape), and on the GPU a cache's
 // lookup (a hash kernel and a device-to-host copy) costs more than 2 us by itself.
 inline constexpr double kMemoMinGainMs = 0.002;
+// Host: the pairs of the round that confirms a suspicion (each never-seen set called right beside a
+// reloaded repeat). All 8 must be faster on the repeat to reach kMemoDominance: 1 in 256 by chance.
+inline constexpr int kMemoConfirmPairs = 8;
 FreshRepeat fresh_versus_repeat(const std::vector<double>& fresh, const std::vector<double>& repeat);
 // `pairs`: (first call ms, repeat ms) of each set: its first call, the median of its later calls.
 FreshRepeat fresh_versus_repeat_paired(const std::vector<std::pair<double, double>>& pairs);
