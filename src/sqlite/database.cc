@@ -1,6 +1,6 @@
-#include "wiki/sqlite_db.h"
+#include "sqlite/database.h"
 
-namespace kda::wiki {
+namespace kda::sqlite {
 
 Statement& Statement::operator=(Statement&& o) noexcept {
   if (this != &o) {
@@ -94,4 +94,4 @@ Result<Statement> Database::prepare(const std::string& sql) {
   return Statement(db_, s);
 }
 
-}  // namespace kda::wiki
+}  // namespace kda::sqlite

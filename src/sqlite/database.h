@@ -12,7 +12,7 @@
 
 #include "util/status.h"
 
-namespace kda::wiki {
+namespace kda::sqlite {
 
 class Statement {
  public:
@@ -47,6 +47,7 @@ class Database {
   ~Database();
   sqlite3* handle() { return db_; }
   Status exec(const std::string& sql);
+  int changes() const { return sqlite3_changes(db_); }  // rows the last INSERT, UPDATE or DELETE touched
   Result<Statement> prepare(const std::string& sql);
   std::string error() const { return sqlite3_errmsg(db_); }
 
@@ -55,4 +56,4 @@ class Database {
   sqlite3* db_;
 };
 
-}  // namespace kda::wiki
+}  // namespace kda::sqlite

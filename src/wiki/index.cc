@@ -18,12 +18,14 @@
 #include "wiki/facets.h"
 #include "wiki/query.h"
 #include "wiki/source_info.h"
-#include "wiki/sqlite_db.h"
+#include "sqlite/database.h"
 #include "wiki/tokenizer.h"
 
 namespace kda::wiki {
 
 namespace stdfs = std::filesystem;
+using sqlite::Database;
+using sqlite::Statement;
 
 namespace {
 
