@@ -25,6 +25,9 @@ const std::vector<CommandSpec>& all_commands() {
 #ifdef KDA_HAVE_SERVE
     v.push_back(serve_command());
 #endif
+#ifdef KDA_HAVE_EXEC
+    add(cluster_commands());
+#endif
     v.push_back(docs_command());
     return v;
   }();

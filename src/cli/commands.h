@@ -29,6 +29,7 @@ std::vector<CommandSpec> mcp_commands();       // mcp, mcp guard
 std::vector<CommandSpec> ncu_commands();       // ncu analyze|diff
 std::vector<CommandSpec> solution_commands();  // solution init (src/task/scaffold.h)
 CommandSpec sanitize_command();                // sanitize (the compute-sanitizer gate)
+std::vector<CommandSpec> cluster_commands();   // cluster up|status|down (src/exec), only with KDA_HAVE_EXEC
 CommandSpec serve_command();                   // serve (src/serve), only with KDA_HAVE_SERVE (cpp-httplib found)
 std::vector<CommandSpec> task_commands();      // task validate|list|show
 CommandSpec tune_command();                    // tune (src/tune)

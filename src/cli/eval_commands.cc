@@ -12,6 +12,9 @@
 
 #include "build/builder.h"
 #include "cli/commands.h"
+#ifdef KDA_HAVE_EXEC
+#include "cli/eval_on.h"
+#endif
 #include "eval/evaluator.h"
 #include "eval/tool_run.h"
 #include "eval/torch_oracle.h"
@@ -98,8 +101,49 @@ void print_table(const task::TaskPack& pack, const eval::EvalReport& r, std::ost
                                                    r.geomean_ci->high)
                                      : "")
           : std::string("not timed");
-  out << fmt::format("summary: {}/{} PASSED; {}; {} backend; seed {}; {:.1f} s ({:.2f} s inside calls)\n", passed,
-                     r.workloads.size(), score, r.backend, r.seed, r.wall_s, r.in_call_s);
+  // seed 0: a report put together from several evaluations (kda eval --on), each seed in its trace.
+  out << fmt::format("summary: {}/{} PASSED; {}; {} backend; {}; {:.1f} s{}\n", passed, r.workloads.size(), score,
+                     r.backend, r.seed ? fmt::format("seed {}", r.seed) : std::string("a seed per workload (traces)"),
+                     r.wall_s, r.in_call_s > 0 ? fmt::format(" ({:.2f} s inside calls)", r.in_call_s) : "");
+}
+
+// kda eval --on: the report the pool's traces make, printed like one process's.
+int run_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution) {
+#ifdef KDA_HAVE_EXEC
+  auto r = evaluate_on(args, io, pack, solution);
+  if (!r.ok()) {
+    io.err << "kda eval: " << r.status().message() << "\n";
+    return exit_code_for(r.status());
+  }
+  if (auto traces = args.value("traces")) {
+    std::string lines;
+    for (const auto& t : r->traces) lines += t.dump() + "\n";
+    if (Status st = fs::write_file_atomic(*traces, lines); !st.ok()) {
+      io.err << "kda eval: " << st.message() << "\n";
+      return exit_code_for(st);
+    }
+  }
+  const eval::EvalReport& rep = r->report;
+  if (args.flag("json")) {
+    nlohmann::json score = {{"mean_speedup", rep.score_mean}, {"geomean_speedup", rep.score_geomean}};
+    if (rep.geomean_ci) score["geomean_ci95"] = {rep.geomean_ci->low, rep.geomean_ci->high};
+    io.out
+        << nlohmann::json{{"definition", rep.definition}, {"solution", rep.solution}, {"backend", rep.backend},
+                          {"all_passed", rep.all_passed}, {"score", score},           {"baseline", rep.baseline_name},
+                          {"wall_s", rep.wall_s},         {"dispatch", r->dispatch},  {"traces", r->traces}}
+               .dump(2)
+        << "\n";
+  } else {
+    print_table(pack, rep, io.out, args.flag("explain"));
+    for (const auto& f : r->dispatch["failed_tasks"])
+      io.out << "not evaluated: task " << f["task_id"].get<std::string>() << ": " << f["error"].get<std::string>()
+             << "\n";
+  }
+  return rep.all_passed ? kExitOk : kExitFailed;
+#else
+  io.err << "kda eval: --on needs kda built with SQLite and cpp-httplib (scripts/install-deps.sh installs them)\n";
+  return kExitBadInput;
+#endif
 }
 
 // kda eval A --against B: N evaluations of A with B timed interleaved as the baseline, each in fresh
@@ -202,6 +246,23 @@ Result<task::TaskPack> load_task(const Args& args, const task::Solution& solutio
   return task::load_fib_definition(dir, *name, lang == "cuda" ? task::Backend::kCuda : task::Backend::kHost);
 }
 
+// --seed, --trials, --warmup and --iterations into `opts`; kBadInput naming the one that is not a
+// non-negative integer.
+Status counted_options(const Args& args, eval::EvalOptions& opts) {
+  for (const char* name : {"seed", "trials", "warmup", "iterations"}) {
+    auto v = args.integer(name);
+    if (!v.ok()) return v.status();
+    if (!*v) continue;
+    if (**v < 0) return Status::bad_input(fmt::format("--{} must be >= 0", name));
+    const std::string n = name;
+    if (n == "seed") opts.seed = static_cast<uint64_t>(**v);
+    if (n == "trials") opts.trials = static_cast<int>(**v);
+    if (n == "warmup") opts.warmup = static_cast<int>(**v);
+    if (n == "iterations") opts.iterations = static_cast<int>(**v);
+  }
+  return {};
+}
+
 int run_eval(const Args& args, Io& io) {
   auto solution = task::load_solution(args.positional("solution"));
   if (!solution.ok()) {
@@ -215,6 +276,7 @@ int run_eval(const Args& args, Io& io) {
     io.err << "kda eval: " << pack.status().message() << "\n";
     return exit_code_for(pack.status());
   }
+  if (args.given("on")) return run_on(args, io, *pack, *solution);
   eval::EvalOptions opts;
   opts.runner_binary = eval::default_runner_binary();
   opts.workloads = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
@@ -248,22 +310,9 @@ int run_eval(const Args& args, Io& io) {
     }
   }
   opts.cuda_arch = args.value_or("arch", "90a");
-  for (const char* name : {"seed", "trials", "warmup", "iterations"}) {
-    auto v = args.integer(name);
-    if (!v.ok()) {
-      io.err << "kda eval: " << v.status().message() << "\n";
-      return kExitBadInput;
-    }
-    if (!*v) continue;
-    if (**v < 0) {
-      io.err << "kda eval: --" << name << " must be >= 0\n";
-      return kExitBadInput;
-    }
-    std::string n = name;
-    if (n == "seed") opts.seed = static_cast<uint64_t>(**v);
-    if (n == "trials") opts.trials = static_cast<int>(**v);
-    if (n == "warmup") opts.warmup = static_cast<int>(**v);
-    if (n == "iterations") opts.iterations = static_cast<int>(**v);
+  if (Status st = counted_options(args, opts); !st.ok()) {
+    io.err << "kda eval: " << st.message() << "\n";
+    return kExitBadInput;
   }
   if (auto sealed = args.value("sealed")) {
     auto text = fs::read_file(*sealed);
@@ -380,6 +429,14 @@ CommandSpec eval_command() {
            {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
            {.name = "traces", .metavar = "FILE", .help = "write FlashInfer-Bench trace JSONL to FILE"},
            {.name = "explain", .help = "print every integrity gate and its result"},
+           {.name = "on",
+            .metavar = "POOL",
+            .help = "spread the workloads over kda serve instances: local[:DEVICES] (one started here), server URLs "
+                    "(http://host:port,...), or an address file or directory of them (docs/scale.md)"},
+           {.name = "token-file", .metavar = "FILE", .help = "--on: the servers' bearer token"},
+           {.name = "queue",
+            .metavar = "FILE",
+            .help = "--on: keep the task queue in FILE (SQLite); a rerun with the same FILE resumes it"},
            {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
            json_option()},
       .run = run_eval,

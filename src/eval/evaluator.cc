@@ -92,6 +92,14 @@ Status check_gpu_machine(const task::TaskPack& pack, const std::vector<std::file
       pack.root.string(), looked));
 }
 
+Result<std::vector<std::string>> selected_workload_uuids(const task::TaskPack& pack, const std::string& which) {
+  Status error;
+  std::vector<std::string> out;
+  for (const task::Workload* w : detail::select_workloads(pack, which, &error)) out.push_back(w->uuid);
+  if (!error.ok()) return error;
+  return out;
+}
+
 Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options) {
   EvalOptions opts = options;
   KDA_RETURN_IF_ERROR(check_options(pack, opts));

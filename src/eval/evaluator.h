@@ -129,6 +129,10 @@ Status check_gpu_machine(const task::TaskPack& pack, const std::vector<std::file
 // a verdict in the report.
 Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options);
 
+// The uuids of the workloads `which` selects (all | dev | holdout | uuid[,uuid...], unique prefixes
+// too), in evaluation order; kBadInput when it names none or an unknown one (what evaluate() says).
+Result<std::vector<std::string>> selected_workload_uuids(const task::TaskPack& pack, const std::string& which);
+
 // What a screening session did (Screener::stats).
 struct ScreenStats {
   int64_t candidates = 0;               // evaluations in the session
@@ -176,5 +180,12 @@ class Screener {
 // FlashInfer-Bench trace line (plus kda's fields) for one workload result.
 nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, const task::TaskPack& pack);
 nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack);
+// A trace as trace_json() writes it, read back (kda eval --on: the shards the servers evaluated):
+// the verdict, reason, message, axes, latencies with their statistics and per-trial medians, the
+// speedup, the gates and kda's other fields. kBadInput naming the field that is missing or wrong.
+Result<WorkloadResult> workload_from_trace(const nlohmann::json& trace);
+// The report's totals from its workloads, as evaluate() computes them: all_passed, the mean and
+// geomean speedups (0 unless all passed) and the geomean's 95 % interval over the trials.
+void score_report(EvalReport& report);
 
 }  // namespace kda::eval

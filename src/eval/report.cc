@@ -1,4 +1,5 @@
 // Trace and report JSON for evaluation results (FlashInfer-Bench Trace + kda's fields).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -154,6 +155,103 @@ nlohmann::json report_json(const EvalReport& report, const task::TaskPack& pack)
           {"build", report.build},
           {"static_gates", gates_json(report.static_gates)},
           {"traces", traces}};
+}
+
+namespace {
+
+SampleStats stats_from(const nlohmann::json& j) {
+  SampleStats s;
+  if (!j.is_object()) return s;
+  s.n = j.value("n", 0);
+  s.median = j.value("median_ms", 0.0);
+  s.mean = j.value("mean_ms", 0.0);
+  s.min = j.value("min_ms", 0.0);
+  s.max = j.value("max_ms", 0.0);
+  s.p10 = j.value("p10_ms", 0.0);
+  s.p90 = j.value("p90_ms", 0.0);
+  s.cv = j.value("cv", 0.0);
+  return s;
+}
+
+std::vector<double> trials_from(const nlohmann::json& j) {
+  std::vector<double> out;
+  if (j.is_object() && j.contains("trials_ms") && j["trials_ms"].is_array())
+    for (const auto& v : j["trials_ms"])
+      if (v.is_number()) out.push_back(v.get<double>());
+  return out;
+}
+
+}  // namespace
+
+Result<WorkloadResult> workload_from_trace(const nlohmann::json& trace) {
+  const auto field = [&](const char* path) { return Status::bad_input(std::string("trace: no ") + path); };
+  if (!trace.is_object() || !trace.contains("workload") || !trace["workload"].is_object() ||
+      !trace["workload"].contains("uuid"))
+    return field("workload.uuid");
+  if (!trace.contains("evaluation") || !trace["evaluation"].is_object()) return field("evaluation");
+  const nlohmann::json& ev = trace["evaluation"];
+  const nlohmann::json kda = ev.value("kda", nlohmann::json::object());
+  if (!kda.is_object() || !kda.contains("verdict") || !kda["verdict"].is_string())
+    return field("evaluation.kda.verdict");
+  WorkloadResult w;
+  w.uuid = trace["workload"]["uuid"].get<std::string>();
+  w.axes = trace["workload"].value("axes", nlohmann::json::object());
+  const std::string verdict = kda["verdict"];
+  bool known = false;
+  for (int v = 0; v <= static_cast<int>(Verdict::kMemoization) && !known; ++v)
+    if (verdict_name(static_cast<Verdict>(v)) == verdict) w.verdict = static_cast<Verdict>(v), known = true;
+  if (!known) return Status::bad_input("trace: unknown verdict '" + verdict + "'");
+  w.reason = kda.value("reason", std::string());
+  w.message = kda.value("message", std::string());
+  w.candidate = stats_from(kda.value("candidate", nlohmann::json()));
+  w.trial_ms = trials_from(kda.value("candidate", nlohmann::json()));
+  if (ev.contains("performance") && ev["performance"].is_object()) {
+    w.latency_ms = ev["performance"].value("latency_ms", 0.0);
+    w.reference_ms = ev["performance"].value("reference_latency_ms", 0.0);
+  }
+  if (kda.contains("baseline") && kda["baseline"].is_object()) {
+    w.baseline_ms = kda["baseline"].value("latency_ms", 0.0);
+    w.baseline = stats_from(kda["baseline"].value("stats", nlohmann::json()));
+    w.baseline_trial_ms = trials_from(kda["baseline"].value("stats", nlohmann::json()));
+  }
+  w.speedup = kda.value("speedup_vs_baseline", 0.0);
+  if (kda.contains("roofline_floor_ms") && kda["roofline_floor_ms"].is_number())
+    w.roofline_floor_ms = kda["roofline_floor_ms"].get<double>();
+  for (const auto& g : kda.value("gates", nlohmann::json::array())) {
+    if (!g.is_object()) continue;
+    const std::string st = g.value("status", std::string());
+    w.gates.push_back({.name = g.value("gate", std::string()),
+                       .status = st == "pass"   ? GateStatus::kPass
+                                 : st == "fail" ? GateStatus::kFail
+                                                : GateStatus::kSkipped,
+                       .detail = g.value("detail", std::string()),
+                       .reason = g.value("reason", std::string())});
+  }
+  w.kda = kda;
+  return w;
+}
+
+void score_report(EvalReport& report) {
+  std::vector<double> speedups;
+  bool all_passed = true;
+  for (const auto& w : report.workloads) {
+    all_passed = all_passed && w.verdict == Verdict::kPassed;
+    if (w.verdict == Verdict::kPassed && w.speedup > 0) speedups.push_back(w.speedup);
+  }
+  report.all_passed = all_passed;
+  report.score_mean = all_passed ? arithmetic_mean(speedups) : 0;
+  report.score_geomean = all_passed ? geometric_mean(speedups) : 0;
+  report.geomean_ci.reset();
+  const bool baselined = std::all_of(report.workloads.begin(), report.workloads.end(),
+                                     [](const WorkloadResult& w) { return !w.baseline_trial_ms.empty(); });
+  if (all_passed && baselined && !report.workloads.empty()) {
+    std::vector<std::vector<double>> cand, base;
+    for (const auto& w : report.workloads) {
+      cand.push_back(w.trial_ms);
+      base.push_back(w.baseline_trial_ms);
+    }
+    report.geomean_ci = geomean_speedup_ci(cand, base, report.score_geomean);
+  }
 }
 
 }  // namespace kda::eval

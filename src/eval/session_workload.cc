@@ -320,8 +320,6 @@ Result<EvalReport> Session::run() {
     PhaseTimer timer(phases_.build_s);
     KDA_RETURN_IF_ERROR(build_all());
   }
-  std::vector<double> speedups;
-  bool all_passed = true;
   for (size_t i = 0; i < selected.size(); ++i) {
     WorkloadResult wr = evaluate_workload(*selected[i]);
     // A reference or baseline that fails is the harness's problem, not the candidate's.
@@ -332,8 +330,6 @@ Result<EvalReport> Session::run() {
                              ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x{})", wr.latency_ms, wr.baseline_ms,
                                            wr.speedup, kernels.empty() ? "" : "; " + kernels)
                              : wr.message));
-    all_passed = all_passed && wr.verdict == Verdict::kPassed;
-    if (wr.verdict == Verdict::kPassed && wr.speedup > 0) speedups.push_back(wr.speedup);
     // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,
     // and a violating candidate may have left state behind.
     const bool failed = wr.verdict != Verdict::kPassed;
@@ -341,17 +337,7 @@ Result<EvalReport> Session::run() {
     report_.workloads.push_back(std::move(wr));
     if (failed && screening_) break;  // a screened candidate that failed once is out: the rest is not run
   }
-  report_.all_passed = all_passed;
-  report_.score_mean = all_passed ? arithmetic_mean(speedups) : 0;
-  report_.score_geomean = all_passed ? geometric_mean(speedups) : 0;
-  if (all_passed && have_baseline_) {
-    std::vector<std::vector<double>> cand, base;
-    for (const auto& w : report_.workloads) {
-      cand.push_back(w.trial_ms);
-      base.push_back(w.baseline_trial_ms);
-    }
-    report_.geomean_ci = geomean_speedup_ci(cand, base, report_.score_geomean);
-  }
+  score_report(report_);
   report_.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
   report_.phases = phases_;
   return report_;

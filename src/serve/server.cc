@@ -355,10 +355,12 @@ Result<std::unique_ptr<Server>> Server::create(ServeOptions options, Dataset dat
   std::unique_ptr<Server> server(new Server(std::move(impl)));
   if (o.address_file) {
     const Impl& i = *server->impl_;
-    const json address = {{"url", server->url()},    {"host", o.host},
-                          {"port", i.port},          {"instance_id", i.instance_id},
-                          {"dataset_id", i.data.id}, {"auth", i.token.empty() ? "none" : "bearer"},
-                          {"pid", ::getpid()}};
+    json address = {{"url", server->url()},    {"host", o.host},
+                    {"port", i.port},          {"instance_id", i.instance_id},
+                    {"dataset_id", i.data.id}, {"auth", i.token.empty() ? "none" : "bearer"},
+                    {"pid", ::getpid()}};
+    // Where the token is, never the token itself: a dispatcher reading the address file reads it there.
+    if (o.token_file) address["token_file"] = stdfs::absolute(*o.token_file).string();
     if (Status st = fs::write_file_atomic(*o.address_file, address.dump(2) + "\n"); !st.ok()) return st;
   }
   return server;

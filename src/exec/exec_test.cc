@@ -1,0 +1,333 @@
+// The dispatcher's queue (idempotent ids, attempts, results counted once, durability), pools, and
+// the dispatcher against real `kda serve` instances on the host backend: the same verdicts as one
+// `kda eval` process, and a server killed with -9 mid-run whose tasks are requeued and finished once.
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "exec/dispatcher.h"
+#include "exec/pool.h"
+#include "exec/queue.h"
+#include "proc/subprocess.h"
+#include "task/solution.h"
+
+namespace kda::exec {
+namespace {
+
+namespace stdfs = std::filesystem;
+using nlohmann::json;
+
+const stdfs::path kSource = KDA_SOURCE_DIR;
+const stdfs::path kRmsnorm = kSource / "tasks/host/rmsnorm";
+const stdfs::path kFixtures = kSource / "tests/fixtures/solutions/host_rmsnorm";
+
+stdfs::path tmp_dir() {
+  std::string t = (stdfs::temp_directory_path() / "kda-exec-XXXXXX").string();
+  EXPECT_NE(::mkdtemp(t.data()), nullptr);
+  return t;
+}
+
+struct TmpDir {
+  stdfs::path path = tmp_dir();
+  ~TmpDir() {
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+  }
+};
+
+std::unique_ptr<TaskQueue> open_queue(const stdfs::path& file) {
+  auto q = TaskQueue::open(file);
+  EXPECT_TRUE(q.ok()) << q.status().message();
+  return q.ok() ? std::move(*q) : nullptr;
+}
+
+TEST(TaskQueue, IdsAreIdempotentAndAnotherBodyIsAConflict) {
+  TmpDir d;
+  auto q = TaskQueue::open(d.path / "q.sqlite");
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(*(*q)->enqueue("a", {{"x", 1}}), TaskQueue::Enqueued::kCreated);
+  EXPECT_EQ(*(*q)->enqueue("a", {{"x", 1}}), TaskQueue::Enqueued::kSame);
+  EXPECT_EQ(*(*q)->enqueue("a", {{"x", 2}}), TaskQueue::Enqueued::kConflict);
+  EXPECT_FALSE((*q)->enqueue("", {}).ok());
+  EXPECT_EQ((*q)->counts()->queued, 1u);
+}
+
+TEST(TaskQueue, AResultIsCountedOnlyByTheAttemptThatHoldsTheTask) {
+  TmpDir d;
+  auto q = open_queue(d.path / "q.sqlite");
+  ASSERT_TRUE(q->enqueue("first", {{"n", 1}}).ok());
+  ASSERT_TRUE(q->enqueue("second", {{"n", 2}}).ok());
+  auto t = std::move(**q->claim("http://a", "i1"));
+  EXPECT_EQ(t.id, "first");  // oldest first
+  EXPECT_EQ(t.attempt, 1);
+  // Requeued (its server went down): the old attempt's late result is not counted...
+  EXPECT_EQ(**q->requeue("first", 1, "a went down", 3), TaskState::kQueued);
+  EXPECT_FALSE(*q->complete("first", 1, {{"late", true}}));
+  // ...the next attempt's is, once.
+  auto again = std::move(**q->claim("http://b", "i2"));
+  EXPECT_EQ(again.id, "first");
+  EXPECT_EQ(again.attempt, 2);
+  EXPECT_TRUE(*q->complete("first", 2, {{"ok", true}}));
+  EXPECT_FALSE(*q->complete("first", 2, {{"ok", true}}));
+  auto done = std::move(**q->find("first"));
+  EXPECT_EQ(done.state, TaskState::kDone);
+  EXPECT_EQ(done.server, "http://b");
+  EXPECT_EQ((*done.result)["ok"], true);
+  EXPECT_EQ(done.last_reason, "a went down");
+  const QueueCounts c = *q->counts();
+  EXPECT_EQ(c.done, 1u);
+  EXPECT_EQ(c.queued, 1u);
+  EXPECT_EQ(c.retries, 1u);
+}
+
+TEST(TaskQueue, AttemptsRunOutButBackpressureCostsNone) {
+  TmpDir d;
+  auto q = open_queue(d.path / "q.sqlite");
+  ASSERT_TRUE(q->enqueue("t", json::object()).ok());
+  for (int i = 0; i < 5; ++i) {  // 503s: never charged
+    auto t = std::move(**q->claim("s", "i"));
+    EXPECT_EQ(t.attempt, 1);
+    EXPECT_EQ(**q->requeue("t", t.attempt, "draining (503)", 2, false), TaskState::kQueued);
+  }
+  auto t1 = std::move(**q->claim("s", "i"));
+  EXPECT_EQ(**q->requeue("t", t1.attempt, "down", 2), TaskState::kQueued);
+  auto t2 = std::move(**q->claim("s", "i"));
+  EXPECT_EQ(t2.attempt, 2);
+  EXPECT_EQ(**q->requeue("t", t2.attempt, "down again", 2), TaskState::kFailed);
+  auto f = std::move(**q->find("t"));
+  EXPECT_EQ(f.state, TaskState::kFailed);
+  EXPECT_NE(f.error.find("gave up after 2 attempt(s)"), std::string::npos) << f.error;
+  EXPECT_NE(f.error.find("down again"), std::string::npos) << f.error;
+  EXPECT_FALSE(q->claim("s", "i")->has_value());
+}
+
+TEST(TaskQueue, SurvivesItsProcessAndRecoversRunningTasks) {
+  TmpDir d;
+  {
+    auto q = open_queue(d.path / "q.sqlite");
+    ASSERT_TRUE(q->enqueue("a", {{"n", 1}}).ok());
+    ASSERT_TRUE(q->enqueue("b", {{"n", 2}}).ok());
+    ASSERT_TRUE(q->claim("s", "i")->has_value());  // "a" running when the dispatcher dies
+  }
+  auto q = open_queue(d.path / "q.sqlite");
+  EXPECT_EQ(q->counts()->running, 1u);
+  EXPECT_EQ(*q->recover(), 1u);
+  auto all = *q->tasks();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, "a");
+  EXPECT_EQ(all[0].state, TaskState::kQueued);
+  EXPECT_EQ(all[0].attempt, 0);  // not charged
+  EXPECT_EQ(all[0].body["n"], 1);
+  // Not a queue: a clear error naming the file.
+  std::ofstream(d.path / "not.sqlite") << "plain text, not a database";
+  auto bad = TaskQueue::open(d.path / "not.sqlite");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not.sqlite"), std::string::npos) << bad.status().message();
+}
+
+TEST(Pool, UrlsAddressFilesAndLocalAndClearErrors) {
+  TmpDir d;
+  auto urls = parse_pool("http://127.0.0.1:1,http://127.0.0.1:2", std::nullopt);
+  ASSERT_TRUE(urls.ok()) << urls.status().message();
+  ASSERT_EQ(urls->servers.size(), 2u);
+  EXPECT_EQ(urls->servers[1].url, "http://127.0.0.1:2");
+  std::ofstream(d.path / "token") << "0123456789abcdef0123\n";
+  std::ofstream(d.path / "a.json") << json{{"url", "http://n1:8000"}, {"auth", "bearer"}, {"token_file", "token"}};
+  std::ofstream(d.path / "b.json") << json{{"url", "http://n2:8000"}, {"auth", "none"}};
+  auto dir = parse_pool(d.path.string(), std::nullopt);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  ASSERT_EQ(dir->servers.size(), 2u);
+  EXPECT_EQ(dir->servers[0].token, "0123456789abcdef0123");
+  EXPECT_EQ(dir->servers[1].token, "");
+  auto local = parse_pool("local:cpu:2", std::nullopt);
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(*local->local, "cpu:2");
+  // A bearer server without a token, a file that is not an address, a word that is nothing.
+  std::ofstream(d.path / "c.json") << json{{"url", "http://n3:8000"}, {"auth", "bearer"}};
+  auto no_token = parse_pool((d.path / "c.json").string(), std::nullopt);
+  ASSERT_FALSE(no_token.ok());
+  EXPECT_NE(no_token.status().message().find("--token-file"), std::string::npos);
+  std::ofstream(d.path / "e.json") << json{{"host", "n4"}};
+  EXPECT_NE(parse_pool((d.path / "e.json").string(), std::nullopt).status().message().find("\"url\""),
+            std::string::npos);
+  auto word = parse_pool("nowhere-at-all", std::nullopt);
+  ASSERT_FALSE(word.ok());
+  EXPECT_NE(word.status().message().find("nowhere-at-all"), std::string::npos);
+  EXPECT_FALSE(parse_pool("http://a:1,ftp://b", std::nullopt).ok());
+}
+
+json solution_json(const std::string& which) {
+  auto s = task::load_solution(kFixtures / which);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s->to_json();
+}
+
+std::vector<std::string> workload_uuids() {
+  std::vector<std::string> out;
+  std::ifstream in(kRmsnorm / "workloads.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(json::parse(line)["workload"]["uuid"]);
+  return out;
+}
+
+std::unique_ptr<LocalServe> serve(const stdfs::path& dir, const std::string& devices) {
+  auto s = LocalServe::start({.kda_binary = KDA_BINARY,
+                              .dataset = kRmsnorm,
+                              .devices = devices,
+                              .dir = dir,
+                              .extra_args = {"--warmup-runs", "1", "--iterations", "5", "--num-trials", "1"}});
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// One task per (solution, workload); the verdict of each, by task id.
+std::map<std::string, std::string> verdicts(TaskQueue& q) {
+  std::map<std::string, std::string> out;
+  const auto all = *q.tasks();
+  for (const auto& t : all) {
+    if (t.state != TaskState::kDone) {
+      out[t.id] = std::string(task_state_name(t.state)) + ": " + t.error;
+      continue;
+    }
+    const json& traces = (*t.result)["traces"];
+    out[t.id] = traces.size() == 1 ? traces[0]["evaluation"]["status"].get<std::string>() : traces.dump();
+  }
+  return out;
+}
+
+// What one `kda eval` process says of `which` on every workload, by the same task ids.
+std::map<std::string, std::string> one_process(const std::string& which) {
+  auto r =
+      proc::run({.argv = {KDA_BINARY, "eval", (kFixtures / which).string(), "--task", kRmsnorm.string(), "--workloads",
+                          "all", "--warmup", "1", "--iterations", "5", "--trials", "1", "--json", "--quiet"},
+                 .timeout_seconds = 600});
+  EXPECT_TRUE(r.ok());
+  std::map<std::string, std::string> out;
+  auto j = json::parse(r->stdout_text, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << r->stdout_text << r->stderr_text;
+  if (!j.is_object()) return out;
+  for (const auto& t : j["traces"])
+    out[which + "-" + t["workload"]["uuid"].get<std::string>()] = t["evaluation"]["status"];
+  return out;
+}
+
+TEST(Dispatch, SpreadOverFourHostDevicesGivesOneProcesssVerdicts) {
+  TmpDir d;
+  auto a = serve(d.path / "a", "cpu:2");
+  auto b = serve(d.path / "b", "cpu:2");
+  ASSERT_TRUE(a && b);
+  auto q = open_queue(d.path / "q.sqlite");
+  std::map<std::string, std::string> want;
+  for (const std::string which : {"fast", "wrong"}) {
+    const json sol = solution_json(which);
+    for (const auto& uuid : workload_uuids())
+      ASSERT_EQ(*q->enqueue(which + "-" + uuid, {{"solution", sol}, {"workload_uuids", json::array({uuid})}}),
+                TaskQueue::Enqueued::kCreated);
+    want.merge(one_process(which));
+  }
+  size_t most_busy = 0;
+  DispatchOptions o;
+  o.progress = [&](const Progress& p) { most_busy = std::max(most_busy, p.busy); };
+  Status st = dispatch(*q, {a->spec(), b->spec()}, o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(verdicts(*q), want);
+  EXPECT_EQ(most_busy, 4u);  // every device had a task at some point, none had two
+  const QueueCounts c = *q->counts();
+  EXPECT_EQ(c.done, want.size());
+  EXPECT_EQ(c.retries, 0u);
+  std::set<std::string> used;
+  const auto all = *q->tasks();
+  for (const auto& t : all) used.insert(t.server);
+  EXPECT_EQ(used.size(), 2u);  // both servers took tasks
+}
+
+TEST(Dispatch, AServerKilledMidRunHasItsTasksRequeuedAndFinishedOnce) {
+  TmpDir d;
+  auto a = serve(d.path / "a", "cpu:1");
+  auto b = serve(d.path / "b", "cpu:1");
+  ASSERT_TRUE(a && b);
+  auto q = open_queue(d.path / "q.sqlite");
+  const json sol = solution_json("fast");
+  const auto uuids = workload_uuids();
+  for (const auto& uuid : uuids)
+    ASSERT_TRUE(q->enqueue(uuid, {{"solution", sol}, {"workload_uuids", json::array({uuid})}}).ok());
+  const std::string a_url = a->spec().url;
+  std::atomic<bool> killed{false};
+  std::vector<std::string> log;
+  DispatchOptions o;
+  o.health_interval_s = 0.2;
+  o.log = [&](const std::string& line) { log.push_back(line); };
+  // Once a's device has a task and two are done, a is killed with -9: the process and its evaluation.
+  o.progress = [&](const Progress& p) {
+    if (!killed && p.busy == 2 && p.tasks.done >= 2) {
+      auto addr = json::parse(std::ifstream(d.path / "a" / "address.json"));
+      ::kill(addr["pid"].get<int>(), SIGKILL);
+      killed = true;
+    }
+  };
+  Status st = dispatch(*q, {a->spec(), b->spec()}, o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(killed);
+  const QueueCounts c = *q->counts();
+  EXPECT_EQ(c.done, uuids.size());  // every task finished, each counted once (one row, one result)
+  EXPECT_EQ(c.failed, 0u);
+  EXPECT_GE(c.retries, 1u);
+  bool requeued = false;
+  const auto all = *q->tasks();
+  for (const auto& t : all) {
+    EXPECT_EQ((*t.result)["traces"][0]["evaluation"]["status"], "PASSED") << t.id;
+    if (t.attempt > 1) {
+      requeued = true;
+      EXPECT_NE(t.server, a_url) << t.id << " was requeued to the server that died";
+      EXPECT_NE(t.last_reason.find(a_url), std::string::npos) << t.last_reason;
+    }
+  }
+  EXPECT_TRUE(requeued);
+  std::string all_log;
+  for (const auto& l : log) all_log += l + "\n";
+  EXPECT_NE(all_log.find(a_url + " is down"), std::string::npos) << all_log;
+}
+
+TEST(Dispatch, AServerThatAppearsLaterJoins) {
+  TmpDir d;
+  auto a = serve(d.path / "a", "cpu:1");
+  ASSERT_TRUE(a);
+  auto q = open_queue(d.path / "q.sqlite");
+  const json sol = solution_json("fast");
+  const auto uuids = workload_uuids();
+  for (size_t i = 0; i < 2; ++i)
+    ASSERT_TRUE(q->enqueue(uuids[i], {{"solution", sol}, {"workload_uuids", json::array({uuids[i]})}}).ok());
+  DispatchOptions o;
+  o.health_interval_s = 0.1;
+  std::vector<std::string> log;
+  o.log = [&](const std::string& line) { log.push_back(line); };
+  o.discover = [&]() { return std::vector<ServerSpec>{a->spec()}; };  // as a requeued job's address file
+  Status st = dispatch(*q, {{.url = "http://127.0.0.1:9"}}, o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(q->counts()->done, 2u);
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.front(), a->spec().url + " joined the pool");
+}
+
+TEST(Dispatch, NoServerUpGivesUpAndKeepsTheTasks) {
+  TmpDir d;
+  auto q = open_queue(d.path / "q.sqlite");
+  ASSERT_TRUE(q->enqueue("t", json::object()).ok());
+  DispatchOptions o;
+  o.give_up_after_s = 0.5;
+  o.health_interval_s = 0.1;
+  Status st = dispatch(*q, {{.url = "http://127.0.0.1:9"}}, o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no server was up"), std::string::npos) << st.message();
+  EXPECT_EQ(q->counts()->queued, 1u);
+}
+
+}  // namespace
+}  // namespace kda::exec
