@@ -120,6 +120,11 @@ Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pac
           fmt::format("--queue {}: task {} is there with another request", queue_file.string(), ids.back()));
   }
 
+  KDA_ASSIGN_OR_RETURN(exec::QueueCounts before, queue->counts());
+  if (before.done + before.failed > 0)
+    say(fmt::format("resuming {}: {} of {} task(s) already finished", queue_file.string(), before.done + before.failed,
+                    ids.size()));
+
   // Phase 2: the servers (a local one started here), then the dispatch.
   std::unique_ptr<exec::LocalServe> local;
   if (pool.local) {
@@ -176,6 +181,7 @@ Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pac
                 {"tasks", ids.size()},
                 {"done", c.done},
                 {"failed", c.failed},
+                {"already_finished", before.done + before.failed},
                 {"retries", c.retries},
                 {"failed_tasks", failed},
                 {"queue", args.value("queue") ? json(queue_file.string()) : json(nullptr)}};

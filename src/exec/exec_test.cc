@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -314,6 +316,69 @@ TEST(Dispatch, AServerThatAppearsLaterJoins) {
   EXPECT_EQ(q->counts()->done, 2u);
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log.front(), a->spec().url + " joined the pool");
+}
+
+// kda eval --on local with --queue, killed with -9 mid-run: the server it started goes with it, and
+// the same command again resumes from the queue (the tasks it left running requeued, none counted
+// twice), ending with every workload evaluated once.
+TEST(EvalOn, AKilledEvaluationResumesFromItsQueueAndItsLocalServerGoesWithIt) {
+  TmpDir d;
+  std::vector<std::string> env = proc::current_environment();
+  env.push_back("KDA_CACHE_DIR=" + (d.path / "cache").string());
+  const std::vector<std::string> argv{KDA_BINARY,
+                                      "eval",
+                                      (kFixtures / "fast").string(),
+                                      "--task",
+                                      kRmsnorm.string(),
+                                      "--workloads",
+                                      "all",
+                                      "--on",
+                                      "local:cpu:1",
+                                      "--trials",
+                                      "1",
+                                      "--warmup",
+                                      "1",
+                                      "--iterations",
+                                      "5",
+                                      "--queue",
+                                      (d.path / "q.sqlite").string(),
+                                      "--json"};
+  auto first = proc::Child::spawn({.argv = argv, .env = env});
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  // Wait until two tasks are done, then kill -9.
+  size_t done = 0;
+  for (int i = 0; i < 600 && done < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!stdfs::exists(d.path / "q.sqlite")) continue;
+    auto q = TaskQueue::open(d.path / "q.sqlite");
+    if (q.ok())
+      if (auto c = (*q)->counts(); c.ok()) done = c->done;
+  }
+  ASSERT_GE(done, 2u);
+  std::optional<int> server_pid;
+  for (const auto& e : stdfs::recursive_directory_iterator(d.path / "cache"))
+    if (e.path().filename() == "address.json") server_pid = json::parse(std::ifstream(e.path()))["pid"].get<int>();
+  ASSERT_TRUE(server_pid);
+  first->kill_group(SIGKILL);
+  first->wait();
+  bool server_gone = false;
+  for (int i = 0; i < 100 && !server_gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server_gone = ::kill(*server_pid, 0) != 0;
+  }
+  EXPECT_TRUE(server_gone) << "the local kda serve outlived the kda eval that started it";
+  auto again = proc::run({.argv = argv, .env = env, .timeout_seconds = 600});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->exit.success()) << again->stderr_text;
+  auto j = json::parse(again->stdout_text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << again->stdout_text;
+  EXPECT_EQ(j["dispatch"]["tasks"], 11);
+  EXPECT_EQ(j["dispatch"]["done"], 11);
+  EXPECT_GE(j["dispatch"]["already_finished"].get<int>(), 2);  // resumed: those were not run again
+  std::set<std::string> uuids;
+  for (const auto& t : j["traces"]) uuids.insert(t["workload"]["uuid"].get<std::string>());
+  EXPECT_EQ(uuids.size(), 11u);
+  EXPECT_EQ(j["all_passed"], true);
 }
 
 TEST(Dispatch, NoServerUpGivesUpAndKeepsTheTasks) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -130,6 +131,9 @@ Result<std::unique_ptr<LocalServe>> LocalServe::start(const LocalServeOptions& o
   if (log_fd < 0) return Status::io(fmt::format("{}: {}", log.string(), std::strerror(errno)));
   auto child = proc::Child::spawn(
       {.argv = argv, .stdout_mode = proc::Stdio::kNull, .stderr_mode = proc::Stdio::kNull, .pre_exec = [log_fd] {
+         // SIGTERM when this process dies however it dies (kill -9, Ctrl-C): the server and its
+         // evaluations go with it.
+         if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) return errno;
          return ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0 ? errno : 0;
        }});
   ::close(log_fd);
