@@ -98,9 +98,13 @@ JobFiles job_files(const ClusterOptions& o) {
     node += "devices=$(printf 'cuda:%s,' \"${gpus[@]:start:per}\")\n";
     node += "devices=${devices%,}\n";
   }
+  node += "# The address others reach this node by: its hostname where that resolves, else its first address.\n";
+  node += "host=$(hostname)\n";
+  node += "getent hosts \"$host\" > /dev/null || host=$(hostname -I 2> /dev/null | awk '{print $1}')\n";
+  node += "host=${host:-127.0.0.1}\n";
   node += fmt::format("rm -f {}/servers/\"$name\".json\n", dir);
   node += fmt::format(
-      "exec {} serve --local {} --host \"$(hostname)\" --port 0 --devices \"$devices\" --token-file {}/token \\\n"
+      "exec {} serve --local {} --host \"$host\" --port 0 --devices \"$devices\" --token-file {}/token \\\n"
       "  --address-file {}/servers/\"$name\".json --work-dir {}/work/\"$name\"{} > {}/logs/serve-\"$name\".log 2>&1\n",
       *quoted(o.kda_binary, "kda"), *quoted(o.dataset, "--task"), dir, dir, dir, serve_args, dir);
   return {job, node};
