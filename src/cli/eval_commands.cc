@@ -54,6 +54,9 @@ std::string achieved_text(const task::TaskPack& pack, const eval::WorkloadResult
       s += fmt::format("{}{:.3g} TFLOP/s", s.empty() ? "" : ", ", *f / seconds / 1e12);
   if (w.roofline_floor_ms && *w.roofline_floor_ms > 0)
     s += fmt::format(" ({:.0f} % of floor)", 100 * *w.roofline_floor_ms / w.latency_ms);
+  // The error budget: the share of the pack's tolerance the worst element used (correctness trials).
+  if (const auto it = w.kda.find("tolerance_used"); it != w.kda.end() && it->is_number())
+    s += fmt::format("{}{:.3g} % of tol", s.empty() ? "" : "; ", 100 * it->get<double>());
   return s;
 }
 

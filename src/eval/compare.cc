@@ -35,9 +35,12 @@ nlohmann::json number(double v) {
 // Statistics of one contiguous range of elements; ranges are merged in index order.
 struct RangeStats {
   int64_t failed = 0, inf = 0, nan = 0, first_bad = -1;
-  double max_abs = 0, max_rel = 0;
+  double max_abs = 0, max_rel = 0, used = 0;
   std::vector<BadElement> worst;  // largest abs first, at most kWorstKept
 };
+
+// An error over its tolerance (a zero tolerance: any error is all of it and more).
+double over(double err, double tol) { return tol > 0 ? err / tol : err > 0 ? INFINITY : 0; }
 
 // Keeps `e` among the kWorstKept largest absolute errors (ties: the lower index stays).
 void keep_worst(std::vector<BadElement>& worst, const BadElement& e) {
@@ -102,9 +105,11 @@ RangeStats compare_range(const tensor::Tensor& x, const tensor::Tensor& y, int64
         if (std::isnan(e)) e = r = INFINITY;  // reference NaN: never a wildcard
         st.max_abs = std::max(st.max_abs, e);
         st.max_rel = std::max(st.max_rel, r);
+        st.used = std::max(st.used, std::min(over(e, tol.atol), over(r, tol.rtol)));
         bad = e > tol.atol && r > tol.rtol;
       }
       if (bad) {
+        if (std::isinf(e)) st.used = INFINITY;
         if (st.first_bad < 0) st.first_bad = b + i;
         ++st.failed;
         keep_worst(st.worst, {b + i, xv, yv, e, r});
@@ -133,6 +138,7 @@ OutputCheck compare_one(const std::string& name, const tensor::Tensor& x, const 
     c.nan += p.nan;
     c.max_abs = std::max(c.max_abs, p.max_abs);
     c.max_rel = std::max(c.max_rel, p.max_rel);
+    c.tolerance_used = std::max(c.tolerance_used, p.used);
     if (c.first_bad_index < 0) c.first_bad_index = p.first_bad;
     for (const auto& e : p.worst) keep_worst(c.worst, e);  // ranges in index order: ties keep the lower index
   }
@@ -171,6 +177,7 @@ CheckResult check_default(const std::vector<std::string>& names, const std::vect
     res.max_abs = std::max(res.max_abs, c.max_abs);
     res.max_rel = std::max(res.max_rel, c.max_rel);
     res.matched_ratio = std::min(res.matched_ratio, c.matched_ratio);
+    res.tolerance_used = std::max(res.tolerance_used, c.tolerance_used);
     if (c.inf > 0)
       fail(CheckVerdict::kIncorrectNumerical, fmt::format("output '{}': {} Inf value(s), first at {}", c.name, c.inf,
                                                           index_string(c.first_bad_index, c.shape)));
@@ -224,7 +231,8 @@ nlohmann::json CheckResult::to_json() const {
                     {"nan", o.nan},
                     {"max_absolute_error", number(o.max_abs)},
                     {"max_relative_error", number(o.max_rel)},
-                    {"matched_ratio", o.matched_ratio}});
+                    {"matched_ratio", o.matched_ratio},
+                    {"tolerance_used", number(o.tolerance_used)}});
     if (!o.worst.empty()) {
       nlohmann::json w = nlohmann::json::array();
       for (const auto& e : o.worst)
@@ -240,6 +248,7 @@ nlohmann::json CheckResult::to_json() const {
   return {{"max_absolute_error", number(max_abs)},
           {"max_relative_error", number(max_rel)},
           {"matched_ratio", matched_ratio},
+          {"tolerance_used", number(tolerance_used)},
           {"outputs", outs}};
 }
 

@@ -41,6 +41,9 @@ struct OutputCheck {
   double max_abs = 0;
   double max_rel = 0;
   double matched_ratio = 1.0;
+  // The error budget spent: over the elements, the largest min(abs / atol, rel / rtol); an element
+  // fails where this exceeds 1 (Inf for an Inf or NaN candidate value).
+  double tolerance_used = 0;
   int64_t first_bad_index = -1;
   std::vector<BadElement> worst;  // up to kWorstKept, the largest absolute error first
 };
@@ -57,6 +60,7 @@ struct CheckResult {
   double max_abs = 0;
   double max_rel = 0;
   double matched_ratio = 1.0;  // minimum over compared outputs
+  double tolerance_used = 0;   // maximum over compared outputs
   nlohmann::json to_json() const;
 };
 

@@ -175,6 +175,26 @@ TEST(Compare, ElementFailsOnlyBeyondBothTolerances) {
   EXPECT_NE(r.message.find("'y'"), std::string::npos);
 }
 
+// The error budget: per element min(abs / atol, rel / rtol), the largest over the output; an element
+// fails where it exceeds 1, so a passing output has spent at most all of it.
+TEST(Compare, ToleranceUsedIsTheShareOfTheBudgetTheWorstElementSpent) {
+  Tolerance tol{0.1, 0.1, 1.0};
+  // 10.5 vs 10: abs 0.5 (5x atol), rel 0.05 (0.5x rtol) -> 0.5; 0.05 vs 0: abs 0.05 -> 0.5; 1.02 vs 1 -> 0.2.
+  auto r = check_default({"y", "z"}, {vec({10.5f, 0.05f}), vec({1.02f})}, {vec({10.0f, 0.0f}), vec({1.0f})}, tol);
+  ASSERT_EQ(r.verdict, CheckVerdict::kPass) << r.message;
+  ASSERT_EQ(r.outputs.size(), 2u);
+  EXPECT_NEAR(r.outputs[0].tolerance_used, 0.5, 1e-5);
+  EXPECT_NEAR(r.outputs[1].tolerance_used, 0.2, 1e-5);
+  EXPECT_NEAR(r.tolerance_used, 0.5, 1e-5);
+  EXPECT_NEAR(r.to_json()["outputs"][1]["tolerance_used"].get<double>(), 0.2, 1e-5);
+  // Exact: nothing spent. Beyond both tolerances: more than all of it. Inf: infinite ("Infinity").
+  EXPECT_EQ(check_default({"y"}, {vec({1.0f})}, {vec({1.0f})}, tol).tolerance_used, 0.0);
+  EXPECT_GT(check_default({"y"}, {vec({2.0f})}, {vec({1.0f})}, tol).tolerance_used, 1.0);
+  auto inf = check_default({"y"}, {vec({INFINITY})}, {vec({1.0f})}, tol);
+  EXPECT_TRUE(std::isinf(inf.tolerance_used));
+  EXPECT_EQ(inf.to_json()["tolerance_used"], "Infinity");
+}
+
 TEST(Compare, InfAndNanAlwaysFailEvenWhenReferenceAgrees) {
   Tolerance tol;
   auto r = check_default({"y"}, {vec({INFINITY})}, {vec({INFINITY})}, tol);

@@ -89,7 +89,10 @@ nlohmann::json trace_json(const EvalReport& report, const WorkloadResult& w, con
     auto c = w.check->to_json();
     eval["correctness"] = {{"max_relative_error", c["max_relative_error"]},
                            {"max_absolute_error", c["max_absolute_error"]},
-                           {"extra", {{"matched_ratio", w.check->matched_ratio}, {"outputs", c["outputs"]}}}};
+                           {"extra",
+                            {{"matched_ratio", w.check->matched_ratio},
+                             {"tolerance_used", c["tolerance_used"]},
+                             {"outputs", c["outputs"]}}}};
   } else if (status == "INCORRECT_NUMERICAL") {
     eval["correctness"] = {{"max_relative_error", nullptr}, {"max_absolute_error", nullptr}, {"extra", nullptr}};
   } else {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <map>
@@ -103,6 +104,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   auto check_sets = materialize_all(check_seeds);
   if (!check_sets.ok()) return fail({Verdict::kRuntimeError, "runtime_error", check_sets.status().message(), {}});
   int verified_earlier = 0;
+  double tolerance_used = -1;  // the error budget: the most any correctness trial spent
   for (int t = 0; t < std::max(1, trials()); ++t) {
     MaterializedInputs* inputs = &(*check_sets)[static_cast<size_t>(t)];
     const bool full = !screening_ || screen_checks_ == ScreenChecks::kAll;
@@ -122,6 +124,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
       return fail(*f);
     }
     gates_.ran(GateId::kCorrectness);
+    if (wr.check) tolerance_used = std::max(tolerance_used, wr.check->tolerance_used);
     mark_verified(check_seeds[t], kCheckCorrectness);
     if (t == 0 && !gate_on("determinism")) {
       gate_off(GateId::kDeterminism);
@@ -150,6 +153,8 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
                       : "the same inputs twice gave outputs within tolerance (policy: tolerance)");
     }
   }
+  // Infinity (a tolerance of zero spent) has no JSON number: it stays out, the outputs say why.
+  if (tolerance_used >= 0 && std::isfinite(tolerance_used)) wr.kda["tolerance_used"] = tolerance_used;
   if (verified_earlier == std::max(1, trials()))
     gates_.skip(GateId::kCorrectness, kVerifiedBefore);
   else
