@@ -173,6 +173,22 @@ Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution,
   size_t passed = 0;
   for (const auto& w : report.workloads) passed += w.verdict == eval::Verdict::kPassed;
   checks.add("all_passed", report.all_passed, fmt::format("{}/{} PASSED", passed, report.workloads.size()));
+  // The error budget (task.toml [evaluation] max_tolerance_used): a round whose worst element spent
+  // more of the tolerance than the task allows is rejected, however fast it is.
+  if (const auto limit = pack_->settings.max_tolerance_used) {
+    const eval::WorkloadResult* worst = nullptr;
+    for (const auto& w : report.workloads)
+      if (w.kda.contains("tolerance_used") &&
+          (!worst || w.kda["tolerance_used"].get<double>() > worst->kda["tolerance_used"].get<double>()))
+        worst = &w;
+    if (worst) {
+      const double used = worst->kda["tolerance_used"].get<double>();
+      checks.add(
+          "error_budget", used <= *limit,
+          fmt::format("the worst element spent {:.3g} % of the tolerance (workload {}); the task allows {:.3g} %",
+                      100 * used, worst->uuid.substr(0, 8), 100 * *limit));
+    }
+  }
   return report;
 }
 

@@ -73,6 +73,9 @@ struct FakeEval {
       w.baseline_ms = 1.0;
       w.latency_ms = 1.0 / speedup;
       w.speedup = speedup;
+      for (const auto& src : s.sources)  // "// fake-tolerance-used: X": the error budget the check spent
+        if (auto at = src.content.find("// fake-tolerance-used: "); at != std::string::npos)
+          w.kda["tolerance_used"] = std::stod(src.content.substr(at + 24));
       if (fail && r.workloads.empty()) {
         w.verdict = eval::Verdict::kIncorrectNumerical;
         w.reason = "numerical";

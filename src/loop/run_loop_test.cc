@@ -1,6 +1,7 @@
 // The loop's state machine end to end with scripted agents and a fake evaluator, so every path runs
 // fast: the full scenario, false claims, garbage verdicts, stalls, budgets, protected files, diff
 // scope, failed completion checks, bad inputs.
+#include "loop/rules_reviewer.h"
 #include "loop/run_loop_fixture.h"
 
 #include <functional>
@@ -129,6 +130,45 @@ TEST_F(RunLoopTest, ClaimsOnUnknownMetricsOrWorkloadsRejectTheRound) {
     ASSERT_EQ(v["claims"].size(), 1u);
     EXPECT_EQ(v["claims"][0]["status"], "invalid");
     EXPECT_EQ(o->incumbent, "c000") << "a round with an unchecked claim must not become the incumbent";
+  }
+}
+
+// Issue 47: a task's error budget ([evaluation] max_tolerance_used) rejects a round that spent more
+// of the tolerance than it allows, however fast; the rules reviewer refuses it and says why.
+TEST_F(RunLoopTest, ARoundOverTheTasksErrorBudgetIsRejected) {
+  const stdfs::path pack = run_.parent_path() / "gemm-budget";
+  stdfs::copy(kPack, pack, stdfs::copy_options::recursive);
+  auto toml = *fs::read_file(pack / "task.toml");
+  toml.replace(toml.find("matched_ratio = 1.0"), 19, "matched_ratio = 1.0\nmax_tolerance_used = 0.5");
+  ASSERT_TRUE(fs::write_file_atomic(pack / "task.toml", toml).ok());
+  for (const double used : {0.9, 0.2}) {
+    SCOPED_TRACE(used);
+    start_over();
+    sessions_.clear();
+    for (const auto& p : plan_sessions()) sessions_.push_back(p);
+    json write = write_kernel(3.0);
+    write["write_file"]["content"] =
+        write["write_file"]["content"].get<std::string>() + "// fake-tolerance-used: " + std::to_string(used) + "\n";
+    sessions_.push_back(writer_session("round", 1, {write, finish("faster", json::array({geomean_claim(3.0)}))}));
+    sessions_.push_back(reviewer_session("review", 1, "Looks great.\nDECISION: COMPLETE\nPROGRESS: ADVANCED"));
+    auto opts = options();
+    opts.task = pack;
+    opts.max_rounds = 1;
+    auto o = start_run(run_, opts, env());
+    ASSERT_TRUE(o.ok()) << o.status().message();
+    auto v = json::parse(*fs::read_file(run_ / "rounds/001/verify.json"));
+    EXPECT_EQ(v["verified"].get<bool>(), used < 0.5) << v.dump(2);
+    std::string budget;
+    for (const auto& c : v["checks"])
+      if (c["name"] == "error_budget") budget = c["detail"].get<std::string>() + (c["passed"] ? " (passed)" : "");
+    EXPECT_NE(budget.find(fmt::format("spent {:.3g} % of the tolerance", 100 * used)), std::string::npos) << budget;
+    EXPECT_NE(budget.find("the task allows 50 %"), std::string::npos) << budget;
+    if (used > 0.5) {
+      EXPECT_EQ(o->incumbent, "c000") << "a round over the error budget must not become the incumbent";
+      const RulesVerdict rv = review_round(*read_round_evidence(run_ / "rounds/001"));
+      EXPECT_EQ(rv.rule, Rule::kRejected);
+      EXPECT_NE(rv.reason.find("error_budget"), std::string::npos) << rv.reason;
+    }
   }
 }
 

@@ -153,13 +153,15 @@ std::string_view probe_name(Probe p) {
 
 nlohmann::json TaskSettings::to_json() const {
   nlohmann::json j;
-  j["evaluation"] = {{"backend", backend ? nlohmann::json(backend_name(*backend)) : nlohmann::json(nullptr)},
-                     {"checker", checker_name(checker)},
-                     {"atol", atol},
-                     {"rtol", rtol},
-                     {"matched_ratio", matched_ratio},
-                     {"compare_outputs", compare_outputs},
-                     {"dev_workloads", dev_workloads}};
+  j["evaluation"] = {
+      {"backend", backend ? nlohmann::json(backend_name(*backend)) : nlohmann::json(nullptr)},
+      {"checker", checker_name(checker)},
+      {"atol", atol},
+      {"rtol", rtol},
+      {"matched_ratio", matched_ratio},
+      {"max_tolerance_used", max_tolerance_used ? nlohmann::json(*max_tolerance_used) : nlohmann::json(nullptr)},
+      {"compare_outputs", compare_outputs},
+      {"dev_workloads", dev_workloads}};
   j["timing"] = {{"warmup", warmup},
                  {"iterations", iterations},
                  {"trials", trials},
@@ -217,6 +219,9 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
   ev.number("atol", s.atol, 0, 1e300, false, "[0, inf)");
   ev.number("rtol", s.rtol, 0, 1e300, false, "[0, inf)");
   ev.number("matched_ratio", s.matched_ratio, 0, 1, true, "(0, 1]");
+  double budget = -1;  // stays -1 when absent or invalid (an invalid one is an error already)
+  ev.number("max_tolerance_used", budget, 0, 1e300, true, "(0, inf)");
+  if (budget > 0) s.max_tolerance_used = budget;
   ev.string_list("compare_outputs", s.compare_outputs);
   ev.string_list("dev_workloads", s.dev_workloads);
   ev.reject_unknown();

@@ -39,7 +39,10 @@ struct TaskSettings {
   Checker checker = Checker::kDefault;
   double atol = 1e-2;
   double rtol = 1e-2;
-  double matched_ratio = 1.0;                // (0, 1]
+  double matched_ratio = 1.0;  // (0, 1]
+  // The error budget a round of `kda run` may spend: the largest share of the tolerance any element
+  // used (min(abs/atol, rel/rtol), eval::OutputCheck::tolerance_used). nullopt: no limit.
+  std::optional<double> max_tolerance_used;
   std::vector<std::string> compare_outputs;  // empty: all outputs
   std::vector<std::string> dev_workloads;    // empty: 8 evenly spaced workloads
   // [timing]

@@ -240,6 +240,7 @@ TEST(Settings, DefaultsWhenEmpty) {
   EXPECT_EQ(s->checker, Checker::kDefault);
   EXPECT_EQ(s->atol, 1e-2);
   EXPECT_EQ(s->matched_ratio, 1.0);
+  EXPECT_FALSE(s->max_tolerance_used.has_value());  // no error budget unless the task sets one
   EXPECT_EQ(s->iterations, 50);
   EXPECT_EQ(s->trials, 3);
   EXPECT_EQ(s->workload_timeout_s, 300.0);
@@ -310,6 +311,15 @@ TEST(Settings, TypesRangesAndKeysNamed) {
   EXPECT_TRUE(names(toml_problems("[evaluation]\natol = -1.0\n"), "task.toml", "/evaluation/atol", 2));
   EXPECT_TRUE(names(toml_problems("[evaluation]\nmatched_ratio = 0\n"), "task.toml", "/evaluation/matched_ratio"));
   EXPECT_TRUE(names(toml_problems("[evaluation]\nmatched_ratio = 1.5\n"), "task.toml", "/evaluation/matched_ratio"));
+  EXPECT_TRUE(
+      names(toml_problems("[evaluation]\nmax_tolerance_used = 0\n"), "task.toml", "/evaluation/max_tolerance_used"));
+  {
+    Diagnostics d;
+    auto b = settings_from_toml("[evaluation]\nmax_tolerance_used = 0.25\n", "task.toml", d);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(b->max_tolerance_used, 0.25);
+    EXPECT_EQ(b->to_json()["evaluation"]["max_tolerance_used"], 0.25);
+  }
   EXPECT_TRUE(names(toml_problems("[evaluation]\nbackend = \"tpu\"\n"), "task.toml", "/evaluation/backend"));
   EXPECT_TRUE(names(toml_problems("[evaluation]\nchecker = \"exact\"\n"), "task.toml", "/evaluation/checker"));
   EXPECT_TRUE(
