@@ -106,7 +106,7 @@ class RulesReviewer final : public agent::Backend {
       result.final_text = review_plan(draft).text();
     } else if (req.phase == "review" || req.phase == "alignment") {
       const auto* rounds = readable_named(req, "rounds");
-      RoundEvidence e;
+      ReviewEvidence e;
       if (rounds != nullptr) {
         const stdfs::path dir = *rounds / fmt::format("{:03d}", req.index);
         auto r = read_round_evidence(dir);
@@ -144,8 +144,8 @@ const char* rule_name(Rule r) {
   return "stalled";
 }
 
-Result<RoundEvidence> read_round_evidence(const stdfs::path& round_dir) {
-  RoundEvidence e;
+Result<ReviewEvidence> read_round_evidence(const stdfs::path& round_dir) {
+  ReviewEvidence e;
   const stdfs::path vfile = round_dir / "verify.json";
   KDA_ASSIGN_OR_RETURN(std::string vtext, fs::read_file(vfile));
   json v = json::parse(vtext, nullptr, false);
@@ -179,7 +179,7 @@ Result<RoundEvidence> read_round_evidence(const stdfs::path& round_dir) {
   return e;
 }
 
-RulesVerdict review_round(const RoundEvidence& e) {
+RulesVerdict review_round(const ReviewEvidence& e) {
   RulesVerdict v;
   auto set = [&v](Decision d, Progress p, Rule r, std::string why) {
     v.decision = d;

@@ -30,7 +30,7 @@ inline constexpr double kRulesAdvanceGain = 0.03;
 inline constexpr double kRulesRegressLoss = 0.03;
 
 // The facts of one round the rules look at (from verify.json and finish.json).
-struct RoundEvidence {
+struct ReviewEvidence {
   bool have_verify = false;        // verify.json was readable
   bool violation = false;          // an integrity violation (protected files changed)
   bool finished = false;           // the writer called finish_round
@@ -48,7 +48,7 @@ struct RoundEvidence {
 };
 
 // verify.json (required) and finish.json (may be absent) of one round.
-Result<RoundEvidence> read_round_evidence(const std::filesystem::path& round_dir);
+Result<ReviewEvidence> read_round_evidence(const std::filesystem::path& round_dir);
 
 // Which rule decided, for the review text and the tests.
 enum class Rule {
@@ -73,7 +73,7 @@ struct RulesVerdict {
   std::string text() const;
 };
 
-RulesVerdict review_round(const RoundEvidence& e);
+RulesVerdict review_round(const ReviewEvidence& e);
 
 struct PlanCheck {
   bool approve = false;

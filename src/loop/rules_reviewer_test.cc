@@ -16,8 +16,8 @@ namespace stdfs = std::filesystem;
 using nlohmann::json;
 
 // A clean round: verified, all PASSED, one confirmed claim, 10 % faster than the incumbent.
-RoundEvidence good() {
-  RoundEvidence e;
+ReviewEvidence good() {
+  ReviewEvidence e;
   e.have_verify = true;
   e.finished = true;
   e.verified = true;
@@ -42,23 +42,23 @@ void expect(const RulesVerdict& v, Rule rule, Decision d, Progress p) {
 
 TEST(RulesReviewer, AdvancedFiresOnAVerifiedGainAboveTheThreshold) {
   expect(review_round(good()), Rule::kAdvanced, Decision::kContinue, Progress::kAdvanced);
-  RoundEvidence done = good();
+  ReviewEvidence done = good();
   done.next = "none";  // the writer has nothing left: accept and complete
   expect(review_round(done), Rule::kAdvanced, Decision::kComplete, Progress::kAdvanced);
-  RoundEvidence more = good();
+  ReviewEvidence more = good();
   more.next = "dispatcher";
   expect(review_round(more), Rule::kAdvanced, Decision::kContinue, Progress::kAdvanced);
   // Does not fire: the gain just below the threshold, or the loop's own improvement test failed.
-  RoundEvidence small = good();
+  ReviewEvidence small = good();
   small.geomean = small.incumbent_speedup * (1 + kRulesAdvanceGain * 0.9);
   EXPECT_NE(review_round(small).rule, Rule::kAdvanced);
-  RoundEvidence no_improvement = good();
+  ReviewEvidence no_improvement = good();
   no_improvement.improvement = false;
   EXPECT_NE(review_round(no_improvement).rule, Rule::kAdvanced);
 }
 
 TEST(RulesReviewer, StallCompletesUnlessTheWriterNamesANextStep) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.geomean = 2.02;  // +1 %
   expect(review_round(e), Rule::kStalled, Decision::kComplete, Progress::kStalled);
   e.next = "none";
@@ -70,18 +70,18 @@ TEST(RulesReviewer, StallCompletesUnlessTheWriterNamesANextStep) {
 }
 
 TEST(RulesReviewer, SlowerIsRegressedAndEndsLikeAStall) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.geomean = 1.8;  // -10 %
   expect(review_round(e), Rule::kSlower, Decision::kComplete, Progress::kRegressed);
   e.next = "dispatcher";
   expect(review_round(e), Rule::kSlower, Decision::kContinue, Progress::kRegressed);
-  RoundEvidence noise = good();
+  ReviewEvidence noise = good();
   noise.geomean = 2.0 * (1 - kRulesRegressLoss * 0.5);  // within the noise margin: a stall
   EXPECT_EQ(review_round(noise).rule, Rule::kStalled);
 }
 
 TEST(RulesReviewer, IntegrityViolationStops) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.violation = true;
   e.rejections = {"protected_files: state.json changed"};
   expect(review_round(e), Rule::kIntegrity, Decision::kStop, Progress::kRegressed);
@@ -90,28 +90,28 @@ TEST(RulesReviewer, IntegrityViolationStops) {
 }
 
 TEST(RulesReviewer, MissingEvidenceIsRegressed) {
-  RoundEvidence none;  // no verify.json at all
+  ReviewEvidence none;  // no verify.json at all
   expect(review_round(none), Rule::kNoEvidence, Decision::kContinue, Progress::kRegressed);
-  RoundEvidence unfinished = good();
+  ReviewEvidence unfinished = good();
   unfinished.finished = false;
   expect(review_round(unfinished), Rule::kNoEvidence, Decision::kContinue, Progress::kRegressed);
   EXPECT_NE(review_round(good()).rule, Rule::kNoEvidence);
 }
 
 TEST(RulesReviewer, FalseClaimIsRegressedEvenWhenFaster) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.geomean = 3.0;
   e.verified = false;
   e.claims_false = 1;
   e.rejections = {"claim: geomean_speedup claimed 9, measured 3 (+200%)"};
   expect(review_round(e), Rule::kFalseClaim, Decision::kContinue, Progress::kRegressed);
-  RoundEvidence unverifiable = good();
+  ReviewEvidence unverifiable = good();
   unverifiable.claims_unverifiable = 1;  // not false: does not fire
   EXPECT_NE(review_round(unverifiable).rule, Rule::kFalseClaim);
 }
 
 TEST(RulesReviewer, NotPassedIsRegressed) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.all_passed = false;
   e.verified = false;
   e.rejections = {"all_passed: 3/4 PASSED"};
@@ -120,7 +120,7 @@ TEST(RulesReviewer, NotPassedIsRegressed) {
 }
 
 TEST(RulesReviewer, OtherRejectionsAreRegressed) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.verified = false;
   e.rejections = {"diff_scope: changed files outside the solution: notes.txt"};
   expect(review_round(e), Rule::kRejected, Decision::kContinue, Progress::kRegressed);
@@ -129,7 +129,7 @@ TEST(RulesReviewer, OtherRejectionsAreRegressed) {
 }
 
 TEST(RulesReviewer, AGainWithoutAConfirmedClaimIsNotProgress) {
-  RoundEvidence e = good();
+  ReviewEvidence e = good();
   e.claims_confirmed = 0;
   expect(review_round(e), Rule::kUnclaimed, Decision::kComplete, Progress::kStalled);
   e.next = "refine";
