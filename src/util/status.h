@@ -68,6 +68,9 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  // On a temporary (`*f()`), the value itself, moved out: a reference into the dying Result would
+  // dangle past the full expression (`for (auto& x : *f())` read freed memory once).
+  T operator*() && { return std::move(value()); }
 
  private:
   std::variant<T, Status> v_;

@@ -1,3 +1,8 @@
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +78,21 @@ TEST(Status, ResultPropagates) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().kind(), ErrorKind::kBadInput);
   EXPECT_EQ(r.status().with_context("x").message(), "x: odd");
+}
+
+// `*f()` on a temporary Result is the value moved out, so `for (auto& x : *f())` iterates a value the
+// loop keeps alive, not a reference into the Result destroyed at the end of the range expression.
+TEST(Status, DereferencingATemporaryResultYieldsItsValue) {
+  using Words = std::vector<std::string>;
+  static_assert(std::is_same_v<decltype(*std::declval<Result<Words>>()), Words>);
+  static_assert(std::is_same_v<decltype(*std::declval<Result<Words>&>()), Words&>);
+  auto words = []() -> Result<Words> { return Words{"alpha", "beta", std::string(64, 'g')}; };
+  std::string joined;
+  for (const auto& w : *words()) joined += w + ",";
+  EXPECT_EQ(joined, "alpha,beta," + std::string(64, 'g') + ",");
+  Result<std::unique_ptr<int>> owned = std::make_unique<int>(7);
+  std::unique_ptr<int> moved = *std::move(owned);  // a move-only value moves out
+  EXPECT_EQ(*moved, 7);
 }
 
 TEST(Sha256, KnownVectors) {
