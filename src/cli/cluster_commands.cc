@@ -70,6 +70,15 @@ int run_up(const Args& args, Io& io) {
     io.err << "kda cluster up: " << o.status().message() << "\n";
     return exit_code_for(o.status());
   }
+  if (args.flag("dry-run")) {
+    auto files = exec::checked_job_files(*o);
+    if (!files.ok()) {
+      io.err << "kda cluster up: " << files.status().message() << "\n";
+      return exit_code_for(files.status());
+    }
+    io.out << "# job.sh\n" << files->job_script << "\n# node.sh\n" << files->node_script;
+    return kExitOk;
+  }
   auto id = exec::cluster_up(*o);
   if (!id.ok()) {
     io.err << "kda cluster up: " << id.status().message() << "\n";
@@ -162,6 +171,7 @@ std::vector<CommandSpec> cluster_commands() {
              .metavar = "S",
              .help = "wait this long for every server (0: do not wait)",
              .default_value = "300"},
+            {.name = "dry-run", .help = "print job.sh and node.sh; submit nothing"},
             json_option()},
        .run = run_up},
       {.name = "cluster status",

@@ -110,11 +110,18 @@ JobFiles job_files(const ClusterOptions& o) {
   return {job, node};
 }
 
-Result<std::string> cluster_up(const ClusterOptions& given) {
-  ClusterOptions o = given;
+Result<JobFiles> checked_job_files(ClusterOptions o) {
   o.dir = stdfs::absolute(o.dir);
   o.dataset = stdfs::absolute(o.dataset);
   KDA_RETURN_IF_ERROR(check(o));
+  return job_files(o);
+}
+
+Result<std::string> cluster_up(const ClusterOptions& given) {
+  ClusterOptions o = given;
+  KDA_ASSIGN_OR_RETURN(const JobFiles files, checked_job_files(o));
+  o.dir = stdfs::absolute(o.dir);
+  o.dataset = stdfs::absolute(o.dataset);
   for (const char* sub : {"servers", "logs", "work"}) KDA_RETURN_IF_ERROR(fs::ensure_dir(o.dir / sub));
   std::error_code ec;
   if (stdfs::exists(o.dir / "cluster.json", ec)) {
@@ -128,7 +135,6 @@ Result<std::string> cluster_up(const ClusterOptions& given) {
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(o.dir / "token", token_hex() + "\n"));
     ::chmod((o.dir / "token").c_str(), 0600);
   }
-  const JobFiles files = job_files(o);
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(o.dir / "job.sh", files.job_script));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(o.dir / "node.sh", files.node_script));
   auto r = proc::run({.argv = {"sbatch", "--parsable", (o.dir / "job.sh").string()}, .timeout_seconds = 60});

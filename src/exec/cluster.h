@@ -41,6 +41,9 @@ struct JobFiles {
   std::string job_script, node_script;
 };
 JobFiles job_files(const ClusterOptions& o);
+// The options checked (kBadInput naming the one that is wrong) and the files they make, the paths
+// made absolute: what up() would submit (kda cluster up --dry-run prints it).
+Result<JobFiles> checked_job_files(ClusterOptions o);
 
 // Writes the directory and submits the job; the job id. kBadInput for bad options, kFailed when
 // sbatch refuses (its message).

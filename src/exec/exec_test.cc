@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "exec/cluster.h"
 #include "exec/dispatcher.h"
 #include "exec/pool.h"
 #include "exec/queue.h"
@@ -163,6 +164,46 @@ TEST(Pool, UrlsAddressFilesAndLocalAndClearErrors) {
   ASSERT_FALSE(word.ok());
   EXPECT_NE(word.status().message().find("nowhere-at-all"), std::string::npos);
   EXPECT_FALSE(parse_pool("http://a:1,ftp://b", std::nullopt).ok());
+}
+
+// The batch job kda cluster submits, as a GPU cluster would get it (CI's Slurm has host workers only).
+TEST(Cluster, JobFilesAskSlurmForTheNodesGpusTimeAndRequeue) {
+  ClusterOptions o{.dir = "/shared/kc",
+                   .kda_binary = "/opt/kda/bin/kda",
+                   .dataset = "/shared/packs",
+                   .nodes = 4,
+                   .servers_per_node = 2,
+                   .gpus_per_node = 8,
+                   .partition = "gpu",
+                   .account = "proj",
+                   .time_minutes = 360,
+                   .serve_args = {"--num-trials", "5", "--allow-holdout"}};
+  const JobFiles f = job_files(o);
+  for (const char* line : {"#SBATCH --nodes=4\n", "#SBATCH --ntasks-per-node=2\n", "#SBATCH --requeue\n",
+                           "#SBATCH --time=360\n", "#SBATCH --gres=gpu:8\n", "#SBATCH --partition=gpu\n",
+                           "#SBATCH --account=proj\n", "#SBATCH --output=/shared/kc/logs/slurm-%j.out\n",
+                           "exec srun --kill-on-bad-exit=0 bash '/shared/kc'/node.sh\n"})
+    EXPECT_NE(f.job_script.find(line), std::string::npos) << line << "\n" << f.job_script;
+  // Each of the 2 servers on a node takes its 4 of the node's 8 GPUs, by its local task id.
+  for (const char* line : {"per=$(( ${#gpus[@]} / 2 ))", "start=$(( ${SLURM_LOCALID:-0} * per ))",
+                           "exec '/opt/kda/bin/kda' serve --local '/shared/packs'", "--token-file '/shared/kc'/token",
+                           "'--num-trials' '5' '--allow-holdout'"})
+    EXPECT_NE(f.node_script.find(line), std::string::npos) << line << "\n" << f.node_script;
+  // Host workers: no GRES line, the --devices given.
+  o.gpus_per_node = 0;
+  o.host_devices = "cpu:4";
+  const JobFiles h = job_files(o);
+  EXPECT_EQ(h.job_script.find("--gres"), std::string::npos);
+  EXPECT_NE(h.node_script.find("devices='cpu:4'"), std::string::npos) << h.node_script;
+  // Bad options are refused before anything is written or submitted, naming the option.
+  TmpDir d;
+  o.dir = d.path / "c";
+  o.dataset = kRmsnorm;
+  o.gpus_per_node = 3;  // does not split over 2 servers
+  auto up = cluster_up(o);
+  ASSERT_FALSE(up.ok());
+  EXPECT_NE(up.status().message().find("--gpus-per-node 3"), std::string::npos) << up.status().message();
+  EXPECT_FALSE(stdfs::exists(o.dir / "job.sh"));
 }
 
 json solution_json(const std::string& which) {
