@@ -142,17 +142,6 @@ void EventSink::emit(AgentEvent event) {
   result_->events.push_back(std::move(event));
 }
 
-std::string shell_quote(std::string_view word) {
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
-
 Result<CliRun> run_cli(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                        const stdfs::path& cwd, const sandbox::PreparedLandlock* landlock, std::chrono::seconds timeout,
                        const std::function<bool(std::string_view)>& on_line) {

@@ -26,6 +26,7 @@
 #include "proc/subprocess.h"
 #include "sandbox/landlock.h"
 #include "util/status.h"
+#include "util/strings.h"
 
 namespace kda::agent {
 
@@ -110,8 +111,8 @@ class EventSink {
   std::mutex mu_;
 };
 
-// Shell-quotes one word for a hook command line (single quotes).
-std::string shell_quote(std::string_view word);
+// Hook command lines quote their words with util::shell_quote.
+using util::shell_quote;
 
 // kda's own executable (the MCP proxy and the guard hook): config.kda_binary, else /proc/self/exe.
 std::filesystem::path kda_executable(const CliAgentConfig& config);

@@ -69,7 +69,8 @@ std::string progress_line(const exec::Progress& p) {
       p.tasks.retries ? fmt::format(", {} retried", p.tasks.retries) : "");
 }
 
-// Removes the queue file (and its WAL files) unless the user named it.
+// The evaluation's scratch directory (its queue unless --queue names one, the local server's files),
+// removed at the end.
 struct Scratch {
   stdfs::path dir;
   ~Scratch() {

@@ -163,6 +163,13 @@ TEST(Probes, TransformsAreExactReproducibleAndBounded) {
   EXPECT_EQ(ints.get_as_double(3), 0.0);
 }
 
+TEST(Verdict, NamesReadBackToTheirVerdicts) {
+  for (int v = 0; v <= static_cast<int>(Verdict::kMemoization); ++v)
+    EXPECT_EQ(verdict_from_name(verdict_name(static_cast<Verdict>(v))), static_cast<Verdict>(v));
+  EXPECT_FALSE(verdict_from_name("PASSED ").has_value());
+  EXPECT_FALSE(verdict_from_name("").has_value());
+}
+
 TEST(Compare, ElementFailsOnlyBeyondBothTolerances) {
   Tolerance tol{0.1, 0.1, 1.0};
   // |x-y| = 0.5 > atol but rel = 0.05 < rtol: passes. |x-y| = 0.05 < atol: passes.

@@ -200,10 +200,9 @@ Result<WorkloadResult> workload_from_trace(const nlohmann::json& trace) {
   w.uuid = trace["workload"]["uuid"].get<std::string>();
   w.axes = trace["workload"].value("axes", nlohmann::json::object());
   const std::string verdict = kda["verdict"];
-  bool known = false;
-  for (int v = 0; v <= static_cast<int>(Verdict::kMemoization) && !known; ++v)
-    if (verdict_name(static_cast<Verdict>(v)) == verdict) w.verdict = static_cast<Verdict>(v), known = true;
+  const std::optional<Verdict> known = verdict_from_name(verdict);
   if (!known) return Status::bad_input("trace: unknown verdict '" + verdict + "'");
+  w.verdict = *known;
   w.reason = kda.value("reason", std::string());
   w.message = kda.value("message", std::string());
   w.candidate = stats_from(kda.value("candidate", nlohmann::json()));

@@ -27,6 +27,12 @@ std::string_view verdict_name(Verdict v) {
   return "?";
 }
 
+std::optional<Verdict> verdict_from_name(std::string_view name) {
+  for (int v = 0; v <= static_cast<int>(Verdict::kMemoization); ++v)
+    if (verdict_name(static_cast<Verdict>(v)) == name) return static_cast<Verdict>(v);
+  return std::nullopt;
+}
+
 std::string_view verdict_status(Verdict v) {
   switch (v) {
     case Verdict::kPassed:

@@ -3,6 +3,7 @@
 // RUNTIME_ERROR — so no tool can mistake a violation for PASSED.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 namespace kda::eval {
@@ -30,7 +31,8 @@ enum class Verdict {
   kMemoization,         // repeated input sets timed much faster than never-seen ones: outputs remembered
 };
 
-std::string_view verdict_name(Verdict v);    // "PASSED", "VIOLATION_INPUT_MUTATED", ...
-std::string_view verdict_status(Verdict v);  // the FlashInfer-Bench status
+std::string_view verdict_name(Verdict v);                         // "PASSED", "VIOLATION_INPUT_MUTATED", ...
+std::optional<Verdict> verdict_from_name(std::string_view name);  // verdict_name's inverse
+std::string_view verdict_status(Verdict v);                       // the FlashInfer-Bench status
 
 }  // namespace kda::eval

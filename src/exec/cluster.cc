@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <chrono>
-#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -12,7 +11,7 @@
 #include "exec/pool.h"
 #include "proc/subprocess.h"
 #include "util/fs.h"
-#include "util/sha256.h"
+#include "util/random.h"
 #include "util/strings.h"
 
 namespace kda::exec {
@@ -30,12 +29,6 @@ Result<std::string> quoted(const stdfs::path& p, const char* what) {
   return "'" + s + "'";
 }
 
-std::string quote_arg(const std::string& a) {
-  std::string out = "'";
-  for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 Status check(const ClusterOptions& o) {
   if (o.nodes < 1) return Status::bad_input("--nodes must be at least 1");
   if (o.servers_per_node < 1) return Status::bad_input("--servers-per-node must be at least 1");
@@ -49,14 +42,6 @@ Status check(const ClusterOptions& o) {
   for (const auto& [p, what] : {std::pair{o.dir, "--dir"}, {o.kda_binary, "kda binary"}, {o.dataset, "--task"}})
     KDA_RETURN_IF_ERROR(quoted(p, what).status());
   return {};
-}
-
-std::string token_hex() {
-  std::string seed = fmt::format("{}-{}", ::getpid(), std::chrono::system_clock::now().time_since_epoch().count());
-  std::ifstream rnd("/dev/urandom", std::ios::binary);
-  char buf[32] = {};
-  rnd.read(buf, sizeof(buf));
-  return sha256_hex(seed + std::string(buf, sizeof(buf)));
 }
 
 Result<json> read_json(const stdfs::path& file) {
@@ -84,12 +69,12 @@ JobFiles job_files(const ClusterOptions& o) {
   job += fmt::format("exec srun --kill-on-bad-exit=0 bash {}/node.sh\n", dir);
 
   std::string serve_args;
-  for (const auto& a : o.serve_args) serve_args += " " + quote_arg(a);
+  for (const auto& a : o.serve_args) serve_args += " " + util::shell_quote(a);
   std::string node =
       "#!/bin/bash\n# One kda serve: a task of the kda cluster job, named after its node and local task id.\n";
   node += "set -eu\n";
   node += "name=\"$(hostname -s)-${SLURM_LOCALID:-0}\"\n";
-  node += fmt::format("devices={}\n", quote_arg(o.host_devices.empty() ? "cpu" : o.host_devices));
+  node += fmt::format("devices={}\n", util::shell_quote(o.host_devices.empty() ? "cpu" : o.host_devices));
   if (o.gpus_per_node > 0) {
     node += "# This task's share of the GPUs Slurm gave the job on this node.\n";
     node += "IFS=, read -r -a gpus <<< \"${CUDA_VISIBLE_DEVICES:-}\"\n";
@@ -110,18 +95,26 @@ JobFiles job_files(const ClusterOptions& o) {
   return {job, node};
 }
 
-Result<JobFiles> checked_job_files(ClusterOptions o) {
+namespace {
+
+// The options with absolute paths (the nodes run the scripts from elsewhere), checked.
+Result<ClusterOptions> normalized(ClusterOptions o) {
   o.dir = stdfs::absolute(o.dir);
   o.dataset = stdfs::absolute(o.dataset);
   KDA_RETURN_IF_ERROR(check(o));
+  return o;
+}
+
+}  // namespace
+
+Result<JobFiles> checked_job_files(ClusterOptions o) {
+  KDA_ASSIGN_OR_RETURN(o, normalized(std::move(o)));
   return job_files(o);
 }
 
 Result<std::string> cluster_up(const ClusterOptions& given) {
-  ClusterOptions o = given;
-  KDA_ASSIGN_OR_RETURN(const JobFiles files, checked_job_files(o));
-  o.dir = stdfs::absolute(o.dir);
-  o.dataset = stdfs::absolute(o.dataset);
+  KDA_ASSIGN_OR_RETURN(const ClusterOptions o, normalized(given));
+  const JobFiles files = job_files(o);
   for (const char* sub : {"servers", "logs", "work"}) KDA_RETURN_IF_ERROR(fs::ensure_dir(o.dir / sub));
   std::error_code ec;
   if (stdfs::exists(o.dir / "cluster.json", ec)) {
@@ -132,7 +125,7 @@ Result<std::string> cluster_up(const ClusterOptions& given) {
   }
   for (const auto& e : stdfs::directory_iterator(o.dir / "servers", ec)) stdfs::remove(e.path(), ec);
   if (!stdfs::exists(o.dir / "token", ec)) {
-    KDA_RETURN_IF_ERROR(fs::write_file_atomic(o.dir / "token", token_hex() + "\n"));
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(o.dir / "token", util::random_hex(32) + "\n"));
     ::chmod((o.dir / "token").c_str(), 0600);
   }
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(o.dir / "job.sh", files.job_script));

@@ -20,6 +20,7 @@
 #include "exec/queue.h"
 #include "proc/subprocess.h"
 #include "task/solution.h"
+#include "util/fs.h"
 
 namespace kda::exec {
 namespace {
@@ -32,9 +33,9 @@ const stdfs::path kRmsnorm = kSource / "tasks/host/rmsnorm";
 const stdfs::path kFixtures = kSource / "tests/fixtures/solutions/host_rmsnorm";
 
 stdfs::path tmp_dir() {
-  std::string t = (stdfs::temp_directory_path() / "kda-exec-XXXXXX").string();
-  EXPECT_NE(::mkdtemp(t.data()), nullptr);
-  return t;
+  auto d = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-exec-test");
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  return d.ok() ? *d : stdfs::path();
 }
 
 struct TmpDir {

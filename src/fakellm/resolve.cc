@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::fakellm {
 namespace {
@@ -184,17 +185,6 @@ std::optional<ToolCall> resolve_shell(const json& in, const std::vector<OfferedT
   return std::nullopt;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
-
 std::optional<ToolCall> resolve_read(const json& in, const std::vector<OfferedTool>& offered, const std::string& wd) {
   std::string path = get_string(in, {"path", "file_path"});
   if (const OfferedTool* t = find_exact(offered, "Read")) {
@@ -203,7 +193,7 @@ std::optional<ToolCall> resolve_read(const json& in, const std::vector<OfferedTo
   if (const OfferedTool* t = find_suffix(offered, "read_file", nullptr)) {
     return ToolCall{t->name, false, json{{param(*t, {"path", "file_path", "file"}), relative_path(path, wd)}}};
   }
-  json shell_in = {{"command", "cat " + shell_quote(relative_path(path, wd))}};
+  json shell_in = {{"command", "cat " + util::shell_quote(relative_path(path, wd))}};
   return resolve_shell(shell_in, offered);
 }
 

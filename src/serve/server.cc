@@ -15,6 +15,7 @@
 #include "task/json_reader.h"
 #include "task/solution.h"
 #include "util/fs.h"
+#include "util/random.h"
 #include "util/sha256.h"
 #include "util/strings.h"
 
@@ -26,19 +27,6 @@ using nlohmann::json;
 bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.starts_with("127."); }
 
 namespace {
-
-std::string random_hex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  size_t got = 0;
-  while (got < bytes) {
-    ssize_t n = ::getrandom(raw.data() + got, bytes - got, 0);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  std::string out;
-  for (unsigned char c : raw) out += fmt::format("{:02x}", c);
-  return out;
-}
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
@@ -69,7 +57,7 @@ Result<std::string> load_or_create_token(const stdfs::path& file) {
       return Status::bad_input(fmt::format("--token-file {}: the token must be at least 16 characters", file.string()));
     return token;
   }
-  std::string token = random_hex(32);
+  std::string token = util::random_hex(32);
   if (Status st = fs::write_file_atomic(file, token + "\n"); !st.ok()) return st;
   ::chmod(file.c_str(), 0600);
   return token;
@@ -87,7 +75,7 @@ bool same_secret(const std::string& a, const std::string& b) {
 struct Server::Impl {
   ServeOptions opt;
   Dataset data;
-  std::string instance_id = random_hex(16);
+  std::string instance_id = util::random_hex(16);
   double started_at = unix_now();
   std::string token;  // "" = no auth
   httplib::Server http;
@@ -161,7 +149,7 @@ void Server::Impl::evaluate(const httplib::Request& req, httplib::Response& res)
                                   util::join(names, ", ")));
   }
   Task t;
-  t.id = task_id ? *task_id : random_hex(16);
+  t.id = task_id ? *task_id : util::random_hex(16);
   t.definition = sol->definition;
   const std::string original_name = sol->name;
   sol->name = fmt::format("{}_{}", original_name, solution_hash(*sol).substr(0, 8));

@@ -25,6 +25,18 @@ inline std::string_view trim_space(std::string_view s) {
 // The same, as a string of its own.
 inline std::string trimmed(std::string_view s) { return std::string(trim_space(s)); }
 
+// `word` single-quoted for a POSIX shell: every character literal, a quote written as '\''.
+inline std::string shell_quote(std::string_view word) {
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
 // The items of `v` with `sep` between them ("a, b, c").
 inline std::string join(const std::vector<std::string>& v, std::string_view sep) {
   std::string out;

@@ -10,6 +10,7 @@
 #include "util/diagnostics.h"
 #include "util/fs.h"
 #include "util/parallel.h"
+#include "util/random.h"
 #include "util/sha256.h"
 #include "util/status.h"
 #include "util/strings.h"
@@ -93,6 +94,20 @@ TEST(Status, DereferencingATemporaryResultYieldsItsValue) {
   Result<std::unique_ptr<int>> owned = std::make_unique<int>(7);
   std::unique_ptr<int> moved = *std::move(owned);  // a move-only value moves out
   EXPECT_EQ(*moved, 7);
+}
+
+TEST(Random, HexOfTheAskedLengthAndNeverTheSameTwice) {
+  const std::string a = util::random_hex(32), b = util::random_hex(32);
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(util::random_hex(0), "");
+}
+
+TEST(Strings, ShellQuoteKeepsEveryCharacterLiteral) {
+  EXPECT_EQ(util::shell_quote("plain"), "'plain'");
+  EXPECT_EQ(util::shell_quote("it's $HOME"), "'it'\\''s $HOME'");
+  EXPECT_EQ(util::shell_quote(""), "''");
 }
 
 TEST(Sha256, KnownVectors) {
