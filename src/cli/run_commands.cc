@@ -61,25 +61,27 @@ Status read_options(const Args& args, const std::vector<IntOpt>& ints, const std
 
 // Reads the numeric options of a new run into `o`.
 Status read_numbers(const Args& args, loop::LoopOptions& o) {
-  return read_options(args,
-                      {
-                          {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
-                          {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
-                          {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
-                          {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
-                          {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
-                          {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
-                          {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
-                          {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
-                          {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
-                          {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
-                          {"confirm-pairs", [&](long long v) { o.confirm_pairs = static_cast<int>(v); }, 2},
-                      },
-                      {{"hours", [&](double v) { o.hours = v; }},
-                       {"budget-usd", [&](double v) { o.budget_usd = v; }},
-                       {"gpu-minutes", [&](double v) { o.gpu_minutes = v; }},
-                       {"claim-tolerance", [&](double v) { o.claim_tolerance = v; }},
-                       {"min-improvement", [&](double v) { o.min_improvement = v; }}});
+  return read_options(
+      args,
+      {
+          {"max-rounds", [&](long long v) { o.max_rounds = static_cast<int>(v); }, 1},
+          {"budget-tokens", [&](long long v) { o.budget_tokens = v; }, 0},
+          {"eval-trials", [&](long long v) { o.eval_trials = static_cast<int>(v); }, 1},
+          {"eval-iterations", [&](long long v) { o.eval_iterations = static_cast<int>(v); }, 1},
+          {"eval-warmup", [&](long long v) { o.eval_warmup = static_cast<int>(v); }, 0},
+          {"final-trials", [&](long long v) { o.final_trials = static_cast<int>(v); }, 1},
+          {"plan-reviews", [&](long long v) { o.plan_reviews = static_cast<int>(v); }, 1},
+          {"alignment-every", [&](long long v) { o.alignment_every = static_cast<int>(v); }, 0},
+          {"evals-per-round", [&](long long v) { o.max_evals_per_round = static_cast<int>(v); }, 0},
+          {"max-profiles", [&](long long v) { o.max_profiles_per_round = static_cast<int>(v); }, 0},
+          {"confirm-pairs", [&](long long v) { o.confirm_pairs = static_cast<int>(v); }, 2},
+          {"lanes", [&](long long v) { o.lanes = static_cast<int>(std::min<long long>(v, 1 << 20)); }, 1},
+      },
+      {{"hours", [&](double v) { o.hours = v; }},
+       {"budget-usd", [&](double v) { o.budget_usd = v; }},
+       {"gpu-minutes", [&](double v) { o.gpu_minutes = v; }},
+       {"claim-tolerance", [&](double v) { o.claim_tolerance = v; }},
+       {"min-improvement", [&](double v) { o.min_improvement = v; }}});
 }
 
 // The budgets a resumed run may change: only those the user gave are set (a default such as
@@ -161,6 +163,10 @@ int run_run(const Args& args, Io& io) {
       io.err << "kda run: " << st.message() << "\n";
       return kExitBadInput;
     }
+    if (o.lanes > loop::kMaxLanes) {
+      io.err << fmt::format("kda run: --lanes: at most {} writer lanes per round\n", loop::kMaxLanes);
+      return kExitBadInput;
+    }
     const stdfs::path dir = args.value_or("run-dir", default_run_dir(o.task).string());
     outcome = loop::start_run(dir, o, env);
   }
@@ -237,6 +243,11 @@ CommandSpec run_command() {
             .help = "evaluations in fresh processes that confirm an improvement head-to-head against the "
                     "incumbent (the 95 % interval over them must lie above 1)",
             .default_value = "3"},
+           {.name = "lanes",
+            .metavar = "N",
+            .help = "writer lanes per round: N writer sessions from the same incumbent, each verified on its own; "
+                    "the best verified lane is the round's candidate (at most 8)",
+            .default_value = "1"},
            {.name = "evals-per-round",
             .metavar = "N",
             .help = "writer evaluate-tool calls per round",

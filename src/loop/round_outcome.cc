@@ -37,6 +37,7 @@ json read_json_or_null(const std::filesystem::path& file) {
 
 std::string round_name(int round) { return fmt::format("{:03d}", round); }
 std::string candidate_id(int round) { return "c" + round_name(round); }
+std::string lane_candidate_id(int round, int lane) { return candidate_id(round) + ".lane" + std::to_string(lane); }
 
 RoundExplanation explain_round(const std::filesystem::path& run_dir, int round, const Ledger& ledger) {
   const std::filesystem::path dir = run_dir / "rounds" / round_name(round);

@@ -12,8 +12,9 @@
 
 namespace kda::loop {
 
-std::string round_name(int round);    // "007"
-std::string candidate_id(int round);  // "c007"
+std::string round_name(int round);                   // "007"
+std::string candidate_id(int round);                 // "c007"
+std::string lane_candidate_id(int round, int lane);  // "c007.lane2": a lane the round did not choose
 
 // The fixed vocabulary of round outcomes (a code for machines, a sentence for people).
 struct RoundOutcome {

@@ -43,20 +43,49 @@ Status Runner::round_writer() {
   std::error_code ec;
   stdfs::remove_all(round_dir(), ec);
   KDA_RETURN_IF_ERROR(fs::ensure_dir(round_dir()));
-  GitWorkspace ws = workspace();
-  KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
   const std::string contract = contract_text();
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "contract.md", contract));
+  const int lanes = state_.options.lanes;
   KDA_RETURN_IF_ERROR(log("state", "kda",
                           {{"event", "round started"},
                            {"round", state_.round},
                            {"incumbent", state_.incumbent_id},
+                           {"lanes", lanes},
                            {"contract_sha256", sha256_hex(contract)}}));
-  std::string prompt =
-      contract + "\nThe frozen plan:\n" + plan_text() + "\nYour workspace: " + (dir_ / "workspace").string() +
-      "; scratch: " + (dir_ / "scratch").string() + "; earlier rounds' evidence: " + (dir_ / "rounds").string() + ".\n";
+  state_.lane_commits.clear();
+  if (lanes == 1) {
+    KDA_ASSIGN_OR_RETURN(state_.candidate_commit, writer_session(contract));
+  } else {
+    for (int k = 1; k <= lanes; ++k) {
+      InLane in(lane_, k);
+      KDA_RETURN_IF_ERROR(fs::ensure_dir(round_dir()));
+      KDA_ASSIGN_OR_RETURN(std::string commit, writer_session(contract));
+      state_.lane_commits.push_back(commit);
+    }
+    state_.candidate_commit = state_.lane_commits.front();  // until verify promotes the best lane
+  }
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kVerify));
+  return save_state();
+}
+
+// The writer's session of the round (of lane_, with lanes), from the incumbent's files; its commit.
+Result<std::string> Runner::writer_session(const std::string& contract) {
+  GitWorkspace ws = workspace();
+  KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
+  const int lanes = state_.options.lanes;
+  std::string prompt = contract;
+  if (lane_ > 0)
+    prompt += fmt::format(
+        "\n## Lane {} of {}\nThis round has {} writer lanes, each starting from the incumbent's files and verified by "
+        "kda on its own; only the best verified lane can become the incumbent. Where the plan ranks several "
+        "directions, take direction {} (counting from 1, wrapping around), so the lanes try different things.\n",
+        lane_, lanes, lanes, lane_);
+  prompt += "\nThe frozen plan:\n" + plan_text() + "\nYour workspace: " + (dir_ / "workspace").string() +
+            "; scratch: " + (dir_ / "scratch").string() + "; earlier rounds' evidence: " + (dir_ / "rounds").string() +
+            ".\n";
+  const std::string phase = lane_ > 0 ? fmt::format("round.lane{}", lane_) : std::string("round");
   tools_->begin_round(state_.options.max_evals_per_round);
-  auto r = session(agent::Role::kWriter, "round", state_.round, prompt);
+  auto r = session(agent::Role::kWriter, phase, state_.round, prompt);
   tools_->end_round();
   if (!r.ok()) return r.status();
   json writer = {
@@ -64,15 +93,16 @@ Status Runner::round_writer() {
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "writer.json", writer.dump(2)));
   if (tools_->finished())
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "finish.json", tools_->finished()->to_json().dump(2)));
-  KDA_ASSIGN_OR_RETURN(state_.candidate_commit, ws.commit_all(candidate_id(state_.round) + ": round " +
-                                                              std::to_string(state_.round) + " candidate"));
-  KDA_RETURN_IF_ERROR(log("state", "kda",
-                          {{"event", "writer done"},
-                           {"round", state_.round},
-                           {"candidate_commit", state_.candidate_commit},
-                           {"finished", tools_->finished().has_value()}}));
-  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kVerify));
-  return save_state();
+  const std::string what = lane_ > 0 ? fmt::format("round {} lane {} candidate", state_.round, lane_)
+                                     : fmt::format("round {} candidate", state_.round);
+  KDA_ASSIGN_OR_RETURN(std::string commit, ws.commit_all(candidate_id(state_.round) + ": " + what));
+  json event = {{"event", "writer done"},
+                {"round", state_.round},
+                {"candidate_commit", commit},
+                {"finished", tools_->finished().has_value()}};
+  if (lane_ > 0) event["lane"] = lane_;
+  KDA_RETURN_IF_ERROR(log("state", "kda", event));
+  return commit;
 }
 
 Status Runner::round_review() {
@@ -95,6 +125,19 @@ Status Runner::round_review() {
     evidence += fmt::format("\nverified: {}; improvement over the incumbent ({:.3f}x): {}\n",
                             verify["verified"].get<bool>() ? "yes" : "NO", state_.incumbent_speedup,
                             verify["improvement"].get<bool>() ? "yes" : "no");
+    if (verify.contains("lanes")) {
+      evidence += fmt::format(
+          "\nThis round had {} writer lanes, each verified on its own (rounds/{}/lanes/K: diff.patch, verify.json, "
+          "finish.json); the candidate above is lane {}, the best verified one:\n",
+          verify["lanes"].size(), round_name(state_.round), verify["lane"].get<int>());
+      for (const auto& l : verify["lanes"])
+        evidence +=
+            fmt::format("- lane {}{}: verified {}, geomean {:.3f}x, improvement {}; {}{}\n", l["lane"].get<int>(),
+                        l["chosen"].get<bool>() ? " (chosen)" : "", l["verified"].get<bool>() ? "yes" : "NO",
+                        l["geomean"].get<double>(), l["improvement"].get<bool>() ? "yes" : "no",
+                        l["summary"].get<std::string>().substr(0, 300),
+                        l["rejections"].empty() ? "" : "; rejected: " + l["rejections"].dump());
+    }
   }
   std::string history;
   int shown = 0;
@@ -165,7 +208,26 @@ Status Runner::round_decide() {
   c.accepted = accepted;
   json finish = json::parse(read_or_empty(round_dir() / "finish.json"), nullptr, false);
   c.notes = finish.is_object() ? finish.value("summary", "") : "";
+  if (verify.contains("lanes"))
+    c.notes = fmt::format("lane {} of {}: ", verify["lane"].get<int>(), verify["lanes"].size()) + c.notes;
   ledger_.upsert(c);
+  // The lanes not chosen stay in the ledger as candidates of their own (never accepted).
+  for (const auto& l : verify.value("lanes", json::array())) {
+    if (l.value("chosen", false)) continue;
+    const int k = l["lane"].get<int>();
+    Candidate other;
+    other.id = lane_candidate_id(state_.round, k);
+    other.parent = state_.incumbent_id;
+    other.round = state_.round;
+    other.commit = l["commit"].get<std::string>();
+    json lv = json::parse(read_or_empty(round_dir() / "lanes" / std::to_string(k) / "verify.json"), nullptr, false);
+    other.eval = lv.is_object() ? lv.value("eval", json::object()) : json::object();
+    other.verdicts = {
+        {"verify", {{"verified", l["verified"]}, {"improvement", l["improvement"]}, {"rejections", l["rejections"]}}}};
+    other.notes =
+        fmt::format("lane {} of {}, not chosen: ", k, verify["lanes"].size()) + l["summary"].get<std::string>();
+    ledger_.upsert(other);
+  }
   if (accepted) {
     state_.incumbent_id = c.id;
     state_.incumbent_commit = c.commit;

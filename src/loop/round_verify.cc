@@ -2,6 +2,8 @@
 // the diff's scope, the official evaluation, the writer's claims against it, and whether the
 // candidate is an improvement over the incumbent (confirmed head-to-head across processes). Each
 // part adds its checks to one list; verify.json records them with the claims and the verdict.
+#include <tuple>
+
 #include "loop/runner.h"
 #include "util/strings.h"
 
@@ -69,9 +71,39 @@ void VerifyChecks::add(const std::string& name, bool passed, const std::string& 
 }
 
 Status Runner::round_verify() {
+  if (state_.options.lanes == 1 || state_.lane_commits.empty()) {
+    KDA_ASSIGN_OR_RETURN(std::optional<json> verify, verify_candidate());
+    if (!verify) return {};  // stopped: an integrity violation
+  } else {
+    json lanes = json::array();
+    for (int k = 1; k <= static_cast<int>(state_.lane_commits.size()); ++k) {
+      InLane in(lane_, k);
+      state_.candidate_commit = state_.lane_commits[k - 1];
+      KDA_ASSIGN_OR_RETURN(std::optional<json> verify, verify_candidate());
+      if (!verify) return {};
+      json finish = json::parse(read_or_empty(round_dir() / "finish.json"), nullptr, false);
+      lanes.push_back({{"lane", k},
+                       {"commit", state_.candidate_commit},
+                       {"verified", (*verify)["verified"]},
+                       {"improvement", (*verify)["improvement"]},
+                       {"improvement_detail", (*verify)["improvement_detail"]},
+                       {"geomean", (*verify)["geomean"]},
+                       {"rejections", (*verify)["rejections"]},
+                       {"summary", finish.is_object() ? finish.value("summary", "") : ""}});
+    }
+    KDA_RETURN_IF_ERROR(promote_best_lane(lanes));
+  }
+  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kReview));
+  return save_state();
+}
+
+Result<std::optional<json>> Runner::verify_candidate() {
   VerifyChecks checks;
   KDA_ASSIGN_OR_RETURN(std::optional<std::string> violation, verify_protected(checks));
-  if (violation) return stop("integrity violation in round " + std::to_string(state_.round) + ": " + *violation);
+  if (violation) {
+    KDA_RETURN_IF_ERROR(stop("integrity violation in round " + std::to_string(state_.round) + ": " + *violation));
+    return std::optional<json>();
+  }
 
   std::optional<FinishRound> finish;
   if (auto t = fs::read_file(round_dir() / "finish.json"); t.ok())
@@ -106,17 +138,56 @@ Status Runner::round_verify() {
   if (better.head_to_head.is_object()) verify["head_to_head"] = better.head_to_head;
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
-  KDA_RETURN_IF_ERROR(log("verdict", "verifier",
-                          {{"round", state_.round},
-                           {"verified", verified},
-                           {"improvement", better.improvement},
-                           {"rejections", checks.rejections},
-                           {"claims", claims}}));
+  json record = {{"round", state_.round},
+                 {"verified", verified},
+                 {"improvement", better.improvement},
+                 {"rejections", checks.rejections},
+                 {"claims", claims}};
+  if (lane_ > 0) record["lane"] = lane_;
+  KDA_RETURN_IF_ERROR(log("verdict", "verifier", record));
   for (const auto& c : claims)
     if (c["status"] == "false")
       KDA_RETURN_IF_ERROR(log("false_claim", "verifier", {{"round", state_.round}, {"claim", c}}));
-  KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kReview));
-  return save_state();
+  return std::optional<json>(std::move(verify));
+}
+
+// The best lane: an improvement before a verified lane before the rest, then the higher geomean,
+// then the lower lane number. Its files become the round's own, so the review and the decision read
+// one candidate as without lanes, and verify.json lists every lane for the reviewer and the ledger.
+Status Runner::promote_best_lane(const json& lanes) {
+  size_t best = 0;
+  auto rank = [](const json& l) {
+    return std::tuple(l["improvement"].get<bool>(), l["verified"].get<bool>(), l["geomean"].get<double>());
+  };
+  for (size_t i = 1; i < lanes.size(); ++i)
+    if (rank(lanes[i]) > rank(lanes[best])) best = i;
+  const int chosen = lanes[best]["lane"].get<int>();
+  const stdfs::path from = round_dir() / "lanes" / std::to_string(chosen);
+  for (const char* file : {"writer.json", "finish.json", "diff.patch", "traces.jsonl", "eval.json"}) {
+    auto text = fs::read_file(from / file);
+    if (text.ok()) KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / file, *text));
+  }
+  json verify = json::parse(read_or_empty(from / "verify.json"), nullptr, false);
+  if (!verify.is_object()) return Status::internal("lane " + std::to_string(chosen) + ": verify.json unreadable");
+  verify["lane"] = chosen;
+  verify["lanes"] = lanes;
+  for (auto& l : verify["lanes"]) l["chosen"] = l["lane"].get<int>() == chosen;
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
+  KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
+  state_.candidate_commit = lanes[best]["commit"].get<std::string>();
+  KDA_RETURN_IF_ERROR(workspace().reset_to(state_.candidate_commit));
+  KDA_RETURN_IF_ERROR(log("state", "kda",
+                          {{"event", "lane chosen"},
+                           {"round", state_.round},
+                           {"lane", chosen},
+                           {"candidate_commit", state_.candidate_commit},
+                           {"lanes", lanes}}));
+  status_line(fmt::format("round {}: lane {} of {} chosen (geomean {:.3f}x, {})", state_.round, chosen, lanes.size(),
+                          lanes[best]["geomean"].get<double>(),
+                          lanes[best]["improvement"].get<bool>() ? "an improvement"
+                          : lanes[best]["verified"].get<bool>()  ? "verified, no improvement"
+                                                                 : "none verified"));
+  return {};
 }
 
 // Protected files: a change is an integrity violation (the agent escaped its sandbox). Returns

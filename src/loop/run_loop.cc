@@ -340,7 +340,7 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
       "profiles/): {}\nledger: {}\nscratch: {}\nworkspace (the solution): {}\n",
       (dir_ / "task").string(), (dir_ / "plan").string(), (dir_ / "rounds").string(), (dir_ / "ledger.json").string(),
       (dir_ / "scratch").string(), (dir_ / "workspace").string());
-  if (phase == "round" || phase == "review" || phase == "alignment")
+  if (phase.starts_with("round") || phase == "review" || phase == "alignment")  // "round.lane2" too
     req.prompt += "this round: " + round_dir().string() + "\n";
   if (role == agent::Role::kWriter)
     req.prompt += "you may write: " + (dir_ / "workspace").string() + " and " + (dir_ / "scratch").string() + "\n";

@@ -57,6 +57,7 @@ nlohmann::json LoopOptions::to_json() const {
           {"min_improvement", min_improvement},
           {"confirm_pairs", confirm_pairs},
           {"max_evals_per_round", max_evals_per_round},
+          {"lanes", lanes},
           {"max_profiles_per_round", max_profiles_per_round},
           {"sandbox", sandbox},
           {"cuda_arch", cuda_arch}};
@@ -85,6 +86,9 @@ Result<LoopOptions> LoopOptions::from_json(const nlohmann::json& j) {
     o.min_improvement = j.value("min_improvement", 0.02);
     o.confirm_pairs = j.value("confirm_pairs", 3);
     o.max_evals_per_round = j.value("max_evals_per_round", 8);
+    o.lanes = j.value("lanes", 1);
+    if (o.lanes < 1 || o.lanes > kMaxLanes)
+      return Status::bad_input(fmt::format("options.lanes: {} is not in 1..{}", o.lanes, kMaxLanes));
     o.max_profiles_per_round = j.value("max_profiles_per_round", 0);
     o.sandbox = j.value("sandbox", true);
     o.cuda_arch = j.value("cuda_arch", "90a");
@@ -102,6 +106,7 @@ nlohmann::json RunState::to_json() const {
           {"plan_draft", plan_draft},
           {"round", round},
           {"candidate_commit", candidate_commit},
+          {"lane_commits", lane_commits},
           {"incumbent",
            {{"id", incumbent_id},
             {"commit", incumbent_commit},
@@ -146,6 +151,7 @@ Result<RunState> RunState::from_json(const nlohmann::json& j) {
     s.plan_draft = j.at("plan_draft").get<int>();
     s.round = j.at("round").get<int>();
     s.candidate_commit = j.at("candidate_commit").get<std::string>();
+    s.lane_commits = j.value("lane_commits", std::vector<std::string>{});
     s.incumbent_id = j.at("incumbent").at("id").get<std::string>();
     s.incumbent_commit = j.at("incumbent").at("commit").get<std::string>();
     s.incumbent_speedup = j.at("incumbent").at("speedup").get<double>();

@@ -17,6 +17,8 @@
 
 namespace kda::loop {
 
+inline constexpr int kMaxLanes = 8;  // --lanes: at most this many writer lanes per round
+
 // What `kda run` was asked for; persisted in state.json so a resumed run behaves the same.
 struct LoopOptions {
   std::filesystem::path task;  // the pack it was started from (copied and sealed into <run>/task)
@@ -43,6 +45,10 @@ struct LoopOptions {
   // processes (the 95 % interval over them above 1).
   int confirm_pairs = 3;
   int max_evals_per_round = 8;  // writer's `evaluate` tool calls per round
+  // Writer lanes per round (docs/run.md "Lanes"): each lane is a writer session from the same
+  // incumbent, verified by the official evaluator on its own; the best verified lane is the round's
+  // candidate, the others stay in the ledger. 1: one writer, as without lanes.
+  int lanes = 1;
   // Writer's `profile` tool calls per round; 0 (the default): not offered, because the runner under
   // ncu cannot be sandboxed, so profiled code runs with the user's rights (opt in with --max-profiles).
   int max_profiles_per_round = 0;
@@ -60,7 +66,8 @@ struct RunState {
   Step step = Step::kDraft;
   int plan_draft = 1;
   int round = 1;
-  std::string candidate_commit;  // the writer's commit of the current round (set after "writer")
+  std::string candidate_commit;           // the writer's commit of the current round (set after "writer")
+  std::vector<std::string> lane_commits;  // with lanes: each lane's commit, lane 1 first (set after "writer")
   std::string incumbent_id = "c000";
   std::string incumbent_commit;
   double incumbent_speedup = 0;                        // geomean vs the baseline, as verified

@@ -81,6 +81,14 @@ class Runner {
   Status freeze_plan();
   Status round_writer();
   Status round_verify();
+  // One writer session from the incumbent into round_dir() (the lane's, with lanes); its commit.
+  Result<std::string> writer_session(const std::string& contract);
+  // Verifies state_.candidate_commit into round_dir()/verify.json and returns that record; nullopt
+  // when an integrity violation stopped the run.
+  Result<std::optional<json>> verify_candidate();
+  // With lanes: the lanes verified, the best one promoted into the round's own files (verify.json
+  // gains "lane" and "lanes") and made the round's candidate.
+  Status promote_best_lane(const json& lanes);
   // the parts of round_verify (round_verify.cc)
   Result<std::optional<std::string>> verify_protected(VerifyChecks& checks);
   Result<std::optional<task::Solution>> verify_scope(VerifyChecks& checks);
@@ -114,7 +122,10 @@ class Runner {
   Status protect(const std::string& rel);
   Status write_final_solution(const task::Solution& s);
   Status export_final(const std::optional<eval::EvalReport>& final_report);
-  std::string round_dir_rel() const { return "rounds/" + round_name(state_.round); }
+  // The round's directory, or the current lane's inside it (rounds/NNN/lanes/K) while lane_ > 0.
+  std::string round_dir_rel() const {
+    return "rounds/" + round_name(state_.round) + (lane_ > 0 ? "/lanes/" + std::to_string(lane_) : "");
+  }
   stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
   GitWorkspace workspace() const { return GitWorkspace(dir_ / "workspace", dir_ / "git"); }
   std::string contract_text() const;
@@ -144,6 +155,15 @@ class Runner {
   double elapsed_base_ = 0;
   int lock_fd_ = -1;
   std::string session_audit_error_;
+  int lane_ = 0;  // the lane a step is working on (1-based), 0 outside lanes
+  // Sets lane_ for a scope.
+  struct InLane {
+    InLane(int& lane, int k) : lane_(lane) { lane_ = k; }
+    ~InLane() { lane_ = 0; }
+    InLane(const InLane&) = delete;
+    InLane& operator=(const InLane&) = delete;
+    int& lane_;
+  };
 };
 
 }  // namespace kda::loop::detail
