@@ -1,5 +1,5 @@
-// kda eval --on <pool>: one task per selected workload, queued durably and spread by the dispatcher
-// (src/exec) over `kda serve` instances; the servers' traces make one report.
+// Evaluations over a pool of `kda serve` instances: jobs queued durably (src/exec) and spread by the
+// dispatcher; the servers' traces make one report per job.
 #ifdef KDA_HAVE_EXEC
 #include "cli/eval_on.h"
 
@@ -44,8 +44,8 @@ Status check_on_options(const Args& args, bool local) {
   return {};
 }
 
-// A local server's extra flags: timing overrides and, when holdout workloads are selected, leave
-// to evaluate them.
+// A local server's extra flags: `kda eval`'s timing overrides and, when holdout workloads may be
+// evaluated, leave to evaluate them.
 std::vector<std::string> local_flags(const Args& args, const task::TaskPack& pack,
                                      const std::vector<std::string>& uuids) {
   std::vector<std::string> out;
@@ -69,123 +69,190 @@ std::string progress_line(const exec::Progress& p) {
       p.tasks.retries ? fmt::format(", {} retried", p.tasks.retries) : "");
 }
 
-// The evaluation's scratch directory (its queue unless --queue names one, the local server's files),
-// removed at the end.
-struct Scratch {
-  stdfs::path dir;
-  ~Scratch() {
+}  // namespace
+
+struct Pool::Impl {
+  const task::TaskPack& pack;
+  Io& io;
+  std::string command;
+  bool quiet = false;
+  std::string on;  // --on as given (a directory of address files is read again as the dispatch goes)
+  std::optional<stdfs::path> token_file;
+  exec::PoolSpec spec;
+  stdfs::path scratch;  // the queue unless --queue names one, the local server's files; removed at the end
+  stdfs::path queue_file;
+  bool own_queue = true;
+  std::string run;  // names this command's tasks (the same for a rerun with the same --queue)
+  std::unique_ptr<exec::TaskQueue> queue;
+  std::unique_ptr<exec::LocalServe> local;
+  size_t batches = 0;
+
+  Impl(const task::TaskPack& p, Io& i) : pack(p), io(i) {}
+  ~Impl() {
+    local.reset();  // the local server stops before its directory goes
     std::error_code ec;
-    if (!dir.empty()) stdfs::remove_all(dir, ec);
+    if (!scratch.empty()) stdfs::remove_all(scratch, ec);
+  }
+  void say(const std::string& line) const {
+    if (!quiet) io.err << command << ": " << line << "\n";
   }
 };
 
-}  // namespace
+Pool::Pool(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Pool::~Pool() = default;
 
-Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::optional<stdfs::path> token_file;
-  if (auto t = args.value("token-file")) token_file = *t;
-  KDA_ASSIGN_OR_RETURN(exec::PoolSpec pool, exec::parse_pool(*args.value("on"), token_file));
-  KDA_RETURN_IF_ERROR(check_on_options(args, pool.local.has_value()));
-  const std::string which = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
-  KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, which));
-  const bool quiet = args.flag("quiet");
-  auto say = [&](const std::string& line) {
-    if (!quiet) io.err << "kda eval: " << line << "\n";
-  };
-
-  // Phase 1: the queue, one task per workload. A task id names the solution's content, this evaluation
-  // and the workload: a server that still has it joins it instead of running it again, and a rerun
-  // with the same --queue file resumes it, while another evaluation of the same solution is measured
-  // afresh (a server would otherwise hand back the earlier evaluation's traces).
-  const std::string hash = task::solution_hash(solution).substr(0, 12);
-  Scratch scratch;
-  scratch.dir = fs::user_cache_dir("KDA_CACHE_DIR") / "dispatch" / fmt::format("{}-{}", hash, ::getpid());
-  KDA_RETURN_IF_ERROR(fs::ensure_dir(scratch.dir));
-  const stdfs::path queue_file =
-      args.value("queue") ? stdfs::absolute(*args.value("queue")) : scratch.dir / "queue.sqlite";
-  const std::string run =
-      sha256_hex(
-          queue_file.string() +
-          (args.value("queue") ? "" : fmt::format("{}", std::chrono::system_clock::now().time_since_epoch().count())))
+Result<std::unique_ptr<Pool>> Pool::open(const Args& args, Io& io, const task::TaskPack& pack,
+                                         const std::vector<std::string>& uuids, std::string command) {
+  auto impl = std::make_unique<Impl>(pack, io);
+  impl->command = std::move(command);
+  impl->quiet = args.flag("quiet");
+  impl->on = *args.value("on");
+  if (auto t = args.value("token-file")) impl->token_file = *t;
+  KDA_ASSIGN_OR_RETURN(impl->spec, exec::parse_pool(impl->on, impl->token_file));
+  impl->scratch = fs::user_cache_dir("KDA_CACHE_DIR") / "dispatch" /
+                  fmt::format("{}-{}", pack.definition.name.substr(0, 40), ::getpid());
+  KDA_RETURN_IF_ERROR(fs::ensure_dir(impl->scratch));
+  impl->own_queue = !args.value("queue");
+  impl->queue_file = impl->own_queue ? impl->scratch / "queue.sqlite" : stdfs::absolute(*args.value("queue"));
+  // Task ids carry this run's name: a server that still holds an earlier evaluation's task of the same
+  // solution would otherwise hand its traces back; a rerun with the same --queue file resumes.
+  impl->run =
+      sha256_hex(impl->queue_file.string() +
+                 (impl->own_queue ? fmt::format("{}", std::chrono::system_clock::now().time_since_epoch().count())
+                                  : std::string()))
           .substr(0, 8);
-  KDA_ASSIGN_OR_RETURN(auto queue, exec::TaskQueue::open(queue_file));
-  const json sol = solution.to_json();
-  std::vector<std::string> ids;
-  for (const auto& uuid : uuids) {
-    ids.push_back(hash + "-" + run + "-" + uuid);
-    KDA_ASSIGN_OR_RETURN(auto added,
-                         queue->enqueue(ids.back(), {{"solution", sol}, {"workload_uuids", json::array({uuid})}}));
-    if (added == exec::TaskQueue::Enqueued::kConflict)
-      return Status::bad_input(
-          fmt::format("--queue {}: task {} is there with another request", queue_file.string(), ids.back()));
-  }
-
-  KDA_ASSIGN_OR_RETURN(exec::QueueCounts before, queue->counts());
-  if (before.done + before.failed > 0)
-    say(fmt::format("resuming {}: {} of {} task(s) already finished", queue_file.string(), before.done + before.failed,
-                    ids.size()));
-
-  // Phase 2: the servers (a local one started here), then the dispatch.
-  std::unique_ptr<exec::LocalServe> local;
-  if (pool.local) {
+  KDA_ASSIGN_OR_RETURN(impl->queue, exec::TaskQueue::open(impl->queue_file));
+  if (impl->spec.local) {
     std::error_code ec;
     const stdfs::path self = stdfs::read_symlink("/proc/self/exe", ec);
     if (ec) return Status::io("cannot find the kda binary (/proc/self/exe)");
-    KDA_ASSIGN_OR_RETURN(local, exec::LocalServe::start({.kda_binary = self,
-                                                         .dataset = pack.root,
-                                                         .devices = *pool.local,
-                                                         .dir = scratch.dir / "serve",
-                                                         .extra_args = local_flags(args, pack, uuids)}));
-    pool.servers.push_back(local->spec());
-    say(fmt::format("started kda serve at {} (log {})", local->spec().url, local->log_file().string()));
+    KDA_ASSIGN_OR_RETURN(impl->local, exec::LocalServe::start({.kda_binary = self,
+                                                               .dataset = pack.root,
+                                                               .devices = *impl->spec.local,
+                                                               .dir = impl->scratch / "serve",
+                                                               .extra_args = local_flags(args, pack, uuids)}));
+    impl->spec.servers.push_back(impl->local->spec());
+    impl->say(
+        fmt::format("started kda serve at {} (log {})", impl->local->spec().url, impl->local->log_file().string()));
   }
+  return std::unique_ptr<Pool>(new Pool(std::move(impl)));
+}
+
+size_t Pool::devices_hint() const {
+  if (impl_->spec.local) {
+    const std::string& d = *impl_->spec.local;
+    return std::max<size_t>(1, std::count(d.begin(), d.end(), ',') + 1);
+  }
+  return std::max<size_t>(1, impl_->spec.servers.size());
+}
+
+Result<std::vector<OnResult>> Pool::run(const std::vector<PoolJob>& jobs) {
+  Impl& p = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Phase 1: the queue, one task per job. Its id names the solution's content, this run and what the
+  // job asks (workloads, timing): equal jobs of one run are one task.
+  std::vector<std::string> ids;
+  for (const auto& job : jobs) {
+    json request = {{"solution", job.solution.to_json()}, {"workload_uuids", job.uuids}};
+    if (!job.timing.empty()) request["kda_timing"] = job.timing;
+    const std::string what =
+        job.uuids.size() == 1 ? job.uuids.front() : sha256_hex(json{job.uuids, job.timing}.dump()).substr(0, 16);
+    ids.push_back(task::solution_hash(job.solution).substr(0, 12) + "-" + p.run + "-" + what);
+    KDA_ASSIGN_OR_RETURN(auto added, p.queue->enqueue(ids.back(), request));
+    if (added == exec::TaskQueue::Enqueued::kConflict)
+      return Status::bad_input(
+          fmt::format("--queue {}: task {} is there with another request", p.queue_file.string(), ids.back()));
+  }
+  KDA_ASSIGN_OR_RETURN(exec::QueueCounts before, p.queue->counts());
+  if (p.batches++ == 0 && before.done + before.failed > 0)
+    p.say(fmt::format("resuming {}: {} task(s) already finished", p.queue_file.string(), before.done + before.failed));
+
+  // Phase 2: the dispatch.
   exec::DispatchOptions o;
-  o.progress = [&](const exec::Progress& p) { say(progress_line(p)); };
-  o.log = say;
-  // A directory of address files is read again as the dispatch goes: a server that comes back under
-  // a new address (a requeued Slurm job) joins.
+  o.progress = [&](const exec::Progress& pr) { p.say(progress_line(pr)); };
+  o.log = [&](const std::string& line) { p.say(line); };
   std::error_code ec;
-  if (stdfs::is_directory(*args.value("on"), ec))
+  if (stdfs::is_directory(p.on, ec))
     o.discover = [&]() -> std::vector<exec::ServerSpec> {
-      auto again = exec::parse_pool(*args.value("on"), token_file);
+      auto again = exec::parse_pool(p.on, p.token_file);
       return again.ok() ? again->servers : std::vector<exec::ServerSpec>{};
     };
-  KDA_RETURN_IF_ERROR(exec::dispatch(*queue, pool.servers, o));
+  KDA_RETURN_IF_ERROR(exec::dispatch(*p.queue, p.spec.servers, o));
 
-  // Phase 3: the report, workload by workload in the selection's order.
+  // Phase 3: a report per job, workload by workload in the job's order.
+  KDA_ASSIGN_OR_RETURN(exec::QueueCounts c, p.queue->counts());
+  json servers = json::array();
+  for (const auto& s : p.spec.servers) servers.push_back(s.url);
+  std::vector<OnResult> out;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    OnResult r;
+    r.report.definition = p.pack.definition.name;
+    r.report.solution = jobs[j].solution.name;
+    r.report.backend = std::string(task::backend_name(p.pack.backend));
+    json failed = json::array();
+    KDA_ASSIGN_OR_RETURN(auto t, p.queue->find(ids[j]));
+    const json traces = t && t->result ? t->result->value("traces", json::array()) : json::array();
+    if (!t || t->state != exec::TaskState::kDone || traces.size() != jobs[j].uuids.size()) {
+      failed.push_back(
+          {{"task_id", ids[j]},
+           {"error", !t ? std::string("not in the queue")
+                     : t->state != exec::TaskState::kDone
+                         ? t->error
+                         : fmt::format("{} trace(s) for {} workload(s)", traces.size(), jobs[j].uuids.size())}});
+      r.complete = false;
+    } else {
+      for (const auto& trace : traces) {
+        KDA_ASSIGN_OR_RETURN(eval::WorkloadResult w, eval::workload_from_trace(trace));
+        if (r.report.baseline_name.empty() && w.kda.contains("baseline"))
+          r.report.baseline_name = w.kda["baseline"].value("name", std::string());
+        r.traces.push_back(trace);
+        r.report.workloads.push_back(std::move(w));
+      }
+    }
+    eval::score_report(r.report);
+    r.report.all_passed = r.report.all_passed && r.complete;
+    r.report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.dispatch = {{"servers", servers},
+                  {"tasks", ids.size()},
+                  {"done", c.done},
+                  {"failed", c.failed},
+                  {"already_finished", before.done + before.failed},
+                  {"retries", c.retries},
+                  {"failed_tasks", failed},
+                  {"queue", p.own_queue ? json(nullptr) : json(p.queue_file.string())}};
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution) {
+  const auto t0 = std::chrono::steady_clock::now();
+  KDA_ASSIGN_OR_RETURN(exec::PoolSpec spec, exec::parse_pool(*args.value("on"), std::nullopt));
+  KDA_RETURN_IF_ERROR(check_on_options(args, spec.local.has_value()));
+  const std::string which = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
+  KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, which));
+  KDA_ASSIGN_OR_RETURN(std::unique_ptr<Pool> pool, Pool::open(args, io, pack, uuids, "kda eval"));
+  // One task per workload: the pool's devices take the shards in parallel.
+  std::vector<PoolJob> jobs;
+  for (const auto& u : uuids) jobs.push_back({.solution = solution, .uuids = {u}});
+  KDA_ASSIGN_OR_RETURN(std::vector<OnResult> parts, pool->run(jobs));
   OnResult r;
   r.report.definition = pack.definition.name;
   r.report.solution = solution.name;
   r.report.backend = std::string(task::backend_name(pack.backend));
-  json failed = json::array(), servers = json::array();
-  for (const auto& s : pool.servers) servers.push_back(s.url);
-  for (const auto& id : ids) {
-    KDA_ASSIGN_OR_RETURN(auto t, queue->find(id));
-    const json traces = t && t->result ? t->result->value("traces", json::array()) : json::array();
-    if (!t || t->state != exec::TaskState::kDone || traces.size() != 1) {
-      failed.push_back({{"task_id", id}, {"error", t ? t->error : "not in the queue"}});
-      r.complete = false;
-      continue;
-    }
-    KDA_ASSIGN_OR_RETURN(eval::WorkloadResult w, eval::workload_from_trace(traces[0]));
-    if (r.report.baseline_name.empty() && w.kda.contains("baseline"))
-      r.report.baseline_name = w.kda["baseline"].value("name", std::string());
-    r.traces.push_back(traces[0]);
-    r.report.workloads.push_back(std::move(w));
+  json failed = json::array();
+  for (auto& part : parts) {
+    r.complete = r.complete && part.complete;
+    for (const auto& f : part.dispatch["failed_tasks"]) failed.push_back(f);
+    for (auto& t : part.traces) r.traces.push_back(std::move(t));
+    for (auto& w : part.report.workloads) r.report.workloads.push_back(std::move(w));
+    if (r.report.baseline_name.empty()) r.report.baseline_name = part.report.baseline_name;
   }
   eval::score_report(r.report);
   r.report.all_passed = r.report.all_passed && r.complete;
   r.report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  KDA_ASSIGN_OR_RETURN(exec::QueueCounts c, queue->counts());
-  r.dispatch = {{"servers", servers},
-                {"tasks", ids.size()},
-                {"done", c.done},
-                {"failed", c.failed},
-                {"already_finished", before.done + before.failed},
-                {"retries", c.retries},
-                {"failed_tasks", failed},
-                {"queue", args.value("queue") ? json(queue_file.string()) : json(nullptr)}};
+  r.dispatch = parts.empty() ? json::object() : parts.front().dispatch;
+  r.dispatch["failed_tasks"] = failed;
   return r;
 }
 

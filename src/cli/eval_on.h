@@ -1,5 +1,11 @@
-// kda eval --on <pool>: the selected workloads spread over a pool of `kda serve` instances.
+// Evaluations spread over a pool of `kda serve` instances (src/exec): `kda eval --on` (one task per
+// workload) and `kda tune --on` (one task per configuration and rung).
 #pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,8 +26,41 @@ struct OnResult {
   bool complete = true;  // every task finished with a trace (none failed at the task level)
 };
 
-// Errors: bad options for a pool (named), a pool that cannot be reached, a queue that cannot be
-// opened; the candidate's own failures are verdicts in the report.
+// One evaluation for the pool: a solution on some workloads, with kda_timing (serve/tasks.h
+// TaskTiming: trials, warmup, iterations, baseline) or the servers' own timing when empty.
+struct PoolJob {
+  task::Solution solution;
+  std::vector<std::string> uuids;
+  nlohmann::json timing = nlohmann::json::object();
+};
+
+// The pool of one command: `--on` parsed, a local `kda serve` started where it names `local`, and a
+// durable queue (--queue FILE, else one in the cache that goes with the pool). run() queues a batch,
+// spreads it over the servers and rebuilds a report per job; a rerun with the same --queue finds the
+// tasks it finished.
+class Pool {
+ public:
+  // `uuids`: every workload the command may evaluate (a holdout one lets a local server serve it).
+  // `command` names the command in progress lines ("kda eval").
+  static Result<std::unique_ptr<Pool>> open(const Args& args, Io& io, const task::TaskPack& pack,
+                                            const std::vector<std::string>& uuids, std::string command);
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // The jobs' reports, in their order. Errors: the queue's, or no server up (the queue keeps the
+  // tasks); a task that failed at the task level leaves its report incomplete.
+  Result<std::vector<OnResult>> run(const std::vector<PoolJob>& jobs);
+  size_t devices_hint() const;  // servers known so far (a local pool's devices), at least 1
+
+ private:
+  struct Impl;
+  explicit Pool(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// kda eval --on: one task per selected workload. Errors: bad options for a pool (named), a pool that
+// cannot be reached, a queue that cannot be opened; the candidate's own failures are verdicts.
 Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution);
 
 }  // namespace kda::cli

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#ifdef KDA_HAVE_EXEC
+#include "cli/eval_on.h"
+#endif
 #include "eval/tool_run.h"
 #include "task/task_pack.h"
 #include "tune/tune.h"
@@ -14,6 +17,45 @@
 namespace kda::cli {
 
 namespace {
+
+#ifdef KDA_HAVE_EXEC
+// kda tune --on: every measurement a job for the pool, each rung's batch spread over its devices with
+// the rung's own timing (kda_timing), every evaluation in fresh processes on the servers.
+Status tune_on(const Args& args, Io& io, const task::TaskPack& pack, tune::TuneOptions& o,
+               std::unique_ptr<Pool>& pool) {
+  for (const char* name : {"seed", "no-sandbox", "arch", "no-screen"})
+    if (args.given(name))
+      return Status::bad_input(fmt::format(
+          "--{} cannot go with --on: the servers evaluate as `kda eval` does by default, each measurement in fresh "
+          "processes",
+          name));
+  std::vector<std::string> visible;
+  for (const auto& w : pack.workloads) visible.push_back(w.uuid);
+  KDA_ASSIGN_OR_RETURN(pool, Pool::open(args, io, pack, visible, "kda tune"));
+  o.parallelism = pool->devices_hint();
+  o.evaluate_many = [&pack,
+                     p = pool.get()](const std::vector<tune::EvalJob>& jobs) -> Result<std::vector<eval::EvalReport>> {
+    std::vector<PoolJob> pj;
+    for (const auto& j : jobs) {
+      KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, j.options.workloads));
+      nlohmann::json timing = {{"baseline", j.options.with_baseline}};
+      if (j.options.trials) timing["trials"] = *j.options.trials;
+      if (j.options.warmup) timing["warmup"] = *j.options.warmup;
+      if (j.options.iterations) timing["iterations"] = *j.options.iterations;
+      pj.push_back({.solution = j.solution, .uuids = std::move(uuids), .timing = std::move(timing)});
+    }
+    KDA_ASSIGN_OR_RETURN(std::vector<OnResult> results, p->run(pj));
+    std::vector<eval::EvalReport> out;
+    for (auto& r : results) {
+      if (!r.complete)
+        return Status::failed(fmt::format("a task of the pool failed: {}", r.dispatch["failed_tasks"].dump()));
+      out.push_back(std::move(r.report));
+    }
+    return out;
+  };
+  return {};
+}
+#endif
 
 int run_tune(const Args& args, Io& io) {
   auto fail = [&io](const Status& st) {
@@ -64,6 +106,14 @@ int run_tune(const Args& args, Io& io) {
   o.progress = [&io, quiet](const std::string& line) {
     if (!quiet) io.err << "kda tune: " << line << "\n";
   };
+#ifdef KDA_HAVE_EXEC
+  std::unique_ptr<Pool> pool;  // --on: outlives the tuning (its local server stops with it)
+  if (args.given("on"))
+    if (Status st = tune_on(args, io, *pack, o, pool); !st.ok()) return fail(st);
+#else
+  if (args.given("on"))
+    return fail(Status::bad_input("--on: this kda was built without the dispatcher (SQLite and cpp-httplib)"));
+#endif
   auto result = tune::tune(*pack, solution, o);
   if (!result.ok()) return fail(result.status());
   if (args.flag("json")) {
@@ -141,6 +191,15 @@ CommandSpec tune_command() {
            {.name = "seed", .metavar = "N", .help = "master seed for every evaluation (default: fresh secret seeds)"},
            {.name = "no-sandbox", .help = "run candidates without Landlock/seccomp (debugging only)"},
            {.name = "arch", .metavar = "SM", .help = "CUDA architecture for nvcc", .default_value = "90a"},
+           {.name = "on",
+            .metavar = "POOL",
+            .help = "measure on kda serve instances, each rung's configurations spread over their devices: "
+                    "local[:DEVICES] (one started here), server URLs, or an address file or directory of them "
+                    "(docs/scale.md)"},
+           {.name = "token-file", .metavar = "FILE", .help = "--on: the servers' bearer token"},
+           {.name = "queue",
+            .metavar = "FILE",
+            .help = "--on: keep the task queue in FILE (SQLite); a rerun with the same FILE finds what it finished"},
            {.name = "quiet", .short_name = 'q', .help = "no progress on stderr"},
            json_option()},
       .run = run_tune,

@@ -423,6 +423,51 @@ TEST(EvalOn, AKilledEvaluationResumesFromItsQueueAndItsLocalServerGoesWithIt) {
   EXPECT_EQ(j["all_passed"], true);
 }
 
+// kda tune --on local:cpu:2: each rung's configurations are spread over two host workers (both busy at
+// once), each measured with the rung's timing; the guard and the final timing go through the pool too,
+// and the result is a map and a dispatcher that pass, as one process's tuning gives.
+TEST(TuneOn, ConfigurationsSpreadOverTwoHostWorkersGiveAMapAndAPassingDispatcher) {
+  TmpDir d;
+  std::vector<std::string> env = proc::current_environment();
+  env.push_back("KDA_CACHE_DIR=" + (d.path / "cache").string());
+  auto r = proc::run({.argv = {KDA_BINARY, "tune", (kRmsnorm / "solutions/tunable").string(), "--task",
+                               kRmsnorm.string(), "--out", (d.path / "out").string(), "--on", "local:cpu:2",
+                               "--max-configs", "4", "--screen-iterations", "5", "--json"},
+                      .env = env,
+                      .timeout_seconds = 600});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->exit.success()) << r->stderr_text.substr(r->stderr_text.size() > 4000 ? r->stderr_text.size() - 4000
+                                                                                       : 0);
+  const json j = json::parse(r->stdout_text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r->stdout_text;
+  EXPECT_GE(j["configs_measured"].get<int>(), 4);
+  EXPECT_TRUE(j["dispatcher_passed"].get<bool>());
+  EXPECT_GT(j["baseline_geomean_ms"].get<double>(), 0);        // the final timing had the baseline beside it
+  EXPECT_EQ(j["dispatcher_vs_best_single"].get<double>(), 0);  // no head-to-head through a pool (said why)
+  EXPECT_TRUE(j["guard"].value("ran", false)) << j["guard"].dump();
+  EXPECT_TRUE(stdfs::exists(d.path / "out/map.json"));
+  EXPECT_TRUE(stdfs::exists(d.path / "out/dispatcher/solution.json"));
+  EXPECT_NE(r->stderr_text.find("kda tune: started kda serve"), std::string::npos);
+  EXPECT_NE(r->stderr_text.find("2/2 device(s) busy"), std::string::npos) << "the two workers never ran at once";
+  EXPECT_NE(r->stderr_text.find("no head-to-head"), std::string::npos);
+  // Each rung measured with its own timing: rung 1's measurements took longer per workload than rung 0's
+  // would need, and state.json holds both rungs.
+  const json state = json::parse(std::ifstream(d.path / "out/state.json"), nullptr, false);
+  ASSERT_TRUE(state.is_object());
+  std::set<int> rungs;
+  for (const auto& m : state["measurements"]) rungs.insert(m["rung"].get<int>());
+  EXPECT_TRUE(rungs.count(0));
+  // Bad options are refused before anything starts.
+  auto bad =
+      proc::run({.argv = {KDA_BINARY, "tune", (kRmsnorm / "solutions/tunable").string(), "--task", kRmsnorm.string(),
+                          "--out", (d.path / "out2").string(), "--on", "local:cpu:1", "--seed", "7"},
+                 .env = env,
+                 .timeout_seconds = 60});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->exit.exit_code, 2) << bad->stderr_text;
+  EXPECT_NE(bad->stderr_text.find("--seed cannot go with --on"), std::string::npos) << bad->stderr_text;
+}
+
 TEST(Dispatch, NoServerUpGivesUpAndKeepsTheTasks) {
   TmpDir d;
   auto q = open_queue(d.path / "q.sqlite");

@@ -320,6 +320,58 @@ TEST(ServeApi, BadInputIsAClearFourHundredAndTheServerGoesOn) {
   EXPECT_EQ(s.get("/health").first, 200);
 }
 
+// kda's extension kda_timing: a request's own trials, warmup and iterations over the server's, the
+// baseline left out on request; part of the request (another timing under one task id is a conflict);
+// out-of-range or mistyped values are a 400 naming the field.
+TEST(ServeApi, ARequestsKdaTimingIsItsOwn) {
+  Running s({});
+  auto [wc, workloads] = s.get("/definitions/host_rmsnorm_f32/workloads");
+  const json sol = solution_json(kFixtures / "fast");
+  json req = {{"solution", sol},
+              {"workload_uuids", {workloads[0]["uuid"]}},
+              {"task_id", "timed-1"},
+              {"kda_timing", {{"trials", 2}, {"warmup", 0}, {"iterations", 3}, {"baseline", false}}}};
+  json task = s.evaluate(req);
+  ASSERT_EQ(task["status"], "completed") << task.dump();
+  const json& ev = task["traces"][0]["evaluation"];
+  EXPECT_EQ(ev["status"], "PASSED");
+  EXPECT_EQ(ev["kda"]["candidate"]["trials_ms"].size(), 2u) << ev["kda"].dump();  // 2 trials, not the server's 1
+  EXPECT_FALSE(ev["kda"].contains("baseline")) << "baseline: false leaves the baseline out";
+  json other = req;
+  other["kda_timing"]["trials"] = 3;
+  EXPECT_EQ(s.post("/evaluate", other.dump()).first, 409);
+  for (const auto& [timing, says] :
+       std::vector<std::pair<json, std::string>>{{{{"trials", 0}}, "kda_timing.trials: 0 is not in 1..100000"},
+                                                 {{{"iterations", 1000001}}, "kda_timing.iterations"},
+                                                 {{{"warmup", "two"}}, "warmup"},
+                                                 {json::array(), "kda_timing"}}) {
+    auto [c, r] = s.post("/evaluate", json{{"solution", sol}, {"kda_timing", timing}}.dump());
+    EXPECT_EQ(c, 400) << timing.dump();
+    EXPECT_NE(r.value("detail", "").find(says), std::string::npos) << r.dump();
+  }
+}
+
+TEST(ServeWorker, EvalArgvTakesTheRequestsTimingBeforeTheServers) {
+  EvalSettings settings;
+  settings.kda_binary = "kda";
+  settings.trials = 1;
+  settings.iterations = 5;
+  Entry entry;
+  entry.pack_dir = kRmsnorm;
+  Task task;
+  task.timing.trials = 4;
+  task.timing.baseline = false;
+  const auto argv = eval_argv(settings, entry, task, "/w");
+  auto after = [&](const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string("-") : *(it + 1);
+  };
+  EXPECT_EQ(after("--trials"), "4");
+  EXPECT_EQ(after("--iterations"), "5");
+  EXPECT_EQ(after("--warmup"), "-");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--no-baseline"), argv.end());
+}
+
 TEST(ServeApi, HoldoutOnlyWhenTheOperatorAllowsIt) {
   ServeOptions o;
   o.eval.allow_holdout = true;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -27,6 +28,9 @@ using nlohmann::json;
 bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.starts_with("127."); }
 
 namespace {
+
+// The largest trials, warmup or iterations a request's kda_timing may ask for.
+constexpr int64_t kMaxTimingCount = 100000;
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
@@ -132,12 +136,32 @@ void Server::Impl::evaluate(const httplib::Request& req, httplib::Response& res)
   const task::ojson* sol_json = r.member(body, "", "solution", true);
   auto uuids = r.string_list(body, "", "workload_uuids", false);
   auto task_id = r.string(body, "", "task_id", false, true);
+  // kda's extension: this evaluation's own timing (serve/tasks.h TaskTiming).
+  std::optional<int64_t> trials, warmup, iterations;
+  std::optional<bool> with_baseline;
+  if (const task::ojson* kt = r.member(body, "", "kda_timing", false); kt && r.expect_object(*kt, "/kda_timing")) {
+    trials = r.integer(*kt, "/kda_timing", "trials", false);
+    warmup = r.integer(*kt, "/kda_timing", "warmup", false);
+    iterations = r.integer(*kt, "/kda_timing", "iterations", false);
+    with_baseline = r.boolean(*kt, "/kda_timing", "baseline", false);
+  }
   std::optional<task::Solution> sol;
   if (sol_json) sol = task::solution_from_json(*sol_json, "request body: /solution", diags);
   if (!diags.empty()) {
     std::string detail;
     for (const auto& d : diags.items()) detail += (detail.empty() ? "" : "; ") + d.to_string();
     return send_error(res, 400, detail);
+  }
+  TaskTiming timing;
+  timing.baseline = with_baseline;
+  for (auto [name, value, least, field] :
+       {std::tuple{"trials", trials, 1, &timing.trials}, std::tuple{"warmup", warmup, 0, &timing.warmup},
+        std::tuple{"iterations", iterations, 1, &timing.iterations}}) {
+    if (!value) continue;
+    if (*value < least || *value > kMaxTimingCount)
+      return send_error(res, 400,
+                        fmt::format("kda_timing.{}: {} is not in {}..{}", name, *value, least, kMaxTimingCount));
+    *field = static_cast<int>(*value);
   }
   if (task_id && !valid_task_id(*task_id))
     return send_error(res, 400, "task_id: letters, digits, '.', '_' and '-' only, at most 128 characters");
@@ -156,9 +180,13 @@ void Server::Impl::evaluate(const httplib::Request& req, httplib::Response& res)
   t.solution = sol->name;
   t.solution_json = sol->to_json();
   t.workload_uuids = uuids;
+  t.timing = timing;
   t.digest = sha256_hex(json{
-      {"solution", t.solution_json}, {"name", original_name}, {"workload_uuids", uuids ? json(*uuids) : json(nullptr)}}
-                            .dump());
+      {"solution", t.solution_json},
+      {"name", original_name},
+      {"workload_uuids", uuids ? json(*uuids) : json(nullptr)},
+      {"kda_timing",
+       timing.to_json()}}.dump());
   switch (store.submit(t)) {
     case TaskStore::Submitted::kConflict:
       return send_error(res, 409, fmt::format("task_id '{}' already exists with a different request", t.id));

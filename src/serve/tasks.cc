@@ -4,6 +4,15 @@
 
 namespace kda::serve {
 
+nlohmann::json TaskTiming::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (trials) j["trials"] = *trials;
+  if (warmup) j["warmup"] = *warmup;
+  if (iterations) j["iterations"] = *iterations;
+  if (baseline) j["baseline"] = *baseline;
+  return j;
+}
+
 namespace {
 
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }

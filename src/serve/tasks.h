@@ -22,6 +22,16 @@ namespace kda::serve {
 enum class TaskState { kPending, kRunning, kCompleted, kFailed };
 const char* task_state_name(TaskState s);  // pending | running | completed | failed
 
+// kda's extension of FlashInfer-Bench's /evaluate (a request's optional "kda_timing" object): the
+// timing of this one evaluation, over the server's own (--num-trials, --warmup-runs, --iterations),
+// and whether the pack's baseline is timed beside it. `kda tune --on` sends it for each rung; a FIB
+// client never does, and gets the server's timing.
+struct TaskTiming {
+  std::optional<int> trials, warmup, iterations;
+  std::optional<bool> baseline;
+  nlohmann::json to_json() const;  // only the fields that are set
+};
+
 struct Task {
   std::string id;
   std::string digest;      // of the request (solution and workload selection): idempotency
@@ -29,6 +39,7 @@ struct Task {
   std::string solution;    // the normalized solution name
   nlohmann::json solution_json;
   std::optional<std::vector<std::string>> workload_uuids;  // nullopt: every visible workload
+  TaskTiming timing;
   TaskState state = TaskState::kPending;
   std::optional<nlohmann::json> traces;                   // array, once completed
   std::optional<std::string> error;                       // once failed

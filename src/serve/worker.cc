@@ -55,9 +55,13 @@ std::vector<std::string> eval_argv(const EvalSettings& s, const Entry& entry, co
   }
   argv.insert(argv.end(), {"--workloads", task.workload_uuids ? util::join(*task.workload_uuids, ",") : "all"});
   argv.insert(argv.end(), {"--traces", (dir / "traces.jsonl").string(), "--quiet"});
-  if (s.warmup) argv.insert(argv.end(), {"--warmup", std::to_string(*s.warmup)});
-  if (s.iterations) argv.insert(argv.end(), {"--iterations", std::to_string(*s.iterations)});
-  if (s.trials) argv.insert(argv.end(), {"--trials", std::to_string(*s.trials)});
+  // The request's own timing (kda_timing) before the server's.
+  const TaskTiming& t = task.timing;
+  if (auto w = t.warmup ? t.warmup : s.warmup) argv.insert(argv.end(), {"--warmup", std::to_string(*w)});
+  if (auto i = t.iterations ? t.iterations : s.iterations)
+    argv.insert(argv.end(), {"--iterations", std::to_string(*i)});
+  if (auto n = t.trials ? t.trials : s.trials) argv.insert(argv.end(), {"--trials", std::to_string(*n)});
+  if (t.baseline && !*t.baseline) argv.push_back("--no-baseline");
   return argv;
 }
 

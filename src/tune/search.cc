@@ -316,6 +316,83 @@ std::vector<const Config*> survivors(const SearchSpace& space, const State& stat
 
 }  // namespace
 
+namespace {
+
+// run_search's measurements of one batch at one rung: what the state already holds is never measured
+// again, the budgets are checked between configurations, and `parallelism` configurations at a time go
+// to the measurer together (a pool's devices take them at once), each recorded in order.
+struct RungBatch {
+  const SearchSpace& space;
+  Measurer& measurer;
+  State& state;
+  const SearchOptions& opts;
+  SearchOutcome& out;
+  std::function<double()> elapsed;
+  std::function<void(const std::string&)> say;
+  std::vector<std::pair<const Config*, std::vector<std::string>>> pending;
+  std::vector<size_t> positions;  // their [done/total] numbers
+
+  // false when a budget or stop_after ended the search.
+  Result<bool> measure(const std::vector<const Config*>& batch, int rung, size_t offset, size_t total) {
+    measurer.prepare(batch);
+    const size_t chunk = std::max<size_t>(1, measurer.parallelism());
+    size_t done = offset;
+    for (const Config* c : batch) {
+      ++done;
+      const std::string id = c->id();
+      if (state.find(id, rung) != nullptr) continue;  // measured before a kill: never twice
+      if (opts.max_minutes > 0 && elapsed() > opts.max_minutes * 60) {
+        KDA_RETURN_IF_ERROR(flush(rung, total));
+        out.budget_note = fmt::format("time budget of {} min reached at rung {}", opts.max_minutes, rung);
+        return false;
+      }
+      if (opts.stop_after > 0 && out.measured_new + pending.size() >= static_cast<size_t>(opts.stop_after)) {
+        KDA_RETURN_IF_ERROR(flush(rung, total));
+        out.stopped = true;
+        return false;
+      }
+      auto apply = space.applicable.find(id);
+      const std::vector<std::string>& ws = apply != space.applicable.end() ? apply->second : space.workloads;
+      if (ws.empty()) continue;
+      pending.push_back({c, ws});
+      positions.push_back(done);
+      if (pending.size() >= chunk) KDA_RETURN_IF_ERROR(flush(rung, total));
+    }
+    KDA_RETURN_IF_ERROR(flush(rung, total));
+    return true;
+  }
+
+  // Measures what is pending and records each measurement in order, with a progress line.
+  Status flush(int rung, size_t total) {
+    if (pending.empty()) return {};
+    KDA_ASSIGN_OR_RETURN(std::vector<Measurement> ms, measurer.measure_many(pending, rung));
+    for (size_t i = 0; i < ms.size() && i < pending.size(); ++i) {
+      const Config* c = pending[i].first;
+      Measurement& m = ms[i];
+      m.config = c->id();
+      m.rung = rung;
+      const bool passed = m.passed;
+      const std::string reason = m.reason;
+      KDA_RETURN_IF_ERROR(state.add(std::move(m)));
+      ++out.measured_new;
+      auto best = rank(space, state, space.workloads);
+      std::string best_text = "none yet";
+      if (!best.empty())
+        for (const auto& cfg : space.configs)
+          if (cfg.id() == best.front().config)
+            best_text = fmt::format("{:.6g} ms ({})", best.front().geomean_ms, cfg.label());
+      say(fmt::format("rung {} [{}/{}] {}: {}; best so far {}; {:.1f} min{}", rung, positions[i], total, c->label(),
+                      passed ? "passed" : "FAILED " + reason, best_text, elapsed() / 60,
+                      opts.max_minutes > 0 ? fmt::format(" of {}", opts.max_minutes) : std::string()));
+    }
+    pending.clear();
+    positions.clear();
+    return {};
+  }
+};
+
+}  // namespace
+
 Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, State& state,
                                  const SearchOptions& opts) {
   SearchOutcome out;
@@ -344,43 +421,9 @@ Result<SearchOutcome> run_search(const SearchSpace& space, Measurer& measurer, S
 
   // Measures `batch` at `rung` (what state already holds is never measured again); false when a
   // budget or stop_after ended the search.
-  auto measure_batch = [&](const std::vector<const Config*>& batch, int rung, size_t offset,
-                           size_t total) -> Result<bool> {
-    measurer.prepare(batch);
-    size_t done = offset;
-    for (const Config* c : batch) {
-      ++done;
-      const std::string id = c->id();
-      if (state.find(id, rung) != nullptr) continue;  // measured before a kill: never twice
-      if (opts.max_minutes > 0 && elapsed() > opts.max_minutes * 60) {
-        out.budget_note = fmt::format("time budget of {} min reached at rung {}", opts.max_minutes, rung);
-        return false;
-      }
-      if (opts.stop_after > 0 && out.measured_new >= opts.stop_after) {
-        out.stopped = true;
-        return false;
-      }
-      auto apply = space.applicable.find(id);
-      const std::vector<std::string>& ws = apply != space.applicable.end() ? apply->second : space.workloads;
-      if (ws.empty()) continue;
-      KDA_ASSIGN_OR_RETURN(Measurement m, measurer.measure(*c, ws, rung));
-      m.config = id;
-      m.rung = rung;
-      const bool passed = m.passed;
-      const std::string reason = m.reason;
-      KDA_RETURN_IF_ERROR(state.add(std::move(m)));
-      ++out.measured_new;
-      auto best = rank(space, state, space.workloads);
-      std::string best_text = "none yet";
-      if (!best.empty())
-        for (const auto& cfg : space.configs)
-          if (cfg.id() == best.front().config)
-            best_text = fmt::format("{:.6g} ms ({})", best.front().geomean_ms, cfg.label());
-      say(fmt::format("rung {} [{}/{}] {}: {}; best so far {}; {:.1f} min{}", rung, done, total, c->label(),
-                      passed ? "passed" : "FAILED " + reason, best_text, elapsed() / 60,
-                      opts.max_minutes > 0 ? fmt::format(" of {}", opts.max_minutes) : std::string()));
-    }
-    return true;
+  RungBatch rung_batch{space, measurer, state, opts, out, elapsed, say};
+  auto measure_batch = [&](const std::vector<const Config*>& batch, int rung, size_t offset, size_t total) {
+    return rung_batch.measure(batch, rung, offset, total);
   };
 
   bool go_on = true;

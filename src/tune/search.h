@@ -46,6 +46,19 @@ class Measurer {
   // Times `c` on `workloads` at `rung`. A configuration that fails is a Measurement with
   // passed == false; an error is the environment's and stops the search.
   virtual Result<Measurement> measure(const Config& c, const std::vector<std::string>& workloads, int rung) = 0;
+  // How many measurements measure_many() takes at once to advantage (the devices of a pool); 1: one
+  // at a time.
+  virtual size_t parallelism() const { return 1; }
+  // Times each (configuration, workloads) at `rung`, in order; by default one measure() after another.
+  virtual Result<std::vector<Measurement>> measure_many(
+      const std::vector<std::pair<const Config*, std::vector<std::string>>>& batch, int rung) {
+    std::vector<Measurement> out;
+    for (const auto& [c, ws] : batch) {
+      KDA_ASSIGN_OR_RETURN(Measurement m, measure(*c, ws, rung));
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
 };
 
 // Every measurement of one search, written atomically (state.json) after each one. The

@@ -91,12 +91,63 @@ class EvalMeasurer : public Measurer {
     return m;
   }
 
+  size_t parallelism() const override { return o_.evaluate_many ? std::max<size_t>(1, o_.parallelism) : 1; }
+
+  Result<std::vector<Measurement>> measure_many(
+      const std::vector<std::pair<const Config*, std::vector<std::string>>>& batch, int rung) override {
+    if (!o_.evaluate_many) return Measurer::measure_many(batch, rung);
+    std::vector<task::Solution> sols;
+    std::vector<std::vector<std::string>> lists;
+    for (const auto& [c, ws] : batch) {
+      KDA_ASSIGN_OR_RETURN(task::Solution sol, config_solution(base_, t_, *c));
+      sols.push_back(std::move(sol));
+      lists.push_back(ws);
+    }
+    KDA_ASSIGN_OR_RETURN(std::vector<Measurement> out, measure_solutions(sols, lists, rung, false));
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i].config = batch[i].first->id();
+      out[i].rung = rung;
+    }
+    return out;
+  }
+
+  // Several solutions, each on its workloads at `rung`'s timing: one batch through evaluate_many, or
+  // one measure_solution after another.
+  Result<std::vector<Measurement>> measure_solutions(const std::vector<task::Solution>& sols,
+                                                     const std::vector<std::vector<std::string>>& workloads, int rung,
+                                                     bool keep_partial) {
+    std::vector<Measurement> out;
+    if (!o_.evaluate_many) {
+      for (size_t i = 0; i < sols.size(); ++i) {
+        KDA_ASSIGN_OR_RETURN(Measurement m, measure_solution(sols[i], workloads[i], rung, keep_partial));
+        out.push_back(std::move(m));
+      }
+      return out;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<EvalJob> jobs;
+    for (size_t i = 0; i < sols.size(); ++i) jobs.push_back({sols[i], rung_options(workloads[i], rung)});
+    KDA_ASSIGN_OR_RETURN(std::vector<eval::EvalReport> reports, o_.evaluate_many(jobs));
+    if (reports.size() != jobs.size())
+      return Status::internal(fmt::format("tune: {} reports for {} evaluations", reports.size(), jobs.size()));
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& report : reports) {
+      Measurement m = measurement_of(report, keep_partial);
+      m.wall_s = wall;  // the batch's: its evaluations ran side by side
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
   // One solution (a configuration, or the pack's baseline for the guard) on `workloads` at `rung`'s
   // timing. keep_partial: the times of the workloads that passed stay when another failed (the guard
   // routes per workload); otherwise a failure anywhere clears them (the search's rule).
   Result<Measurement> measure_solution(const task::Solution& sol, const std::vector<std::string>& workloads, int rung,
                                        bool keep_partial) {
-    Measurement m;
+    if (o_.evaluate_many) {
+      KDA_ASSIGN_OR_RETURN(std::vector<Measurement> one, measure_solutions({sol}, {workloads}, rung, keep_partial));
+      return std::move(one.front());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     std::string list;
     for (const auto& w : workloads) list += (list.empty() ? "" : ",") + w;
@@ -113,15 +164,30 @@ class EvalMeasurer : public Measurer {
           report, screener_->evaluate(sol, list, trials, o_.screen_warmup, iterations,
                                       rung == 0 ? eval::ScreenChecks::kCorrectness : eval::ScreenChecks::kAll));
     } else {
-      eval::EvalOptions e = o_.eval;
-      e.with_baseline = false;
-      e.progress = nullptr;
-      e.workloads = list;
-      e.trials = trials;
-      e.warmup = o_.screen_warmup;
-      e.iterations = iterations;
-      KDA_ASSIGN_OR_RETURN(report, eval::evaluate(pack_, sol, e));
+      KDA_ASSIGN_OR_RETURN(report, eval::evaluate(pack_, sol, rung_options(workloads, rung)));
     }
+    Measurement m = measurement_of(report, keep_partial);
+    m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+  }
+
+  // The evaluator's options of one measurement at `rung`: screening timing, longer at each rung, no baseline.
+  eval::EvalOptions rung_options(const std::vector<std::string>& workloads, int rung) const {
+    eval::EvalOptions e = o_.eval;
+    e.with_baseline = false;
+    e.progress = nullptr;
+    e.workloads.clear();
+    for (const auto& w : workloads) e.workloads += (e.workloads.empty() ? "" : ",") + w;
+    e.trials = o_.screen_trials + rung;
+    e.warmup = o_.screen_warmup;
+    e.iterations = o_.screen_iterations * static_cast<int>(std::pow(3, rung));
+    return e;
+  }
+
+  // A report as a measurement: passed only when every workload passed; keep_partial keeps the times of
+  // the workloads that passed when another failed (the guard routes per workload).
+  static Measurement measurement_of(const eval::EvalReport& report, bool keep_partial) {
+    Measurement m;
     m.passed = report.all_passed && !report.workloads.empty();
     for (const auto& w : report.workloads) {
       if (w.verdict != eval::Verdict::kPassed) {
@@ -132,7 +198,6 @@ class EvalMeasurer : public Measurer {
       m.times[w.uuid] = time_of(w);
     }
     if (!m.passed && !keep_partial) m.times.clear();
-    m.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m.phases = report.phases.to_json(report.wall_s);
     return m;
   }
@@ -258,12 +323,20 @@ Result<GuardPlan> guard_phase(const task::TaskPack& pack, const TuneOptions& opt
   if (options.progress)
     options.progress(fmt::format("guard: {} finalist configuration(s) and the baseline on all {} visible workloads",
                                  finalists.size(), uuids.size()));
-  std::map<std::string, Measurement> measured;
+  std::vector<task::Solution> sols;
+  std::vector<std::string> targets;
   for (const auto& id : finalists) {
     KDA_ASSIGN_OR_RETURN(task::Solution sol, config_solution(base, tunables, *find_config(space, id)));
-    KDA_ASSIGN_OR_RETURN(measured[id], measurer.measure_solution(sol, uuids, kGuardRung, true));
+    sols.push_back(std::move(sol));
+    targets.push_back(id);
   }
-  KDA_ASSIGN_OR_RETURN(measured[kBaselineTarget], measurer.measure_solution(*baseline, uuids, kGuardRung, true));
+  sols.push_back(*baseline);
+  targets.push_back(kBaselineTarget);
+  KDA_ASSIGN_OR_RETURN(
+      std::vector<Measurement> ms,
+      measurer.measure_solutions(sols, std::vector<std::vector<std::string>>(sols.size(), uuids), kGuardRung, true));
+  std::map<std::string, Measurement> measured;
+  for (size_t i = 0; i < targets.size(); ++i) measured[targets[i]] = std::move(ms[i]);
   KDA_ASSIGN_OR_RETURN(GuardPlan plan, plan_guard(pack, pm, finalists, visible, measured));
   if (options.progress && plan.ran)
     options.progress(fmt::format("guard: fallback {}: {}", plan.fallback.substr(0, 8), plan.fallback_why));
@@ -327,8 +400,16 @@ Status final_timing(const task::TaskPack& pack, const TuneOptions& options, cons
   for (const auto& w : space.workloads) list += (list.empty() ? "" : ",") + w;
   e.workloads = list;
   say("final timing: dispatcher and best single configuration on the tuned workloads");
-  KDA_ASSIGN_OR_RETURN(auto rd, eval::evaluate(pack, disp, e));
-  KDA_ASSIGN_OR_RETURN(auto rs, eval::evaluate(pack, single, e));
+  eval::EvalReport rd, rs;
+  if (options.evaluate_many) {
+    KDA_ASSIGN_OR_RETURN(std::vector<eval::EvalReport> both, options.evaluate_many({{disp, e}, {single, e}}));
+    if (both.size() != 2) return Status::internal("tune: the final timing came back incomplete");
+    rd = std::move(both[0]);
+    rs = std::move(both[1]);
+  } else {
+    KDA_ASSIGN_OR_RETURN(rd, eval::evaluate(pack, disp, e));
+    KDA_ASSIGN_OR_RETURN(rs, eval::evaluate(pack, single, e));
+  }
   std::vector<double> d, s, b;
   for (const auto& w : rd.workloads) {
     d.push_back(w.latency_ms);
@@ -346,7 +427,10 @@ Status final_timing(const task::TaskPack& pack, const TuneOptions& options, cons
   // Head-to-head: the dispatcher timed against the best single configuration as its baseline,
   // call by call on the same inputs (two separate evaluations differ by more than the few per cent
   // routing wins on a noisy host).
-  if (rd.all_passed && rs.all_passed) {
+  if (rd.all_passed && rs.all_passed && options.evaluate_many) {
+    say("final timing: no head-to-head of the dispatcher against the best single configuration through a pool (a "
+        "server times its pack's baseline beside a solution, not another solution)");
+  } else if (rd.all_passed && rs.all_passed) {
     eval::EvalOptions h = e;
     h.with_baseline = true;
     h.baseline = single;

@@ -17,6 +17,16 @@
 
 namespace kda::tune {
 
+// One evaluation of a batch (kda tune --on): a solution and the options it is evaluated with (its
+// workloads, trials, warmup, iterations and whether the pack's baseline is timed beside it).
+struct EvalJob {
+  task::Solution solution;
+  eval::EvalOptions options;
+};
+// Evaluates a batch at once, the reports in the jobs' order (a pool of `kda serve` instances spreads it
+// over its devices). Errors are the environment's; a solution's failures are verdicts.
+using EvaluateMany = std::function<Result<std::vector<eval::EvalReport>>(const std::vector<EvalJob>&)>;
+
 struct TuneOptions {
   eval::EvalOptions eval;         // runner binary, seed, sandbox, workloads ("dev" default for screening)
   std::filesystem::path out_dir;  // where state.json, map.json, map.md and dispatcher/ go
@@ -39,6 +49,11 @@ struct TuneOptions {
   // workload, and no regime routed where it would be slower than the baseline.
   bool guard = true;
   int stop_after = 0;  // tests: stop as if killed after this many measurements (kFailed)
+  // Set: every measurement goes through it instead of this process's evaluator, `parallelism` at a
+  // time (the pool's devices); the screening session is not used, and the final head-to-head of the
+  // dispatcher against the best single configuration is not run (a server times its pack's baseline).
+  EvaluateMany evaluate_many;
+  size_t parallelism = 1;
 };
 
 struct RegimeChoice {
