@@ -143,18 +143,18 @@ std::vector<CommandSpec> solution_commands() {
               "the computation is written it returns 100 (kda eval: RUNTIME_ERROR, \"entry point returned 100\").\n"
               "Refuses a non-empty <out>; nothing is half-written. See docs/solutions.md for the ABI.",
           .positionals = {{.name = "pack", .help = "task pack directory"}},
-          .options = {{.name = "out",
-                       .short_name = 'o',
-                       .metavar = "DIR",
-                       .help = "solution directory to create (default: ./<name>)"},
-                      {.name = "language",
-                       .metavar = "L",
-                       .help = "cpp (host packs) or cuda (CUDA packs); default: the pack's"},
-                      {.name = "name",
-                       .metavar = "NAME",
-                       .help = "solution name (default: <definition>_<language>_draft)"},
-                      {.name = "author", .metavar = "WHO", .help = "solution author", .default_value = "you"},
-                      json_option()},
+          .options =
+              {{.name = "out",
+                .short_name = 'o',
+                .metavar = "DIR",
+                .help = "solution directory to create (default: ./<name>)"},
+               {.name = "language",
+                .metavar = "L",
+                .help =
+                    "cpp or python (host packs); cuda, python (torch) or triton (CUDA packs); default: cpp or cuda"},
+               {.name = "name", .metavar = "NAME", .help = "solution name (default: <definition>_<language>_draft)"},
+               {.name = "author", .metavar = "WHO", .help = "solution author", .default_value = "you"},
+               json_option()},
           .run = run_init,
       }};
 }

@@ -172,28 +172,111 @@ T* data_of(const DLTensor& t) {{
   return s;
 }
 
+// A Python or Triton solution (docs/solutions.md, "Python and Triton solutions"): run() takes the
+// definition's inputs then outputs (destination passing), reads the axes from the shapes with every
+// other use checked, and raises NotImplementedError at the place where the outputs are computed.
+std::string python_source(const TaskPack& pack, const std::string& language) {
+  const Definition& d = pack.definition;
+  const bool cuda = pack.backend == Backend::kCuda;
+  const bool triton = language == "triton";
+  std::vector<Arg> args;
+  for (size_t i = 0; i < d.inputs.size(); ++i) args.push_back({&d.inputs[i], "inputs", static_cast<int>(i)});
+  for (size_t i = 0; i < d.outputs.size(); ++i) args.push_back({&d.outputs[i], "outputs", static_cast<int>(i)});
+  std::string s = fmt::format(
+      "\"\"\"A kda solution of {} ({}), scaffolded by `kda solution init`.\n\n"
+      "It loads and checks its arguments; computing the outputs is yours (search for \"Compute\").\n"
+      "kda calls run() with the definition's inputs, then its outputs: each tensor a view of kda's own\n"
+      "buffers ({}),\neach scalar input a Python number. Write the outputs in place.\n"
+      "See docs/solutions.md, \"Python and Triton solutions\".\n\nArguments, in the definition's order:\n",
+      d.name, d.op_type.empty() ? "no op type" : d.op_type,
+      cuda ? "torch tensors on the GPU; run() is called on kda's stream,\nwhich torch and Triton launches use"
+           : "numpy arrays; the inputs are read-only");
+  for (const Arg& a : args)
+    s += fmt::format("  {} {}: {} {}{}\n", a.array == "inputs" ? "input " : "output", a.spec->name,
+                     tensor::dtype_name(a.spec->dtype), a.spec->is_scalar() ? "scalar" : shape_text(*a.spec),
+                     a.spec->description.empty() ? "" : " - " + a.spec->description);
+  s += "\"\"\"\n\n";
+  if (triton)
+    s += "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+         "@triton.jit\ndef _kernel(n, BLOCK: tl.constexpr):\n"
+         "    # Compute: one program's share of the outputs (add the tensors' pointers to the signature).\n"
+         "    pid = tl.program_id(0)\n";
+  else
+    s += cuda ? "import torch\n" : "import numpy as np\n";
+  std::vector<std::string> names;
+  for (const Arg& a : args) names.push_back(identifier(a.spec->name));
+  std::string params;
+  for (const auto& n : names) params += (params.empty() ? "" : ", ") + n;
+  s += fmt::format("\n\ndef run({}):\n", params);
+  // Axes: each variable axis read from the first tensor that has it; every other use checked.
+  std::map<std::string, std::string> read;
+  std::string checks;
+  s += "    # Axes, from the shapes:\n";
+  for (const Arg& a : args) {
+    if (a.spec->is_scalar()) continue;
+    for (size_t k = 0; k < a.spec->shape->size(); ++k) {
+      const std::string& axis = (*a.spec->shape)[k];
+      const std::string at = fmt::format("{}.shape[{}]", identifier(a.spec->name), k);
+      const AxisSpec* spec = d.axis(axis);
+      if (spec != nullptr && spec->kind == AxisSpec::Kind::kConst) {
+        checks += fmt::format("    assert {} == {}, f\"{}: {{{}}}, the constant axis {} is {}\"\n", at, spec->value, at,
+                              at, axis, spec->value);
+      } else if (read.count(axis) == 0) {
+        read[axis] = at;
+        s += fmt::format("    {} = {}\n", identifier(axis), at);
+      } else {
+        checks += fmt::format("    assert {} == {}, f\"{}: {{{}}}, expected {} = {{{}}}\"\n", at, identifier(axis), at,
+                              at, axis, identifier(axis));
+      }
+    }
+  }
+  s += checks;
+  if (triton)
+    s += "    # Compute: launch _kernel over a grid, e.g.\n"
+         "    #   _kernel[(triton.cdiv(n, 1024),)](n, BLOCK=1024)\n";
+  else
+    s += cuda
+             ? "    # Compute: write every element of every output with torch operations (y.copy_(...), out=...).\n"
+             : "    # Compute: write every element of every output in place (y[...] = ..., np.multiply(..., out=y)).\n";
+  s += fmt::format("    raise NotImplementedError(\"{}: the computation is not written yet (kda solution init)\")\n",
+                   d.name);
+  return s;
+}
+
 }  // namespace
 
 Result<Solution> scaffold_solution(const TaskPack& pack, const ScaffoldOptions& options) {
   const bool cuda_pack = pack.backend == Backend::kCuda;
   const std::string language = options.language.empty() ? (cuda_pack ? "cuda" : "cpp") : options.language;
-  if (language != "cpp" && language != "cuda")
-    return Status::bad_input("--language: kda scaffolds cpp or cuda solutions, not '" + language + "'");
-  if (cuda_pack != (language == "cuda"))
+  const bool python = language == "python" || language == "triton";
+  if (language != "cpp" && language != "cuda" && !python)
+    return Status::bad_input("--language: kda scaffolds cpp, cuda, python or triton solutions, not '" + language + "'");
+  if (language == "triton" && !cuda_pack)
+    return Status::bad_input(
+        fmt::format("--language triton: {} is a host pack; Triton runs on a GPU (use python: "
+                    "numpy on the host)",
+                    pack.root.string()));
+  if (!python && cuda_pack != (language == "cuda"))
     return Status::bad_input(fmt::format("--language {}: {} is a {} pack; its solutions are {}", language,
-                                         pack.root.string(), cuda_pack ? "CUDA" : "host", cuda_pack ? "cuda" : "cpp"));
+                                         pack.root.string(), cuda_pack ? "CUDA" : "host",
+                                         cuda_pack ? "cuda, python or triton" : "cpp or python"));
   Solution s;
   s.name = options.name.empty() ? pack.definition.name + "_" + language + "_draft" : options.name;
   s.definition = pack.definition.name;
   s.author = options.author;
   s.spec.language = language;
   s.spec.target_hardware = {cuda_pack ? "H200" : "cpu"};
-  const std::string file = cuda_pack ? "kernel.cu" : "kernel.cc";
+  const std::string file = python ? "kernel.py" : cuda_pack ? "kernel.cu" : "kernel.cc";
   s.spec.entry_point = file + "::run";
   s.spec.destination_passing_style = true;
-  s.sources.push_back({file, source(pack, language, "run")});
-  s.description =
-      "Scaffolded by kda solution init: builds and checks its arguments; the computation is still to be written.";
+  if (python)
+    s.spec.dependencies = language == "triton" ? std::vector<std::string>{"torch", "triton"}
+                          : cuda_pack          ? std::vector<std::string>{"torch"}
+                                               : std::vector<std::string>{"numpy"};
+  s.sources.push_back({file, python ? python_source(pack, language) : source(pack, language, "run")});
+  s.description = "Scaffolded by kda solution init: " +
+                  std::string(python ? "loads and checks its arguments" : "builds and checks its arguments") +
+                  "; the computation is still to be written.";
   return s;
 }
 

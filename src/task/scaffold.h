@@ -17,8 +17,11 @@ namespace kda::task {
 inline constexpr int kScaffoldNotImplemented = 100;
 
 struct ScaffoldOptions {
-  std::string language;  // "cpp" | "cuda"; empty: the pack's (cuda for a CUDA pack, else cpp)
-  std::string name;      // empty: <definition>_<language>_draft
+  // "cpp" | "cuda" | "python" | "triton" (CUDA packs); empty: the pack's (cuda for a CUDA pack, else cpp).
+  // A python or triton scaffold is kernel.py whose run() checks the shapes and raises
+  // NotImplementedError where the outputs are to be computed.
+  std::string language;
+  std::string name;  // empty: <definition>_<language>_draft
   std::string author = "you";
 };
 
