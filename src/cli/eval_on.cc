@@ -149,22 +149,24 @@ size_t Pool::devices_hint() const {
 Result<std::vector<OnResult>> Pool::run(const std::vector<PoolJob>& jobs) {
   Impl& p = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
-  // Phase 1: the queue, one task per job. Its id names the solution's content, this run and what the
-  // job asks (workloads, timing): equal jobs of one run are one task.
+  // Phase 1: the queue, one task per job. Its id names the solution's content, this run, the batch (a
+  // solution evaluated again is measured again, not joined to its earlier task) and what the job asks
+  // (workloads, timing). A rerun with the same --queue numbers its batches alike and finds its tasks.
   std::vector<std::string> ids;
+  const std::string batch = fmt::format("b{}", p.batches++);
   for (const auto& job : jobs) {
     json request = {{"solution", job.solution.to_json()}, {"workload_uuids", job.uuids}};
     if (!job.timing.empty()) request["kda_timing"] = job.timing;
-    const std::string what =
-        job.uuids.size() == 1 ? job.uuids.front() : sha256_hex(json{job.uuids, job.timing}.dump()).substr(0, 16);
-    ids.push_back(task::solution_hash(job.solution).substr(0, 12) + "-" + p.run + "-" + what);
+    std::string what = job.uuids.size() == 1 ? job.uuids.front() : sha256_hex(json(job.uuids).dump()).substr(0, 16);
+    if (!job.timing.empty()) what += "-" + sha256_hex(job.timing.dump()).substr(0, 8);
+    ids.push_back(task::solution_hash(job.solution).substr(0, 12) + "-" + p.run + "-" + batch + "-" + what);
     KDA_ASSIGN_OR_RETURN(auto added, p.queue->enqueue(ids.back(), request));
     if (added == exec::TaskQueue::Enqueued::kConflict)
       return Status::bad_input(
           fmt::format("--queue {}: task {} is there with another request", p.queue_file.string(), ids.back()));
   }
   KDA_ASSIGN_OR_RETURN(exec::QueueCounts before, p.queue->counts());
-  if (p.batches++ == 0 && before.done + before.failed > 0)
+  if (batch == "b0" && before.done + before.failed > 0)
     p.say(fmt::format("resuming {}: {} task(s) already finished", p.queue_file.string(), before.done + before.failed));
 
   // Phase 2: the dispatch.
@@ -225,21 +227,16 @@ Result<std::vector<OnResult>> Pool::run(const std::vector<PoolJob>& jobs) {
   return out;
 }
 
-Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution) {
+Result<OnResult> Pool::evaluate(const task::Solution& solution, const std::vector<std::string>& uuids,
+                                const json& timing) {
   const auto t0 = std::chrono::steady_clock::now();
-  KDA_ASSIGN_OR_RETURN(exec::PoolSpec spec, exec::parse_pool(*args.value("on"), std::nullopt));
-  KDA_RETURN_IF_ERROR(check_on_options(args, spec.local.has_value()));
-  const std::string which = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
-  KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, which));
-  KDA_ASSIGN_OR_RETURN(std::unique_ptr<Pool> pool, Pool::open(args, io, pack, uuids, "kda eval"));
-  // One task per workload: the pool's devices take the shards in parallel.
   std::vector<PoolJob> jobs;
-  for (const auto& u : uuids) jobs.push_back({.solution = solution, .uuids = {u}});
-  KDA_ASSIGN_OR_RETURN(std::vector<OnResult> parts, pool->run(jobs));
+  for (const auto& u : uuids) jobs.push_back({.solution = solution, .uuids = {u}, .timing = timing});
+  KDA_ASSIGN_OR_RETURN(std::vector<OnResult> parts, run(jobs));
   OnResult r;
-  r.report.definition = pack.definition.name;
+  r.report.definition = impl_->pack.definition.name;
   r.report.solution = solution.name;
-  r.report.backend = std::string(task::backend_name(pack.backend));
+  r.report.backend = std::string(task::backend_name(impl_->pack.backend));
   json failed = json::array();
   for (auto& part : parts) {
     r.complete = r.complete && part.complete;
@@ -254,6 +251,15 @@ Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pac
   r.dispatch = parts.empty() ? json::object() : parts.front().dispatch;
   r.dispatch["failed_tasks"] = failed;
   return r;
+}
+
+Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution) {
+  KDA_ASSIGN_OR_RETURN(exec::PoolSpec spec, exec::parse_pool(*args.value("on"), std::nullopt));
+  KDA_RETURN_IF_ERROR(check_on_options(args, spec.local.has_value()));
+  const std::string which = args.flag("holdout") ? "holdout" : args.value_or("workloads", "dev");
+  KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, which));
+  KDA_ASSIGN_OR_RETURN(std::unique_ptr<Pool> pool, Pool::open(args, io, pack, uuids, "kda eval"));
+  return pool->evaluate(solution, uuids);
 }
 
 }  // namespace kda::cli

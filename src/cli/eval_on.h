@@ -51,6 +51,10 @@ class Pool {
   // The jobs' reports, in their order. Errors: the queue's, or no server up (the queue keeps the
   // tasks); a task that failed at the task level leaves its report incomplete.
   Result<std::vector<OnResult>> run(const std::vector<PoolJob>& jobs);
+  // One solution on `uuids`, a task per workload (the devices take the shards in parallel), the report
+  // put together as one process's: kda eval --on, kda run --on.
+  Result<OnResult> evaluate(const task::Solution& solution, const std::vector<std::string>& uuids,
+                            const nlohmann::json& timing = nlohmann::json::object());
   size_t devices_hint() const;  // servers known so far (a local pool's devices), at least 1
 
  private:

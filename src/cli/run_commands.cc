@@ -3,11 +3,15 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#ifdef KDA_HAVE_EXEC
+#include "cli/eval_on.h"
+#endif
 #include "eval/tool_run.h"
 #include "loop/backend_factory.h"
 #include "loop/run_loop.h"
@@ -121,10 +125,55 @@ void print_outcome(const loop::RunOutcome& o, std::ostream& out) {
   out << fmt::format("final solution: {}\n", (o.run_dir / "final" / "solution.json").string());
 }
 
+#ifdef KDA_HAVE_EXEC
+// kda run --on POOL: every evaluation of the run (the starting solution's, the writer's evaluate tool,
+// each lane's verification and head-to-head, the completion check) goes to the pool, a task per
+// workload; the pool opens at the first evaluation, on the run's sealed copy of the pack.
+loop::EvaluateFn pool_evaluate(const Args& args, Io& io, std::shared_ptr<std::unique_ptr<Pool>> pool) {
+  return [&args, &io, pool](const task::TaskPack& pack, const task::Solution& s,
+                            const eval::EvalOptions& o) -> Result<eval::EvalReport> {
+    if (!*pool) {
+      std::vector<std::string> visible;
+      for (const auto& w : pack.workloads) visible.push_back(w.uuid);
+      KDA_ASSIGN_OR_RETURN(*pool, Pool::open(args, io, pack, visible, "kda run"));
+    }
+    KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, o.workloads));
+    nlohmann::json timing = {{"baseline", o.with_baseline}};
+    if (o.trials) timing["trials"] = *o.trials;
+    if (o.warmup) timing["warmup"] = *o.warmup;
+    if (o.iterations) timing["iterations"] = *o.iterations;
+    if (o.baseline) timing["baseline_solution"] = o.baseline->to_json();
+    KDA_ASSIGN_OR_RETURN(OnResult r, (*pool)->evaluate(s, uuids, timing));
+    if (!r.complete)
+      return Status::failed(fmt::format("a task of the pool failed: {}", r.dispatch["failed_tasks"].dump()));
+    return std::move(r.report);
+  };
+}
+#endif
+
 int run_run(const Args& args, Io& io) {
   loop::LoopEnv env;
   env.runner_binary = eval::default_runner_binary();
   env.ncu = args.value_or("ncu", "");
+#ifdef KDA_HAVE_EXEC
+  auto pool = std::make_shared<std::unique_ptr<Pool>>();  // --on: opened at the first evaluation
+  if (args.given("on")) {
+    for (const char* name : {"no-sandbox", "arch", "max-profiles"})
+      if (args.given(name)) {
+        io.err << fmt::format(
+            "kda run: --{} cannot go with --on: the servers evaluate as `kda eval` does by default (and profile "
+            "nothing)\n",
+            name);
+        return kExitBadInput;
+      }
+    env.evaluate = pool_evaluate(args, io, pool);
+  }
+#else
+  if (args.given("on")) {
+    io.err << "kda run: --on needs kda built with SQLite and cpp-httplib (scripts/install-deps.sh installs them)\n";
+    return kExitBadInput;
+  }
+#endif
   const bool quiet = args.flag("quiet");
   env.status = [&io, quiet](const std::string& line) {
     if (!quiet) io.err << line << "\n" << std::flush;
@@ -248,6 +297,12 @@ CommandSpec run_command() {
             .help = "writer lanes per round: N writer sessions from the same incumbent, each verified on its own; "
                     "the best verified lane is the round's candidate (at most 8)",
             .default_value = "1"},
+           {.name = "on",
+            .metavar = "POOL",
+            .help = "evaluate on kda serve instances, a task per workload: local[:DEVICES] (one started here on the "
+                    "run's sealed pack), server URLs, or an address file or directory of them (docs/scale.md); "
+                    "give it again with --resume"},
+           {.name = "token-file", .metavar = "FILE", .help = "--on: the servers' bearer token"},
            {.name = "evals-per-round",
             .metavar = "N",
             .help = "writer evaluate-tool calls per round",

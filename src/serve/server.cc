@@ -139,11 +139,14 @@ void Server::Impl::evaluate(const httplib::Request& req, httplib::Response& res)
   // kda's extension: this evaluation's own timing (serve/tasks.h TaskTiming).
   std::optional<int64_t> trials, warmup, iterations;
   std::optional<bool> with_baseline;
+  std::optional<task::Solution> baseline_solution;
   if (const task::ojson* kt = r.member(body, "", "kda_timing", false); kt && r.expect_object(*kt, "/kda_timing")) {
     trials = r.integer(*kt, "/kda_timing", "trials", false);
     warmup = r.integer(*kt, "/kda_timing", "warmup", false);
     iterations = r.integer(*kt, "/kda_timing", "iterations", false);
     with_baseline = r.boolean(*kt, "/kda_timing", "baseline", false);
+    if (const task::ojson* bs = r.member(*kt, "/kda_timing", "baseline_solution", false); bs && !bs->is_null())
+      baseline_solution = task::solution_from_json(*bs, "request body: /kda_timing/baseline_solution", diags);
   }
   std::optional<task::Solution> sol;
   if (sol_json) sol = task::solution_from_json(*sol_json, "request body: /solution", diags);
@@ -154,6 +157,13 @@ void Server::Impl::evaluate(const httplib::Request& req, httplib::Response& res)
   }
   TaskTiming timing;
   timing.baseline = with_baseline;
+  if (baseline_solution) {
+    if (baseline_solution->definition != sol->definition)
+      return send_error(res, 400,
+                        fmt::format("kda_timing.baseline_solution: its definition '{}' is not the solution's '{}'",
+                                    baseline_solution->definition, sol->definition));
+    timing.baseline_solution = baseline_solution->to_json();
+  }
   for (auto [name, value, least, field] :
        {std::tuple{"trials", trials, 1, &timing.trials}, std::tuple{"warmup", warmup, 0, &timing.warmup},
         std::tuple{"iterations", iterations, 1, &timing.iterations}}) {

@@ -10,6 +10,7 @@ nlohmann::json TaskTiming::to_json() const {
   if (warmup) j["warmup"] = *warmup;
   if (iterations) j["iterations"] = *iterations;
   if (baseline) j["baseline"] = *baseline;
+  if (!baseline_solution.is_null()) j["baseline_solution"] = baseline_solution;
   return j;
 }
 

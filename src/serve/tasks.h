@@ -24,11 +24,14 @@ const char* task_state_name(TaskState s);  // pending | running | completed | fa
 
 // kda's extension of FlashInfer-Bench's /evaluate (a request's optional "kda_timing" object): the
 // timing of this one evaluation, over the server's own (--num-trials, --warmup-runs, --iterations),
-// and whether the pack's baseline is timed beside it. `kda tune --on` sends it for each rung; a FIB
+// and whether the pack's baseline (or another solution) is timed beside it. `kda tune --on` sends it for each rung; a FIB
 // client never does, and gets the server's timing.
 struct TaskTiming {
   std::optional<int> trials, warmup, iterations;
   std::optional<bool> baseline;
+  // A solution timed beside this one in the pack's baseline's place (a head-to-head; FlashInfer-Bench
+  // Solution JSON, sources inline), or null.
+  nlohmann::json baseline_solution;
   nlohmann::json to_json() const;  // only the fields that are set
 };
 

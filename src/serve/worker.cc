@@ -62,6 +62,7 @@ std::vector<std::string> eval_argv(const EvalSettings& s, const Entry& entry, co
     argv.insert(argv.end(), {"--iterations", std::to_string(*i)});
   if (auto n = t.trials ? t.trials : s.trials) argv.insert(argv.end(), {"--trials", std::to_string(*n)});
   if (t.baseline && !*t.baseline) argv.push_back("--no-baseline");
+  if (!t.baseline_solution.is_null()) argv.insert(argv.end(), {"--baseline", (dir / "baseline.json").string()});
   return argv;
 }
 
@@ -158,6 +159,9 @@ Outcome evaluate_task(const EvalSettings& s, const Dataset& data, const Device& 
       stdfs::remove_all(dir, ec);
     }
   } remove_dir{dir};
+  if (!task.timing.baseline_solution.is_null())
+    if (Status st = fs::write_file_atomic(dir / "baseline.json", task.timing.baseline_solution.dump(2)); !st.ok())
+      return {.error = "writing the baseline solution: " + st.message()};
   if (Status st = fs::write_file_atomic(dir / "solution.json", task.solution_json.dump(2)); !st.ok())
     return {.error = st.message()};
   proc::ChildOptions co{.argv = eval_argv(s, *entry, task, dir), .env = child_env(device)};

@@ -121,6 +121,79 @@ class LoopE2E : public ::testing::Test {
   stdfs::path tmp_;
 };
 
+// kda run --lanes 2 --on local:cpu:2 with the rules reviewer: round 1's lane 1 writes the four-column
+// kernel, lane 2 the four-row blocked one; both are verified by the real evaluator through a kda serve
+// the run started (every evaluation a task there), and the run ends with the better lane, lane 2.
+TEST_F(LoopE2E, TwoLanesOnAPoolEndWithTheBetterLane) {
+  const json scenario = read_json(kHere / "writer.json");
+  ASSERT_TRUE(scenario.is_object());
+  json sessions = json::array({scenario["sessions"][0]});  // the plan
+  json lane1 = scenario["sessions"][1];                    // four columns per pass
+  json lane2 = scenario["sessions"][4];                    // four rows per pass over B
+  // Lane 2 claims less than it measures (a conservative claim is confirmed, and the rules reviewer
+  // advances only on a confirmed claim); lane 1 claims nothing, so host noise cannot make it false.
+  for (auto [lane, claims] : {std::pair{&lane1, json::array()},
+                              std::pair{&lane2, json::array({{{"metric", "geomean_speedup"}, {"value", 1.3}}})}})
+    for (auto& step : (*lane)["steps"]) {
+      if (step.contains("write_file") && step["write_file"].contains("content_file"))
+        step["write_file"]["content_file"] = (kHere / step["write_file"]["content_file"].get<std::string>()).string();
+      if (step.value("tool", "") == "finish_round") step["arguments"]["claims"] = claims;
+    }
+  lane1["phase"] = "round.lane1";
+  lane2["phase"] = "round.lane2";
+  lane1["index"] = lane2["index"] = 1;
+  sessions.push_back(lane1);
+  sessions.push_back(lane2);
+  const stdfs::path writer = tmp_ / "lanes_writer.json";
+  ASSERT_TRUE(kda::fs::write_file_atomic(writer, json{{"sessions", sessions}}.dump(2)).ok());
+  const stdfs::path run_dir = tmp_ / "run";
+  auto r = run({KDA_BINARY,
+                "run",
+                (kSource / "tasks/host/gemm").string(),
+                "--writer",
+                "scripted:" + writer.string(),
+                "--reviewer",
+                "rules",
+                "--target",
+                "1.2x",
+                "--run-dir",
+                run_dir.string(),
+                "--max-rounds",
+                "1",
+                "--lanes",
+                "2",
+                "--on",
+                "local:cpu:2",
+                "--eval-trials",
+                "2",
+                "--eval-iterations",
+                "5",
+                "--eval-warmup",
+                "1",
+                "--final-trials",
+                "2",
+                "--min-improvement",
+                "0.1",
+                "--json"});
+  ASSERT_TRUE(r.exit.exit_code == 0 || r.exit.exit_code == 1) << r.stdout_text << "\n" << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("kda run: started kda serve"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("[pool]"), std::string::npos);
+  const json v = read_json(run_dir / "rounds/001/verify.json");
+  ASSERT_TRUE(v.is_object());
+  ASSERT_EQ(v["lanes"].size(), 2u) << v.dump(1);
+  EXPECT_TRUE(v["lanes"][0]["verified"].get<bool>()) << v["lanes"].dump(1);
+  EXPECT_TRUE(v["lanes"][1]["verified"].get<bool>()) << v["lanes"].dump(1);
+  EXPECT_GT(v["lanes"][1]["geomean"].get<double>(), v["lanes"][0]["geomean"].get<double>());
+  EXPECT_EQ(v["lane"], 2) << v["lanes"].dump(1);
+  const json state = read_json(run_dir / "state.json");
+  EXPECT_EQ(state["incumbent"]["id"], "c001") << state.dump(1);
+  const json ledger = read_json(run_dir / "ledger.json");
+  std::set<std::string> ids;
+  for (const auto& c : ledger["candidates"]) ids.insert(c["id"].get<std::string>());
+  EXPECT_TRUE(ids.count("c001.lane1")) << ledger.dump(1);
+  EXPECT_EQ(*kda::fs::read_file(run_dir / "workspace/kernel.cc"), *kda::fs::read_file(kHere / "kernel_blocked.cc"));
+}
+
 TEST_F(LoopE2E, ScriptedWriterImprovesGemmAndAuditVerifies) {
   const stdfs::path run_dir = tmp_ / "run";
   auto r = run(run_argv(run_dir));
