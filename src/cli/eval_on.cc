@@ -26,12 +26,10 @@ using nlohmann::json;
 // Options a server's `kda eval` does not take from a request; timing overrides reach only a server
 // kda starts itself.
 Status check_on_options(const Args& args, bool local) {
-  for (const char* name : {"against", "baseline", "no-baseline", "seed", "sealed", "no-sandbox", "host-inputs", "arch",
-                           "call-timeout", "definition"})
-    if (args.given(name))
-      return Status::bad_input(fmt::format(
-          "--{} cannot go with --on: the servers evaluate as `kda eval` does by default (run without --on for it)",
-          name));
+  KDA_RETURN_IF_ERROR(refuse_with_on(args,
+                                     {"against", "baseline", "no-baseline", "seed", "sealed", "no-sandbox",
+                                      "host-inputs", "arch", "call-timeout", "definition"},
+                                     "the servers evaluate as `kda eval` does by default (run without --on for it)"));
   if (args.value_or("reference", "pack") != "pack")
     return Status::bad_input("--reference cannot go with --on: each server judges by its dataset's reference");
   if (!local)
@@ -225,6 +223,21 @@ Result<std::vector<OnResult>> Pool::run(const std::vector<PoolJob>& jobs) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+Status refuse_with_on(const Args& args, std::initializer_list<const char*> names, std::string_view why) {
+  for (const char* name : names)
+    if (args.given(name)) return Status::bad_input(fmt::format("--{} cannot go with --on: {}", name, why));
+  return {};
+}
+
+json pool_timing(const eval::EvalOptions& o) {
+  json timing = {{"baseline", o.with_baseline}};
+  if (o.trials) timing["trials"] = *o.trials;
+  if (o.warmup) timing["warmup"] = *o.warmup;
+  if (o.iterations) timing["iterations"] = *o.iterations;
+  if (o.baseline) timing["baseline_solution"] = o.baseline->to_json();
+  return timing;
 }
 
 Result<OnResult> Pool::evaluate(const task::Solution& solution, const std::vector<std::string>& uuids,

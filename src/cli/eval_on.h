@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,15 @@ struct PoolJob {
   std::vector<std::string> uuids;
   nlohmann::json timing = nlohmann::json::object();
 };
+
+// kBadInput naming the first of `names` the user gave: "--NAME cannot go with --on: WHY" (options a
+// server's `kda eval` does not take from a request).
+Status refuse_with_on(const Args& args, std::initializer_list<const char*> names, std::string_view why);
+
+// The kda_timing (serve/tasks.h TaskTiming) that asks a server to evaluate as `o` says: its trials,
+// warmup and iterations where set, whether the baseline is timed beside, and the solution timed in its
+// place (o.baseline) where one is given.
+nlohmann::json pool_timing(const eval::EvalOptions& o);
 
 // The pool of one command: `--on` parsed, a local `kda serve` started where it names `local`, and a
 // durable queue (--queue FILE, else one in the cache that goes with the pool). run() queues a batch,

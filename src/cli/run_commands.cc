@@ -138,12 +138,7 @@ loop::EvaluateFn pool_evaluate(const Args& args, Io& io, std::shared_ptr<std::un
       KDA_ASSIGN_OR_RETURN(*pool, Pool::open(args, io, pack, visible, "kda run"));
     }
     KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, o.workloads));
-    nlohmann::json timing = {{"baseline", o.with_baseline}};
-    if (o.trials) timing["trials"] = *o.trials;
-    if (o.warmup) timing["warmup"] = *o.warmup;
-    if (o.iterations) timing["iterations"] = *o.iterations;
-    if (o.baseline) timing["baseline_solution"] = o.baseline->to_json();
-    KDA_ASSIGN_OR_RETURN(OnResult r, (*pool)->evaluate(s, uuids, timing));
+    KDA_ASSIGN_OR_RETURN(OnResult r, (*pool)->evaluate(s, uuids, pool_timing(o)));
     if (!r.complete)
       return Status::failed(fmt::format("a task of the pool failed: {}", r.dispatch["failed_tasks"].dump()));
     return std::move(r.report);
@@ -158,14 +153,12 @@ int run_run(const Args& args, Io& io) {
 #ifdef KDA_HAVE_EXEC
   auto pool = std::make_shared<std::unique_ptr<Pool>>();  // --on: opened at the first evaluation
   if (args.given("on")) {
-    for (const char* name : {"no-sandbox", "arch", "max-profiles"})
-      if (args.given(name)) {
-        io.err << fmt::format(
-            "kda run: --{} cannot go with --on: the servers evaluate as `kda eval` does by default (and profile "
-            "nothing)\n",
-            name);
-        return kExitBadInput;
-      }
+    if (Status st = refuse_with_on(args, {"no-sandbox", "arch", "max-profiles"},
+                                   "the servers evaluate as `kda eval` does by default (and profile nothing)");
+        !st.ok()) {
+      io.err << "kda run: " << st.message() << "\n";
+      return kExitBadInput;
+    }
     env.evaluate = pool_evaluate(args, io, pool);
   }
 #else

@@ -23,12 +23,9 @@ namespace {
 // the rung's own timing (kda_timing), every evaluation in fresh processes on the servers.
 Status tune_on(const Args& args, Io& io, const task::TaskPack& pack, tune::TuneOptions& o,
                std::unique_ptr<Pool>& pool) {
-  for (const char* name : {"seed", "no-sandbox", "arch", "no-screen"})
-    if (args.given(name))
-      return Status::bad_input(fmt::format(
-          "--{} cannot go with --on: the servers evaluate as `kda eval` does by default, each measurement in fresh "
-          "processes",
-          name));
+  KDA_RETURN_IF_ERROR(
+      refuse_with_on(args, {"seed", "no-sandbox", "arch", "no-screen"},
+                     "the servers evaluate as `kda eval` does by default, each measurement in fresh processes"));
   std::vector<std::string> visible;
   for (const auto& w : pack.workloads) visible.push_back(w.uuid);
   KDA_ASSIGN_OR_RETURN(pool, Pool::open(args, io, pack, visible, "kda tune"));
@@ -38,11 +35,7 @@ Status tune_on(const Args& args, Io& io, const task::TaskPack& pack, tune::TuneO
     std::vector<PoolJob> pj;
     for (const auto& j : jobs) {
       KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, j.options.workloads));
-      nlohmann::json timing = {{"baseline", j.options.with_baseline}};
-      if (j.options.trials) timing["trials"] = *j.options.trials;
-      if (j.options.warmup) timing["warmup"] = *j.options.warmup;
-      if (j.options.iterations) timing["iterations"] = *j.options.iterations;
-      pj.push_back({.solution = j.solution, .uuids = std::move(uuids), .timing = std::move(timing)});
+      pj.push_back({.solution = j.solution, .uuids = std::move(uuids), .timing = pool_timing(j.options)});
     }
     KDA_ASSIGN_OR_RETURN(std::vector<OnResult> results, p->run(pj));
     std::vector<eval::EvalReport> out;

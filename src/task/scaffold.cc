@@ -1,6 +1,6 @@
 #include "task/scaffold.h"
 
-#include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -66,12 +66,46 @@ struct Arg {
   int index;
 };
 
-std::string source(const TaskPack& pack, const std::string& language, const std::string& entry) {
-  const Definition& d = pack.definition;
-  const bool cuda = language == "cuda";
+// The definition's tensor arguments: inputs, then outputs.
+std::vector<Arg> arguments(const Definition& d) {
   std::vector<Arg> args;
   for (size_t i = 0; i < d.inputs.size(); ++i) args.push_back({&d.inputs[i], "inputs", static_cast<int>(i)});
   for (size_t i = 0; i < d.outputs.size(); ++i) args.push_back({&d.outputs[i], "outputs", static_cast<int>(i)});
+  return args;
+}
+
+// One dimension of a tensor argument and what a scaffold does with it: kRead, the first use of a
+// variable axis (the axis is read from it); kSame, a later use (checked against the axis read); kConst,
+// a constant axis (checked against its value). Every scaffold language reads and checks the same way.
+struct AxisUse {
+  enum Kind { kRead, kSame, kConst } kind;
+  const Arg* arg;
+  size_t dim;
+  std::string axis;
+  int64_t value = 0;  // kConst
+};
+
+std::vector<AxisUse> axis_uses(const Definition& d, const std::vector<Arg>& args) {
+  std::vector<AxisUse> out;
+  std::set<std::string> read;
+  for (const Arg& a : args) {
+    if (a.spec->is_scalar()) continue;
+    for (size_t k = 0; k < a.spec->shape->size(); ++k) {
+      const std::string& axis = (*a.spec->shape)[k];
+      const AxisSpec* spec = d.axis(axis);
+      if (spec != nullptr && spec->kind == AxisSpec::Kind::kConst)
+        out.push_back({AxisUse::kConst, &a, k, axis, spec->value});
+      else
+        out.push_back({read.insert(axis).second ? AxisUse::kRead : AxisUse::kSame, &a, k, axis});
+    }
+  }
+  return out;
+}
+
+std::string source(const TaskPack& pack, const std::string& language, const std::string& entry) {
+  const Definition& d = pack.definition;
+  const bool cuda = language == "cuda";
+  const std::vector<Arg> args = arguments(d);
 
   std::string s = fmt::format(
       "// A kda solution of {}\n// ({}), scaffolded by `kda solution init`: it builds, loads and checks its "
@@ -123,23 +157,18 @@ T* data_of(const DLTensor& t) {{
         code_name(dl.code) == std::to_string(dl.code) ? fmt::format(" ({})", tensor::dtype_name(a.spec->dtype)) : "");
   }
   // Axes: each variable axis read from the first tensor that has it; every other use checked.
-  std::map<std::string, std::string> read;  // axis -> C expression
+  std::set<std::string> read;
   std::string checks;
   s += "  // Axes, from the shapes:\n";
-  for (const Arg& a : args) {
-    if (a.spec->is_scalar()) continue;
-    for (size_t k = 0; k < a.spec->shape->size(); ++k) {
-      const std::string& axis = (*a.spec->shape)[k];
-      const std::string at = fmt::format("{}[{}].shape[{}]", a.array, a.index, k);
-      const AxisSpec* spec = d.axis(axis);
-      if (spec != nullptr && spec->kind == AxisSpec::Kind::kConst) {
-        checks += fmt::format("  if ({} != {}) return kBadShape;  // {} is constant\n", at, spec->value, axis);
-      } else if (read.count(axis) == 0) {
-        read[axis] = at;
-        s += fmt::format("  const int64_t {} = {};\n", identifier(axis), at);
-      } else {
-        checks += fmt::format("  if ({} != {}) return kBadShape;\n", at, identifier(axis));
-      }
+  for (const AxisUse& u : axis_uses(d, args)) {
+    const std::string at = fmt::format("{}[{}].shape[{}]", u.arg->array, u.arg->index, u.dim);
+    if (u.kind == AxisUse::kConst) {
+      checks += fmt::format("  if ({} != {}) return kBadShape;  // {} is constant\n", at, u.value, u.axis);
+    } else if (u.kind == AxisUse::kRead) {
+      read.insert(u.axis);
+      s += fmt::format("  const int64_t {} = {};\n", identifier(u.axis), at);
+    } else {
+      checks += fmt::format("  if ({} != {}) return kBadShape;\n", at, identifier(u.axis));
     }
   }
   s += checks;
@@ -159,7 +188,7 @@ T* data_of(const DLTensor& t) {{
   s += cuda ? " (launch on `s`; kda synchronises and times the stream).\n" : ".\n";
   s += "  // Until then this solution says so instead of returning garbage:\n";
   std::vector<std::string> names;
-  for (const auto& [axis, expr] : read) names.push_back(identifier(axis));
+  for (const auto& axis : read) names.push_back(identifier(axis));
   for (const Arg& a : args) names.push_back(identifier(a.spec->name));
   names.push_back(cuda ? "s" : "stream");
   std::string line = " ";
@@ -179,9 +208,7 @@ std::string python_source(const TaskPack& pack, const std::string& language) {
   const Definition& d = pack.definition;
   const bool cuda = pack.backend == Backend::kCuda;
   const bool triton = language == "triton";
-  std::vector<Arg> args;
-  for (size_t i = 0; i < d.inputs.size(); ++i) args.push_back({&d.inputs[i], "inputs", static_cast<int>(i)});
-  for (size_t i = 0; i < d.outputs.size(); ++i) args.push_back({&d.outputs[i], "outputs", static_cast<int>(i)});
+  const std::vector<Arg> args = arguments(d);
   std::string s = fmt::format(
       "\"\"\"A kda solution of {} ({}), scaffolded by `kda solution init`.\n\n"
       "It loads and checks its arguments; computing the outputs is yours (search for \"Compute\").\n"
@@ -209,26 +236,18 @@ std::string python_source(const TaskPack& pack, const std::string& language) {
   for (const auto& n : names) params += (params.empty() ? "" : ", ") + n;
   s += fmt::format("\n\ndef run({}):\n", params);
   // Axes: each variable axis read from the first tensor that has it; every other use checked.
-  std::map<std::string, std::string> read;
   std::string checks;
   s += "    # Axes, from the shapes:\n";
-  for (const Arg& a : args) {
-    if (a.spec->is_scalar()) continue;
-    for (size_t k = 0; k < a.spec->shape->size(); ++k) {
-      const std::string& axis = (*a.spec->shape)[k];
-      const std::string at = fmt::format("{}.shape[{}]", identifier(a.spec->name), k);
-      const AxisSpec* spec = d.axis(axis);
-      if (spec != nullptr && spec->kind == AxisSpec::Kind::kConst) {
-        checks += fmt::format("    assert {} == {}, f\"{}: {{{}}}, the constant axis {} is {}\"\n", at, spec->value, at,
-                              at, axis, spec->value);
-      } else if (read.count(axis) == 0) {
-        read[axis] = at;
-        s += fmt::format("    {} = {}\n", identifier(axis), at);
-      } else {
-        checks += fmt::format("    assert {} == {}, f\"{}: {{{}}}, expected {} = {{{}}}\"\n", at, identifier(axis), at,
-                              at, axis, identifier(axis));
-      }
-    }
+  for (const AxisUse& u : axis_uses(d, args)) {
+    const std::string at = fmt::format("{}.shape[{}]", identifier(u.arg->spec->name), u.dim);
+    if (u.kind == AxisUse::kConst)
+      checks += fmt::format("    assert {} == {}, f\"{}: {{{}}}, the constant axis {} is {}\"\n", at, u.value, at, at,
+                            u.axis, u.value);
+    else if (u.kind == AxisUse::kRead)
+      s += fmt::format("    {} = {}\n", identifier(u.axis), at);
+    else
+      checks += fmt::format("    assert {} == {}, f\"{}: {{{}}}, expected {} = {{{}}}\"\n", at, identifier(u.axis), at,
+                            at, u.axis, identifier(u.axis));
   }
   s += checks;
   if (triton)
