@@ -7,12 +7,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "exec/dispatcher.h"
 #include "exec/pool.h"
 #include "exec/queue.h"
+#include "task/manifest.h"
 #include "util/fs.h"
 #include "util/sha256.h"
 
@@ -60,6 +62,49 @@ std::vector<std::string> local_flags(const Args& args, const task::TaskPack& pac
   return out;
 }
 
+// What a server must judge by for the pool to give it tasks: a kda pack's judged files
+// (task::judged_part, as GET /definitions/{name}/manifest serves them), or a FlashInfer-Bench
+// definition and its visible workloads as GET /definitions/{name} and .../workloads return them.
+struct Expected {
+  std::optional<task::Manifest> judged;  // kda packs
+  json definition, workloads;            // FlashInfer-Bench definitions
+};
+
+Result<Expected> expected_of(const task::TaskPack& pack) {
+  Expected e;
+  if (pack.python_reference_only) {
+    e.definition = json::parse(pack.definition.to_json().dump());
+    e.workloads = json::array();
+    for (const auto& w : pack.workloads) e.workloads.push_back(w.to_json());
+    return e;
+  }
+  KDA_ASSIGN_OR_RETURN(task::Manifest m, task::pack_manifest(pack.root));
+  e.judged = task::judged_part(m);
+  return e;
+}
+
+// "" when `server` judges `name` by what `want` holds; else why not, with the files that differ.
+std::string judges_another_pack(const exec::ServerSpec& server, const std::string& name, const stdfs::path& root,
+                                const Expected& want) {
+  if (want.judged) {
+    auto got = exec::get_json(server, "/definitions/" + name + "/manifest");
+    if (!got.ok()) return "cannot show the pack it judges by: " + got.status().message();
+    auto m = task::Manifest::from_json(*got);
+    if (!m.ok()) return "its pack manifest does not read: " + m.status().message();
+    const task::ManifestDiff d = task::manifest_diff(*want.judged, *m);
+    if (d.empty()) return {};
+    return fmt::format("it judges '{}' by another pack than {} ({}, as the server has it)", name, root.string(),
+                       task::describe(d));
+  }
+  auto def = exec::get_json(server, "/definitions/" + name);
+  if (!def.ok()) return def.status().message();
+  if (*def != want.definition) return fmt::format("its definition '{}' differs from {}", name, root.string());
+  auto ws = exec::get_json(server, "/definitions/" + name + "/workloads");
+  if (!ws.ok()) return ws.status().message();
+  if (*ws != want.workloads) return fmt::format("its workloads of '{}' differ from {}", name, root.string());
+  return {};
+}
+
 std::string progress_line(const exec::Progress& p) {
   return fmt::format(
       "[pool] {}/{} server(s) up, {}/{} device(s) busy; tasks: {} queued, {} running, {} done, {} failed{}",
@@ -83,6 +128,7 @@ struct Pool::Impl {
   std::string run;  // names this command's tasks (the same for a rerun with the same --queue)
   std::unique_ptr<exec::TaskQueue> queue;
   std::unique_ptr<exec::LocalServe> local;
+  Expected expected;  // what a server must judge by (judges_another_pack)
   size_t batches = 0;
 
   Impl(const task::TaskPack& p, Io& i) : pack(p), io(i) {}
@@ -120,6 +166,7 @@ Result<std::unique_ptr<Pool>> Pool::open(const Args& args, Io& io, const task::T
                                   : std::string()))
           .substr(0, 8);
   KDA_ASSIGN_OR_RETURN(impl->queue, exec::TaskQueue::open(impl->queue_file));
+  KDA_ASSIGN_OR_RETURN(impl->expected, expected_of(pack));
   if (impl->spec.local) {
     std::error_code ec;
     const stdfs::path self = stdfs::read_symlink("/proc/self/exe", ec);
@@ -171,6 +218,11 @@ Result<std::vector<OnResult>> Pool::run(const std::vector<PoolJob>& jobs) {
   exec::DispatchOptions o;
   o.progress = [&](const exec::Progress& pr) { p.say(progress_line(pr)); };
   o.log = [&](const std::string& line) { p.say(line); };
+  // A server gets tasks only if it judges by the same pack: the run's seal (or the pack given to
+  // kda eval / kda tune) holds on every server, remote ones included.
+  o.admit = [&](const exec::ServerSpec& server) {
+    return judges_another_pack(server, p.pack.definition.name, p.pack.root, p.expected);
+  };
   std::error_code ec;
   if (stdfs::is_directory(p.on, ec))
     o.discover = [&]() -> std::vector<exec::ServerSpec> {

@@ -26,7 +26,8 @@ struct Server {
   size_t devices = 0;    // its healthy workers
   bool accepting = false;
   bool up = false;
-  int failures = 0;  // failed health checks in a row
+  int failures = 0;     // failed health checks in a row
+  std::string refused;  // DispatchOptions::admit's reason, for the instance last asked
   Clock::time_point next_health{};
   std::map<std::string, int> in_flight;  // task id -> attempt
 
@@ -56,6 +57,7 @@ class Dispatcher {
     while (true) {
       if (o_.cancelled && o_.cancelled->load()) return Status::failed("cancelled; the queue keeps the tasks");
       KDA_RETURN_IF_ERROR(health_phase());
+      KDA_RETURN_IF_ERROR(all_refused());
       KDA_RETURN_IF_ERROR(poll_phase());
       KDA_RETURN_IF_ERROR(dispatch_phase());
       KDA_ASSIGN_OR_RETURN(QueueCounts c, q_.counts());
@@ -130,6 +132,8 @@ class Dispatcher {
         continue;
       }
       const std::string instance = j.value("instance_id", std::string());
+      if (o_.admit && (s.instance.empty() || instance != s.instance) && !admitted(s, instance)) continue;
+      if (!s.refused.empty()) continue;
       if (!s.instance.empty() && instance != s.instance) {
         say(fmt::format("{} restarted (instance {} -> {})", s.spec.url, s.instance, instance));
         KDA_RETURN_IF_ERROR(requeue_all(s, s.spec.url + " restarted"));
@@ -143,6 +147,35 @@ class Dispatcher {
       s.accepting = j.value("accepting", true);
     }
     return {};
+  }
+
+  // Asks DispatchOptions::admit about `s` (whose instance is now `instance`); false when refused.
+  bool admitted(Server& s, const std::string& instance) {
+    const std::string why = o_.admit(s.spec);
+    if (why.empty()) {
+      if (!s.refused.empty()) say(fmt::format("{} is admitted now (instance {})", s.spec.url, instance));
+      s.refused.clear();
+      return true;
+    }
+    if (why != s.refused) say(fmt::format("{} gets no tasks: {}", s.spec.url, why));
+    s.refused = why;
+    s.instance = instance;  // asked again only when this changes
+    if (s.up) {
+      s.up = false;
+      (void)requeue_all(s, s.spec.url + " was refused: " + why);
+    }
+    return false;
+  }
+
+  // kFailed when every server is refused by admit and no other may join.
+  Status all_refused() const {
+    if (o_.discover || servers_.empty()) return {};
+    std::string why;
+    for (const auto& s : servers_) {
+      if (s.refused.empty()) return {};
+      why += fmt::format("\n  {}: {}", s.spec.url, s.refused);
+    }
+    return Status::failed("no server may take these tasks:" + why);
   }
 
   Status poll_phase() {
@@ -233,6 +266,22 @@ class Dispatcher {
 };
 
 }  // namespace
+
+Result<json> get_json(const ServerSpec& server, const std::string& path, double timeout_s) {
+  httplib::Client http(server.url);
+  http.set_connection_timeout(2, 0);
+  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
+  http.set_read_timeout(t);
+  if (!server.token.empty()) http.set_bearer_token_auth(server.token);
+  auto r = http.Get(path);
+  if (!r) return Status::failed(fmt::format("GET {}{}: {}", server.url, path, httplib::to_string(r.error())));
+  if (r->status == 404) return Status::not_found(fmt::format("GET {}{}: 404: {}", server.url, path, detail_of(r)));
+  if (r->status != 200)
+    return Status::failed(fmt::format("GET {}{}: HTTP {}: {}", server.url, path, r->status, detail_of(r)));
+  auto j = json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return Status::failed(fmt::format("GET {}{}: the answer is not JSON", server.url, path));
+  return j;
+}
 
 Status dispatch(TaskQueue& queue, const std::vector<ServerSpec>& servers, const DispatchOptions& options) {
   if (servers.empty()) return Status::bad_input("no server to dispatch to");

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "exec/queue.h"
 #include "util/status.h"
 
@@ -47,10 +49,19 @@ struct DispatchOptions {
   std::function<void(const Progress&)> progress;  // after every cycle that changed something
   std::function<void(const std::string&)> log;    // servers up and down, requeues, failures
   const std::atomic<bool>* cancelled = nullptr;   // polled each cycle
+  // Asked of each server when it first answers /health and again when its instance id changes: ""
+  // admits it, anything else is why it may not have tasks (it judges another pack than the one the
+  // client sealed, say). A refused server is logged once and given nothing; when every server known
+  // is refused and none may join (no `discover`), dispatch stops with kFailed naming each reason.
+  std::function<std::string(const ServerSpec&)> admit;
   // Servers that may have appeared since (a directory of address files that a requeued Slurm job
   // writes again): asked before each health phase; a URL not yet known joins the pool.
   std::function<std::vector<ServerSpec>()> discover;
 };
+
+// GET `path` of `server` (its token sent): the JSON body of a 200, else kNotFound (404) or kFailed
+// with the server's reason. For clients' own checks (DispatchOptions::admit).
+Result<nlohmann::json> get_json(const ServerSpec& server, const std::string& path, double timeout_s = 30);
 
 // Runs until no task is queued or running. kFailed when no server was up for give_up_after_s or
 // `cancelled` turned true (the tasks stay in the queue, resumable); kIo on a queue error.

@@ -221,9 +221,10 @@ std::vector<std::string> workload_uuids() {
   return out;
 }
 
-std::unique_ptr<LocalServe> serve(const stdfs::path& dir, const std::string& devices) {
+std::unique_ptr<LocalServe> serve(const stdfs::path& dir, const std::string& devices,
+                                  const stdfs::path& dataset = kRmsnorm) {
   auto s = LocalServe::start({.kda_binary = KDA_BINARY,
-                              .dataset = kRmsnorm,
+                              .dataset = dataset,
                               .devices = devices,
                               .dir = dir,
                               .extra_args = {"--warmup-runs", "1", "--iterations", "5", "--num-trials", "1"}});
@@ -421,6 +422,55 @@ TEST(EvalOn, AKilledEvaluationResumesFromItsQueueAndItsLocalServerGoesWithIt) {
   for (const auto& t : j["traces"]) uuids.insert(t["workload"]["uuid"].get<std::string>());
   EXPECT_EQ(uuids.size(), 11u);
   EXPECT_EQ(j["all_passed"], true);
+}
+
+// A remote server gets tasks only if it judges by the pack the client has: one whose workloads.jsonl
+// differs is refused with the file named (and, being the only one, the evaluation stops at once); one
+// whose pack lacks the holdout and has other starting solutions judges alike and evaluates.
+TEST(EvalOn, AServerThatJudgesAnotherPackGetsNoTasks) {
+  TmpDir d;
+  std::error_code ec;
+  for (const char* name : {"changed", "same"}) stdfs::copy(kRmsnorm, d.path / name, stdfs::copy_options::recursive, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  {
+    std::string text = *fs::read_file(d.path / "changed/workloads.jsonl");
+    text.erase(text.rfind('\n', text.size() - 2) + 1);  // the last workload (not a dev one) gone
+    ASSERT_TRUE(fs::write_file_atomic(d.path / "changed/workloads.jsonl", text).ok());
+  }
+  stdfs::remove(d.path / "same/holdout.jsonl");
+  ASSERT_TRUE(fs::write_file_atomic(d.path / "same/solutions/tunable/kernel.cc", "// another start\n").ok());
+  auto changed = serve(d.path / "a", "cpu:1", d.path / "changed");
+  auto same = serve(d.path / "b", "cpu:1", d.path / "same");
+  ASSERT_TRUE(changed && same);
+  auto eval_on = [&](const std::string& url) {
+    std::vector<std::string> env = proc::current_environment();
+    env.push_back("KDA_CACHE_DIR=" + (d.path / "cache").string());
+    auto r = proc::run({.argv = {KDA_BINARY, "eval", (kFixtures / "fast").string(), "--task", kRmsnorm.string(), "--on",
+                                 url, "--json"},
+                        .env = env,
+                        .timeout_seconds = 300});
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : proc::RunResult{};
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = eval_on(changed->spec().url);
+  EXPECT_FALSE(refused.exit.success());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);  // not the 120 s give-up
+  EXPECT_NE(
+      refused.stderr_text.find(changed->spec().url + " gets no tasks: it judges 'host_rmsnorm_f32' by another pack"),
+      std::string::npos)
+      << refused.stderr_text;
+  EXPECT_NE(refused.stderr_text.find("changed: workloads.jsonl"), std::string::npos) << refused.stderr_text;
+  EXPECT_NE(refused.stderr_text.find("no server may take these tasks"), std::string::npos) << refused.stderr_text;
+  auto judged = eval_on(same->spec().url);
+  EXPECT_TRUE(judged.exit.success()) << judged.stderr_text;
+  auto j = json::parse(judged.stdout_text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << judged.stdout_text;
+  EXPECT_EQ(j["all_passed"], true);
+  // Both at once: the refused one takes nothing, the other everything.
+  auto both = eval_on(changed->spec().url + "," + same->spec().url);
+  EXPECT_TRUE(both.exit.success()) << both.stderr_text;
+  EXPECT_NE(both.stderr_text.find(changed->spec().url + " gets no tasks"), std::string::npos) << both.stderr_text;
 }
 
 // kda tune --on local:cpu:2: each rung's configurations are spread over two host workers (both busy at

@@ -80,6 +80,7 @@ Result<Dataset> load_packs(const fs::path& dir, const std::vector<fs::path>& pac
     if (!manifest.ok()) return manifest.status();
     Entry e = entry_of(*pack);
     e.pack_dir = p;
+    e.manifest = task::judged_part(*manifest).to_json();
     if (const Entry* other = d.find(e.name)) {
       problems += fmt::format("\n  {}: defines '{}', as {} does", p.string(), e.name, other->pack_dir.string());
       continue;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "task/manifest.h"
 #include "util/status.h"
 
 namespace kda::serve {
@@ -24,6 +25,10 @@ struct Entry {
   // definition (`--task fib_root --definition name`, judged by its Python reference).
   std::filesystem::path pack_dir;
   std::filesystem::path fib_root;
+  // kda packs: the judged part of the pack's manifest (task::judged_part: no holdout.jsonl, no
+  // solutions/), served at GET /definitions/{name}/manifest so that a client can check that this
+  // server judges the pack it sealed. Null for a FlashInfer-Bench definition.
+  nlohmann::json manifest;
 
   bool has_visible(const std::string& uuid) const;
 };

@@ -281,6 +281,16 @@ void Server::Impl::routes() {
     if (!e) return send_error(res, 404, fmt::format("no definition '{}'", std::string(req.matches[1])));
     send_json(res, 200, e->workloads);
   });
+  // kda's extension: the judged part of a kda pack's manifest ({digest, files}), for clients that
+  // check a server judges the pack they sealed (cli::Pool).
+  http.Get(R"(/definitions/([^/]+)/manifest)", [this](const httplib::Request& req, httplib::Response& res) {
+    const Entry* e = data.find(req.matches[1]);
+    if (!e) return send_error(res, 404, fmt::format("no definition '{}'", std::string(req.matches[1])));
+    if (e->manifest.is_null())
+      return send_error(res, 404,
+                        fmt::format("'{}' comes from a FlashInfer-Bench dataset: no kda pack manifest", e->name));
+    send_json(res, 200, e->manifest);
+  });
   http.Get(R"(/workloads/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     auto [e, w] = data.find_workload(req.matches[1]);
     if (!w) return send_error(res, 404, fmt::format("no workload '{}'", std::string(req.matches[1])));

@@ -42,6 +42,13 @@ Result<Manifest> pack_manifest(const std::filesystem::path& dir) {
   return m;
 }
 
+Manifest judged_part(const Manifest& m) {
+  Manifest out;
+  for (const auto& [path, sha] : m.files)
+    if (path != "holdout.jsonl" && !path.starts_with("solutions/")) out.files.emplace(path, sha);
+  return out;
+}
+
 ManifestDiff manifest_diff(const Manifest& a, const Manifest& b) {
   ManifestDiff d;
   for (const auto& [path, sha] : a.files) {

@@ -32,6 +32,11 @@ struct ManifestDiff {
 
 // Hashes every file under `dir` (symlinks are recorded, not followed).
 Result<Manifest> pack_manifest(const std::filesystem::path& dir);
+// The files of a pack manifest that decide a verdict where the holdout is not served: everything
+// but holdout.jsonl (a run's sealed copy has none; a server never shows it) and solutions/ (starting
+// points for kda tune and kda run, not part of any judgement). Two evaluators whose judged parts are
+// equal judge a solution alike.
+Manifest judged_part(const Manifest& m);
 ManifestDiff manifest_diff(const Manifest& a, const Manifest& b);
 // "changed: a, b; added: c; removed: d" (empty when no difference).
 std::string describe(const ManifestDiff& d);

@@ -422,6 +422,31 @@ TEST(Manifest, DetectsChangedAddedRemovedFiles) {
   EXPECT_FALSE(pack_manifest(p.dir() / "missing").ok());
 }
 
+// The judged part leaves out holdout.jsonl and solutions/ and keeps everything else, so a pack with
+// its holdout and a run's sealed copy without it compare equal, and a changed workload does not.
+TEST(Manifest, TheJudgedPartLeavesOutTheHoldoutAndSolutions) {
+  PackCopy p;
+  stdfs::create_directories(p.dir() / "solutions/tunable");
+  p.write("solutions/tunable/kernel.cc", "// a starting point\n");
+  auto full = pack_manifest(p.dir());
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  const Manifest judged = judged_part(*full);
+  EXPECT_FALSE(judged.files.contains("holdout.jsonl"));
+  EXPECT_FALSE(judged.files.contains("solutions/tunable/kernel.cc"));
+  EXPECT_TRUE(judged.files.contains("reference/kernel.cc"));
+  EXPECT_TRUE(judged.files.contains("workloads.jsonl"));
+  EXPECT_EQ(judged.files.size() + 2, full->files.size());
+  stdfs::remove(p.dir() / "holdout.jsonl");
+  p.write("solutions/tunable/kernel.cc", "// another\n");
+  auto sealed = pack_manifest(p.dir());
+  ASSERT_TRUE(sealed.ok());
+  EXPECT_EQ(judged_part(*sealed), judged);
+  p.append("workloads.jsonl", "\n");
+  auto changed = pack_manifest(p.dir());
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(manifest_diff(judged, judged_part(*changed)).changed, std::vector<std::string>{"workloads.jsonl"});
+}
+
 // A FlashInfer-Bench dataset's definition as a task: its workloads from workloads/**/<name>.jsonl,
 // blobs under the dataset root, no reference solution (the Python reference judges), the candidate's
 // backend, default settings; unknown names list the definitions there.
