@@ -13,7 +13,10 @@
 #include "loop/kda_tools.h"
 #include "loop/round_decision.h"
 #include "loop/run_state.h"
+#include "loop/tuner_writer.h"
 #include "loop/verdict.h"
+#include "tune/guard.h"
+#include "tune/tune.h"
 #include "util/fs.h"
 
 namespace kda::loop {
@@ -461,6 +464,31 @@ TEST(RoundDecision, ACompletionCheckThatCannotPassIsNotRun) {
   ASSERT_TRUE(low);
   EXPECT_NE(low->find("at most 1.375x"), std::string::npos) << *low;
   EXPECT_FALSE(futile_completion(false, {{"met", false}, {"incumbent", "c002"}}, inc, 1.3));
+}
+
+// Issue 45: a round writes its best single configuration alone only where the guard found it slower
+// than the baseline on no visible workload (the tolerance the guard's routes meet); 0.9x somewhere is
+// enough to write the dispatcher, however much faster the best single is elsewhere.
+TEST(TunerWriter, TheBestSingleAloneOnlyWhereTheGuardFoundItSlowerNowhere) {
+  tune::TuneResult r;
+  r.dispatcher_passed = true;
+  r.dispatcher_geomean_ms = 1.0;
+  r.best_single_geomean_ms = 0.9;
+  r.dispatcher_vs_best_single = 0.95;  // head-to-head: the best single is faster
+  r.guard = {{"ran", true}, {"best_single_worst_ratio", 1.02}};
+  EXPECT_FALSE(emit_dispatcher(r, TunerStage::kCoarse));
+  EXPECT_TRUE(emit_dispatcher(r, TunerStage::kDispatcher));
+  r.guard["best_single_worst_ratio"] = 0.9;  // above the loop's 0.8 floor, below the guard's tolerance
+  EXPECT_TRUE(emit_dispatcher(r, TunerStage::kCoarse));
+  EXPECT_TRUE(emit_dispatcher(r, TunerStage::kRefine));
+  r.guard["best_single_worst_ratio"] = 1 - tune::kGuardTolerance / 2;  // within the tolerance
+  EXPECT_FALSE(emit_dispatcher(r, TunerStage::kRefine));
+  r.guard["ran"] = false;  // no guard (no baseline): the head-to-head decides
+  r.guard["best_single_worst_ratio"] = 0.5;
+  EXPECT_FALSE(emit_dispatcher(r, TunerStage::kRefine));
+  r.dispatcher_passed = false;  // a dispatcher that failed is never written
+  r.guard = {{"ran", true}, {"best_single_worst_ratio", 0.5}};
+  EXPECT_FALSE(emit_dispatcher(r, TunerStage::kCoarse));
 }
 
 }  // namespace

@@ -26,6 +26,10 @@
 #include "agent/backend.h"
 #include "util/status.h"
 
+namespace kda::tune {
+struct TuneResult;
+}
+
 namespace kda::loop {
 
 enum class TunerStage { kCoarse, kRefine, kDispatcher, kDone };
@@ -42,6 +46,12 @@ inline constexpr double kTunerRefineShare = 0.45;
 // 0.91x-0.99x); the good configurations there are few (large unrolls), so small spaces get 8.
 inline constexpr int kTunerCoarseDivisor = 4;
 inline constexpr int kTunerCoarseMin = 8;
+
+// Whether a round writes the dispatcher rather than the best single configuration alone: the
+// dispatcher round always (when its final evaluation passed); other rounds when the guard found the
+// best single slower than the baseline on a visible workload beyond tune::kGuardTolerance, else the
+// faster of the two.
+bool emit_dispatcher(const tune::TuneResult& r, TunerStage stage);
 
 // `arg` is the spec after "tuner:" (unused for now; "" or "auto").
 Result<std::unique_ptr<agent::Backend>> make_tuner_writer(const std::string& arg);

@@ -40,14 +40,16 @@ struct AxisSource {
 };
 Result<std::vector<AxisSource>> axis_sources(const task::Definition& def);
 
-// Routes are tried in order, the first whose ranges all hold wins; a shape no route matches (or a
-// call whose tensors do not have the definition's ranks) goes to `fallback`. `baseline` (optional):
+// Routes are tried in order, the first whose ranges all hold wins; a shape no route matches goes to
+// the route whose ranges are nearest (tune::shape_distance, the first on a tie) when `nearest`, else
+// to `fallback`, as does a call whose tensors do not have the definition's ranks. `baseline` (optional):
 // another solution of the same language compiled in under baseline/ with its entry renamed, routed to
 // by Route::config == configs.size() (the no-regression guard's target, tune/guard.h); like the
 // configurations, everything but its entry must have internal linkage.
 Result<task::Solution> dispatcher_solution(const task::Solution& base, const task::Definition& def, const Tunables& t,
                                            const std::vector<Config>& configs, const std::vector<Route>& routes,
-                                           size_t fallback, const task::Solution* baseline = nullptr);
+                                           size_t fallback, const task::Solution* baseline = nullptr,
+                                           bool nearest = false);
 
 // solution.json (sources listed without content) and every source file under `dir`, replacing it.
 Status write_solution_dir(const task::Solution& s, const std::filesystem::path& dir);

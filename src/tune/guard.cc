@@ -124,6 +124,20 @@ bool in_ranges(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
   return true;
 }
 
+double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
+                      const std::map<std::string, int64_t>& axes) {
+  // The product of the ratios, then one log2: the generated dispatcher compares the same products.
+  double product = 1;
+  for (const auto& [axis, r] : ranges) {
+    auto it = axes.find(axis);
+    if (it == axes.end()) continue;
+    const double v = it->second >= 1 ? static_cast<double>(it->second) : 0.5;
+    if (it->second < r.first) product *= static_cast<double>(r.first) / v;
+    if (it->second > r.second) product *= v / (r.second >= 1 ? static_cast<double>(r.second) : 0.5);
+  }
+  return std::log2(product);
+}
+
 std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start) {
   std::vector<std::string> out;
   if (!pm.best_single.empty()) out.push_back(pm.best_single);
@@ -174,6 +188,68 @@ void choose_fallback(const PerfMap& pm, const std::vector<std::string>& finalist
       what + ")";
 }
 
+// The nearest-regime rule for unseen shapes, checked on the visible workloads no tuned regime
+// covers: each visible-only regime left out in turn, its workloads go to the nearest other regime's
+// target, which must be slower than the baseline on none of them (first_regression's rule).
+void check_unseen_rule(const task::TaskPack& pack, const std::vector<const task::Workload*>& visible,
+                       const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  const Measurement* base = find(measured, kBaselineTarget);
+  size_t checked = 0;
+  std::string slower;
+  for (size_t gi = 0; gi < plan.regimes.size(); ++gi) {
+    if (!plan.regimes[gi].visible_only) continue;
+    for (const auto* w : visible) {
+      const auto& ws = plan.regimes[gi].workloads;
+      if (std::find(ws.begin(), ws.end(), w->uuid) == ws.end()) continue;
+      const auto axes = axes_of(pack, *w);
+      size_t best = plan.regimes.size();
+      double best_d = 0;
+      for (size_t k = 0; k < plan.regimes.size(); ++k) {
+        if (k == gi || plan.regimes[k].ranges.empty()) continue;
+        const double d = shape_distance(plan.regimes[k].ranges, axes);
+        if (best == plan.regimes.size() || d < best_d) {
+          best = k;
+          best_d = d;
+        }
+      }
+      if (best == plan.regimes.size()) continue;
+      const GuardRegime& near = plan.regimes[best];
+      const Measurement* t = find(measured, near.target);
+      double ratio = 0;
+      bool is_slower = true;
+      if (t != nullptr && t->times.contains(w->uuid) && base->times.contains(w->uuid)) {
+        is_slower = !first_regression(*t, *base, {w->uuid}, &ratio).empty();
+        if (!is_slower) ratio = base->times.at(w->uuid).ms / t->times.at(w->uuid).ms;
+      }
+      ++checked;
+      plan.unseen_checks.push_back({{"workload", w->uuid},
+                                    {"nearest", near.regime},
+                                    {"target", near.target},
+                                    {"ratio", ratio},
+                                    {"slower", is_slower}});
+      if (is_slower && slower.empty())
+        slower =
+            fmt::format("{} ({}: {} there, {})", w->uuid.substr(0, 8), near.regime,
+                        near.target == kBaselineTarget ? std::string("the baseline") : near.target.substr(0, 8),
+                        ratio > 0 ? fmt::format("{:.2f}x of the baseline's speed", ratio) : std::string("no time"));
+    }
+  }
+  if (checked == 0) {
+    plan.unseen_why = "the fallback: no visible workload outside the tuned regimes to check the nearest-regime rule on";
+  } else if (!slower.empty()) {
+    plan.unseen_why = fmt::format(
+        "the fallback: the nearest-regime rule, checked on {} visible workload(s) outside the tuned regimes, is "
+        "slower than the baseline on {}",
+        checked, slower);
+  } else {
+    plan.unseen = "nearest";
+    plan.unseen_why = fmt::format(
+        "the nearest regime's target: checked on {} visible workload(s) outside the tuned regimes (each one's regime "
+        "left out), slower than the baseline on none",
+        checked);
+  }
+}
+
 }  // namespace
 
 Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, const std::vector<std::string>& finalists,
@@ -218,6 +294,7 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
     }
     decide(measured, finalists, g);
   }
+  check_unseen_rule(pack, visible, measured, plan);
   // What the dispatcher will do on each visible workload, predicted from the same times.
   for (const auto* w : visible) {
     std::string target = plan.fallback;
@@ -270,6 +347,9 @@ nlohmann::json GuardPlan::to_json() const {
   j["regimes"] = rs;
   j["fallback"] = fallback;
   j["fallback_why"] = fallback_why;
+  j["unseen"] = unseen;
+  j["unseen_why"] = unseen_why;
+  j["unseen_checks"] = unseen_checks;
   j["ratio_by_workload"] = ratio_by_workload;
   j["worst_ratio"] = worst_ratio;
   j["worst_workload"] = worst_workload;

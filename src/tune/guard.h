@@ -9,7 +9,11 @@
 //   * visible workloads that no tuned regime covers are grouped into regimes of their own by the same
 //     shape buckets (power-of-two ranges per var axis) and routed by the same rule, the best single
 //     configuration first;
-//   * shapes outside every range go to the best single configuration, as before; the holdout judges.
+//   * shapes outside every range go to the target of the regime whose ranges are nearest
+//     (shape_distance) when that rule holds on the visible workloads no tuned regime covers, each of
+//     their regimes left out in turn (its workloads routed by the rule to the nearest other regime's
+//     target, which must be slower than the baseline on none of them); otherwise, or with nothing to
+//     check it on, to the fallback. The holdout judges.
 // Pure: the measurements come in, the plan goes out, so the rule is tested without an evaluator.
 #pragma once
 
@@ -55,6 +59,13 @@ struct GuardPlan {
   std::string fallback;
   std::string fallback_why;
   std::vector<GuardRegime> regimes;  // tuned regimes first (their order), then the visible-only ones
+  // How shapes outside every regime's ranges are routed: "nearest" (the target of the regime at the
+  // smallest shape_distance, the first on a tie) or "fallback"; why; and the check of the nearest
+  // rule, one entry per visible workload outside the tuned regimes ({workload, nearest, target, ratio,
+  // slower}).
+  std::string unseen = "fallback";
+  std::string unseen_why;
+  nlohmann::json unseen_checks = nlohmann::json::array();
   // Predicted from the guard's screening: per visible workload, baseline ms / the routed target's ms.
   std::map<std::string, double> ratio_by_workload;
   double worst_ratio = 0;
@@ -76,6 +87,12 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
 // The configuration ids the guard screens: the best single first, each regime's choice, then the
 // configuration the tuner starts from (`start`: the default configuration; "" for none).
 std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start);
+
+// How far a shape lies outside `ranges`: per named axis, log2(lo / v) below the range, log2(v / hi)
+// above it, summed (0 inside every range; an axis not named adds nothing; v and hi below 1 count as
+// 0.5). The generated dispatcher computes the same for a shape no route matches.
+double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
+                      const std::map<std::string, int64_t>& axes);
 
 // Whether `axes` lie in every one of `ranges` (an axis not named matches anything).
 bool in_ranges(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,

@@ -89,6 +89,17 @@ TEST(Guard, AConfigurationThreeTimesSlowerThanTheBaselineOnUnseenShapesIsRoutedA
   EXPECT_EQ(plan->fallback, "mid");
   EXPECT_NE(plan->fallback_why.find("slower on 545b9a25"), std::string::npos) << plan->fallback_why;
   EXPECT_NEAR(plan->worst_ratio, 1.0 / 0.8, 1e-9);  // every visible workload now at least 1.25x the baseline
+  // Shapes outside every regime go to the nearest regime's target: that rule, checked on the visible
+  // workloads no tuned regime covers (each one's regime left out), is slower than the baseline on none
+  // of them; the short rows route to each other's regimes, all served by "mid".
+  EXPECT_EQ(plan->unseen, "nearest") << plan->unseen_why;
+  EXPECT_NE(plan->unseen_why.find("checked on 3 visible workload(s)"), std::string::npos) << plan->unseen_why;
+  ASSERT_EQ(plan->unseen_checks.size(), 3u);
+  for (const auto& c : plan->unseen_checks) {
+    EXPECT_EQ(c["target"], "mid") << c.dump();
+    EXPECT_FALSE(c["slower"].get<bool>()) << c.dump();
+  }
+  EXPECT_EQ(plan->to_json()["unseen"], "nearest");
 }
 
 TEST(Guard, WhereNothingBeatsTheBaselineTheRegimeKeepsTheBaseline) {
@@ -125,6 +136,37 @@ TEST(Guard, WithoutABaselineTheGuardSaysItDidNotRun) {
   EXPECT_FALSE(plan->ran);
   EXPECT_EQ(plan->skipped, "no baseline measured");
   EXPECT_EQ(plan->to_json()["ran"], false);
+}
+
+// One visible workload where the nearest other regime's target is slower than the baseline: the
+// rule does not hold, unseen shapes go to the fallback, and the reason names the workload.
+TEST(Guard, ANearestRuleSlowerOnOneVisibleWorkloadLeavesUnseenShapesToTheFallback) {
+  Fixture f = rmsnorm_fixture();
+  f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
+  f.time("fast", [](const task::Workload& w) { return hidden(w) < 128 ? 3.0 : 0.5; });
+  // "mid" wins every short row but 16384 x 4, where it is 3x slower (that regime keeps the baseline).
+  f.time("mid", [](const task::Workload& w) { return hidden(w) == 4 ? 3.0 : 0.8; });
+  auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->unseen, "fallback");
+  EXPECT_NE(plan->unseen_why.find("slower than the baseline on 07ffcad2"), std::string::npos) << plan->unseen_why;
+  bool found = false;
+  for (const auto& c : plan->unseen_checks)
+    if (c["workload"].get<std::string>().starts_with("07ffcad2")) {
+      found = true;
+      EXPECT_TRUE(c["slower"].get<bool>()) << c.dump();
+      EXPECT_EQ(c["target"], "mid") << c.dump();
+    }
+  EXPECT_TRUE(found);
+}
+
+TEST(Guard, ShapeDistanceIsLog2OutsideTheRangesSummedOverAxes) {
+  const std::map<std::string, std::pair<int64_t, int64_t>> r{{"m", {128, 255}}, {"n", {16, 31}}};
+  EXPECT_DOUBLE_EQ(shape_distance(r, {{"m", 200}, {"n", 20}}), 0.0);
+  EXPECT_DOUBLE_EQ(shape_distance(r, {{"m", 32}, {"n", 20}}), 2.0);          // 128 / 32
+  EXPECT_NEAR(shape_distance(r, {{"m", 510}, {"n", 4}}), 1.0 + 2.0, 1e-12);  // 510 / 255, 16 / 4
+  EXPECT_DOUBLE_EQ(shape_distance(r, {{"m", 200}, {"k", 1 << 20}}), 0.0);    // an axis not ranged adds nothing
+  EXPECT_DOUBLE_EQ(shape_distance(r, {{"m", 0}, {"n", 16}}), 8.0);           // 0 counts as 0.5: 128 / 0.5
 }
 
 }  // namespace

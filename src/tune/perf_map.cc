@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "tune/guard.h"
 #include "util/fs.h"
 
 namespace kda::tune {
@@ -87,6 +88,31 @@ Result<PerfMap> build_perf_map(const SearchSpace& space, const State& state) {
   return pm;
 }
 
+namespace {
+
+// map.md's guard section (tune/guard.h's plan as TuneResult::guard holds it): where each regime is
+// routed and why, what serves shapes outside every regime and why.
+std::string guard_markdown(const nlohmann::json& g) {
+  if (!g.is_object() || !g.contains("ran")) return {};
+  if (!g.value("ran", false)) return fmt::format("\nGuard: not run ({}).\n", g.value("skipped", std::string()));
+  auto short_id = [](const std::string& id) {
+    return id == kBaselineTarget ? std::string("the baseline") : id.substr(0, 12);
+  };
+  std::string md =
+      "\n## Guard: routes checked against the baseline on every visible workload\n\n"
+      "| regime | visible workloads | routed to | why |\n|---|---|---|---|\n";
+  for (const auto& r : g.value("regimes", nlohmann::json::array()))
+    md += fmt::format("| {} | {} | {} | {} |\n", r.value("regime", std::string()),
+                      r.value("workloads", nlohmann::json::array()).size(), short_id(r.value("target", std::string())),
+                      r.value("why", std::string()));
+  md += fmt::format("\nFallback: {} ({}).\nShapes outside every regime: {}.\n",
+                    short_id(g.value("fallback", std::string())), g.value("fallback_why", std::string()),
+                    g.value("unseen_why", std::string()));
+  return md;
+}
+
+}  // namespace
+
 Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::filesystem::path& out_dir,
                       const TuneResult& result) {
   nlohmann::json regimes = nlohmann::json::array();
@@ -166,6 +192,7 @@ Status write_perf_map(const PerfMap& pm, const SearchSpace& space, const std::fi
         "Head-to-head (the best single configuration as the baseline, interleaved call by call): the "
         "dispatcher is {:.3f}x its speed (geomean over the tuned workloads).\n",
         result.dispatcher_vs_best_single);
+  md += guard_markdown(result.guard);
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(out_dir / "map.json", j.dump(2) + "\n"));
   return fs::write_file_atomic(out_dir / "map.md", md);
 }

@@ -348,8 +348,10 @@ Result<GuardPlan> guard_phase(const task::TaskPack& pack, const TuneOptions& opt
   return plan;
 }
 
-// The dispatcher: each regime's winner (as the guard routed it, when it ran), the best single
-// configuration as the fallback, and the pack's baseline compiled in when a route goes to it.
+// The dispatcher: each regime's winner (as the guard routed it, when it ran), shapes outside every
+// regime to the nearest regime where the guard's check let that rule stand, else to the fallback
+// (the guard's, or the best single configuration), and the pack's baseline compiled in when a route
+// goes to it.
 Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Solution& base, const Tunables& tunables,
                                      const SearchSpace& space, const PerfMap& pm, const GuardPlan& guard) {
   std::vector<Config> used;
@@ -362,9 +364,13 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
   const std::string& fallback_id = guard.ran ? guard.fallback : pm.best_single;
   const size_t fallback = index_of(fallback_id);
   std::vector<std::pair<Route, bool>> routes;  // (route, to the baseline)
+  const bool nearest = guard.ran && guard.unseen == "nearest";
   if (guard.ran) {
     for (const auto& g : guard.regimes) {
-      if (g.target == fallback_id || g.ranges.empty()) continue;  // the fallback serves it
+      if (g.ranges.empty()) continue;
+      // The fallback serves a regime routed to it, unless unseen shapes go to the nearest regime:
+      // then every regime is a route, so that distances are measured to each.
+      if (g.target == fallback_id && !nearest) continue;
       const bool to_base = g.target == kBaselineTarget;
       routes.push_back({{g.regime, g.ranges, to_base ? 0 : index_of(g.target)}, to_base});
     }
@@ -383,7 +389,7 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
     table.push_back(r);
   }
   return dispatcher_solution(base, pack.definition, tunables, used, table, fallback,
-                             any_base ? pack.baseline() : nullptr);
+                             any_base ? pack.baseline() : nullptr, nearest);
 }
 
 // The official timing of the dispatcher and the best single configuration (task.toml or the

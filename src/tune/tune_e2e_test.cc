@@ -72,7 +72,6 @@ TEST(TuneE2e, HostRmsnormDispatcherPassesKdaEvalOnAllWorkloads) {
 TEST(TuneE2e, ThePlantedShortRowTrapIsRoutedAwayFromUnseenShapes) {
   const std::string src = KDA_SOURCE_DIR;
   const std::string kda = KDA_BINARY;
-  const std::string pack = src + "/tasks/host/rmsnorm";
   const std::string planted = src + "/tests/fixtures/tune/planted_short_rows";
   const std::string tuned =
       "53b9e1c0-77f4-5de6-84ee-faa70bfdab18,8c03f971-2dcb-50a6-b293-f7961cb169d9,"
@@ -82,6 +81,20 @@ TEST(TuneE2e, ThePlantedShortRowTrapIsRoutedAwayFromUnseenShapes) {
       "07ffcad2-fa02-57d8-a79c-244774c8fa52";
   const auto base = std::filesystem::temp_directory_path() / ("kda_tune_guard_" + std::to_string(::getpid()));
   std::filesystem::remove_all(base);
+  // A copy of the pack with one more holdout workload, 12288 x 6: a short-row shape that neither the
+  // search nor the guard sees (the holdout is never screened), judged only at the end.
+  const std::string pack = (base / "pack").string();
+  const std::string unseen = "5a1e4c0d-6b2f-5c3a-9d8e-7f6a5b4c3d2e";
+  std::filesystem::create_directories(base);
+  std::filesystem::copy(src + "/tasks/host/rmsnorm", pack, std::filesystem::copy_options::recursive);
+  {
+    std::ofstream holdout(pack + "/holdout.jsonl", std::ios::app);
+    holdout << R"({"definition": "host_rmsnorm_f32", "workload": {"uuid": ")" << unseen
+            << R"(", "axes": {"batch_size": 12288, "hidden_size": 6}, "inputs": {"x": {"type": "random"}, )"
+            << R"("weight": {"type": "random"}, "eps": {"type": "scalar", "value": 1e-06}}}, "solution": null, )"
+            << R"("evaluation": null})"
+            << "\n";
+  }
   // The worst speedup over the baseline of a dispatcher on the short rows, from kda eval --json.
   auto worst_on_short_rows = [&](const std::filesystem::path& out) {
     std::string json;
@@ -96,6 +109,18 @@ TEST(TuneE2e, ThePlantedShortRowTrapIsRoutedAwayFromUnseenShapes) {
       worst = std::min(worst, t["evaluation"]["kda"]["speedup_vs_baseline"].get<double>());
     return worst;
   };
+  // The same on the unseen holdout shape.
+  auto on_unseen = [&](const std::filesystem::path& out) {
+    std::string json;
+    EXPECT_EQ(
+        run(kda + " eval " + (out / "dispatcher").string() + " --task " + pack + " --holdout --json --quiet", &json), 0)
+        << json;
+    auto j = nlohmann::json::parse(json, nullptr, false);
+    for (const auto& t : j["traces"])
+      if (t["workload"]["uuid"] == unseen) return t["evaluation"]["kda"]["speedup_vs_baseline"].get<double>();
+    ADD_FAILURE() << "no trace of the unseen shape: " << json;
+    return 0.0;
+  };
   for (const bool guard : {true, false}) {
     SCOPED_TRACE(guard ? "guard" : "--no-guard");
     const auto out = base / (guard ? "guard" : "no_guard");
@@ -107,13 +132,21 @@ TEST(TuneE2e, ThePlantedShortRowTrapIsRoutedAwayFromUnseenShapes) {
     auto r = nlohmann::json::parse(json, nullptr, false);
     ASSERT_FALSE(r.is_discarded()) << json;
     const double worst = worst_on_short_rows(out);
+    const double unseen_ratio = on_unseen(out);
     std::cout << (guard ? "guard" : "no guard") << ": worst speedup over the baseline on the short rows " << worst
-              << "\n";
+              << ", on the unseen 12288 x 6 " << unseen_ratio << "\n";
     if (!guard) {
       EXPECT_FALSE(r["guard"]["ran"].get<bool>());
-      EXPECT_LT(worst, 0.6);  // the trap is real: FAST=1 serves the short rows
+      EXPECT_LT(worst, 0.6);         // the trap is real: FAST=1 serves the short rows
+      EXPECT_LT(unseen_ratio, 0.6);  // and the unseen one
       continue;
     }
+    // The unseen shape is routed away from FAST=1 too (to its nearest regime's target, or the fallback).
+    EXPECT_GE(unseen_ratio, 0.5) << r["guard"].dump();
+    std::string md;
+    EXPECT_EQ(run("cat " + (out / "map.md").string(), &md), 0);
+    EXPECT_NE(md.find("## Guard: routes checked against the baseline"), std::string::npos) << md;
+    EXPECT_NE(md.find("Shapes outside every regime: the "), std::string::npos) << md;
     ASSERT_TRUE(r["guard"]["ran"].get<bool>()) << r["guard"].dump();
     int short_row_regimes = 0;
     for (const auto& g : r["guard"]["regimes"]) {

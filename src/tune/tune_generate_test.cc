@@ -3,12 +3,14 @@
 #include <dlfcn.h>
 
 #include <filesystem>
+#include <map>
 
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
 
 #include "eval/solution_build.h"
 #include "task/solution.h"
+#include "tune/guard.h"
 
 namespace kda::tune {
 namespace {
@@ -122,6 +124,49 @@ TEST(Generate, DispatcherRoutesOnShapesAndFallsBack) {
   EXPECT_EQ(call(50, 150, 9), 103);   // k out of range: fallback
   EXPECT_EQ(call(50, 50, 4), 103);    // no regime: fallback
   EXPECT_EQ(call(5, 50, 4, 3), 103);  // unexpected rank: fallback
+  dlclose(h);
+}
+
+// With `nearest`, a shape no route matches goes to the route whose ranges are nearest (the product of
+// the out-of-range ratios, as tune::shape_distance in log2), the first on a tie; a call whose tensors
+// have other ranks still goes to the fallback.
+TEST(Generate, ANearestDispatcherRoutesUnmatchedShapesToTheNearestRegime) {
+  auto t = toy_tunables();
+  auto cs = enumerate_configs(t);
+  ASSERT_TRUE(cs.ok());
+  std::vector<Route> routes{{"small", {{"n", {1, 15}}, {"m", {128, 255}}}, 0},
+                            {"large", {{"n", {256, 511}}, {"m", {4096, 8191}}}, 1}};
+  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, true);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr bool kNearest = true;"), std::string::npos);
+  auto lib = eval::build_solution(*d, {});
+  ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
+  void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+  auto fn = reinterpret_cast<Entry>(dlsym(h, "run"));
+  ASSERT_NE(fn, nullptr);
+  auto call = [&](int64_t n, int64_t m, int x_ndim = 2) {
+    int64_t xs[2] = {n, m}, ys[2] = {n, 1};
+    DLTensor in[2] = {}, out[1] = {};
+    in[0].ndim = x_ndim;
+    in[0].shape = xs;
+    out[0].ndim = 2;
+    out[0].shape = ys;
+    return fn(in, 2, out, 1, nullptr);
+  };
+  std::map<std::string, std::pair<int64_t, int64_t>> small = routes[0].ranges, large = routes[1].ranges;
+  auto nearer = [&](int64_t n, int64_t m) {
+    const std::map<std::string, int64_t> axes{{"n", n}, {"m", m}};
+    return shape_distance(small, axes) <= shape_distance(large, axes) ? 101 : 102;
+  };
+  EXPECT_EQ(call(10, 200), 101);                // inside small
+  EXPECT_EQ(call(251, 4099), 102);              // just outside large: 256 / 251
+  EXPECT_EQ(call(97, 1031), nearer(97, 1031));  // between: the nearer one, as kda tune computes it
+  EXPECT_EQ(call(97, 1031), 102);               // 256 / 97 * 4096 / 1031 = 10.5 beats 97 / 15 * 1031 / 255 = 26.1
+  EXPECT_EQ(call(1, 1), 101);                   // 128 away from small, far more from large
+  EXPECT_EQ(call(1 << 20, 1 << 20), 102);
+  EXPECT_EQ(call(10, 200, 3), 103);  // unexpected rank: fallback
   dlclose(h);
 }
 
