@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
 #include "eval/evaluator.h"
+#include "eval/runner_client.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
 #include "util/fs.h"
@@ -80,6 +82,53 @@ TEST(PythonSolutions, NumpySolutionsPassEveryWorkloadDestinationPassingOrReturni
       EXPECT_TRUE(r.all_passed);
     }
   }
+}
+
+// torch and Triton often live in a virtual environment (the GPU machine's is /opt/torch/.venv): a
+// venv's python3 first on kda's PATH is the interpreter a solution runs in, though the runners' own
+// PATH is /usr/bin:/bin. A solution importing a module only the venv has fails without the venv on
+// PATH (ModuleNotFoundError) and passes with it.
+TEST(PythonSolutions, ASolutionImportsFromTheVirtualEnvironmentOnKdasPath) {
+  REQUIRE_PYTHON_RUNNER();
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-venv");
+  ASSERT_TRUE(tmp.ok());
+  const stdfs::path venv = *tmp / "venv";
+  const std::string make =
+      "/usr/bin/python3 -m venv --without-pip --system-site-packages " + venv.string() + " > /dev/null 2>&1";
+  if (std::system(make.c_str()) != 0) {
+    stdfs::remove_all(*tmp);
+    GTEST_SKIP() << "python3 -m venv is not available here";
+  }
+  stdfs::path site;
+  for (const auto& e : stdfs::recursive_directory_iterator(venv / "lib"))
+    if (e.path().filename() == "site-packages") site = e.path();
+  ASSERT_FALSE(site.empty());
+  ASSERT_TRUE(fs::write_file_atomic(site / "kda_venv_probe.py", "ONE = 1.0\n").ok());
+  const stdfs::path sol = *tmp / "solution";
+  stdfs::copy(kSource / "solutions/host_rmsnorm_f32/numpy", sol);
+  ASSERT_TRUE(fs::write_file_atomic(sol / "rmsnorm.py", "import kda_venv_probe\n" + *fs::read_file(sol / "rmsnorm.py") +
+                                                            "    y *= kda_venv_probe.ONE\n")
+                  .ok());
+  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "/usr/bin:/bin";
+  const char* kda_python = std::getenv("KDA_PYTHON");
+  const std::string saved_python = kda_python != nullptr ? kda_python : "";
+  ::unsetenv("KDA_PYTHON");
+  ::setenv("PATH", ("/usr/bin:" + path).c_str(), 1);  // a python3 that is no venv's first
+  EXPECT_EQ(python_interpreter(), "");
+  EvalReport without = evaluate_dir("tasks/host/rmsnorm", sol, "dev");
+  ::setenv("PATH", ((venv / "bin").string() + ":" + path).c_str(), 1);
+  EXPECT_EQ(python_interpreter(), (venv / "bin/python3").string());
+  EvalReport with = evaluate_dir("tasks/host/rmsnorm", sol, "dev");
+  ::setenv("PATH", path.c_str(), 1);
+  if (!saved_python.empty()) ::setenv("KDA_PYTHON", saved_python.c_str(), 1);
+  ASSERT_FALSE(without.workloads.empty());
+  EXPECT_NE(without.workloads.front().verdict, Verdict::kPassed);
+  EXPECT_NE((without.workloads.front().message + without.workloads.front().log).find("kda_venv_probe"),
+            std::string::npos)
+      << without.workloads.front().message;
+  ASSERT_FALSE(with.workloads.empty());
+  for (const auto& w : with.workloads) EXPECT_EQ(w.verdict, Verdict::kPassed) << w.reason << " " << w.message;
+  stdfs::remove_all(*tmp);
 }
 
 TEST(PythonSolutions, AWrongOneIsIncorrectAndOneThatDoesNotParseIsACompileError) {

@@ -24,17 +24,37 @@ const char* role_name(RunnerRole r) {
 
 namespace {
 
-// Environment for runners: only what the CUDA driver and the loader need. Nothing secret, no
-// LD_PRELOAD / LD_AUDIT, no seeds.
+// Environment for runners: only what the CUDA driver and the loader need, and the Python
+// interpreter a Python solution runs in (python_interpreter). Nothing secret, no LD_PRELOAD /
+// LD_AUDIT, no seeds.
 std::vector<std::string> runner_environment() {
   std::vector<std::string> env{"PATH=/usr/bin:/bin", "LANG=C"};
   for (const char* keep : {"CUDA_VISIBLE_DEVICES", "HOME", "LD_LIBRARY_PATH", "TMPDIR"}) {
     if (const char* v = std::getenv(keep); v != nullptr) env.push_back(std::string(keep) + "=" + v);
   }
+  if (const std::string python = python_interpreter(); !python.empty()) env.push_back("KDA_PYTHON=" + python);
   return env;
 }
 
 }  // namespace
+
+std::string python_interpreter() {
+  if (const char* p = std::getenv("KDA_PYTHON"); p != nullptr && *p != '\0') return p;
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return {};
+  const std::string dirs = path;
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::filesystem::path dir = dirs.substr(start, end - start);
+    start = end + 1;
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::exists(dir / "python3", ec)) continue;
+    if (!std::filesystem::exists(dir.parent_path() / "pyvenv.cfg", ec)) return {};
+    return std::filesystem::absolute(dir / "python3", ec).string();
+  }
+  return {};
+}
 
 RunnerClient::~RunnerClient() { stop(); }
 

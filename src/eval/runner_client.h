@@ -56,6 +56,12 @@ struct CallOutcome {
   }
 };
 
+// The Python interpreter whose packages a Python solution imports: $KDA_PYTHON, else the first
+// python3 on kda's PATH when it belongs to a virtual environment (pyvenv.cfg beside its bin/: torch
+// and Triton often live in one), else "" (the embedded libpython's own prefix). The runners, whose
+// PATH is /usr/bin:/bin, get it as KDA_PYTHON.
+std::string python_interpreter();
+
 class RunnerClient {
  public:
   RunnerClient() = default;

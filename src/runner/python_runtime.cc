@@ -73,23 +73,11 @@ std::string take_exception() {
   return text;
 }
 
-// The interpreter to embed: $KDA_PYTHON, else the first python3 on PATH when it belongs to a
-// virtual environment (pyvenv.cfg beside its bin/), else "" (libpython's own prefix).
+// The interpreter to embed: $KDA_PYTHON, which the evaluator sets (eval::python_interpreter: a
+// virtual environment's python3 found on kda's own PATH), else "" (libpython's own prefix).
 std::string program_name() {
-  if (const char* p = std::getenv("KDA_PYTHON"); p != nullptr && *p != '\0') return p;
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return {};
-  std::string dirs = path;
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const stdfs::path dir = dirs.substr(start, end - start);
-    start = end + 1;
-    std::error_code ec;
-    if (dir.empty() || !stdfs::exists(dir / "python3", ec)) continue;
-    return stdfs::exists(dir.parent_path() / "pyvenv.cfg", ec) ? (dir / "python3").string() : std::string();
-  }
-  return {};
+  const char* p = std::getenv("KDA_PYTHON");
+  return p != nullptr ? std::string(p) : std::string();
 }
 
 // numpy's name for a DLPack dtype; nullptr where numpy has none (bfloat16, fp8).
