@@ -154,6 +154,20 @@ class RunLoopTest : public ::testing::Test {
     o.max_rounds = 6;
     return o;
   }
+  // Two rounds writing kernels of speedup `first` and `second`, both reviewed ADVANCED, with
+  // intervals and the head-to-head ratios the fake evaluator gives in turn.
+  Result<RunOutcome> two_timed_rounds(double first, double second, std::vector<double> head_to_head) {
+    for (const auto& p : plan_sessions()) sessions_.push_back(p);
+    sessions_.push_back(writer_session("round", 1, {write_kernel(first), finish("round 1")}));
+    sessions_.push_back(reviewer_session("review", 1, "Measured.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"));
+    sessions_.push_back(writer_session("round", 2, {write_kernel(second), finish("round 2")}));
+    sessions_.push_back(reviewer_session("review", 2, "Measured.\nDECISION: STOP\nPROGRESS: ADVANCED"));
+    fake_.with_intervals = true;
+    fake_.head_to_head = std::move(head_to_head);
+    LoopOptions o = options();
+    o.max_rounds = 2;
+    return start_run(run_, o, env());
+  }
   LoopEnv env() {
     LoopEnv e;
     e.runner_binary = "/nonexistent/kda-runner";

@@ -237,16 +237,7 @@ TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) 
 // 1.1x once (its interval apart from the incumbent's) is caught when a head-to-head reads 1 or less,
 // and nothing more is run after it.
 TEST_F(RunLoopTest, AnImprovementIsConfirmedAcrossHeadToHeadEvaluations) {
-  for (const auto& p : plan_sessions()) sessions_.push_back(p);
-  sessions_.push_back(writer_session("round", 1, {write_kernel(2.0), finish("i-k-j order")}));
-  sessions_.push_back(reviewer_session("review", 1, "Measured.\nDECISION: CONTINUE\nPROGRESS: ADVANCED"));
-  sessions_.push_back(writer_session("round", 2, {write_kernel(2.2), finish("a comment, measured lucky")}));
-  sessions_.push_back(reviewer_session("review", 2, "Measured.\nDECISION: STOP\nPROGRESS: ADVANCED"));
-  fake_.with_intervals = true;
-  fake_.head_to_head = {2.0, 1.9, 2.1, 1.04, 0.99};
-  LoopOptions o = options();
-  o.max_rounds = 2;
-  auto r = start_run(run_, o, env());
+  auto r = two_timed_rounds(2.0, 2.2, {2.0, 1.9, 2.1, 1.04, 0.99});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const json v1 = read_json(run_ / "rounds/001/verify.json");
   EXPECT_TRUE(v1["improvement"].get<bool>()) << v1.dump(1);
@@ -257,6 +248,23 @@ TEST_F(RunLoopTest, AnImprovementIsConfirmedAcrossHeadToHeadEvaluations) {
   EXPECT_EQ(v2["head_to_head"]["ratios"], json({1.04, 0.99})) << v2.dump(1);
   EXPECT_NE(v2["improvement_detail"].get<std::string>().find("not faster beyond the noise"), std::string::npos);
   EXPECT_EQ(fake_.head_to_head_calls, 5);
+  EXPECT_EQ(read_json(run_ / "state.json")["incumbent"]["id"], "c001");
+}
+
+// Separate intervals that overlap do not reject a gain unmeasured: the head-to-head decides. A 1.05x
+// kernel (interval 1.019..1.082 against the incumbent's 0.97..1.03) confirmed in three head-to-heads
+// is an improvement; a 1.08x one (overlapping the new incumbent's) that reads 0.99x head-to-head is not.
+TEST_F(RunLoopTest, OverlappingIntervalsLeaveTheDecisionToTheHeadToHead) {
+  auto r = two_timed_rounds(1.05, 1.08, {1.05, 1.06, 1.07, 0.99});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const json v1 = read_json(run_ / "rounds/001/verify.json");
+  EXPECT_TRUE(v1["improvement"].get<bool>()) << v1.dump(1);
+  EXPECT_NE(v1["improvement_detail"].get<std::string>().find("overlapping; head-to-head"), std::string::npos)
+      << v1.dump(1);
+  const json v2 = read_json(run_ / "rounds/002/verify.json");
+  EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
+  EXPECT_EQ(v2["head_to_head"]["ratios"], json({0.99})) << v2.dump(1);
+  EXPECT_EQ(fake_.head_to_head_calls, 4);
   EXPECT_EQ(read_json(run_ / "state.json")["incumbent"]["id"], "c001");
 }
 

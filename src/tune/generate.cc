@@ -143,17 +143,23 @@ constexpr int kFallback = {fallback};
 // A shape no route matches: {unmatched}.
 constexpr bool kNearest = {nearest};
 
-// How far the shape lies outside a route's ranges, as 2^(kda tune's shape_distance): the product
-// over the axes of lo / v below the range and v / hi above it (no log2 at call time: a sub-us call
-// cannot pay for one per axis and route).
-double distance(const Route& r, const int64_t* axes) {{
-  double d = 1;
+// How far the shape lies outside a route's ranges, as the fraction num / den = 2^(kda tune's
+// shape_distance): per axis lo / v below the range and v / hi above it. Routes are compared by
+// cross-multiplying, so a call pays no division or log2 per route (a sub-us call cannot).
+void distance(const Route& r, const int64_t* axes, double* num, double* den) {{
+  *num = 1;
+  *den = 1;
   for (int a = 0; a < kAxes; ++a) {{
     const double v = axes[a] >= 1 ? (double)axes[a] : 0.5;
-    if (axes[a] < r.lo[a]) d *= (double)r.lo[a] / v;
-    if (axes[a] > r.hi[a]) d *= v / (r.hi[a] >= 1 ? (double)r.hi[a] : 0.5);
+    if (axes[a] < r.lo[a]) {{
+      *num *= (double)r.lo[a];
+      *den *= v;
+    }}
+    if (axes[a] > r.hi[a]) {{
+      *num *= v;
+      *den *= r.hi[a] >= 1 ? (double)r.hi[a] : 0.5;
+    }}
   }}
-  return d;
 }}
 
 bool read_axes(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, int64_t* axes) {{
@@ -175,12 +181,14 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
   }}
   if (kNearest) {{
     const Route* best = nullptr;
-    double best_d = 0;
+    double best_num = 1, best_den = 1;
     for (const Route* r = kRoutes; r->config >= 0; ++r) {{
-      const double d = distance(*r, axes);
-      if (best == nullptr || d < best_d) {{
+      double num, den;
+      distance(*r, axes, &num, &den);
+      if (best == nullptr || num * best_den < best_num * den) {{
         best = r;
-        best_d = d;
+        best_num = num;
+        best_den = den;
       }}
     }}
     if (best != nullptr) return kEntries[best->config](inputs, num_inputs, outputs, num_outputs, stream);
