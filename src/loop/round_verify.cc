@@ -325,20 +325,19 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
   return claims;
 }
 
-// An improvement: verified, the geomean gains min_improvement over the incumbent's, and, where both
-// have 95 % intervals over trials, confirmed head-to-head (confirm_head_to_head), which decides
-// whether or not the two separate intervals lie apart: two evaluations in other runner processes
-// differ by more than their intervals on a noisy host (the main job's refinement round read 2.34x
-// against the incumbent's 1.84x, intervals 1.89..2.90 and 1.57..2.16, and was rejected unmeasured),
-// while the head-to-head times both interleaved, replicated across fresh processes. Without a
-// solution to compare (nothing to load), intervals apart are required instead.
+// An improvement: verified, the geomean gains min_improvement over the incumbent's, and where both
+// have 95 % intervals over trials the candidate's lies above the incumbent's (noise must not
+// decide); then confirmed head-to-head (confirm_head_to_head). Letting the head-to-head alone decide
+// where the intervals overlap was tried: under a loaded ctest -j2 it accepted a comment-only round in
+// LoopE2E.TwentyRoundsKeepTheIncumbentInTheLedger (nineteen such rounds each get a head-to-head
+// whenever noise lifts their geomean 2 %), so both filters stay.
 Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, bool verified,
                                                const std::optional<task::Solution>& solution) {
   Improvement out;
   const bool gain = report && report->score_geomean > state_.incumbent_speedup * (1 + state_.options.min_improvement);
   const bool intervals = report && report->geomean_ci && state_.incumbent_ci_high > 0;
   const bool clears = !intervals || report->geomean_ci->low > state_.incumbent_ci_high;
-  out.improvement = verified && gain && (clears || (intervals && solution));
+  out.improvement = verified && gain && clears;
   std::string head_to_head_detail;
   if (out.improvement && intervals && solution) {
     KDA_ASSIGN_OR_RETURN(std::optional<HeadToHead> h, confirm_head_to_head(*solution));
@@ -346,19 +345,18 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
       out.improvement = h->faster;
       out.head_to_head = h->record;
       head_to_head_detail = h->detail;
-    } else {
-      out.improvement = clears;  // no head-to-head (the incumbent does not load): the intervals decide
     }
   }
   out.detail =
-      !report      ? "not measured"
-      : !gain      ? fmt::format("geomean {:.4g} is not {:.0f}% above the incumbent's {:.4g}", report->score_geomean,
-                                 state_.options.min_improvement * 100, state_.incumbent_speedup)
-      : !intervals ? fmt::format("geomean {:.4g} against the incumbent's {:.4g} (no interval to compare)",
-                                 report->score_geomean, state_.incumbent_speedup)
-                   : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
-                                 report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
-                                 state_.incumbent_ci_high, clears ? "apart" : "overlapping", head_to_head_detail);
+      !report ? "not measured"
+      : !gain ? fmt::format("geomean {:.4g} is not {:.0f}% above the incumbent's {:.4g}", report->score_geomean,
+                            state_.options.min_improvement * 100, state_.incumbent_speedup)
+      : !intervals
+          ? fmt::format("geomean {:.4g} against the incumbent's {:.4g} (no interval to compare)", report->score_geomean,
+                        state_.incumbent_speedup)
+          : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
+                        report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
+                        state_.incumbent_ci_high, clears ? "apart" : "overlapping (within noise)", head_to_head_detail);
   return out;
 }
 
@@ -370,7 +368,11 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
 // min_improvement faster on the geomean of their ratios, and the 95 % interval over the
 // evaluations must lie above 1 (an interval over one evaluation's trials does not hold the
 // processes' own spread). It stops at the first evaluation that is not faster than 1: with one
-// ratio at or below 1 among a handful, the interval over them reaches below 1 too. nullopt where
+// ratio at or below 1 among a handful, the interval over them reaches below 1 too. Where the
+// confirm_pairs evaluations are all faster but their interval still reaches 1 (on the 2-core host
+// 1.24x, 1.07x, 1.04x: 1.11x, 0.87..1.42 over three), more are run, up to kMaxConfirmFactor times
+// as many, while that holds: a kernel no faster than the incumbent passes the first six with
+// probability 1/64 and its interval must still clear 1. nullopt where
 // the incumbent's solution does not load.
 Result<std::optional<HeadToHead>> Runner::confirm_head_to_head(const task::Solution& candidate) {
   GitWorkspace ws = workspace();
@@ -380,11 +382,21 @@ Result<std::optional<HeadToHead>> Runner::confirm_head_to_head(const task::Solut
   if (!incumbent.ok()) return std::optional<HeadToHead>();
   std::vector<double> ratios;
   bool all_passed = true;
-  for (int i = 0; i < state_.options.confirm_pairs; ++i) {
-    KDA_ASSIGN_OR_RETURN(eval::EvalReport h, run_eval(candidate, "dev", std::nullopt,
-                                                      fmt::format("round {} against the incumbent, {} of {}",
-                                                                  state_.round, i + 1, state_.options.confirm_pairs),
-                                                      &*incumbent));
+  const int pairs = state_.options.confirm_pairs;
+  for (int i = 0; i < kMaxConfirmFactor * pairs; ++i) {
+    // Past --confirm-pairs, only while undecided: every ratio so far above 1 (else it stopped), the
+    // geomean a gain, the interval still reaching 1.
+    if (i >= pairs) {
+      const auto so_far = eval::ratio_ci95(ratios);
+      if (!so_far || so_far->geomean <= 1 + state_.options.min_improvement || so_far->ci.low > 1) break;
+    }
+    KDA_ASSIGN_OR_RETURN(
+        eval::EvalReport h,
+        run_eval(candidate, "dev", std::nullopt,
+                 i < pairs ? fmt::format("round {} against the incumbent, {} of {}", state_.round, i + 1, pairs)
+                           : fmt::format("round {} against the incumbent, {} (the first {} undecided)", state_.round,
+                                         i + 1, pairs),
+                 &*incumbent));
     all_passed = all_passed && h.all_passed;
     if (h.all_passed) ratios.push_back(h.score_geomean);
     if (!h.all_passed || h.score_geomean <= 1) break;

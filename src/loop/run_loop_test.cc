@@ -232,6 +232,19 @@ TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) 
   }
 }
 
+// Round 1 an improvement confirmed over `confirmed` head-to-heads (their interval above 1), round 2
+// refused after the ratios `refused`; returns round 2's verify.json.
+json expect_confirmed_then_refused(const stdfs::path& run, size_t confirmed, const json& refused) {
+  const json v1 = json::parse(*fs::read_file(run / "rounds/001/verify.json"));
+  EXPECT_TRUE(v1["improvement"].get<bool>()) << v1.dump(1);
+  EXPECT_EQ(v1["head_to_head"]["ratios"].size(), confirmed) << v1.dump(1);
+  EXPECT_GT(v1["head_to_head"]["geomean_ci95"][0].get<double>(), 1.0);
+  const json v2 = json::parse(*fs::read_file(run / "rounds/002/verify.json"));
+  EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
+  EXPECT_EQ(v2["head_to_head"]["ratios"], refused) << v2.dump(1);
+  return v2;
+}
+
 // An improvement that one evaluation's interval supports is confirmed head-to-head against the
 // incumbent in --confirm-pairs evaluations: a real 2x in all three; an unchanged kernel that read
 // 1.1x once (its interval apart from the incumbent's) is caught when a head-to-head reads 1 or less,
@@ -239,33 +252,40 @@ TEST_F(RunLoopTest, ContractsSayWhyThePreviousRoundEndedAndPromptsNameThePaths) 
 TEST_F(RunLoopTest, AnImprovementIsConfirmedAcrossHeadToHeadEvaluations) {
   auto r = two_timed_rounds(2.0, 2.2, {2.0, 1.9, 2.1, 1.04, 0.99});
   ASSERT_TRUE(r.ok()) << r.status().message();
-  const json v1 = read_json(run_ / "rounds/001/verify.json");
-  EXPECT_TRUE(v1["improvement"].get<bool>()) << v1.dump(1);
-  EXPECT_EQ(v1["head_to_head"]["ratios"].size(), 3u) << v1.dump(1);
-  EXPECT_GT(v1["head_to_head"]["geomean_ci95"][0].get<double>(), 1.0);
-  const json v2 = read_json(run_ / "rounds/002/verify.json");
-  EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
-  EXPECT_EQ(v2["head_to_head"]["ratios"], json({1.04, 0.99})) << v2.dump(1);
+  const json v2 = expect_confirmed_then_refused(run_, 3, {1.04, 0.99});
   EXPECT_NE(v2["improvement_detail"].get<std::string>().find("not faster beyond the noise"), std::string::npos);
   EXPECT_EQ(fake_.head_to_head_calls, 5);
   EXPECT_EQ(read_json(run_ / "state.json")["incumbent"]["id"], "c001");
 }
 
-// Separate intervals that overlap do not reject a gain unmeasured: the head-to-head decides. A 1.05x
-// kernel (interval 1.019..1.082 against the incumbent's 0.97..1.03) confirmed in three head-to-heads
-// is an improvement; a 1.08x one (overlapping the new incumbent's) that reads 0.99x head-to-head is not.
-TEST_F(RunLoopTest, OverlappingIntervalsLeaveTheDecisionToTheHeadToHead) {
-  auto r = two_timed_rounds(1.05, 1.08, {1.05, 1.06, 1.07, 0.99});
+// A gain whose interval overlaps the incumbent's is refused without a head-to-head (1.05x: 1.019..1.082
+// against 0.97..1.03); one apart from it (1.2x) goes on to the head-to-head, which confirms it.
+TEST_F(RunLoopTest, OverlappingIntervalsAreRefusedBeforeAnyHeadToHead) {
+  auto r = two_timed_rounds(1.05, 1.2, {1.2, 1.21, 1.19});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const json v1 = read_json(run_ / "rounds/001/verify.json");
-  EXPECT_TRUE(v1["improvement"].get<bool>()) << v1.dump(1);
-  EXPECT_NE(v1["improvement_detail"].get<std::string>().find("overlapping; head-to-head"), std::string::npos)
+  EXPECT_FALSE(v1["improvement"].get<bool>()) << v1.dump(1);
+  EXPECT_NE(v1["improvement_detail"].get<std::string>().find("overlapping (within noise)"), std::string::npos)
       << v1.dump(1);
+  EXPECT_FALSE(v1.contains("head_to_head")) << v1.dump(1);
   const json v2 = read_json(run_ / "rounds/002/verify.json");
-  EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
-  EXPECT_EQ(v2["head_to_head"]["ratios"], json({0.99})) << v2.dump(1);
-  EXPECT_EQ(fake_.head_to_head_calls, 4);
-  EXPECT_EQ(read_json(run_ / "state.json")["incumbent"]["id"], "c001");
+  EXPECT_TRUE(v2["improvement"].get<bool>()) << v2.dump(1);
+  EXPECT_EQ(fake_.head_to_head_calls, 3);
+  EXPECT_EQ(read_json(run_ / "state.json")["incumbent"]["id"], "c002");
+}
+
+// Three head-to-heads all faster but undecided (1.24x, 1.07x, 1.04x: the interval over them reaches
+// below 1) get more, while every one stays faster: the fifth decides it. One at or below 1 still
+// stops at once.
+TEST_F(RunLoopTest, UndecidedHeadToHeadsGetMoreEvaluationsWhileEachIsFaster) {
+  auto r = two_timed_rounds(1.2, 1.3, {1.24, 1.07, 1.04, 1.12, 1.10, 0.98});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  expect_confirmed_then_refused(run_, 5, {0.98});
+  EXPECT_EQ(fake_.head_to_head_calls, 6);
+  bool more = false;
+  for (const auto& line : status_lines_)
+    more |= line.find("against the incumbent, 4 (the first 3 undecided)") != std::string::npos;
+  EXPECT_TRUE(more);
 }
 
 TEST_F(RunLoopTest, ThreeStallsStopWithReplanPromptBefore) {

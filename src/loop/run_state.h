@@ -17,7 +17,8 @@
 
 namespace kda::loop {
 
-inline constexpr int kMaxLanes = 8;  // --lanes: at most this many writer lanes per round
+inline constexpr int kMaxLanes = 8;          // --lanes: at most this many writer lanes per round
+inline constexpr int kMaxConfirmFactor = 2;  // head-to-heads: at most this times --confirm-pairs
 
 // What `kda run` was asked for; persisted in state.json so a resumed run behaves the same.
 struct LoopOptions {
@@ -39,10 +40,10 @@ struct LoopOptions {
   // +-claim_tolerance (relative) around the measured value.
   double claim_tolerance = 0.25;
   // An improvement counts when the geomean gains at least min_improvement over the incumbent's and,
-  // where both have intervals, the candidate's interval lies above the incumbent's.
+  // where both have intervals, holds head-to-head against the incumbent over this many evaluations
+  // in fresh processes (the 95 % interval over them above 1; up to kMaxConfirmFactor times as many
+  // while every one is faster and the interval still reaches 1).
   double min_improvement = 0.02;
-  // ...and then holds head-to-head against the incumbent over this many evaluations in fresh
-  // processes (the 95 % interval over them above 1).
   int confirm_pairs = 3;
   int max_evals_per_round = 8;  // writer's `evaluate` tool calls per round
   // Writer lanes per round (docs/run.md "Lanes"): each lane is a writer session from the same
