@@ -148,7 +148,17 @@ TEST_F(ReportTest, ATuningPageDrawsTheMapAsAHeatMap) {
                          {"best_single_geomean_ms", 0.04},
                          {"dispatcher_geomean_ms", 0.036},
                          {"dispatcher_vs_best_single", 1.11},
-                         {"configs_measured", 8}}}});
+                         {"configs_measured", 8},
+                         {"guard",
+                          {{"ran", true},
+                           {"regimes", json::array({{{"regime", "visible M=8192..16383"},
+                                                     {"workloads", {"u4"}},
+                                                     {"target", "baseline"},
+                                                     {"why", "kept on the baseline: no finalist beats it"}}})},
+                           {"fallback", "0123456789abcdef"},
+                           {"fallback_why", "the best single configuration"},
+                           {"unseen", "nearest"},
+                           {"unseen_why", "the nearest regime's target: checked on 3 visible workload(s)"}}}}}});
   auto r = render(dir_ / "t");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->kind, ReportKind::kTune);
@@ -156,6 +166,10 @@ TEST_F(ReportTest, ATuningPageDrawsTheMapAsAHeatMap) {
   EXPECT_NE(r->html.find(">1.50x<"), std::string::npos);  // ROWS=4 in the first regime: 0.003 / 0.002
   EXPECT_NE(r->html.find(">1.80x<"), std::string::npos);
   EXPECT_NE(r->html.find("12 % faster"), std::string::npos);
+  // The guard's plan: each regime's route and why, the fallback, how unseen shapes are routed.
+  EXPECT_NE(r->html.find("kept on the baseline: no finalist beats it"), std::string::npos);
+  EXPECT_NE(r->html.find("<code>the baseline</code>"), std::string::npos);
+  EXPECT_NE(r->html.find("Shapes outside every regime: the nearest regime&#39;s target"), std::string::npos) << r->html;
   const ProvenanceCheck c = check_provenance(r->html, r->root);
   EXPECT_TRUE(c.ok()) << c.problems.front();
   EXPECT_GE(c.checked, 12);

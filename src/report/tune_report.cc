@@ -20,6 +20,28 @@ std::string ms_card(const char* key, const json& map, const std::string& pointer
 
 }  // namespace
 
+namespace {
+
+// The no-regression guard's plan (map.json /result/guard): per regime where the dispatcher sends it
+// and why, the fallback, and how shapes outside every regime are routed. "" when the map has none.
+std::string guard_section(const json& map) {
+  const json guard = map.value("/result/guard"_json_pointer, json());
+  if (!guard.is_object() || !guard.contains("ran")) return {};
+  if (!guard.value("ran", false))
+    return "<p class=\"detail\">Not run: " + escape(guard.value("skipped", std::string())) + "</p>\n";
+  auto target = [](const std::string& id) { return id == "baseline" ? std::string("the baseline") : id.substr(0, 12); };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& g : guard.value("regimes", json::array()))
+    rows.push_back({escape(g.value("regime", "")), std::to_string(g.value("workloads", json::array()).size()),
+                    "<code>" + escape(target(g.value("target", ""))) + "</code>",
+                    "<span class=\"detail\">" + escape(g.value("why", "")) + "</span>"});
+  return table({"regime", "visible workloads", "routed to", "why"}, rows) + "<p>Fallback: <code>" +
+         escape(target(guard.value("fallback", ""))) + "</code> (" + escape(guard.value("fallback_why", "")) +
+         ").</p>\n<p>Shapes outside every regime: " + escape(guard.value("unseen_why", "")) + ".</p>\n";
+}
+
+}  // namespace
+
 Result<Report> render_tune(const std::filesystem::path& dir) {
   Files files(dir);
   KDA_ASSIGN_OR_RETURN(const json* map, files.json_file("map.json"));
@@ -108,6 +130,8 @@ Result<Report> render_tune(const std::filesystem::path& dir) {
           table({"regime", "bound", "workloads", "best", "latency", "95 % interval", "routed to", "why"}, rows));
   if (auto bs = map->value("/best_single/label"_json_pointer, std::string()); !bs.empty())
     page.section("best-single", "Best single configuration", "<p><code>" + escape(bs) + "</code></p>\n");
+  if (std::string guard = guard_section(*map); !guard.empty())
+    page.section("guard", "Guard: routes checked against the baseline", guard);
   r.html = page.html();
   return r;
 }
