@@ -40,20 +40,10 @@ std::vector<std::string> runner_environment() {
 
 std::string python_interpreter() {
   if (const char* p = std::getenv("KDA_PYTHON"); p != nullptr && *p != '\0') return p;
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return {};
-  const std::string dirs = path;
-  for (size_t start = 0; start <= dirs.size();) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::filesystem::path dir = dirs.substr(start, end - start);
-    start = end + 1;
-    std::error_code ec;
-    if (dir.empty() || !std::filesystem::exists(dir / "python3", ec)) continue;
-    if (!std::filesystem::exists(dir.parent_path() / "pyvenv.cfg", ec)) return {};
-    return std::filesystem::absolute(dir / "python3", ec).string();
-  }
-  return {};
+  auto python = proc::find_program("python3");
+  std::error_code ec;
+  if (!python.ok() || !std::filesystem::exists(python->parent_path().parent_path() / "pyvenv.cfg", ec)) return {};
+  return std::filesystem::absolute(*python, ec).string();
 }
 
 RunnerClient::~RunnerClient() { stop(); }

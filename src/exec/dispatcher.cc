@@ -44,6 +44,17 @@ std::string detail_of(const httplib::Result& r) {
   return r->body.substr(0, 300);
 }
 
+// An HTTP client of `spec` (its token sent): 2 s to connect, `timeout_s` per request.
+std::unique_ptr<httplib::Client> client_for(const ServerSpec& spec, double timeout_s) {
+  auto http = std::make_unique<httplib::Client>(spec.url);
+  http->set_connection_timeout(2, 0);
+  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
+  http->set_read_timeout(t);
+  http->set_write_timeout(t);
+  if (!spec.token.empty()) http->set_bearer_token_auth(spec.token);
+  return http;
+}
+
 class Dispatcher {
  public:
   Dispatcher(TaskQueue& q, const std::vector<ServerSpec>& specs, const DispatchOptions& o) : q_(q), o_(o) {
@@ -77,12 +88,7 @@ class Dispatcher {
   void add(const ServerSpec& spec) {
     Server s;
     s.spec = spec;
-    s.http = std::make_unique<httplib::Client>(spec.url);
-    s.http->set_connection_timeout(2, 0);
-    const auto t = std::chrono::duration<double>(o_.request_timeout_s);
-    s.http->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    s.http->set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-    if (!spec.token.empty()) s.http->set_bearer_token_auth(spec.token);
+    s.http = client_for(spec, o_.request_timeout_s);
     servers_.push_back(std::move(s));
   }
 
@@ -132,7 +138,13 @@ class Dispatcher {
         continue;
       }
       const std::string instance = j.value("instance_id", std::string());
-      if (o_.admit && (s.instance.empty() || instance != s.instance) && !admitted(s, instance)) continue;
+      if (o_.admit && (s.instance.empty() || instance != s.instance) && !admitted(s, instance)) {
+        if (s.up) {  // it was serving and now judges another pack: its tasks go back
+          s.up = false;
+          KDA_RETURN_IF_ERROR(requeue_all(s, s.spec.url + " was refused: " + s.refused));
+        }
+        continue;
+      }
       if (!s.refused.empty()) continue;
       if (!s.instance.empty() && instance != s.instance) {
         say(fmt::format("{} restarted (instance {} -> {})", s.spec.url, s.instance, instance));
@@ -160,10 +172,6 @@ class Dispatcher {
     if (why != s.refused) say(fmt::format("{} gets no tasks: {}", s.spec.url, why));
     s.refused = why;
     s.instance = instance;  // asked again only when this changes
-    if (s.up) {
-      s.up = false;
-      (void)requeue_all(s, s.spec.url + " was refused: " + why);
-    }
     return false;
   }
 
@@ -268,12 +276,7 @@ class Dispatcher {
 }  // namespace
 
 Result<json> get_json(const ServerSpec& server, const std::string& path, double timeout_s) {
-  httplib::Client http(server.url);
-  http.set_connection_timeout(2, 0);
-  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(timeout_s));
-  http.set_read_timeout(t);
-  if (!server.token.empty()) http.set_bearer_token_auth(server.token);
-  auto r = http.Get(path);
+  auto r = client_for(server, timeout_s)->Get(path);
   if (!r) return Status::failed(fmt::format("GET {}{}: {}", server.url, path, httplib::to_string(r.error())));
   if (r->status == 404) return Status::not_found(fmt::format("GET {}{}: 404: {}", server.url, path, detail_of(r)));
   if (r->status != 200)

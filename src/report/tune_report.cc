@@ -18,10 +18,6 @@ std::string ms_card(const char* key, const json& map, const std::string& pointer
                      number(*v, fmt::format("{:.4g} ms", *v), {"map.json", 0, pointer}));
 }
 
-}  // namespace
-
-namespace {
-
 // The no-regression guard's plan (map.json /result/guard): per regime where the dispatcher sends it
 // and why, the fallback, and how shapes outside every regime are routed. "" when the map has none.
 std::string guard_section(const json& map) {
