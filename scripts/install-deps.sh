@@ -6,7 +6,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libtomlplusplus-dev libdlpack-dev
   libssl-dev libsqlite3-dev libcurl4-openssl-dev libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev jq clang-format
-  libpython3-dev python3-numpy libcpp-httplib-dev curl
+  libpython3-dev python3-numpy python3-venv libcpp-httplib-dev curl
 )
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
