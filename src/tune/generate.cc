@@ -111,10 +111,69 @@ namespace {
 // The generated kda_dispatch source: the entries' prototypes and table, the routes, how a shape no
 // route matches is served, the axis reads, and the entry `fn` that routes each call.
 struct DispatchText {
-  std::string axis_list, protos, table, rows, reads, fn;
+  std::string axis_list, protos, table, rows, points, slower, reads, fn;
   size_t n_axes = 0, fallback = 0;
-  bool nearest = false;
+  int rule = 0;  // Unmatched::Rule as a number
+  int factor = 2;
 };
+
+// The generated code's helpers for shapes no route matches (plain text, not a format string).
+constexpr std::string_view kUnmatchedHelpers =
+    R"(// How far the shape lies outside a route's ranges, as the fraction num / den = 2^(kda tune's
+// shape_distance): per axis lo / v below the range and v / hi above it. Routes are compared by
+// cross-multiplying, so a call pays no division or log2 per route (a sub-us call cannot).
+void distance(const Route& r, const int64_t* axes, double* num, double* den) {
+  *num = 1;
+  *den = 1;
+  for (int a = 0; a < kAxes; ++a) {
+    const double v = axes[a] >= 1 ? (double)axes[a] : 0.5;
+    if (axes[a] < r.lo[a]) {
+      *num *= (double)r.lo[a];
+      *den *= v;
+    }
+    if (axes[a] > r.hi[a]) {
+      *num *= v;
+      *den *= r.hi[a] >= 1 ? (double)r.hi[a] : 0.5;
+    }
+  }
+}
+
+// The nearest of `rs` (the first on a tie), or nullptr; its distance in *num / *den.
+const Route* nearest(const Route* rs, const int64_t* axes, double* num, double* den) {
+  const Route* best = nullptr;
+  for (const Route* r = rs; r->config >= 0; ++r) {
+    double n, d;
+    distance(*r, axes, &n, &d);
+    if (best == nullptr || n * *den < *num * d) {
+      best = r;
+      *num = n;
+      *den = d;
+    }
+  }
+  return best;
+}
+
+// The margin rule: the nearest point's target, unless a point where that target is slower lies
+// less than kMarginFactor times as far (in log2) away; -1 then.
+int margin(const int64_t* axes) {
+  double num = 1, den = 1;
+  const Route* p = nearest(kPoints, axes, &num, &den);
+  if (p == nullptr) return -1;
+  double pn = 1, pd = 1;  // (num / den)^kMarginFactor
+  for (int i = 0; i < kMarginFactor; ++i) {
+    pn *= num;
+    pd *= den;
+  }
+  for (const Route* q = kSlower; q->config >= 0; ++q) {
+    if (q->config != p->config) continue;
+    double n, d;
+    distance(*q, axes, &n, &d);
+    if (!(pn * d < n * pd)) return -1;
+  }
+  return p->config;
+}
+
+)";
 
 std::string dispatch_source(const DispatchText& t) {
   return fmt::format(
@@ -139,30 +198,20 @@ const Entry kEntries[] = {{
 const Route kRoutes[] = {{
 {rows}    {{-1, {{0}}, {{0}}}},  // end
 }};
+// Visible workloads (lo = hi = the shape) and where each is routed; then, per target, the visible
+// workloads where it was slower than the baseline. Used by the margin rule only.
+const Route kPoints[] = {{
+{points}    {{-1, {{0}}, {{0}}}},  // end
+}};
+const Route kSlower[] = {{
+{slower}    {{-1, {{0}}, {{0}}}},  // end
+}};
 constexpr int kFallback = {fallback};
 // A shape no route matches: {unmatched}.
-constexpr bool kNearest = {nearest};
+constexpr int kRule = {rule};  // 0: the fallback, 1: the nearest route, 2: the margin rule
+constexpr int kMarginFactor = {factor};
 
-// How far the shape lies outside a route's ranges, as the fraction num / den = 2^(kda tune's
-// shape_distance): per axis lo / v below the range and v / hi above it. Routes are compared by
-// cross-multiplying, so a call pays no division or log2 per route (a sub-us call cannot).
-void distance(const Route& r, const int64_t* axes, double* num, double* den) {{
-  *num = 1;
-  *den = 1;
-  for (int a = 0; a < kAxes; ++a) {{
-    const double v = axes[a] >= 1 ? (double)axes[a] : 0.5;
-    if (axes[a] < r.lo[a]) {{
-      *num *= (double)r.lo[a];
-      *den *= v;
-    }}
-    if (axes[a] > r.hi[a]) {{
-      *num *= v;
-      *den *= r.hi[a] >= 1 ? (double)r.hi[a] : 0.5;
-    }}
-  }}
-}}
-
-bool read_axes(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, int64_t* axes) {{
+{helpers}bool read_axes(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, int64_t* axes) {{
   (void)inputs; (void)num_inputs; (void)outputs; (void)num_outputs; (void)axes;
 {reads}  return true;
 }}
@@ -179,35 +228,53 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
     for (int a = 0; a < kAxes; ++a) match = match && axes[a] >= r->lo[a] && axes[a] <= r->hi[a];
     if (match) return kEntries[r->config](inputs, num_inputs, outputs, num_outputs, stream);
   }}
-  if (kNearest) {{
-    const Route* best = nullptr;
-    double best_num = 1, best_den = 1;
-    for (const Route* r = kRoutes; r->config >= 0; ++r) {{
-      double num, den;
-      distance(*r, axes, &num, &den);
-      if (best == nullptr || num * best_den < best_num * den) {{
-        best = r;
-        best_num = num;
-        best_den = den;
-      }}
-    }}
-    if (best != nullptr) return kEntries[best->config](inputs, num_inputs, outputs, num_outputs, stream);
+  if (kRule == 1) {{
+    double num = 1, den = 1;
+    const Route* r = nearest(kRoutes, axes, &num, &den);
+    if (r != nullptr) return kEntries[r->config](inputs, num_inputs, outputs, num_outputs, stream);
+  }}
+  if (kRule == 2) {{
+    const int c = margin(axes);
+    if (c >= 0) return kEntries[c](inputs, num_inputs, outputs, num_outputs, stream);
   }}
   return kEntries[kFallback](inputs, num_inputs, outputs, num_outputs, stream);
 }}
 )",
       fmt::arg("axis_list", t.axis_list), fmt::arg("protos", t.protos), fmt::arg("n_axes", t.n_axes),
-      fmt::arg("table", t.table), fmt::arg("rows", t.rows), fmt::arg("fallback", t.fallback),
-      fmt::arg("reads", t.reads), fmt::arg("fn", t.fn), fmt::arg("nearest", t.nearest ? "true" : "false"),
-      fmt::arg("unmatched", t.nearest ? "the route whose ranges are nearest" : "the fallback"));
+      fmt::arg("table", t.table), fmt::arg("rows", t.rows), fmt::arg("points", t.points), fmt::arg("slower", t.slower),
+      fmt::arg("fallback", t.fallback), fmt::arg("reads", t.reads), fmt::arg("fn", t.fn), fmt::arg("rule", t.rule),
+      fmt::arg("factor", t.factor), fmt::arg("helpers", kUnmatchedHelpers),
+      fmt::arg("unmatched", t.rule == 1   ? "the route whose ranges are nearest"
+                            : t.rule == 2 ? "the margin rule's target, else the fallback"
+                                          : "the fallback"));
+}
+
+// One row of a table of routes: `{config, {lo...}, {hi...}},` over the var axes in `sources` (an axis
+// not in `ranges` matches anything); an axis of `ranges` that is not a var axis is an error.
+Result<std::string> table_row(const std::vector<AxisSource>& sources,
+                              const std::map<std::string, std::pair<int64_t, int64_t>>& ranges, size_t config) {
+  std::string lo, hi;
+  for (size_t a = 0; a < sources.size(); ++a) {
+    auto it = ranges.find(sources[a].axis);
+    lo += fmt::format("{}{}", a ? ", " : "", it == ranges.end() ? "INT64_MIN" : std::to_string(it->second.first));
+    hi += fmt::format("{}{}", a ? ", " : "", it == ranges.end() ? "INT64_MAX" : std::to_string(it->second.second));
+  }
+  for (const auto& [axis, _] : ranges) {
+    bool known = false;
+    for (const auto& src : sources) known |= src.axis == axis;
+    if (!known) return Status::bad_input("'" + axis + "' is not a var axis");
+  }
+  return fmt::format("    {{{}, {{{}}}, {{{}}}}},", config, lo, hi);
 }
 
 }  // namespace
 
 Result<task::Solution> dispatcher_solution(const task::Solution& base, const task::Definition& def, const Tunables& t,
                                            const std::vector<Config>& configs, const std::vector<Route>& routes,
-                                           size_t fallback, const task::Solution* baseline, bool nearest) {
-  if (configs.empty() || fallback >= configs.size()) return Status::internal("dispatcher: no fallback configuration");
+                                           size_t fallback, const task::Solution* baseline,
+                                           const Unmatched& unmatched) {
+  if (configs.empty() || fallback >= configs.size() + (baseline != nullptr ? 1 : 0))
+    return Status::internal("dispatcher: no fallback configuration");
   KDA_ASSIGN_OR_RETURN(auto sources, axis_sources(def));
   task::Solution s = base;
   s.name = base.name + "_dispatch";
@@ -250,22 +317,22 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
         fmt::arg("count", count), fmt::arg("t", src.tensor), fmt::arg("arr", arr), fmt::arg("rank", spec.shape->size()),
         fmt::arg("a", a), fmt::arg("d", src.dim), fmt::arg("axis", src.axis));
   }
-  std::string rows;
+  auto label = [&](size_t c) { return c < configs.size() ? configs[c].label() : std::string("the baseline"); };
+  std::string rows, points, slower;
   for (const auto& r : routes) {
     if (r.config >= targets) return Status::internal("dispatcher: route to a missing configuration");
-    std::string lo, hi;
-    for (size_t a = 0; a < n_axes; ++a) {
-      auto it = r.ranges.find(sources[a].axis);
-      lo += fmt::format("{}{}", a ? ", " : "", it == r.ranges.end() ? "INT64_MIN" : std::to_string(it->second.first));
-      hi += fmt::format("{}{}", a ? ", " : "", it == r.ranges.end() ? "INT64_MAX" : std::to_string(it->second.second));
+    auto row = table_row(sources, r.ranges, r.config);
+    if (!row.ok()) return Status::bad_input("regime '" + r.regime + "': " + row.status().message());
+    rows += fmt::format("{}  // {}: {}\n", *row, r.regime, label(r.config));
+  }
+  for (int side = 0; side < 2 && unmatched.rule == Unmatched::Rule::kMargin; ++side) {
+    for (const auto& p : side == 0 ? unmatched.points : unmatched.slower) {
+      if (p.config >= targets) return Status::internal("dispatcher: a point of a missing configuration");
+      std::map<std::string, std::pair<int64_t, int64_t>> at;
+      for (const auto& [axis, v] : p.axes) at[axis] = {v, v};
+      KDA_ASSIGN_OR_RETURN(std::string row, table_row(sources, at, p.config));
+      (side == 0 ? points : slower) += fmt::format("{}  // {}\n", row, label(p.config));
     }
-    for (const auto& [axis, _] : r.ranges) {
-      bool known = false;
-      for (const auto& src : sources) known |= src.axis == axis;
-      if (!known) return Status::bad_input("regime '" + r.regime + "': '" + axis + "' is not a var axis");
-    }
-    rows += fmt::format("    {{{}, {{{}}}, {{{}}}}},  // {}: {}\n", r.config, lo, hi, r.regime,
-                        r.config < configs.size() ? configs[r.config].label() : std::string("the baseline"));
   }
   std::string axis_list;
   for (const auto& src : sources) axis_list += (axis_list.empty() ? "" : ", ") + src.axis;
@@ -273,11 +340,14 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
                                                 .protos = protos,
                                                 .table = table,
                                                 .rows = rows,
+                                                .points = points,
+                                                .slower = slower,
                                                 .reads = reads,
                                                 .fn = fn_name,
                                                 .n_axes = n_axes,
                                                 .fallback = fallback,
-                                                .nearest = nearest});
+                                                .rule = static_cast<int>(unmatched.rule),
+                                                .factor = unmatched.factor});
   const std::string dispatch_file = base.spec.language == "cuda" ? "kda_dispatch.cu" : "kda_dispatch.cc";
   s.sources.push_back({dispatch_file, dispatch});
   s.spec.entry_point = dispatch_file + "::" + fn_name;

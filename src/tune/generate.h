@@ -40,16 +40,32 @@ struct AxisSource {
 };
 Result<std::vector<AxisSource>> axis_sources(const task::Definition& def);
 
+// How a shape that no route matches is served (tune/guard.h, GuardPlan::unseen).
+struct Unmatched {
+  enum class Rule { kFallback, kNearest, kMargin };
+  Rule rule = Rule::kFallback;
+  // kMargin: the visible workloads (axes, and the target each is routed to, an index as Route::config)
+  // and, per target, the visible workloads where it is slower than the baseline: the nearest point's
+  // target serves when every such workload lies `factor` times farther away (tune::margin_target).
+  struct Point {
+    std::map<std::string, int64_t> axes;
+    size_t config = 0;
+  };
+  std::vector<Point> points, slower;
+  int factor = 2;
+};
+
 // Routes are tried in order, the first whose ranges all hold wins; a shape no route matches goes to
-// the route whose ranges are nearest (tune::shape_distance, the first on a tie) when `nearest`, else
-// to `fallback`, as does a call whose tensors do not have the definition's ranks. `baseline` (optional):
-// another solution of the same language compiled in under baseline/ with its entry renamed, routed to
-// by Route::config == configs.size() (the no-regression guard's target, tune/guard.h); like the
-// configurations, everything but its entry must have internal linkage.
+// the route whose ranges are nearest (tune::shape_distance, the first on a tie) under kNearest, to
+// the margin rule's target under kMargin, else to `fallback`, as does a call whose tensors do not
+// have the definition's ranks. `baseline` (optional): another solution of the same language compiled
+// in under baseline/ with its entry renamed, routed to by index configs.size() (the no-regression
+// guard's target, tune/guard.h), also as the fallback; like the configurations, everything but its
+// entry must have internal linkage.
 Result<task::Solution> dispatcher_solution(const task::Solution& base, const task::Definition& def, const Tunables& t,
                                            const std::vector<Config>& configs, const std::vector<Route>& routes,
                                            size_t fallback, const task::Solution* baseline = nullptr,
-                                           bool nearest = false);
+                                           const Unmatched& unmatched = {});
 
 // solution.json (sources listed without content) and every source file under `dir`, replacing it.
 Status write_solution_dir(const task::Solution& s, const std::filesystem::path& dir);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -83,7 +84,7 @@ bool beats_baseline(const std::map<std::string, Measurement>& measured, const st
 void decide(const std::map<std::string, Measurement>& measured, const std::vector<std::string>& finalists,
             GuardRegime& g) {
   std::string why_preferred;
-  if (beats_baseline(measured, g.preferred, g.workloads, &why_preferred)) {
+  if (g.preferred != kBaselineTarget && beats_baseline(measured, g.preferred, g.workloads, &why_preferred)) {
     g.target = g.preferred;
     g.why = why_preferred;
     return;
@@ -99,12 +100,16 @@ void decide(const std::map<std::string, Measurement>& measured, const std::vecto
     std::string why;
     if (!beats_baseline(measured, id, g.workloads, &why)) continue;
     g.target = id;
-    g.why = fmt::format("{} (the search's choice {}: {})", why, g.preferred.substr(0, 8), why_preferred);
+    g.why = g.preferred == kBaselineTarget
+                ? fmt::format("{} (preferred over the fallback, the baseline)", why)
+                : fmt::format("{} (the search's choice {}: {})", why, g.preferred.substr(0, 8), why_preferred);
     return;
   }
   g.target = kBaselineTarget;
-  g.why = fmt::format("kept on the baseline: the search's choice {} is {}, and no other finalist beats it",
-                      g.preferred.substr(0, 8), why_preferred);
+  g.why = g.preferred == kBaselineTarget
+              ? std::string("kept on the baseline (the fallback): no finalist beats it")
+              : fmt::format("kept on the baseline: the search's choice {} is {}, and no other finalist beats it",
+                            g.preferred.substr(0, 8), why_preferred);
 }
 
 std::map<std::string, int64_t> axes_of(const task::TaskPack& pack, const task::Workload& w) {
@@ -138,6 +143,33 @@ double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& 
   return std::log2(product);
 }
 
+std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes, const std::string& skip) {
+  auto distance = [&](const std::map<std::string, int64_t>& at) {
+    std::map<std::string, std::pair<int64_t, int64_t>> point;
+    for (const auto& [axis, v] : at) point[axis] = {v, v};
+    return shape_distance(point, axes);
+  };
+  const GuardPoint* near = nullptr;
+  double near_d = 0;
+  for (const auto& p : plan.points) {
+    if (p.workload == skip) continue;
+    const double d = distance(p.axes);
+    if (near == nullptr || d < near_d) {
+      near = &p;
+      near_d = d;
+    }
+  }
+  if (near == nullptr) return {};
+  auto it = plan.slower_on.find(near->target);
+  if (it == plan.slower_on.end()) return near->target;  // the baseline, or slower nowhere
+  for (const auto& w : it->second) {
+    if (w == skip) continue;
+    for (const auto& p : plan.points)
+      if (p.workload == w && !(kMarginFactor * near_d < distance(p.axes))) return {};
+  }
+  return near->target;
+}
+
 std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start) {
   std::vector<std::string> out;
   if (!pm.best_single.empty()) out.push_back(pm.best_single);
@@ -150,7 +182,7 @@ std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& s
 namespace {
 
 // The fallback: the best single configuration unless it is slower than the baseline on a visible
-// workload; then the fastest finalist over them that is slower on none.
+// workload; then the fastest finalist over them that is slower on none; else the baseline.
 void choose_fallback(const PerfMap& pm, const std::vector<std::string>& finalists,
                      const std::vector<std::string>& visible, const std::map<std::string, Measurement>& measured,
                      GuardPlan& plan) {
@@ -177,8 +209,11 @@ void choose_fallback(const PerfMap& pm, const std::vector<std::string>& finalist
   const std::string what =
       lost.size() == 36 ? fmt::format("{} ({:.2f}x of its speed)", lost.substr(0, 8), ratio) : lost;
   if (safe.empty()) {
-    plan.fallback_why = "the best single configuration, though slower than the baseline on " + what +
-                        ": no finalist is slower on no visible workload";
+    plan.fallback = kBaselineTarget;
+    plan.fallback_why =
+        "the baseline: every finalist is slower than it on some visible workload (the best single "
+        "configuration on " +
+        what + ")";
     return;
   }
   plan.fallback = safe.front().second;
@@ -188,65 +223,178 @@ void choose_fallback(const PerfMap& pm, const std::vector<std::string>& finalist
       what + ")";
 }
 
-// The nearest-regime rule for unseen shapes, checked on the visible workloads no tuned regime
-// covers: each visible-only regime left out in turn, its workloads go to the nearest other regime's
-// target, which must be slower than the baseline on none of them (first_regression's rule).
-void check_unseen_rule(const task::TaskPack& pack, const std::vector<const task::Workload*>& visible,
-                       const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+// Whether `target` is slower than the baseline on workload `w` (first_regression's rule), or has no
+// time there; `ratio`: the baseline's time over the target's (0 without a time).
+bool slower_on(const std::map<std::string, Measurement>& measured, const std::string& target, const std::string& w,
+               double* ratio) {
+  const Measurement* t = find(measured, target);
   const Measurement* base = find(measured, kBaselineTarget);
+  *ratio = 0;
+  if (t == nullptr || !t->times.contains(w) || !base->times.contains(w)) return true;
+  if (!first_regression(*t, *base, {w}, ratio).empty()) return true;
+  *ratio = base->times.at(w).ms / t->times.at(w).ms;
+  return false;
+}
+
+// One rule for unseen shapes checked on `checked` visible workloads: `route(w)` gives (what it
+// routed by, target); each routed target must be slower than the baseline on none of them. Returns
+// the first failure ("" when the rule holds) and appends each check to plan.unseen_checks.
+struct RuleCheck {
   size_t checked = 0;
   std::string slower;
+};
+RuleCheck check_rule(const std::string& rule, const std::vector<const task::Workload*>& checked,
+                     const std::function<std::pair<std::string, std::string>(const task::Workload&)>& route,
+                     const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  RuleCheck out;
+  for (const auto* w : checked) {
+    const auto [by, target] = route(*w);
+    if (target.empty()) continue;
+    double ratio = 0;
+    const bool is_slower = slower_on(measured, target, w->uuid, &ratio);
+    ++out.checked;
+    plan.unseen_checks.push_back({{"rule", rule},
+                                  {"workload", w->uuid},
+                                  {"nearest", by},
+                                  {"target", target},
+                                  {"ratio", ratio},
+                                  {"slower", is_slower}});
+    if (is_slower && out.slower.empty())
+      out.slower =
+          fmt::format("{} ({}: {} there, {})", w->uuid.substr(0, 8), by,
+                      target == kBaselineTarget ? std::string("the baseline") : target.substr(0, 8),
+                      ratio > 0 ? fmt::format("{:.2f}x of the baseline's speed", ratio) : std::string("no time"));
+  }
+  return out;
+}
+
+// The nearest-regime rule, checked on the visible workloads no tuned regime covers: each
+// visible-only regime left out in turn, its workloads go to the nearest other regime's target.
+RuleCheck check_nearest(const task::TaskPack& pack, const std::vector<const task::Workload*>& visible,
+                        const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  std::vector<const task::Workload*> checked;
+  std::map<std::string, size_t> regime_of;
   for (size_t gi = 0; gi < plan.regimes.size(); ++gi) {
     if (!plan.regimes[gi].visible_only) continue;
     for (const auto* w : visible) {
       const auto& ws = plan.regimes[gi].workloads;
       if (std::find(ws.begin(), ws.end(), w->uuid) == ws.end()) continue;
-      const auto axes = axes_of(pack, *w);
-      size_t best = plan.regimes.size();
-      double best_d = 0;
-      for (size_t k = 0; k < plan.regimes.size(); ++k) {
-        if (k == gi || plan.regimes[k].ranges.empty()) continue;
-        const double d = shape_distance(plan.regimes[k].ranges, axes);
-        if (best == plan.regimes.size() || d < best_d) {
-          best = k;
-          best_d = d;
-        }
-      }
-      if (best == plan.regimes.size()) continue;
-      const GuardRegime& near = plan.regimes[best];
-      const Measurement* t = find(measured, near.target);
-      double ratio = 0;
-      bool is_slower = true;
-      if (t != nullptr && t->times.contains(w->uuid) && base->times.contains(w->uuid)) {
-        is_slower = !first_regression(*t, *base, {w->uuid}, &ratio).empty();
-        if (!is_slower) ratio = base->times.at(w->uuid).ms / t->times.at(w->uuid).ms;
-      }
-      ++checked;
-      plan.unseen_checks.push_back({{"workload", w->uuid},
-                                    {"nearest", near.regime},
-                                    {"target", near.target},
-                                    {"ratio", ratio},
-                                    {"slower", is_slower}});
-      if (is_slower && slower.empty())
-        slower =
-            fmt::format("{} ({}: {} there, {})", w->uuid.substr(0, 8), near.regime,
-                        near.target == kBaselineTarget ? std::string("the baseline") : near.target.substr(0, 8),
-                        ratio > 0 ? fmt::format("{:.2f}x of the baseline's speed", ratio) : std::string("no time"));
+      checked.push_back(w);
+      regime_of[w->uuid] = gi;
     }
   }
-  if (checked == 0) {
-    plan.unseen_why = "the fallback: no visible workload outside the tuned regimes to check the nearest-regime rule on";
-  } else if (!slower.empty()) {
-    plan.unseen_why = fmt::format(
-        "the fallback: the nearest-regime rule, checked on {} visible workload(s) outside the tuned regimes, is "
-        "slower than the baseline on {}",
-        checked, slower);
-  } else {
+  auto route = [&](const task::Workload& w) -> std::pair<std::string, std::string> {
+    const auto axes = axes_of(pack, w);
+    size_t best = plan.regimes.size();
+    double best_d = 0;
+    for (size_t k = 0; k < plan.regimes.size(); ++k) {
+      if (k == regime_of.at(w.uuid) || plan.regimes[k].ranges.empty()) continue;
+      const double d = shape_distance(plan.regimes[k].ranges, axes);
+      if (best == plan.regimes.size() || d < best_d) {
+        best = k;
+        best_d = d;
+      }
+    }
+    if (best == plan.regimes.size()) return {};
+    return {plan.regimes[best].regime, plan.regimes[best].target};
+  };
+  return check_rule("nearest", checked, route, measured, plan);
+}
+
+// The margin rule, checked on every visible workload, each left out of the points in turn.
+RuleCheck check_margin(const std::vector<const task::Workload*>& visible,
+                       const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  auto route = [&](const task::Workload& w) -> std::pair<std::string, std::string> {
+    std::map<std::string, int64_t> axes(w.axes.begin(), w.axes.end());
+    const std::string t = margin_target(plan, axes, w.uuid);
+    return {t.empty() ? "no target with the margin: the fallback" : "the nearest visible workload",
+            t.empty() ? plan.fallback : t};
+  };
+  return check_rule("margin", visible, route, measured, plan);
+}
+
+// How unseen shapes are routed: the nearest-regime rule if it holds, else the margin rule if it
+// holds, else the fallback; unseen_why says which and why.
+void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task::Workload*>& visible,
+                        const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  const RuleCheck nearest = check_nearest(pack, visible, measured, plan);
+  if (nearest.checked > 0 && nearest.slower.empty()) {
     plan.unseen = "nearest";
     plan.unseen_why = fmt::format(
         "the nearest regime's target: checked on {} visible workload(s) outside the tuned regimes (each one's regime "
         "left out), slower than the baseline on none",
-        checked);
+        nearest.checked);
+    return;
+  }
+  const std::string why_not_nearest =
+      nearest.checked == 0
+          ? std::string("no visible workload outside the tuned regimes to check the nearest-regime rule on")
+          : fmt::format(
+                "the nearest-regime rule, checked on {} visible workload(s) outside the tuned regimes, is "
+                "slower than the baseline on {}",
+                nearest.checked, nearest.slower);
+  const RuleCheck margin = check_margin(visible, measured, plan);
+  if (margin.checked > 0 && margin.slower.empty()) {
+    plan.unseen = "margin";
+    plan.unseen_why = fmt::format(
+        "the nearest visible workload's target where the shape is {}x nearer to it than to every visible workload "
+        "where that target is slower than the baseline, else the fallback: checked on {} visible workload(s), each "
+        "left out, slower than the baseline on none ({})",
+        kMarginFactor, margin.checked, why_not_nearest);
+    return;
+  }
+  plan.unseen_why = fmt::format("the fallback: {}; the margin rule is slower than the baseline on {}", why_not_nearest,
+                                margin.slower.empty() ? std::string("(nothing to check)") : margin.slower);
+}
+
+// The margin rule's data: each visible workload's target as routed, and where each target is slower.
+void place_points(const task::TaskPack& pack, const std::vector<const task::Workload*>& visible,
+                  const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  for (const auto* w : visible) {
+    std::string target = plan.fallback;
+    for (const auto& g : plan.regimes)
+      if (in_ranges(g.ranges, axes_of(pack, *w))) {
+        target = g.target;
+        break;
+      }
+    plan.points.push_back({w->uuid, {w->axes.begin(), w->axes.end()}, target});
+  }
+  for (const auto& p : plan.points) {
+    if (p.target == kBaselineTarget || plan.slower_on.contains(p.target)) continue;
+    auto& list = plan.slower_on[p.target];
+    for (const auto* w : visible) {
+      double ratio = 0;
+      if (slower_on(measured, p.target, w->uuid, &ratio)) list.push_back(w->uuid);
+    }
+  }
+}
+
+// What the dispatcher will do on each visible workload (its point's target), and the best single
+// configuration alone, predicted from the guard's times.
+void predict(const PerfMap& pm, const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
+  const Measurement* base = find(measured, kBaselineTarget);
+  auto ratio_of = [&](const std::string& target, const std::string& w, double* ratio) {
+    const Measurement* t = find(measured, target);
+    auto it = t != nullptr ? t->times.find(w) : std::map<std::string, WorkloadTime>::const_iterator{};
+    auto bt = base->times.find(w);
+    if (t == nullptr || it == t->times.end() || bt == base->times.end() || it->second.ms <= 0) return false;
+    *ratio = bt->second.ms / it->second.ms;
+    return true;
+  };
+  for (const auto& p : plan.points) {
+    double ratio = 0;
+    if (!ratio_of(p.target, p.workload, &ratio)) continue;
+    plan.ratio_by_workload[p.workload] = ratio;
+    if (plan.worst_workload.empty() || ratio < plan.worst_ratio) {
+      plan.worst_ratio = ratio;
+      plan.worst_workload = p.workload;
+    }
+    double single_ratio = 0;
+    if (!ratio_of(pm.best_single, p.workload, &single_ratio)) continue;
+    if (plan.best_single_worst_workload.empty() || single_ratio < plan.best_single_worst_ratio) {
+      plan.best_single_worst_ratio = single_ratio;
+      plan.best_single_worst_workload = p.workload;
+    }
   }
 }
 
@@ -294,34 +442,9 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
     }
     decide(measured, finalists, g);
   }
-  check_unseen_rule(pack, visible, measured, plan);
-  // What the dispatcher will do on each visible workload, predicted from the same times.
-  for (const auto* w : visible) {
-    std::string target = plan.fallback;
-    for (const auto& g : plan.regimes)
-      if (in_ranges(g.ranges, axes_of(pack, *w))) {
-        target = g.target;
-        break;
-      }
-    const Measurement* t = find(measured, target);
-    auto it = t != nullptr ? t->times.find(w->uuid) : std::map<std::string, WorkloadTime>::const_iterator{};
-    auto bt = base->times.find(w->uuid);
-    if (t == nullptr || it == t->times.end() || bt == base->times.end() || it->second.ms <= 0) continue;
-    const double ratio = bt->second.ms / it->second.ms;
-    plan.ratio_by_workload[w->uuid] = ratio;
-    if (plan.worst_workload.empty() || ratio < plan.worst_ratio) {
-      plan.worst_ratio = ratio;
-      plan.worst_workload = w->uuid;
-    }
-    const Measurement* single = find(measured, pm.best_single);
-    auto st = single != nullptr ? single->times.find(w->uuid) : std::map<std::string, WorkloadTime>::const_iterator{};
-    if (single == nullptr || st == single->times.end() || st->second.ms <= 0) continue;
-    const double single_ratio = bt->second.ms / st->second.ms;
-    if (plan.best_single_worst_workload.empty() || single_ratio < plan.best_single_worst_ratio) {
-      plan.best_single_worst_ratio = single_ratio;
-      plan.best_single_worst_workload = w->uuid;
-    }
-  }
+  place_points(pack, visible, measured, plan);
+  choose_unseen_rule(pack, visible, measured, plan);
+  predict(pm, measured, plan);
   plan.ran = true;
   return plan;
 }
@@ -350,6 +473,10 @@ nlohmann::json GuardPlan::to_json() const {
   j["unseen"] = unseen;
   j["unseen_why"] = unseen_why;
   j["unseen_checks"] = unseen_checks;
+  nlohmann::json ps = nlohmann::json::array();
+  for (const auto& p : points) ps.push_back({{"workload", p.workload}, {"axes", p.axes}, {"target", p.target}});
+  j["points"] = ps;
+  j["slower_on"] = slower_on;
   j["ratio_by_workload"] = ratio_by_workload;
   j["worst_ratio"] = worst_ratio;
   j["worst_workload"] = worst_workload;

@@ -9,11 +9,17 @@
 //   * visible workloads that no tuned regime covers are grouped into regimes of their own by the same
 //     shape buckets (power-of-two ranges per var axis) and routed by the same rule, the best single
 //     configuration first;
-//   * shapes outside every range go to the target of the regime whose ranges are nearest
-//     (shape_distance) when that rule holds on the visible workloads no tuned regime covers, each of
-//     their regimes left out in turn (its workloads routed by the rule to the nearest other regime's
-//     target, which must be slower than the baseline on none of them); otherwise, or with nothing to
-//     check it on, to the fallback. The holdout judges.
+//   * the fallback (a call whose axes cannot be read, shapes no rule below serves) is the best single
+//     configuration when it is slower than the baseline on no visible workload, else the fastest
+//     finalist that is, else the baseline itself;
+//   * shapes outside every range go, by the first of two rules that holds on the visible workloads
+//     (each left out in turn, routed by the rule over the rest, and slower than the baseline on none):
+//       nearest: the target of the regime whose ranges are nearest (shape_distance), checked on the
+//                visible workloads no tuned regime covers, each of their regimes left out in turn;
+//       margin:  the target of the nearest visible workload, when the shape is at least
+//                kMarginFactor times nearer to it than to every visible workload where that target
+//                was slower than the baseline; otherwise the fallback (margin_target);
+//     else, or with nothing to check a rule on, to the fallback. The holdout judges.
 // Pure: the measurements come in, the plan goes out, so the rule is tested without an evaluator.
 #pragma once
 
@@ -37,6 +43,10 @@ inline constexpr const char* kBaselineTarget = "baseline";
 // A target is slower than the baseline on a workload when its latency exceeds the baseline's by more
 // than this fraction, or when its 95 % interval lies wholly above the baseline's.
 inline constexpr double kGuardTolerance = 0.03;
+// The margin rule routes an unseen shape to its nearest visible workload's target only when every
+// visible workload where that target was slower than the baseline lies this many times farther away
+// (in shape_distance, i.e. log2 of the ratios).
+inline constexpr int kMarginFactor = 2;
 // The guard screens at rung 1's timing (screen_trials + 1 trials of 3 x screen_iterations).
 inline constexpr int kGuardRung = 1;
 
@@ -50,22 +60,33 @@ struct GuardRegime {
   bool visible_only = false;  // made of visible workloads that no tuned regime covers
 };
 
+// A visible workload as the margin rule sees it: its axes and the target the dispatcher routes it to.
+struct GuardPoint {
+  std::string workload;
+  std::map<std::string, int64_t> axes;
+  std::string target;
+};
+
 struct GuardPlan {
   bool ran = false;
   std::string skipped;  // why the guard did not run (no baseline, ...)
   // What serves shapes outside every range: the best single configuration, unless it is slower than
   // the baseline on a visible workload; then the fastest finalist (over the visible workloads) that is
-  // slower on none, where one is.
+  // slower on none, where one is; else the baseline (kBaselineTarget).
   std::string fallback;
   std::string fallback_why;
   std::vector<GuardRegime> regimes;  // tuned regimes first (their order), then the visible-only ones
   // How shapes outside every regime's ranges are routed: "nearest" (the target of the regime at the
-  // smallest shape_distance, the first on a tie) or "fallback"; why; and the check of the nearest
-  // rule, one entry per visible workload outside the tuned regimes ({workload, nearest, target, ratio,
-  // slower}).
+  // smallest shape_distance, the first on a tie), "margin" (margin_target) or "fallback"; why; and the
+  // checks of each rule tried, one entry per visible workload checked ({rule, workload, nearest,
+  // target, ratio, slower}).
   std::string unseen = "fallback";
   std::string unseen_why;
   nlohmann::json unseen_checks = nlohmann::json::array();
+  // The margin rule's data: every visible workload and where it is routed, and per target the
+  // visible workloads where it was slower than the baseline (or has no time).
+  std::vector<GuardPoint> points;
+  std::map<std::string, std::vector<std::string>> slower_on;
   // Predicted from the guard's screening: per visible workload, baseline ms / the routed target's ms.
   std::map<std::string, double> ratio_by_workload;
   double worst_ratio = 0;
@@ -93,6 +114,12 @@ std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& s
 // 0.5). The generated dispatcher computes the same for a shape no route matches.
 double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,
                       const std::map<std::string, int64_t>& axes);
+
+// The margin rule for a shape outside every regime: the target of the nearest point (the first on a
+// tie) when no point where that target is slower lies within kMarginFactor times its distance; ""
+// (the fallback serves) otherwise or without points. `skip`: a workload left out of both (the check).
+std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes,
+                          const std::string& skip = {});
 
 // Whether `axes` lie in every one of `ranges` (an axis not named matches anything).
 bool in_ranges(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,

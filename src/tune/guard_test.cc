@@ -121,8 +121,8 @@ TEST(Guard, WhereNothingBeatsTheBaselineTheRegimeKeepsTheBaseline) {
     }
   }
   EXPECT_NEAR(plan->worst_ratio, 1.0, 1e-9);
-  EXPECT_EQ(plan->fallback, "fast");  // nothing is safe everywhere: the best single stays, saying so
-  EXPECT_NE(plan->fallback_why.find("no finalist"), std::string::npos) << plan->fallback_why;
+  EXPECT_EQ(plan->fallback, kBaselineTarget);  // no finalist is safe everywhere: the baseline serves, saying so
+  EXPECT_NE(plan->fallback_why.find("every finalist is slower"), std::string::npos) << plan->fallback_why;
   const auto j = plan->to_json();
   EXPECT_TRUE(j["ran"].get<bool>());
   EXPECT_EQ(j["regimes"].size(), plan->regimes.size());
@@ -158,6 +158,42 @@ TEST(Guard, ANearestRuleSlowerOnOneVisibleWorkloadLeavesUnseenShapesToTheFallbac
       EXPECT_EQ(c["target"], "mid") << c.dump();
     }
   EXPECT_TRUE(found);
+}
+
+// Where the nearest-regime rule fails its check, the margin rule is tried: an unseen shape takes its
+// nearest visible workload's target only when every visible workload where that target is slower
+// lies more than twice as far away. Here "mid" wins 4096 x 24 but is 3x slower on 8192 x 12 and
+// 16384 x 4; nothing beats the baseline on those two, so the fallback is the baseline.
+TEST(Guard, WhereTheNearestRuleFailsTheMarginRuleKeepsUnseenShapesAwayFromSlowerNeighbours) {
+  Fixture f = rmsnorm_fixture();
+  f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
+  f.time("fast", [](const task::Workload& w) { return hidden(w) < 128 ? 3.0 : 0.5; });
+  f.time("mid", [](const task::Workload& w) { return hidden(w) < 24 ? 3.0 : 0.8; });
+  auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->fallback, kBaselineTarget) << plan->fallback_why;
+  EXPECT_EQ(plan->unseen, "margin") << plan->unseen_why;
+  EXPECT_NE(plan->unseen_why.find("the nearest-regime rule"), std::string::npos) << plan->unseen_why;
+  size_t margin_checks = 0;
+  for (const auto& c : plan->unseen_checks) {
+    if (c["rule"] != "margin") continue;
+    ++margin_checks;
+    EXPECT_FALSE(c["slower"].get<bool>()) << c.dump();
+  }
+  EXPECT_EQ(margin_checks, f.visible.size());  // every visible workload, each left out in turn
+  ASSERT_EQ(plan->points.size(), f.visible.size());
+  EXPECT_EQ(plan->slower_on.at("mid").size(), 2u);
+  // Unseen shapes: a long row near 128 x 1024 takes "fast" (slower only on rows far away); one
+  // nearest 8192 x 12 takes its target, the baseline; one nearest 4096 x 24 takes "mid" only when
+  // 8192 x 12, where "mid" is slower, lies more than twice as far.
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 97}, {"hidden_size", 1031}}), "fast");
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 6000}, {"hidden_size", 14}}), kBaselineTarget);
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 5000}, {"hidden_size", 20}}), "mid");
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 6000}, {"hidden_size", 18}}), "");
+  const auto j = plan->to_json();
+  EXPECT_EQ(j["unseen"], "margin");
+  EXPECT_EQ(j["points"].size(), f.visible.size());
+  EXPECT_EQ(j["slower_on"]["mid"].size(), 2u);
 }
 
 TEST(Guard, ShapeDistanceIsLog2OutsideTheRangesSummedOverAxes) {

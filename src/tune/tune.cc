@@ -349,47 +349,62 @@ Result<GuardPlan> guard_phase(const task::TaskPack& pack, const TuneOptions& opt
 }
 
 // The dispatcher: each regime's winner (as the guard routed it, when it ran), shapes outside every
-// regime to the nearest regime where the guard's check let that rule stand, else to the fallback
-// (the guard's, or the best single configuration), and the pack's baseline compiled in when a route
-// goes to it.
+// regime by the rule the guard's check let stand (the nearest regime, or the margin rule over the
+// visible workloads), else to the fallback (the guard's, which may be the baseline, or the best single
+// configuration), and the pack's baseline compiled in when a route or the fallback goes to it.
 Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Solution& base, const Tunables& tunables,
                                      const SearchSpace& space, const PerfMap& pm, const GuardPlan& guard) {
   std::vector<Config> used;
+  bool any_base = false;
+  // Configurations in the order first used; the baseline's slot is fixed after all of them below.
+  constexpr size_t kBase = static_cast<size_t>(-1);
   auto index_of = [&](const std::string& id) {
+    if (id == kBaselineTarget) {
+      any_base = true;
+      return kBase;
+    }
     for (size_t i = 0; i < used.size(); ++i)
       if (used[i].id() == id) return i;
     used.push_back(*find_config(space, id));
     return used.size() - 1;
   };
   const std::string& fallback_id = guard.ran ? guard.fallback : pm.best_single;
-  const size_t fallback = index_of(fallback_id);
-  std::vector<std::pair<Route, bool>> routes;  // (route, to the baseline)
-  const bool nearest = guard.ran && guard.unseen == "nearest";
+  size_t fallback = index_of(fallback_id);
+  std::vector<Route> table;
+  Unmatched unmatched;
   if (guard.ran) {
+    if (guard.unseen == "nearest") unmatched.rule = Unmatched::Rule::kNearest;
+    if (guard.unseen == "margin") unmatched.rule = Unmatched::Rule::kMargin;
     for (const auto& g : guard.regimes) {
       if (g.ranges.empty()) continue;
-      // The fallback serves a regime routed to it, unless unseen shapes go to the nearest regime:
-      // then every regime is a route, so that distances are measured to each.
-      if (g.target == fallback_id && !nearest) continue;
-      const bool to_base = g.target == kBaselineTarget;
-      routes.push_back({{g.regime, g.ranges, to_base ? 0 : index_of(g.target)}, to_base});
+      // The fallback serves a regime routed to it when unseen shapes go to the fallback too;
+      // under the other rules every regime is a route, so that no rule reroutes its shapes.
+      if (g.target == fallback_id && unmatched.rule == Unmatched::Rule::kFallback) continue;
+      table.push_back({g.regime, g.ranges, index_of(g.target)});
+    }
+    if (unmatched.rule == Unmatched::Rule::kMargin) {
+      for (const auto& p : guard.points) unmatched.points.push_back({p.axes, index_of(p.target)});
+      for (const auto& [target, ws] : guard.slower_on)
+        for (const auto& w : ws)
+          for (const auto& q : guard.points)
+            if (q.workload == w) unmatched.slower.push_back({q.axes, index_of(target)});
     }
   } else {
     for (const auto& e : pm.entries) {
       // Regimes routed to the best single configuration need no route: the fallback serves them.
       if (e.ranked.empty() || e.regime->fallback_only || e.chosen == pm.best_single) continue;
-      routes.push_back({{e.regime->name, e.regime->ranges, index_of(e.chosen)}, false});
+      table.push_back({e.regime->name, e.regime->ranges, index_of(e.chosen)});
     }
   }
-  bool any_base = false;
-  std::vector<Route> table;
-  for (auto& [r, to_base] : routes) {
-    if (to_base) r.config = used.size();  // the baseline's slot, after every configuration
-    any_base |= to_base;
-    table.push_back(r);
-  }
+  if (used.empty()) used.push_back(*find_config(space, pm.best_single));  // the table needs one configuration
+  auto slot = [&](size_t& c) { c = c == kBase ? used.size() : c; };
+  slot(fallback);
+  for (auto& r : table) slot(r.config);
+  for (auto& p : unmatched.points) slot(p.config);
+  for (auto& p : unmatched.slower) slot(p.config);
+  unmatched.factor = kMarginFactor;
   return dispatcher_solution(base, pack.definition, tunables, used, table, fallback,
-                             any_base ? pack.baseline() : nullptr, nearest);
+                             any_base ? pack.baseline() : nullptr, unmatched);
 }
 
 // The official timing of the dispatcher and the best single configuration (task.toml or the

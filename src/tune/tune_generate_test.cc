@@ -136,9 +136,11 @@ TEST(Generate, ANearestDispatcherRoutesUnmatchedShapesToTheNearestRegime) {
   ASSERT_TRUE(cs.ok());
   std::vector<Route> routes{{"small", {{"n", {1, 15}}, {"m", {128, 255}}}, 0},
                             {"large", {{"n", {256, 511}}, {"m", {4096, 8191}}}, 1}};
-  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, true);
+  Unmatched nearest;
+  nearest.rule = Unmatched::Rule::kNearest;
+  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, nearest);
   ASSERT_TRUE(d.ok()) << d.status().message();
-  EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr bool kNearest = true;"), std::string::npos);
+  EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr int kRule = 1;"), std::string::npos);
   auto lib = eval::build_solution(*d, {});
   ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
   void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -167,6 +169,68 @@ TEST(Generate, ANearestDispatcherRoutesUnmatchedShapesToTheNearestRegime) {
   EXPECT_EQ(call(1, 1), 101);                   // 128 away from small, far more from large
   EXPECT_EQ(call(1 << 20, 1 << 20), 102);
   EXPECT_EQ(call(10, 200, 3), 103);  // unexpected rank: fallback
+  dlclose(h);
+}
+
+// Under the margin rule a shape no route matches goes to its nearest visible workload's target only
+// when every visible workload where that target was slower lies more than twice as far away (log2),
+// else to the fallback: the generated code agrees with tune::margin_target on every shape tried.
+TEST(Generate, AMarginDispatcherServesUnseenShapesAsTheGuardsRuleDoes) {
+  auto t = toy_tunables();
+  auto cs = enumerate_configs(t);
+  ASSERT_TRUE(cs.ok());
+  // Visible workloads: p1 (n 1) and p2 (n 16) on configuration 2 (the fallback, 103), p3 (n 128) on 0
+  // (101), p4 (1024 x 1024) on 1 (102). Configuration 0 was slower than the baseline on p1 and p2, 1 on p3.
+  GuardPlan plan;
+  plan.points = {{"p1", {{"n", 1}, {"m", 4096}}, "c2"},
+                 {"p2", {{"n", 16}, {"m", 4096}}, "c2"},
+                 {"p3", {{"n", 128}, {"m", 4096}}, "c0"},
+                 {"p4", {{"n", 1024}, {"m", 1024}}, "c1"}};
+  plan.slower_on = {{"c0", {"p1", "p2"}}, {"c1", {"p3"}}, {"c2", {}}};
+  Unmatched margin;
+  margin.rule = Unmatched::Rule::kMargin;
+  margin.factor = kMarginFactor;
+  const std::map<std::string, size_t> index{{"c0", 0}, {"c1", 1}, {"c2", 2}};
+  for (const auto& p : plan.points) margin.points.push_back({p.axes, index.at(p.target)});
+  for (const auto& [target, ws] : plan.slower_on)
+    for (const auto& w : ws)
+      for (const auto& p : plan.points)
+        if (p.workload == w) margin.slower.push_back({p.axes, index.at(target)});
+  // One route, so that the unmatched shapes below really are unmatched.
+  std::vector<Route> routes{{"tiny", {{"n", {2, 3}}, {"m", {2, 3}}}, 1}};
+  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, margin);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr int kRule = 2;"), std::string::npos);
+  auto lib = eval::build_solution(*d, {});
+  ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
+  void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+  auto fn = reinterpret_cast<Entry>(dlsym(h, "run"));
+  ASSERT_NE(fn, nullptr);
+  auto call = [&](int64_t n, int64_t m) {
+    int64_t xs[2] = {n, m}, ys[2] = {n, 1};
+    DLTensor in[2] = {}, out[1] = {};
+    in[0].ndim = 2;
+    in[0].shape = xs;
+    out[0].ndim = 2;
+    out[0].shape = ys;
+    return fn(in, 2, out, 1, nullptr);
+  };
+  auto expected = [&](int64_t n, int64_t m) {
+    const std::string target = margin_target(plan, {{"n", n}, {"m", m}});
+    return target.empty() ? 103 : 101 + static_cast<int>(index.at(target));
+  };
+  EXPECT_EQ(call(100, 4096), 101);   // p3 at log2(128/100) = 0.36; p2, where 0 is slower, at 2.64
+  EXPECT_EQ(call(60, 4096), 103);    // p3 at 1.09, p2 at 1.91 < 2 x 1.09: too near a slower one
+  EXPECT_EQ(call(40, 4096), 103);    // nearest p2 (1.32 against 1.68): its target, the fallback
+  EXPECT_EQ(call(1000, 1000), 102);  // p4; p3, where 1 is slower, far away
+  EXPECT_EQ(call(2, 2), 102);        // inside the route
+  for (int64_t n : {1, 5, 17, 33, 70, 90, 129, 300, 700, 2000, 100000})
+    for (int64_t m : {1, 64, 1000, 3000, 4096, 9000, 1 << 20}) {
+      if (n >= 2 && n <= 3 && m >= 2 && m <= 3) continue;
+      EXPECT_EQ(call(n, m), expected(n, m)) << n << " x " << m;
+    }
   dlclose(h);
 }
 
