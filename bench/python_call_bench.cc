@@ -31,7 +31,8 @@ PythonRuntime* runtime() {
     if (h == nullptr) return static_cast<PythonRuntime*>(nullptr);
     auto make = reinterpret_cast<kda::runner::PythonRuntimeFn>(::dlsym(h, kda::runner::kPythonRuntimeSymbol));
     PythonRuntime* r = make != nullptr ? make() : nullptr;
-    if (r == nullptr || !r->start(dir / "kda_python.py", "cpu").empty()) return static_cast<PythonRuntime*>(nullptr);
+    if (r == nullptr || !r->start(dir / "kda_python.py", "cpu", {}).empty())
+      return static_cast<PythonRuntime*>(nullptr);
     return r;
   }();
   return rt;

@@ -293,6 +293,42 @@ TEST(Attestation, OnlyKernelsOutsideTheCandidatesOwnAreForeign) {
             (std::vector<std::string>{"ampere_h16816gemm", "sgemm_128x64_nn"}));
 }
 
+// A Python solution's own kernels are the functions its sources decorate with a JIT; each
+// language's rule says what else may run (kernel names as CUPTI reported them on an H100 for the
+// torch rmsnorm solution, bench/results/h100/python_2026-12-06).
+TEST(Attestation, APythonSolutionsOwnKernelsAreItsJitFunctionsAndItsLanguageSaysWhatElse) {
+  const std::vector<task::SourceFile> sources = {
+      {"kernel.py",
+       "import triton\nimport triton.language as tl\n\n@triton.autotune(configs=[], key=['n'])\n"
+       "@triton.jit(do_not_specialize=['eps'])\ndef _rmsnorm_row(x, n, eps, BLOCK: tl.constexpr):\n"
+       "    pass\n\n@jit\ndef helper(x):\n    pass\n\n  @ tl . jit\n  def nested(y):\n    pass\n\n"
+       "def run(x, y):\n    _rmsnorm_row[(1,)](x, 1, 1e-6, BLOCK=128)\n\n@functools.cache\ndef cached():\n"
+       "    pass\n"},
+      {"notes.txt", "@triton.jit\ndef not_python(x):\n"}};
+  EXPECT_EQ(jit_kernel_names(sources), (std::set<std::string>{"_rmsnorm_row", "helper", "nested"}));
+  const std::string aten_reduce =
+      "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_7MeanOpsIffffEEjfLi4ELi4EEEEEvT1_";
+  const std::string aten_rsqrt =
+      "_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_17rsqrt_kernel_cudaERNS_18TensorIteratorBaseEENKUlvE0_"
+      "clEvENKUlvE0_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_";
+  const std::string aten_copy =
+      "_ZN2at6native29vectorized_elementwise_kernelILi8EZNS0_25bfloat16_copy_kernel_cudaERNS_"
+      "18TensorIteratorBaseEEUlfE_"
+      "St5arrayIPcLm2EEEEviT0_T1_";
+  const std::string cublas = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1";
+  const std::set<std::string> jit = {"_rmsnorm_row"};
+  // python: torch's ATen kernels are the solution's; cuBLAS behind torch.matmul is a library's.
+  EXPECT_TRUE(foreign_python_kernels({aten_reduce, aten_rsqrt, aten_copy, "_rmsnorm_row"}, jit, "python").empty());
+  EXPECT_EQ(foreign_python_kernels({aten_reduce, cublas}, jit, "python"), (std::vector<std::string>{cublas}));
+  // triton: its own kernel (Triton 3's name, or Triton 2's with the signature) and torch's copies;
+  // torch doing the work (a reduction, elementwise math) is foreign, and so is another JIT's kernel.
+  EXPECT_TRUE(foreign_python_kernels({"_rmsnorm_row", "_rmsnorm_row_0d1d2d3de", aten_copy}, jit, "triton").empty());
+  EXPECT_EQ(
+      foreign_python_kernels({"_rmsnorm_row", aten_reduce, aten_rsqrt, "fused_recurrent_fwd_kernel"}, jit, "triton"),
+      (std::vector<std::string>{aten_reduce, aten_rsqrt, "fused_recurrent_fwd_kernel"}));
+  EXPECT_EQ(foreign_python_kernels({"_rmsnorm_rowX"}, jit, "triton"), (std::vector<std::string>{"_rmsnorm_rowX"}));
+}
+
 TEST(Stats, QuantilesAndMeans) {
   auto s = summarize({5, 1, 3, 2, 4});
   EXPECT_DOUBLE_EQ(s.median, 3);

@@ -52,6 +52,7 @@ json LoadRequest::to_json() const {
   } else {
     j["sandbox"] = sandbox;
     if (reload_root) j["reload_root"] = *reload_root;
+    if (jit_dir) j["jit_dir"] = *jit_dir;
   }
   return j;
 }
@@ -63,6 +64,7 @@ Result<LoadRequest> LoadRequest::from_json(const json& j) {
   f.get("symbol", r.symbol);
   f.get("sandbox", r.sandbox);
   f.get("reload_root", r.reload_root);
+  f.get("jit_dir", r.jit_dir);
   f.get("reload", r.reload);
   f.get("returns_outputs", r.returns_outputs);
   KDA_RETURN_IF_ERROR(f.status());

@@ -70,6 +70,9 @@ struct LoadRequest {
   // function returns the outputs (destination_passing_style false) instead of writing them.
   bool returns_outputs = false;
   bool sandbox = false;
+  // A JIT-compiling Python solution (language triton): the directory its compiler's cache and
+  // temporary files go to, the one place its sandbox may write; its compilers may run.
+  std::optional<std::string> jit_dir;
   std::optional<std::string> reload_root;
   bool reload = false;
 

@@ -213,5 +213,54 @@ TEST(PythonSolutions, PatchedPythonClocksDoNotHideACallsTime) {
   stdfs::remove_all(dir);
 }
 
+// A JIT-compiling solution's runner (LoadRequest::jit_dir, given to triton solutions): confined as
+// any candidate, yet its compilers may run and write under the JIT directory, as Triton's launcher
+// build does (gcc: cc1, as, collect2, ld, reading /usr/include). The module compiles a C file into
+// a shared library at import, confined. The same module without a JIT directory is refused as a
+// process spawn. Needs gcc, which a kda build machine has.
+TEST(PythonSolutions, AJitSolutionsRunnerMayRunItsCompilersInsideItsDirectoryAndNothingElse) {
+  REQUIRE_PYTHON_RUNNER();
+  const stdfs::path dir = stdfs::temp_directory_path() / ("kda_py_jit_" + std::to_string(::getpid()));
+  stdfs::remove_all(dir);
+  stdfs::create_directories(dir / "src");
+  const std::string module = R"(import os
+import subprocess
+
+subprocess.run(["gcc", "--version"], check=True, capture_output=True)
+_tmp = os.environ["TMPDIR"]
+with open(os.path.join(_tmp, "stub.c"), "w") as f:
+    f.write("#include <stdio.h>\nint stub(void) { return puts(\"jit\"); }\n")
+subprocess.run(["gcc", "-shared", "-fPIC", "-O1", os.path.join(_tmp, "stub.c"), "-o", os.path.join(_tmp, "stub.so")],
+               check=True, capture_output=True)
+
+
+def run(x, y):
+    pass
+)";
+  ASSERT_TRUE(fs::write_file_atomic(dir / "src/kernel.py", module).ok());
+  for (bool jit : {true, false}) {
+    SCOPED_TRACE(jit ? "with a JIT directory" : "without");
+    RunnerOptions o;
+    o.runner_binary = KDA_RUNNER;
+    o.sandbox = true;
+    if (const std::string py = python_interpreter(); !py.empty()) o.extra_env.push_back("KDA_PYTHON=" + py);
+    auto r = RunnerClient::start(o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    r->send_load(dir / "src/kernel.py", "run", 60, false, jit ? dir / "jit" : stdfs::path());
+    CallOutcome out = r->receive();
+    if (jit) {
+      ASSERT_EQ(out.kind, CallOutcome::Kind::kOk) << out.message << "\n" << out.log;
+      EXPECT_TRUE(stdfs::exists(dir / "jit/tmp/stub.so"));
+      ASSERT_TRUE(out.reply.contains("sandbox")) << out.reply.dump();
+      EXPECT_EQ(out.reply["sandbox"]["jit"]["dir"], (dir / "jit").string());
+      EXPECT_FALSE(out.reply["sandbox"]["jit"]["programs"].empty());
+    } else {
+      EXPECT_EQ(out.kind, CallOutcome::Kind::kFailed);
+      EXPECT_NE(out.message.find("process_spawn"), std::string::npos) << out.message;
+    }
+  }
+  stdfs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace kda::eval

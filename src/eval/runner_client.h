@@ -84,9 +84,10 @@ class RunnerClient {
   // device allocations): send_*() writes the command and returns; receive() waits for its reply,
   // within the timeout given to send_*(). A failed send is reported by receive(). One request at a
   // time: a reply nobody received is read and dropped before the next request is sent.
-  // returns_outputs: a Python entry function that returns the outputs (LoadRequest).
+  // returns_outputs: a Python entry function that returns the outputs; jit_dir: a JIT-compiling
+  // one's writable directory (LoadRequest).
   void send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s,
-                 bool returns_outputs = false);
+                 bool returns_outputs = false, const std::filesystem::path& jit_dir = {});
   // A further library in the same process (runners started with reload_root, "reload" capability):
   // the entry point moves to it; earlier libraries stay mapped and are never called again.
   CallOutcome reload(const std::filesystem::path& library, const std::string& symbol, double timeout_s);

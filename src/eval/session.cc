@@ -131,7 +131,7 @@ std::optional<Failure> Session::ensure_runners() {
       st.client.reset();
       continue;
     }
-    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout, st.lib->returns_outputs);
+    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout, st.lib->returns_outputs, st.lib->jit_dir);
   }
   for (Start& st : starts) {
     if (!st.client) continue;

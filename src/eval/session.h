@@ -239,6 +239,7 @@ class Session {
   // How the workload's inputs are drawn, for the correctness gate's record: what was fresh.
   std::string fresh_wording() const;
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
+  std::optional<Failure> attest_python_kernels(const std::set<std::string>& seen);
   // kCollect: the runner's CUPTI summaries of the trial's deferred timed calls, by call seq.
   std::optional<Failure> collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq);
   // Fresh-versus-repeat: a candidate whose repeated input sets run much faster than never-seen ones

@@ -556,11 +556,7 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
     gates_.skip(GateId::kLaunchAttestation, "task policy allows kernel libraries");
     return std::nullopt;
   }
-  if (cand_lib_.python) {
-    gates_.skip(GateId::kLaunchAttestation,
-                "a Python solution: its kernels are compiled at run time (torch's, Triton's JIT), not by kda's build");
-    return std::nullopt;
-  }
+  if (cand_lib_.python) return attest_python_kernels(seen);
   std::set<std::string> own;
   for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
   own.erase("");
@@ -582,6 +578,33 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
   gates_.ran(GateId::kLaunchAttestation);
   gates_.note(GateId::kLaunchAttestation,
               fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size()));
+  return std::nullopt;
+}
+
+// A Python solution's kernels are compiled at run time, not by kda's build: its own are the
+// functions its sources decorate with a JIT (Triton names its kernels after them), and its
+// language's rule (kPythonKernelRules) says what else it may launch.
+std::optional<Failure> Session::attest_python_kernels(const std::set<std::string>& seen) {
+  const std::string& language = candidate_->spec.language;
+  const std::set<std::string> jit = jit_kernel_names(candidate_->sources);
+  std::string why = "a " + language + " solution may launch only its own @jit kernels";
+  for (const auto& r : kPythonKernelRules)
+    if (r.language == language) why = r.why;
+  std::vector<std::string> foreign = foreign_python_kernels(seen, jit, language);
+  if (!foreign.empty()) {
+    std::string list;
+    for (const auto& k : foreign) list += (list.empty() ? "" : ", ") + k;
+    return Failure{
+        Verdict::kForeignKernel,
+        "foreign_kernel",
+        fmt::format("kernel(s) launched during timed calls that are not the candidate's own: {} ({}; its "
+                    "@jit functions: {})",
+                    list, why, jit.empty() ? std::string("none") : util::join({jit.begin(), jit.end()}, ", ")),
+        {},
+        GateId::kLaunchAttestation};
+  }
+  gates_.ran(GateId::kLaunchAttestation);
+  gates_.note(GateId::kLaunchAttestation, fmt::format("{} kernel(s) launched, all allowed: {}", seen.size(), why));
   return std::nullopt;
 }
 

@@ -21,7 +21,7 @@ std::filesystem::path executable_dir() {
 
 }  // namespace
 
-Status Backend::start_python() {
+Status Backend::start_python(const std::filesystem::path& jit_dir) {
   if (python_ != nullptr) return {};
   const auto dir = executable_dir();
   const auto plugin = dir / "libkda-python.so";
@@ -34,7 +34,7 @@ Status Backend::start_python() {
   auto make = reinterpret_cast<PythonRuntimeFn>(::dlsym(handle, kPythonRuntimeSymbol));
   if (make == nullptr) return Status::failed(plugin.string() + " does not export " + kPythonRuntimeSymbol);
   PythonRuntime* runtime = make();
-  if (std::string e = runtime->start(dir / "kda_python.py", python_device()); !e.empty())
+  if (std::string e = runtime->start(dir / "kda_python.py", python_device(), jit_dir); !e.empty())
     return Status::failed("Python: " + e);
   python_ = runtime;
   return {};
@@ -42,6 +42,10 @@ Status Backend::start_python() {
 
 std::vector<std::filesystem::path> Backend::python_read_paths() const {
   return python_ != nullptr ? python_->read_paths() : std::vector<std::filesystem::path>{};
+}
+
+std::vector<std::filesystem::path> Backend::python_exec_paths() const {
+  return python_ != nullptr ? python_->exec_paths() : std::vector<std::filesystem::path>{};
 }
 
 Status Backend::bind_python() {

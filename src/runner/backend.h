@@ -44,9 +44,11 @@ class Backend {
   Status load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs = false);
   // Before the sandbox: opens libkda-python.so beside this executable and starts its interpreter
   // for this backend's device ("cpu" or "cuda"). The interpreter's directories join the sandbox's
-  // read-only paths (python_read_paths()).
-  Status start_python();
+  // read-only paths (python_read_paths()). `jit_dir` (a triton solution): where its JIT compiler
+  // writes (PythonRuntime::start); the programs it may run are python_exec_paths().
+  Status start_python(const std::filesystem::path& jit_dir = {});
   std::vector<std::filesystem::path> python_read_paths() const;
+  std::vector<std::filesystem::path> python_exec_paths() const;
   // A new layout over `arena`, which may be the mapping of the previous layout (kept while the
   // evaluator's memfd keeps its size) and may be larger than `layout.size`.
   virtual Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) = 0;

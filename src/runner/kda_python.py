@@ -9,6 +9,7 @@ evaluator makes on the arena (guards, poison, re-checks, digests) sees what the 
 
 import importlib.util
 import os
+import shutil
 import struct
 import sys
 
@@ -43,45 +44,153 @@ _REFUSED_EVENTS = {
 
 # Environment variables a candidate still sees: the runner's own minimal environment, less anything
 # that could carry a secret (runner_client.cc gives runners PATH, LANG and a few loader variables).
+# A JIT-compiling solution (triton) also keeps what _jit_environment sets.
 _KEPT_ENVIRONMENT = ("PATH", "LANG")
 
+# The programs a JIT compiler may run, by name on PATH (Triton's C compiler for its launchers, and
+# what gcc itself runs); Triton's own ptxas and friends are added from its package (_jit_tools).
+_JIT_PROGRAMS = ("cc", "gcc", "clang", "as", "ld")
 
-def _install_guard(allowed_roots):
+
+def _jit_environment(jit_dir):
+    """Where a JIT compiler keeps its files: Triton's cache, home and temporary files, all under the
+    solution's own JIT directory (the one place its sandbox may write)."""
+    tmp = os.path.join(jit_dir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    return {
+        "TRITON_CACHE_DIR": os.path.join(jit_dir, "triton"),
+        "TRITON_HOME": jit_dir,
+        "HOME": jit_dir,
+        "TMPDIR": tmp,
+    }
+
+
+def _jit_tools():
+    """The real paths of the programs a JIT-compiling solution may start: _JIT_PROGRAMS found on
+    PATH, and the binaries Triton ships for its backend (ptxas, cuobjdump, nvdisasm)."""
+    tools = set()
+    for name in _JIT_PROGRAMS:
+        found = shutil.which(name)
+        if found:
+            tools.add(os.path.realpath(found))
+    try:
+        import triton
+
+        bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+        if os.path.isdir(bindir):
+            tools.update(os.path.realpath(os.path.join(bindir, f)) for f in os.listdir(bindir))
+    except ImportError:
+        pass
+    return sorted(tools)
+
+
+def _jit_libraries():
+    """The directories whose shared objects a JIT-compiling solution may load through ctypes besides
+    its JIT directory: Triton's own package (its backend's helper libraries)."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.origin:
+        return []
+    return [os.path.dirname(spec.origin)]
+
+
+def _prime_triton():
+    """Triton's one-time work, done by kda before the sandbox so that no candidate call pays for it:
+    its driver's C helpers built (or read from the cache) and the ptxas version its cache keys
+    include (a subprocess, remembered in-process). A Triton without these names is left to do them
+    at the first call, confined."""
+    try:
+        from triton.runtime import driver
+
+        driver.active.utils  # noqa: B018 (the attribute builds or loads the helpers)
+    except Exception:  # noqa: BLE001 (no triton, or another layout: the solution's import says so)
+        return
+    try:
+        from triton.backends.nvidia import compiler
+
+        compiler.get_ptxas_version()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _install_guard(allowed_roots, jit=None):
     """Refuses the events above, and every open() for writing or of a file outside `allowed_roots`
-    (the interpreter's directories and the solution's own)."""
+    (the interpreter's directories and the solution's own). With `jit` ({"dir", "tools",
+    "libraries"}), files under jit["dir"] may also be written, subprocess.Popen may start the
+    programs in jit["tools"] (their real paths), and ctypes may load (and look symbols up in) the
+    shared objects under jit["dir"] or jit["libraries"] (the launchers and helpers the JIT compiler
+    builds there), nothing else."""
     import _kda_guard
 
     report = _kda_guard.report
     roots = tuple(os.path.join(os.path.realpath(r), "") for r in allowed_roots)
+    writable = (os.path.join(os.path.realpath(jit["dir"]), ""),) if jit else ()
+    loadable = writable + tuple(os.path.join(os.path.realpath(d), "") for d in (jit or {}).get("libraries", ()))
+    tools = frozenset(jit["tools"]) if jit else frozenset()
+    loaded = set()  # the real paths of the shared objects ctypes was let load
     realpath = os.path.realpath
+    which = shutil.which
     isinstance_ = isinstance
 
     def refuse(category, what):
         report(category, what)
         raise PermissionError(f"kda sandbox: {category}: {what} is not allowed in a solution")
 
+    def jit_library(name):
+        if not loadable or not isinstance_(name, (str, bytes)):
+            return None
+        full = realpath(os.fsdecode(name))
+        return full if (full + os.sep).startswith(loadable) else None
+
+    def allowed_program(args):
+        executable, argv = args[0], args[1]
+        if executable is None:
+            executable = argv if isinstance_(argv, (str, bytes)) else (argv[0] if argv else None)
+        if executable is None:
+            return False
+        name = os.fsdecode(executable)
+        found = name if os.sep in name else which(name)
+        return found is not None and realpath(found) in tools
+
     def hook(event, args):
+        if event == "subprocess.Popen" and tools and allowed_program(args):
+            return
+        if event == "os.posix_spawn" and tools and realpath(os.fsdecode(args[0])) in tools:
+            return
+        if event == "ctypes.dlopen":
+            full = jit_library(args[0])
+            if full is not None:
+                loaded.add(full)
+                return
+        if event == "ctypes.dlsym" and loaded and jit_library(getattr(args[0], "_name", None)) in loaded:
+            return
         category = _REFUSED_EVENTS.get(event)
         if category is not None:
-            refuse(category, event)
+            shown = f"{event}({args[0]!r})"[:200] if event.startswith("ctypes.dl") and args else event
+            refuse(category, shown)
         if event == "open":
             path, mode, flags = args[0], args[1], args[2]
+            full = realpath(os.fsdecode(path)) if isinstance_(path, (str, bytes)) else None
+            if full is not None and writable and (full + os.sep).startswith(writable):
+                return
             if isinstance_(mode, str) and any(c in mode for c in "wax+"):
                 refuse("file_io", f"open({path!r}, {mode!r})")
             if isinstance_(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND):
                 refuse("file_io", f"os.open({path!r}) for writing")
-            if isinstance_(path, (str, bytes)):
-                full = realpath(os.fsdecode(path))
-                if not any((full + os.sep).startswith(r) for r in roots):
-                    refuse("file_io", f"open({full!r})")
+            if full is not None and not any((full + os.sep).startswith(r) for r in roots):
+                refuse("file_io", f"open({full!r})")
 
     sys.addaudithook(hook)
 
 
-def setup(device):
-    """Imports what calls need and says which directories the sandbox must leave readable."""
+def setup(device, jit_dir=""):
+    """Imports what calls need and says which directories the sandbox must leave readable. With
+    `jit_dir` (a triton solution), Triton's files go there and its one-time work is done now."""
     sys.dont_write_bytecode = True
     _state["device"] = device
+    if jit_dir:
+        env = _jit_environment(jit_dir)
+        os.environ.update(env)
+        _state["jit"] = {"dir": jit_dir, "environment": env, "tools": _jit_tools(), "libraries": _jit_libraries()}
     if device == "cuda":
         import torch
 
@@ -91,6 +200,8 @@ def setup(device):
         torch.zeros(1, device="cuda").add_(1)
         torch.cuda.synchronize()
         _state["torch"] = torch
+        if jit_dir:
+            _prime_triton()
     else:
         import numpy
 
@@ -109,15 +220,22 @@ def setup(device):
     return sorted(r for r in roots if os.path.isdir(r))
 
 
+def jit_tools():
+    """The programs the sandbox must let a JIT-compiling solution run (empty for any other)."""
+    return list(_state["jit"]["tools"]) if "jit" in _state else []
+
+
 def load(path, function, returns_outputs, read_roots):
     """Imports the solution's entry file as a module (its directory first on sys.path, so that the
     solution's other files import by name) and takes its entry function. Before the candidate's
     code runs: the environment is cut to _KEPT_ENVIRONMENT and the audit hook is installed."""
     directory = os.path.dirname(path)
+    jit = _state.get("jit")
+    kept = _KEPT_ENVIRONMENT + (tuple(jit["environment"]) if jit else ())
     for name in list(os.environ):
-        if name not in _KEPT_ENVIRONMENT:
+        if name not in kept:
             del os.environ[name]
-    _install_guard(list(read_roots) + [directory])
+    _install_guard(list(read_roots) + [directory] + ([jit["dir"]] if jit else []), jit)
     if directory not in sys.path:
         sys.path.insert(0, directory)
     name = "kda_solution_" + os.path.splitext(os.path.basename(path))[0]

@@ -160,9 +160,20 @@ std::string take_refusal() {
   return e;
 }
 
+// A Python list of str as paths (other items skipped).
+std::vector<stdfs::path> strings(PyObject* list) {
+  std::vector<stdfs::path> out;
+  for (Py_ssize_t i = 0; PyList_Check(list) && i < PyList_Size(list); ++i) {
+    const char* s = PyUnicode_AsUTF8(PyList_GetItem(list, i));
+    if (s != nullptr) out.emplace_back(s);
+  }
+  PyErr_Clear();
+  return out;
+}
+
 class EmbeddedPython final : public PythonRuntime {
  public:
-  std::string start(const stdfs::path& glue, const std::string& device) override {
+  std::string start(const stdfs::path& glue, const std::string& device, const stdfs::path& jit_dir) override {
     device_ = device;
     if (PyImport_AppendInittab("_kda_guard", guard_init) != 0) return "the _kda_guard module could not be added";
     // One thread for the numerical libraries' pools: the evaluator counts a call's new threads.
@@ -184,18 +195,19 @@ class EmbeddedPython final : public PythonRuntime {
     if (sys_path == nullptr || !dir || PyList_Insert(sys_path, 0, dir.get()) != 0) return take_exception();
     glue_ = Ref(PyImport_ImportModule(glue.stem().c_str()));
     if (!glue_) return "kda's Python glue " + glue.string() + ": " + take_exception();
-    Ref paths(PyObject_CallMethod(glue_.get(), "setup", "s", device.c_str()));
+    Ref paths(PyObject_CallMethod(glue_.get(), "setup", "ss", device.c_str(), jit_dir.c_str()));
     if (!paths) return (device == "cuda" ? "importing torch: " : "importing numpy: ") + take_exception();
-    for (Py_ssize_t i = 0; PyList_Check(paths.get()) && i < PyList_Size(paths.get()); ++i) {
-      const char* s = PyUnicode_AsUTF8(PyList_GetItem(paths.get(), i));
-      if (s != nullptr) read_paths_.emplace_back(s);
-    }
+    read_paths_ = strings(paths.get());
+    Ref tools(PyObject_CallMethod(glue_.get(), "jit_tools", nullptr));
+    if (!tools) return "the JIT's programs: " + take_exception();
+    exec_paths_ = strings(tools.get());
     call_ = Ref(PyObject_GetAttrString(glue_.get(), "call"));
     if (!call_) return take_exception();
     return {};
   }
 
   std::vector<stdfs::path> read_paths() const override { return read_paths_; }
+  std::vector<stdfs::path> exec_paths() const override { return exec_paths_; }
 
   std::string load(const stdfs::path& file, const std::string& function, bool returns_outputs) override {
     Ref roots(PyList_New(0));
@@ -273,6 +285,7 @@ class EmbeddedPython final : public PythonRuntime {
   Ref glue_;
   Ref call_;
   std::vector<stdfs::path> read_paths_;
+  std::vector<stdfs::path> exec_paths_;
 };
 
 }  // namespace

@@ -21,10 +21,16 @@ class PythonRuntime {
   virtual ~PythonRuntime() = default;
   // Starts the interpreter (a virtual environment's where $KDA_PYTHON or the first python3 on PATH
   // is one) and imports `glue` (kda_python.py) and the array library of `device` ("cpu": numpy,
-  // "cuda": torch, whose CUDA state is created now). Returns "" or what failed.
-  virtual std::string start(const std::filesystem::path& glue, const std::string& device) = 0;
+  // "cuda": torch, whose CUDA state is created now). Returns "" or what failed. `jit_dir` (a triton
+  // solution): the directory its JIT compiler's cache and temporary files go to; Triton's one-time
+  // work (its driver helpers, the ptxas version) is done now, before the sandbox.
+  virtual std::string start(const std::filesystem::path& glue, const std::string& device,
+                            const std::filesystem::path& jit_dir) = 0;
   // The interpreter's directories (prefixes, sys.path, the imported modules' directories).
   virtual std::vector<std::filesystem::path> read_paths() const = 0;
+  // With a jit_dir: the programs the JIT compiler may run (real paths), which the sandbox lets it
+  // execute; empty otherwise.
+  virtual std::vector<std::filesystem::path> exec_paths() const = 0;
   // Imports the solution's entry file and takes `function`; `returns_outputs`: the function returns
   // the outputs (destination_passing_style false) instead of writing the last arguments.
   virtual std::string load(const std::filesystem::path& file, const std::string& function, bool returns_outputs) = 0;

@@ -39,12 +39,20 @@ json error_reply(const std::string& msg) { return {{"ok", false}, {"error", msg}
 // Read-only paths a dlopen'ed solution needs: its own directory (or, for a runner that loads
 // several, the directory they all come from) and the system libraries.
 // A Python solution's runner also reads the interpreter's directories (Backend::python_read_paths).
-kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library_dir, const kda::runner::Backend& b) {
+// A JIT-compiling solution's runner (`jit_dir` set) also writes that directory and runs its
+// compilers: the programs python_exec_paths() names and what a C compiler reads and runs.
+kda::sandbox::LandlockPolicy candidate_policy(const std::filesystem::path& library_dir, const kda::runner::Backend& b,
+                                              const std::filesystem::path& jit_dir) {
   kda::sandbox::LandlockPolicy p;
   p.read_only = {library_dir,  "/usr/lib",           "/usr/lib64",       "/lib",
                  "/lib64",     "/usr/local/cuda",    "/etc/ld.so.cache", "/sys/devices/system/cpu",
                  "/proc/self", "/proc/driver/nvidia"};
   for (const auto& dir : b.python_read_paths()) p.read_only.push_back(dir);
+  if (!jit_dir.empty()) {
+    p.read_write.push_back(jit_dir);
+    for (const auto& tool : b.python_exec_paths()) p.read_only.push_back(tool);
+    for (const char* dir : {"/usr/include", "/usr/libexec", "/usr/local/include"}) p.read_only.emplace_back(dir);
+  }
   p.devices = b.sandbox_devices();
   if (!p.devices.empty()) p.devices.push_back("/dev/null");
   return p;
@@ -90,18 +98,27 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
   KDA_RETURN_IF_ERROR(backend.init());
   out["environment"] = backend.environment();  // read before the sandbox hides /proc files
   // The interpreter and its array library are imported before the sandbox; the solution after it.
-  if (library.extension() == ".py") KDA_RETURN_IF_ERROR(backend.start_python());
+  const std::filesystem::path jit_dir = req.jit_dir.value_or("");
+  if (!jit_dir.empty() && library.extension() != ".py")
+    return kda::Status::failed("a JIT directory is for a Python solution only");
+  if (!jit_dir.empty()) KDA_RETURN_IF_ERROR(kda::fs::ensure_dir(jit_dir));
+  if (library.extension() == ".py") KDA_RETURN_IF_ERROR(backend.start_python(jit_dir));
   json sandbox = json::object();
   if (req.sandbox) {
     auto ll = kda::sandbox::apply_landlock(
-        candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend));
+        candidate_policy(loads.root.empty() ? library.parent_path() : loads.root, backend, jit_dir));
     if (!ll.ok()) return ll.status().with_context("sandbox");
     sandbox["landlock_abi"] = ll->abi;
     sandbox["network"] = ll->network;
     sandbox["scoped"] = ll->scoped;
     if (kda::sandbox::seccomp_available()) {
-      KDA_RETURN_IF_ERROR(kda::sandbox::apply_seccomp({.allow_threads = true}));
+      KDA_RETURN_IF_ERROR(kda::sandbox::apply_seccomp({.allow_threads = true, .allow_processes = !jit_dir.empty()}));
       sandbox["seccomp"] = true;
+    }
+    if (!jit_dir.empty()) {
+      json tools = json::array();
+      for (const auto& t : backend.python_exec_paths()) tools.push_back(t.string());
+      sandbox["jit"] = {{"dir", jit_dir.string()}, {"programs", tools}};
     }
   }
   KDA_RETURN_IF_ERROR(backend.load(library, req.symbol, req.returns_outputs));

@@ -24,12 +24,14 @@ Status apply_seccomp(const SeccompPolicy& policy) {
   kill(SCMP_SYS(ptrace));
   kill(SCMP_SYS(process_vm_readv));
   kill(SCMP_SYS(process_vm_writev));
-  kill(SCMP_SYS(fork));
-  kill(SCMP_SYS(vfork));
-  kill(SCMP_SYS(execve));
-  kill(SCMP_SYS(execveat));
+  if (!policy.allow_processes) {
+    kill(SCMP_SYS(fork));
+    kill(SCMP_SYS(vfork));
+    kill(SCMP_SYS(execve));
+    kill(SCMP_SYS(execveat));
+  }
   // clone without CLONE_THREAD creates a process.
-  if (rc == 0)
+  if (rc == 0 && !policy.allow_processes)
     rc = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1,
                           SCMP_A0(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(CLONE_THREAD), 0));
   if (rc == 0 && !policy.allow_threads)

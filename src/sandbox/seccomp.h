@@ -16,6 +16,10 @@ bool seccomp_available();
 struct SeccompPolicy {
   bool allow_threads = true;  // clone(CLONE_THREAD); thread counts are checked by the evaluator
   bool allow_sockets = false;
+  // fork/vfork/exec and clone of new processes: a JIT-compiling solution's runner starts its
+  // compilers (ptxas, cc). What those may execute, read and write is Landlock's to limit; the
+  // children inherit both.
+  bool allow_processes = false;
 };
 
 Status apply_seccomp(const SeccompPolicy& policy);
