@@ -591,6 +591,72 @@ TEST(Dependencies, CheckedAgainstThePolicyLinkedWhenAllowed) {
   stdfs::remove_all(*tmp);
 }
 
+// CUTLASS that a solution includes without carrying it (as FlashInfer-Bench's environment gives
+// it): KDA_CUTLASS_DIR names a checkout, whose include directories reach the compiler (through its
+// sandbox) and whose version is in the trace's environment; without one the COMPILE_ERROR says what
+// to set; a variable naming no CUTLASS is an error that names it.
+TEST(MachineHeaders, ACutlassIncludingSolutionBuildsWithTheConfiguredCheckoutAndSaysWhatIsMissingWithout) {
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-cutlass");
+  ASSERT_TRUE(tmp.ok());
+  const stdfs::path cutlass = *tmp / "cutlass";  // a fake checkout: include/ and tools/util/include/
+  const std::vector<std::pair<std::string, std::string>> headers = {
+      {"include/cutlass/cutlass.h", "#pragma once\n"},
+      {"include/cutlass/version.h",
+       "#pragma once\n#define CUTLASS_MAJOR 3\n#define CUTLASS_MINOR 9\n#define CUTLASS_PATCH 2\n"},
+      {"include/cutlass/numeric_types.h", "#pragma once\n#include \"cutlass/cutlass.h\"\n#define KDA_FAKE_CUTLASS 1\n"},
+      {"tools/util/include/cutlass/util/kda_util.h", "#pragma once\n#define KDA_FAKE_CUTLASS_UTIL 1\n"}};
+  for (const auto& [path, text] : headers) {
+    ASSERT_TRUE(fs::ensure_dir((cutlass / path).parent_path()).ok());
+    ASSERT_TRUE(fs::write_file_atomic(cutlass / path, text).ok());
+  }
+  const stdfs::path dir = *tmp / "uses_cutlass";
+  stdfs::copy(fixture("host_rmsnorm", "fast"), dir, stdfs::copy_options::recursive);
+  auto kernel = fs::read_file(dir / "kernel.cc");
+  ASSERT_TRUE(kernel.ok());
+  ASSERT_TRUE(fs::write_file_atomic(dir / "kernel.cc",
+                                    "#include <cutlass/numeric_types.h>\n"
+                                    "#include \"cutlass/util/kda_util.h\"\n"
+                                    "static_assert(KDA_FAKE_CUTLASS + KDA_FAKE_CUTLASS_UTIL == 2);\n" +
+                                        *kernel)
+                  .ok());
+  EvalOptions o = fast_options();
+  o.workloads = "dev";
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
+  auto sol = task::load_solution(dir);
+  ASSERT_TRUE(pack.ok() && sol.ok());
+  // No CUTLASS anywhere: no variable, and no interpreter to find an installed flashinfer's copy.
+  ::unsetenv("KDA_CUTLASS_DIR");
+  ::setenv("KDA_PYTHON", (*tmp / "no-python").c_str(), 1);
+  auto missing = evaluate(*pack, *sol, o);
+  ASSERT_TRUE(missing.ok()) << missing.status().message();
+  ASSERT_FALSE(missing->workloads.empty());
+  EXPECT_EQ(missing->workloads[0].verdict, Verdict::kCompileError);
+  EXPECT_NE(missing->workloads[0].message.find("set KDA_CUTLASS_DIR"), std::string::npos)
+      << missing->workloads[0].message;
+  ::setenv("KDA_CUTLASS_DIR", cutlass.c_str(), 1);
+  auto built = evaluate(*pack, *sol, o);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  EXPECT_TRUE(built->all_passed) << (built->workloads.empty() ? "" : built->workloads[0].message);
+  const auto& used = built->build["candidate"]["machine_headers"];
+  ASSERT_EQ(used.size(), 1u) << built->build.dump();
+  EXPECT_EQ(used[0]["version"], "3.9.2");
+  EXPECT_EQ(used[0]["source"], "KDA_CUTLASS_DIR");
+  EXPECT_EQ(used[0]["include_dirs"].size(), 2u);
+  ASSERT_FALSE(built->workloads.empty());
+  const auto trace = trace_json(*built, built->workloads[0], *pack);
+  const std::string shown = trace["evaluation"]["environment"]["libs"].value("cutlass", std::string());
+  EXPECT_NE(shown.find("3.9.2 (KDA_CUTLASS_DIR: "), std::string::npos) << trace["evaluation"]["environment"].dump();
+  ::setenv("KDA_CUTLASS_DIR", tmp->c_str(), 1);  // holds no cutlass/cutlass.h
+  auto wrong = evaluate(*pack, *sol, o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("KDA_CUTLASS_DIR=" + tmp->string() + ": no cutlass/cutlass.h"),
+            std::string::npos)
+      << wrong.status().message();
+  ::unsetenv("KDA_CUTLASS_DIR");
+  ::unsetenv("KDA_PYTHON");
+  stdfs::remove_all(*tmp);
+}
+
 // build.toml (a source of the solution): its defines, include directories inside the solution and
 // allowed flags reach the compiler; a flag off the list, a directory outside the solution or an
 // unknown field is a COMPILE_ERROR that names the file, the line and the field.

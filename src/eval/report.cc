@@ -67,6 +67,15 @@ nlohmann::json environment_json(const EvalReport& report) {
     if (compilers.size() > 0 && compilers[0].is_string()) libs["compiler"] = compilers[0];
     if (compilers.size() > 1 && compilers[1].is_string()) libs["host_compiler"] = compilers[1];
   }
+  // Header libraries the machine gave the candidate's build (CUTLASS from KDA_CUTLASS_DIR, ...).
+  const nlohmann::json machine = report.build.contains("candidate")
+                                     ? report.build["candidate"].value("machine_headers", nlohmann::json::array())
+                                     : nlohmann::json::array();
+  for (const auto& h : machine)
+    if (h.is_object())
+      libs[h.value("name", std::string("headers"))] =
+          fmt::format("{} ({}: {})", h.value("version", std::string("version unknown")),
+                      h.value("source", std::string()), h.value("dir", std::string()));
   const std::string hardware = report.environment.value("hardware", std::string("unknown (no runner reported it)"));
   return {{"hardware", hardware}, {"libs", libs}};
 }

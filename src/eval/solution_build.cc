@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "build/builder.h"
+#include "eval/machine_headers.h"
+#include "util/strings.h"
 
 namespace kda::eval {
 
@@ -22,12 +24,40 @@ Result<BuiltLibrary> stage_python_solution(const build::BuildRequest& req, const
   lib.library = r.library;
   lib.symbol = r.entry_export;
   lib.log = r.log;
+  if (r.ok && req.language == "triton") {  // <cache>/<key>/src/<entry file> -> <cache>/<key>/jit
+    std::filesystem::path dir = r.library;
+    while (dir.has_relative_path() && dir.filename() != r.key) dir = dir.parent_path();
+    if (dir.filename() == r.key) lib.jit_dir = dir / "jit";
+  }
   lib.info = {{"language", req.language},
               {"status", r.status},
               {"cache_hit", r.cache_hit},
               {"key", r.key},
               {"destination_passing_style", solution.spec.destination_passing_style}};
   return lib;
+}
+
+// The machine's header libraries (kMachineHeaderLibraries) a solution includes: each one found is
+// added to the request's include directories; one not configured is named for the build's status.
+struct MachineHeaderUse {
+  nlohmann::json found = nlohmann::json::array();  // MachineHeaders::to_json of each
+  std::vector<std::string> missing, variables;
+};
+
+Result<MachineHeaderUse> add_machine_headers(const task::Solution& solution, build::BuildRequest& req) {
+  MachineHeaderUse use;
+  for (const auto& lib : kMachineHeaderLibraries) {
+    if (!solution_uses(solution, lib)) continue;
+    KDA_ASSIGN_OR_RETURN(std::optional<MachineHeaders> h, find_machine_headers(lib));
+    if (!h) {
+      use.missing.push_back(lib.name);
+      use.variables.push_back(lib.variable);
+      continue;
+    }
+    req.include_dirs.insert(req.include_dirs.end(), h->include_dirs.begin(), h->include_dirs.end());
+    use.found.push_back(h->to_json());
+  }
+  return use;
 }
 
 }  // namespace
@@ -92,6 +122,7 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
     lib.log = lib.info["status"].get<std::string>() + "\n";
     return lib;
   }
+  KDA_ASSIGN_OR_RETURN(MachineHeaderUse machine, add_machine_headers(solution, req));
   KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
   BuiltLibrary lib;
   lib.ok = r.ok;
@@ -115,6 +146,11 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
               {"compile_seconds", r.compile_seconds},
               {"resources", resources},
               {"compilers", r.compilers}};
+  if (!machine.found.empty()) lib.info["machine_headers"] = machine.found;
+  if (!r.ok && !machine.missing.empty())
+    lib.info["status"] = r.status + " (the solution includes " + util::join(machine.missing, ", ") +
+                         " headers it does not carry, and this machine has none configured: set " +
+                         util::join(machine.variables, ", ") + "; docs/solutions.md)";
   return lib;
 }
 

@@ -22,7 +22,8 @@ struct BuildSettings {
 };
 
 // Dependencies that need no library: headers the CUDA toolkit ships (CUB, Thrust, libcu++ / CCCL)
-// or that a solution carries in its own sources (CUTLASS, CuTe).
+// or that a solution carries in its own sources or the machine provides (CUTLASS, CuTe:
+// kMachineHeaderLibraries, machine_headers.h).
 inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub",        "cutlass",
                                                                  "cute", "libcudacxx", "thrust"};
 
@@ -33,6 +34,9 @@ struct BuiltLibrary {
   std::string log;                // compiler output
   bool python = false;            // language python/triton: `library` is the staged entry file
   bool returns_outputs = false;   // destination_passing_style false: the entry function returns the outputs
+  // language triton: the staged solution's own directory for its JIT compiler's cache and temporary
+  // files (beside the staged sources, so one solution's content never reads another's cache).
+  std::filesystem::path jit_dir;
   nlohmann::json info = nlohmann::json::object();  // cache key, hit, language, resources (ptxas)
 };
 
