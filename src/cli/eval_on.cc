@@ -294,28 +294,40 @@ json pool_timing(const eval::EvalOptions& o) {
 
 Result<OnResult> Pool::evaluate(const task::Solution& solution, const std::vector<std::string>& uuids,
                                 const json& timing) {
+  KDA_ASSIGN_OR_RETURN(std::vector<OnResult> r, evaluate_many({solution}, uuids, timing));
+  return std::move(r.front());
+}
+
+Result<std::vector<OnResult>> Pool::evaluate_many(const std::vector<task::Solution>& solutions,
+                                                  const std::vector<std::string>& uuids, const json& timing) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<PoolJob> jobs;
-  for (const auto& u : uuids) jobs.push_back({.solution = solution, .uuids = {u}, .timing = timing});
+  for (const auto& solution : solutions)
+    for (const auto& u : uuids) jobs.push_back({.solution = solution, .uuids = {u}, .timing = timing});
   KDA_ASSIGN_OR_RETURN(std::vector<OnResult> parts, run(jobs));
-  OnResult r;
-  r.report.definition = impl_->pack.definition.name;
-  r.report.solution = solution.name;
-  r.report.backend = std::string(task::backend_name(impl_->pack.backend));
-  json failed = json::array();
-  for (auto& part : parts) {
-    r.complete = r.complete && part.complete;
-    for (const auto& f : part.dispatch["failed_tasks"]) failed.push_back(f);
-    for (auto& t : part.traces) r.traces.push_back(std::move(t));
-    for (auto& w : part.report.workloads) r.report.workloads.push_back(std::move(w));
-    if (r.report.baseline_name.empty()) r.report.baseline_name = part.report.baseline_name;
+  std::vector<OnResult> out;
+  for (size_t s = 0; s < solutions.size(); ++s) {
+    OnResult r;
+    r.report.definition = impl_->pack.definition.name;
+    r.report.solution = solutions[s].name;
+    r.report.backend = std::string(task::backend_name(impl_->pack.backend));
+    json failed = json::array();
+    for (size_t u = 0; u < uuids.size(); ++u) {
+      OnResult& part = parts[s * uuids.size() + u];
+      r.complete = r.complete && part.complete;
+      for (const auto& f : part.dispatch["failed_tasks"]) failed.push_back(f);
+      for (auto& t : part.traces) r.traces.push_back(std::move(t));
+      for (auto& w : part.report.workloads) r.report.workloads.push_back(std::move(w));
+      if (r.report.baseline_name.empty()) r.report.baseline_name = part.report.baseline_name;
+    }
+    eval::score_report(r.report);
+    r.report.all_passed = r.report.all_passed && r.complete;
+    r.report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.dispatch = parts.empty() ? json::object() : parts.front().dispatch;
+    r.dispatch["failed_tasks"] = failed;
+    out.push_back(std::move(r));
   }
-  eval::score_report(r.report);
-  r.report.all_passed = r.report.all_passed && r.complete;
-  r.report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.dispatch = parts.empty() ? json::object() : parts.front().dispatch;
-  r.dispatch["failed_tasks"] = failed;
-  return r;
+  return out;
 }
 
 Result<OnResult> evaluate_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Solution& solution) {

@@ -66,6 +66,11 @@ class Pool {
   // put together as one process's: kda eval --on, kda run --on.
   Result<OnResult> evaluate(const task::Solution& solution, const std::vector<std::string>& uuids,
                             const nlohmann::json& timing = nlohmann::json::object());
+  // Several solutions on the same `uuids` as one batch (a task per solution and workload, all queued
+  // before the dispatch): kda run --on's lanes. Their results in the solutions' order.
+  Result<std::vector<OnResult>> evaluate_many(const std::vector<task::Solution>& solutions,
+                                              const std::vector<std::string>& uuids,
+                                              const nlohmann::json& timing = nlohmann::json::object());
   size_t devices_hint() const;  // servers known so far (a local pool's devices), at least 1
 
  private:

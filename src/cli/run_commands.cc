@@ -144,6 +144,24 @@ loop::EvaluateFn pool_evaluate(const Args& args, Io& io, std::shared_ptr<std::un
     return std::move(r.report);
   };
 }
+
+// The lanes of a round as one batch of the same pool (opened by the first evaluation, which the run's
+// starting solution always is): every lane's workloads queued before the dispatch.
+loop::EvaluateManyFn pool_evaluate_many(std::shared_ptr<std::unique_ptr<Pool>> pool) {
+  return [pool](const task::TaskPack& pack, const std::vector<task::Solution>& solutions,
+                const eval::EvalOptions& o) -> Result<std::vector<eval::EvalReport>> {
+    if (!*pool) return Status::internal("the pool is opened by the run's first evaluation");
+    KDA_ASSIGN_OR_RETURN(std::vector<std::string> uuids, eval::selected_workload_uuids(pack, o.workloads));
+    KDA_ASSIGN_OR_RETURN(std::vector<OnResult> results, (*pool)->evaluate_many(solutions, uuids, pool_timing(o)));
+    std::vector<eval::EvalReport> reports;
+    for (auto& r : results) {
+      if (!r.complete)
+        return Status::failed(fmt::format("a task of the pool failed: {}", r.dispatch["failed_tasks"].dump()));
+      reports.push_back(std::move(r.report));
+    }
+    return reports;
+  };
+}
 #endif
 
 int run_run(const Args& args, Io& io) {
@@ -160,6 +178,7 @@ int run_run(const Args& args, Io& io) {
       return kExitBadInput;
     }
     env.evaluate = pool_evaluate(args, io, pool);
+    env.evaluate_many = pool_evaluate_many(pool);
   }
 #else
   if (args.given("on")) {

@@ -75,6 +75,7 @@ Status Runner::round_verify() {
     KDA_ASSIGN_OR_RETURN(std::optional<json> verify, verify_candidate());
     if (!verify) return {};  // stopped: an integrity violation
   } else {
+    KDA_RETURN_IF_ERROR(evaluate_lanes());
     json lanes = json::array();
     for (int k = 1; k <= static_cast<int>(state_.lane_commits.size()); ++k) {
       InLane in(lane_, k);
@@ -91,6 +92,7 @@ Status Runner::round_verify() {
                        {"rejections", (*verify)["rejections"]},
                        {"summary", finish.is_object() ? finish.value("summary", "") : ""}});
     }
+    lane_reports_.clear();
     KDA_RETURN_IF_ERROR(promote_best_lane(lanes));
   }
   KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kReview));
@@ -233,10 +235,57 @@ Result<std::optional<task::Solution>> Runner::verify_scope(VerifyChecks& checks)
   return std::optional<task::Solution>(std::move(*solution));
 }
 
-// The official evaluation on fresh seeds and the dev set, kept as traces.jsonl and eval.json.
+// With a pool (LoopEnv::evaluate_many), the official dev evaluations of every lane whose solution
+// loads, as one batch: the pool's devices take the lanes at once instead of one lane after another.
+// Each lane's verification then takes its report (verify_evaluate); the checks stay per lane.
+Status Runner::evaluate_lanes() {
+  lane_reports_.clear();
+  if (!env_.evaluate_many) return {};
+  GitWorkspace ws = workspace();
+  std::vector<task::Solution> solutions;
+  std::vector<int> lanes;
+  for (size_t k = 0; k < state_.lane_commits.size(); ++k) {
+    KDA_RETURN_IF_ERROR(ws.reset_to(state_.lane_commits[k]));
+    auto s = task::load_solution(dir_ / "workspace");
+    if (!s.ok() || s->definition != pack_->definition.name) continue;  // verify_scope says why
+    solutions.push_back(std::move(*s));
+    lanes.push_back(static_cast<int>(k) + 1);
+  }
+  KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
+  if (solutions.size() < 2) return {};
+  status_line(fmt::format("evaluating {} lanes at once (round {}, dev)", solutions.size(), state_.round));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto reports = env_.evaluate_many(*pack_, solutions, eval_options("dev", std::nullopt));
+  state_.eval_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!reports.ok()) {
+    (void)log("evaluation", "verifier",
+              {{"why", "round lanes"}, {"lanes", lanes}, {"error", reports.status().message()}});
+    return reports.status().with_context("evaluator");
+  }
+  if (reports->size() != solutions.size())
+    return Status::internal(fmt::format("{} reports for {} lanes", reports->size(), solutions.size()));
+  for (size_t i = 0; i < solutions.size(); ++i) lane_reports_[task::solution_hash(solutions[i])] = (*reports)[i];
+  return {};
+}
+
+// The official evaluation on fresh seeds and the dev set, kept as traces.jsonl and eval.json (the
+// lane's report from the batch evaluate_lanes took, where it took one of this very solution).
 Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution, VerifyChecks& checks) {
-  KDA_ASSIGN_OR_RETURN(eval::EvalReport report,
-                       run_eval(solution, "dev", std::nullopt, "round " + std::to_string(state_.round)));
+  const std::string why = "round " + std::to_string(state_.round);
+  eval::EvalReport report;
+  if (auto it = lane_reports_.find(task::solution_hash(solution)); it != lane_reports_.end()) {
+    report = std::move(it->second);
+    lane_reports_.erase(it);
+    KDA_RETURN_IF_ERROR(log("evaluation", "verifier",
+                            {{"why", why},
+                             {"workloads", "dev"},
+                             {"lane", lane_},
+                             {"batch", "the round's lanes, evaluated at once"},
+                             {"solution_hash", task::solution_hash(solution)},
+                             {"summary", eval_summary(report)}}));
+  } else {
+    KDA_ASSIGN_OR_RETURN(report, run_eval(solution, "dev", std::nullopt, why));
+  }
   std::string traces;
   for (const auto& w : report.workloads) traces += eval::trace_json(report, w, *pack_).dump() + "\n";
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "traces.jsonl", traces));

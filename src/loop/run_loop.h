@@ -26,12 +26,19 @@ namespace kda::loop {
 
 using EvaluateFn =
     std::function<Result<eval::EvalReport>(const task::TaskPack&, const task::Solution&, const eval::EvalOptions&)>;
+// Several solutions evaluated as one batch, their reports in the same order (a pool spreads the
+// batch over its devices at once).
+using EvaluateManyFn = std::function<Result<std::vector<eval::EvalReport>>(
+    const task::TaskPack&, const std::vector<task::Solution>&, const eval::EvalOptions&)>;
 using BackendFactory = std::function<Result<std::unique_ptr<agent::Backend>>(const std::string& spec)>;
 
 // The run's external effects, replaceable in tests.
 struct LoopEnv {
-  std::filesystem::path runner_binary;             // kda-runner
-  EvaluateFn evaluate;                             // empty: eval::evaluate
+  std::filesystem::path runner_binary;  // kda-runner
+  EvaluateFn evaluate;                  // empty: eval::evaluate
+  // Where set (kda run --on), a round's lanes have their official evaluations taken as one batch
+  // before each lane is verified in turn; empty: each lane's evaluation is taken when it is verified.
+  EvaluateManyFn evaluate_many;
   BackendFactory make_backend;                     // empty: loop::make_backend
   std::function<void(const std::string&)> status;  // one live status line per event (stderr); may be empty
   std::string ncu;                                 // the writer's `profile` tool: ncu binary ("": PATH, CUDA)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -93,6 +94,7 @@ class Runner {
   Result<std::optional<std::string>> verify_protected(VerifyChecks& checks);
   Result<std::optional<task::Solution>> verify_scope(VerifyChecks& checks);
   Result<eval::EvalReport> verify_evaluate(const task::Solution& solution, VerifyChecks& checks);
+  Status evaluate_lanes();
   Result<json> verify_claims(const FinishRound& finish, const eval::EvalReport& report, const task::Solution& solution,
                              VerifyChecks& checks);
   Result<Improvement> verify_improvement(const eval::EvalReport* report, bool verified,
@@ -156,6 +158,9 @@ class Runner {
   int lock_fd_ = -1;
   std::string session_audit_error_;
   int lane_ = 0;  // the lane a step is working on (1-based), 0 outside lanes
+  // The lanes' official dev evaluations taken as one batch (evaluate_lanes), by solution hash, until
+  // each lane's verification takes its own.
+  std::map<std::string, eval::EvalReport> lane_reports_;
   // Sets lane_ for a scope.
   struct InLane {
     InLane(int& lane, int k) : lane_(lane) { lane_ = k; }

@@ -123,7 +123,8 @@ class LoopE2E : public ::testing::Test {
 
 // kda run --lanes 2 --on local:cpu:2 with the rules reviewer: round 1's lane 1 writes the four-column
 // kernel, lane 2 the four-row blocked one; both are verified by the real evaluator through a kda serve
-// the run started (every evaluation a task there), and the run ends with the better lane, lane 2.
+// the run started (every evaluation a task there; the two lanes' official evaluations one batch, which
+// the server's two devices take at once), and the run ends with the better lane, lane 2.
 TEST_F(LoopE2E, TwoLanesOnAPoolEndWithTheBetterLane) {
   const json scenario = read_json(kHere / "writer.json");
   ASSERT_TRUE(scenario.is_object());
@@ -192,6 +193,15 @@ TEST_F(LoopE2E, TwoLanesOnAPoolEndWithTheBetterLane) {
   for (const auto& c : ledger["candidates"]) ids.insert(c["id"].get<std::string>());
   EXPECT_TRUE(ids.count("c001.lane1")) << ledger.dump(1);
   EXPECT_EQ(*kda::fs::read_file(run_dir / "workspace/kernel.cc"), *kda::fs::read_file(kHere / "kernel_blocked.cc"));
+  // Both lanes' official evaluations were one batch of the pool (evaluate_lanes), each lane's
+  // verification taking its own report from it.
+  EXPECT_NE(r.stderr_text.find("evaluating 2 lanes at once"), std::string::npos) << r.stderr_text;
+  const std::string audit = *kda::fs::read_file(run_dir / "audit.jsonl");
+  size_t batched = 0;
+  for (size_t at = audit.find("the round's lanes, evaluated at once"); at != std::string::npos;
+       at = audit.find("the round's lanes, evaluated at once", at + 1))
+    ++batched;
+  EXPECT_EQ(batched, 2u);
 }
 
 TEST_F(LoopE2E, ScriptedWriterImprovesGemmAndAuditVerifies) {
