@@ -47,6 +47,13 @@ _REFUSED_EVENTS = {
 # A JIT-compiling solution (triton) also keeps what _jit_environment sets.
 _KEPT_ENVIRONMENT = ("PATH", "LANG")
 
+# System libraries a JIT-compiling solution's runtime may load through ctypes by name (Triton reads the
+# GPU's clocks through NVML at a launch), with the symbols it may look up there: prefixes of read-only
+# queries, never a setter (nvmlDeviceSet*, which could pin clocks under the timing).
+_JIT_SYSTEM_LIBRARIES = {
+    "libnvidia-ml.so.1": ("nvmlInit", "nvmlShutdown", "nvmlErrorString", "nvmlDeviceGet", "nvmlSystemGet"),
+}
+
 # The programs a JIT compiler may run, by name on PATH (Triton's C compiler for its launchers, and
 # what gcc itself runs); Triton's own ptxas and friends are added from its package (_jit_tools).
 _JIT_PROGRAMS = ("cc", "gcc", "clang", "as", "ld")
@@ -138,8 +145,17 @@ def _install_guard(allowed_roots, jit=None):
     def jit_library(name):
         if not loadable or not isinstance_(name, (str, bytes)):
             return None
-        full = realpath(os.fsdecode(name))
+        name = os.fsdecode(name)
+        if name in _JIT_SYSTEM_LIBRARIES:
+            return name
+        full = realpath(name)
         return full if (full + os.sep).startswith(loadable) else None
+
+    def jit_symbol(library, symbol):
+        allowed = _JIT_SYSTEM_LIBRARIES.get(library)
+        if allowed is None:
+            return True  # a library the JIT built: any of its symbols
+        return isinstance_(symbol, str) and symbol.startswith(allowed)
 
     def allowed_program(args):
         executable, argv = args[0], args[1]
@@ -161,11 +177,13 @@ def _install_guard(allowed_roots, jit=None):
             if full is not None:
                 loaded.add(full)
                 return
-        if event == "ctypes.dlsym" and loaded and jit_library(getattr(args[0], "_name", None)) in loaded:
-            return
+        if event == "ctypes.dlsym" and loaded:
+            library = jit_library(getattr(args[0], "_name", None))
+            if library in loaded and jit_symbol(library, args[1]):
+                return
         category = _REFUSED_EVENTS.get(event)
         if category is not None:
-            shown = f"{event}({args[0]!r})"[:200] if event.startswith("ctypes.dl") and args else event
+            shown = f"{event}{tuple(a if isinstance_(a, (str, bytes, int)) else getattr(a, '_name', a) for a in args)!r}"[:200] if event.startswith("ctypes.dl") and args else event
             refuse(category, shown)
         if event == "open":
             path, mode, flags = args[0], args[1], args[2]

@@ -23,7 +23,7 @@ else:
 # tries one action and prints what became of it and what the guard reported.
 CHILD = r"""
 import ctypes, importlib.util, os, shutil, subprocess, sys, types  # ctypes before the guard, as torch imports it
-script, jit_dir, action, target = sys.argv[1:5]
+script, jit_dir, action, target = sys.argv[1:5]  # load_system: argv[5] the symbol
 reports = []
 sys.modules["_kda_guard"] = types.SimpleNamespace(report=lambda c, w: reports.append(c))
 spec = importlib.util.spec_from_file_location("kda_python", script)
@@ -37,6 +37,15 @@ try:
         subprocess.run([target], check=True)
     elif action == "load":
         assert ctypes.CDLL(target).kda_answer() == 42
+    elif action == "load_system":
+        try:
+            lib = ctypes.CDLL(target)
+        except PermissionError:
+            raise
+        except OSError:  # the library is not on this machine: the guard let the load through
+            print("absent", ",".join(reports))
+            sys.exit(0)
+        getattr(lib, sys.argv[5])
     else:
         with open(target, "w") as f:
             f.write("x")
@@ -46,8 +55,8 @@ except PermissionError:
 """
 
 
-def attempt(jit_dir, action, target):
-    out = subprocess.run([sys.executable, "-c", CHILD, SCRIPT, jit_dir or "-", action, target],
+def attempt(jit_dir, action, target, *extra):
+    out = subprocess.run([sys.executable, "-c", CHILD, SCRIPT, jit_dir or "-", action, target, *extra],
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise AssertionError(out.stderr)
@@ -105,6 +114,16 @@ class JitGuardTest(unittest.TestCase):
     def test_a_library_outside_the_jit_directory_is_refused_as_dynamic_loading(self):
         target = self.shared_object(os.path.join(self.tmp, "jit-not"))
         self.assertEqual(attempt(self.jit, "load", target), ["refused", "dynamic_loading"])
+
+    def test_nvml_loads_by_name_for_its_queries_and_never_for_a_setter(self):
+        got = attempt(self.jit, "load_system", "libnvidia-ml.so.1", "nvmlDeviceGetClockInfo")
+        self.assertIn(got, (["ok"], ["absent"]))  # allowed; "absent" where the machine has no NVML
+        if got == ["ok"]:
+            self.assertEqual(attempt(self.jit, "load_system", "libnvidia-ml.so.1", "nvmlDeviceSetApplicationsClocks"),
+                             ["refused", "dynamic_loading"])
+        self.assertEqual(attempt(None, "load_system", "libnvidia-ml.so.1", "nvmlDeviceGetClockInfo"),
+                         ["refused", "dynamic_loading"])
+        self.assertEqual(attempt(self.jit, "load_system", "libc.so.6", "system"), ["refused", "dynamic_loading"])
 
     def test_without_a_jit_directory_no_library_loads_through_ctypes(self):
         target = self.shared_object(self.jit)
