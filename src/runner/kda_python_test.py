@@ -93,6 +93,10 @@ class JitGuardTest(unittest.TestCase):
         self.assertEqual(attempt(self.jit, "write", target), ["refused", "file_io"])
         self.assertFalse(os.path.exists(target))
 
+    def test_dev_null_is_writable_for_the_jits_compilers(self):
+        self.assertEqual(attempt(self.jit, "write", os.devnull), ["ok"])
+        self.assertEqual(attempt(None, "write", os.devnull), ["refused", "file_io"])
+
     def test_without_a_jit_directory_it_is_not_writable(self):
         self.assertEqual(attempt(None, "write", os.path.join(self.jit, "x")), ["refused", "file_io"])
 
