@@ -41,6 +41,9 @@ inline const std::vector<PythonKernelRule> kPythonKernelRules = {
      .why = "a triton solution may launch its own @triton.jit kernels and torch's copy and fill kernels"},
 };
 
+// The rule of `language`, or nullptr.
+const PythonKernelRule* python_kernel_rule(const std::string& language);
+
 // Kernels in `seen` that a Python solution of `language` may not launch: neither a kernel its JIT
 // compiled from one of `jit_names` (the name itself, or Triton 2's `name_<signature>`) nor one its
 // rule allows. An unknown language allows only its own JIT kernels.

@@ -543,6 +543,11 @@ std::optional<Failure> Session::collect_records(RunnerClient& runner, std::map<u
   return std::nullopt;
 }
 
+// The launch-attestation gate's verdict, with its message.
+static Failure foreign_kernel_failure(std::string message) {
+  return Failure{Verdict::kForeignKernel, "foreign_kernel", std::move(message), {}, GateId::kLaunchAttestation};
+}
+
 // CUPTI launch attestation: every kernel that ran during a timed call must be one that ptxas
 // compiled from the candidate's own sources (the build records their mangled names). A kernel
 // from an embedded cubin, a statically linked library or any other module is foreign unless the
@@ -565,16 +570,10 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
     return std::nullopt;
   }
   std::vector<std::string> foreign = foreign_kernels(seen, own);
-  if (!foreign.empty()) {
-    std::string list;
-    for (const auto& k : foreign) list += (list.empty() ? "" : ", ") + k;
-    return Failure{
-        Verdict::kForeignKernel,
-        "foreign_kernel",
-        fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}", list),
-        {},
-        GateId::kLaunchAttestation};
-  }
+  if (!foreign.empty())
+    return foreign_kernel_failure(
+        fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}",
+                    util::join(foreign, ", ")));
   gates_.ran(GateId::kLaunchAttestation);
   gates_.note(GateId::kLaunchAttestation,
               fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size()));
@@ -587,22 +586,16 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
 std::optional<Failure> Session::attest_python_kernels(const std::set<std::string>& seen) {
   const std::string& language = candidate_->spec.language;
   const std::set<std::string> jit = jit_kernel_names(candidate_->sources);
-  std::string why = "a " + language + " solution may launch only its own @jit kernels";
-  for (const auto& r : kPythonKernelRules)
-    if (r.language == language) why = r.why;
+  const PythonKernelRule* rule = python_kernel_rule(language);
+  const std::string why =
+      rule != nullptr ? rule->why : "a " + language + " solution may launch only its own @jit kernels";
   std::vector<std::string> foreign = foreign_python_kernels(seen, jit, language);
-  if (!foreign.empty()) {
-    std::string list;
-    for (const auto& k : foreign) list += (list.empty() ? "" : ", ") + k;
-    return Failure{
-        Verdict::kForeignKernel,
-        "foreign_kernel",
-        fmt::format("kernel(s) launched during timed calls that are not the candidate's own: {} ({}; its "
-                    "@jit functions: {})",
-                    list, why, jit.empty() ? std::string("none") : util::join({jit.begin(), jit.end()}, ", ")),
-        {},
-        GateId::kLaunchAttestation};
-  }
+  if (!foreign.empty())
+    return foreign_kernel_failure(
+        fmt::format("kernel(s) launched during timed calls that are not the candidate's own: {} ({}; its @jit "
+                    "functions: {})",
+                    util::join(foreign, ", "), why,
+                    jit.empty() ? std::string("none") : util::join({jit.begin(), jit.end()}, ", ")));
   gates_.ran(GateId::kLaunchAttestation);
   gates_.note(GateId::kLaunchAttestation, fmt::format("{} kernel(s) launched, all allowed: {}", seen.size(), why));
   return std::nullopt;
