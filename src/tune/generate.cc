@@ -1,5 +1,6 @@
 #include "tune/generate.h"
 
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -115,6 +116,7 @@ struct DispatchText {
   size_t n_axes = 0, fallback = 0;
   int rule = 0;  // Unmatched::Rule as a number
   int factor = 2;
+  double reach = 0;  // Unmatched::reach (log2); infinite: no limit
 };
 
 // The generated code's helpers for shapes no route matches (plain text, not a format string).
@@ -153,12 +155,16 @@ const Route* nearest(const Route* rs, const int64_t* axes, double* num, double* 
   return best;
 }
 
-// The margin rule: the nearest point's target, unless a point where that target is slower lies
-// less than kMarginFactor times as far (in log2) away; -1 then.
+// Whether a distance num / den lies within the rule's reach (2^reach; kda tune checked the rule no
+// farther out).
+bool within_reach(double num, double den) { return !kCapped || num <= den * kReachRatio; }
+
+// The margin rule: the nearest point's target, unless that point lies beyond the reach or a point
+// where its target is slower lies less than kMarginFactor times as far (in log2) away; -1 then.
 int margin(const int64_t* axes) {
   double num = 1, den = 1;
   const Route* p = nearest(kPoints, axes, &num, &den);
-  if (p == nullptr) return -1;
+  if (p == nullptr || !within_reach(num, den)) return -1;
   double pn = 1, pd = 1;  // (num / den)^kMarginFactor
   for (int i = 0; i < kMarginFactor; ++i) {
     pn *= num;
@@ -173,6 +179,54 @@ int margin(const int64_t* axes) {
   return p->config;
 }
 
+// The entry for `axes`: the first route whose ranges hold, else the rule for unmatched shapes.
+int route(const int64_t* axes) {
+  for (const Route* r = kRoutes; r->config >= 0; ++r) {
+    bool match = true;
+    for (int a = 0; a < kAxes; ++a) match = match && axes[a] >= r->lo[a] && axes[a] <= r->hi[a];
+    if (match) return r->config;
+  }
+  if (kRule == 1) {
+    double num = 1, den = 1;
+    const Route* r = nearest(kRoutes, axes, &num, &den);
+    if (r != nullptr && within_reach(num, den)) return r->config;
+  }
+  if (kRule == 2) {
+    const int c = margin(axes);
+    if (c >= 0) return c;
+  }
+  return kFallback;
+}
+
+// The last shape routed and its entry, behind a sequence lock: odd while a writer stores, so a reader
+// that saw the same even count before and after read one consistent pair. A writer that finds the
+// lock taken skips the store; the memo is only ever a shortcut to route()'s answer.
+struct Memo {
+  std::atomic<uint64_t> seq{0};
+  std::atomic<int64_t> axes[kAxes > 0 ? kAxes : 1];
+  std::atomic<int> entry{-1};
+};
+Memo g_memo;
+
+int memo_get(const int64_t* axes) {
+  const uint64_t s0 = g_memo.seq.load(std::memory_order_acquire);
+  if (s0 & 1) return -1;
+  const int e = g_memo.entry.load(std::memory_order_relaxed);
+  bool same = e >= 0;
+  for (int a = 0; a < kAxes; ++a) same = same && g_memo.axes[a].load(std::memory_order_relaxed) == axes[a];
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return same && g_memo.seq.load(std::memory_order_relaxed) == s0 ? e : -1;
+}
+
+void memo_put(const int64_t* axes, int e) {
+  uint64_t s0 = g_memo.seq.load(std::memory_order_relaxed);
+  if ((s0 & 1) || !g_memo.seq.compare_exchange_strong(s0, s0 + 1, std::memory_order_acquire)) return;
+  std::atomic_thread_fence(std::memory_order_release);
+  for (int a = 0; a < kAxes; ++a) g_memo.axes[a].store(axes[a], std::memory_order_relaxed);
+  g_memo.entry.store(e, std::memory_order_relaxed);
+  g_memo.seq.store(s0 + 2, std::memory_order_release);
+}
+
 )";
 
 std::string dispatch_source(const DispatchText& t) {
@@ -181,6 +235,8 @@ std::string dispatch_source(const DispatchText& t) {
 // Reads only tensor shapes (axes: {axis_list}), never tensor data.
 #include <dlpack/dlpack.h>
 #include <stdint.h>
+
+#include <atomic>
 
 {protos}
 namespace {{
@@ -210,6 +266,9 @@ constexpr int kFallback = {fallback};
 // A shape no route matches: {unmatched}.
 constexpr int kRule = {rule};  // 0: the fallback, 1: the nearest route, 2: the margin rule
 constexpr int kMarginFactor = {factor};
+// The rule's reach as a ratio, 2^{reach_log2} (kCapped false: no limit).
+constexpr bool kCapped = {capped};
+constexpr double kReachRatio = {reach_ratio};
 
 {helpers}bool read_axes(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, int64_t* axes) {{
   (void)inputs; (void)num_inputs; (void)outputs; (void)num_outputs; (void)axes;
@@ -223,29 +282,23 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
   int64_t axes[kAxes > 0 ? kAxes : 1] = {{0}};
   if (!read_axes(inputs, num_inputs, outputs, num_outputs, axes))
     return kEntries[kFallback](inputs, num_inputs, outputs, num_outputs, stream);
-  for (const Route* r = kRoutes; r->config >= 0; ++r) {{
-    bool match = true;
-    for (int a = 0; a < kAxes; ++a) match = match && axes[a] >= r->lo[a] && axes[a] <= r->hi[a];
-    if (match) return kEntries[r->config](inputs, num_inputs, outputs, num_outputs, stream);
+  int e = memo_get(axes);
+  if (e < 0) {{
+    e = route(axes);
+    memo_put(axes, e);
   }}
-  if (kRule == 1) {{
-    double num = 1, den = 1;
-    const Route* r = nearest(kRoutes, axes, &num, &den);
-    if (r != nullptr) return kEntries[r->config](inputs, num_inputs, outputs, num_outputs, stream);
-  }}
-  if (kRule == 2) {{
-    const int c = margin(axes);
-    if (c >= 0) return kEntries[c](inputs, num_inputs, outputs, num_outputs, stream);
-  }}
-  return kEntries[kFallback](inputs, num_inputs, outputs, num_outputs, stream);
+  return kEntries[e](inputs, num_inputs, outputs, num_outputs, stream);
 }}
 )",
       fmt::arg("axis_list", t.axis_list), fmt::arg("protos", t.protos), fmt::arg("n_axes", t.n_axes),
       fmt::arg("table", t.table), fmt::arg("rows", t.rows), fmt::arg("points", t.points), fmt::arg("slower", t.slower),
       fmt::arg("fallback", t.fallback), fmt::arg("reads", t.reads), fmt::arg("fn", t.fn), fmt::arg("rule", t.rule),
       fmt::arg("factor", t.factor), fmt::arg("helpers", kUnmatchedHelpers),
-      fmt::arg("unmatched", t.rule == 1   ? "the route whose ranges are nearest"
-                            : t.rule == 2 ? "the margin rule's target, else the fallback"
+      fmt::arg("capped", std::isfinite(t.reach) ? "true" : "false"),
+      fmt::arg("reach_log2", std::isfinite(t.reach) ? fmt::format("{:.4f}", t.reach) : std::string("inf")),
+      fmt::arg("reach_ratio", std::isfinite(t.reach) ? fmt::format("{:.17g}", std::exp2(t.reach) * (1 + 1e-9)) : "0"),
+      fmt::arg("unmatched", t.rule == 1   ? "the route whose ranges are nearest, within the reach; else the fallback"
+                            : t.rule == 2 ? "the margin rule's target, within the reach; else the fallback"
                                           : "the fallback"));
 }
 
@@ -347,7 +400,8 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
                                                 .n_axes = n_axes,
                                                 .fallback = fallback,
                                                 .rule = static_cast<int>(unmatched.rule),
-                                                .factor = unmatched.factor});
+                                                .factor = unmatched.factor,
+                                                .reach = unmatched.reach});
   const std::string dispatch_file = base.spec.language == "cuda" ? "kda_dispatch.cu" : "kda_dispatch.cc";
   s.sources.push_back({dispatch_file, dispatch});
   s.spec.entry_point = dispatch_file + "::" + fn_name;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -53,12 +54,17 @@ struct Unmatched {
   };
   std::vector<Point> points, slower;
   int factor = 2;
+  // kNearest / kMargin: the rule serves a shape only within this shape_distance (log2) of what it
+  // routes by (tune::GuardPlan::reach); farther, the fallback. Infinite: no limit.
+  double reach = std::numeric_limits<double>::infinity();
 };
 
 // Routes are tried in order, the first whose ranges all hold wins; a shape no route matches goes to
 // the route whose ranges are nearest (tune::shape_distance, the first on a tie) under kNearest, to
-// the margin rule's target under kMargin, else to `fallback`, as does a call whose tensors do not
-// have the definition's ranks. `baseline` (optional): another solution of the same language compiled
+// the margin rule's target under kMargin (either within unmatched.reach), else to `fallback`, as does
+// a call whose tensors do not have the definition's ranks. The routing of the last shape is kept (a
+// seqlock, so concurrent callers stay exact), so that a call repeating the shape pays a compare of
+// its axes instead of the route search. `baseline` (optional): another solution of the same language compiled
 // in under baseline/ with its entry renamed, routed to by index configs.size() (the no-regression
 // guard's target, tune/guard.h), also as the fallback; like the configurations, everything but its
 // entry must have internal linkage.

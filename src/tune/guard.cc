@@ -143,7 +143,8 @@ double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& 
   return std::log2(product);
 }
 
-std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes, const std::string& skip) {
+std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes, const std::string& skip,
+                          double* distance_out) {
   auto distance = [&](const std::map<std::string, int64_t>& at) {
     std::map<std::string, std::pair<int64_t, int64_t>> point;
     for (const auto& [axis, v] : at) point[axis] = {v, v};
@@ -160,6 +161,8 @@ std::string margin_target(const GuardPlan& plan, const std::map<std::string, int
     }
   }
   if (near == nullptr) return {};
+  if (distance_out != nullptr) *distance_out = near_d;
+  if (!within_reach(near_d, plan.reach)) return {};
   auto it = plan.slower_on.find(near->target);
   if (it == plan.slower_on.end()) return near->target;  // the baseline, or slower nowhere
   for (const auto& w : it->second) {
@@ -236,33 +239,42 @@ bool slower_on(const std::map<std::string, Measurement>& measured, const std::st
   return false;
 }
 
-// One rule for unseen shapes checked on `checked` visible workloads: `route(w)` gives (what it
-// routed by, target); each routed target must be slower than the baseline on none of them. Returns
-// the first failure ("" when the rule holds) and appends each check to plan.unseen_checks.
+// One rule for unseen shapes checked on `checked` visible workloads: `route(w)` gives what it routed
+// by, the target and, when the rule itself chose the target (not the fallback), its distance; each
+// routed target must be slower than the baseline on none of them. Returns the first failure ("" when
+// the rule holds) and the rule's reach (the farthest distance it routed at), and appends each check
+// to plan.unseen_checks.
+struct RuleRoute {
+  std::string by, target;
+  double distance = -1;  // < 0: the fallback served it, not the rule
+};
 struct RuleCheck {
   size_t checked = 0;
   std::string slower;
+  double reach = 0;
 };
 RuleCheck check_rule(const std::string& rule, const std::vector<const task::Workload*>& checked,
-                     const std::function<std::pair<std::string, std::string>(const task::Workload&)>& route,
+                     const std::function<RuleRoute(const task::Workload&)>& route,
                      const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
   RuleCheck out;
   for (const auto* w : checked) {
-    const auto [by, target] = route(*w);
-    if (target.empty()) continue;
+    const RuleRoute r = route(*w);
+    if (r.target.empty()) continue;
     double ratio = 0;
-    const bool is_slower = slower_on(measured, target, w->uuid, &ratio);
+    const bool is_slower = slower_on(measured, r.target, w->uuid, &ratio);
     ++out.checked;
+    out.reach = std::max(out.reach, r.distance);
     plan.unseen_checks.push_back({{"rule", rule},
                                   {"workload", w->uuid},
-                                  {"nearest", by},
-                                  {"target", target},
+                                  {"nearest", r.by},
+                                  {"target", r.target},
+                                  {"distance", r.distance},
                                   {"ratio", ratio},
                                   {"slower", is_slower}});
     if (is_slower && out.slower.empty())
       out.slower =
-          fmt::format("{} ({}: {} there, {})", w->uuid.substr(0, 8), by,
-                      target == kBaselineTarget ? std::string("the baseline") : target.substr(0, 8),
+          fmt::format("{} ({}: {} there, {})", w->uuid.substr(0, 8), r.by,
+                      r.target == kBaselineTarget ? std::string("the baseline") : r.target.substr(0, 8),
                       ratio > 0 ? fmt::format("{:.2f}x of the baseline's speed", ratio) : std::string("no time"));
   }
   return out;
@@ -283,7 +295,7 @@ RuleCheck check_nearest(const task::TaskPack& pack, const std::vector<const task
       regime_of[w->uuid] = gi;
     }
   }
-  auto route = [&](const task::Workload& w) -> std::pair<std::string, std::string> {
+  auto route = [&](const task::Workload& w) -> RuleRoute {
     const auto axes = axes_of(pack, w);
     size_t best = plan.regimes.size();
     double best_d = 0;
@@ -296,7 +308,7 @@ RuleCheck check_nearest(const task::TaskPack& pack, const std::vector<const task
       }
     }
     if (best == plan.regimes.size()) return {};
-    return {plan.regimes[best].regime, plan.regimes[best].target};
+    return {plan.regimes[best].regime, plan.regimes[best].target, best_d};
   };
   return check_rule("nearest", checked, route, measured, plan);
 }
@@ -304,11 +316,12 @@ RuleCheck check_nearest(const task::TaskPack& pack, const std::vector<const task
 // The margin rule, checked on every visible workload, each left out of the points in turn.
 RuleCheck check_margin(const std::vector<const task::Workload*>& visible,
                        const std::map<std::string, Measurement>& measured, GuardPlan& plan) {
-  auto route = [&](const task::Workload& w) -> std::pair<std::string, std::string> {
+  auto route = [&](const task::Workload& w) -> RuleRoute {
     std::map<std::string, int64_t> axes(w.axes.begin(), w.axes.end());
-    const std::string t = margin_target(plan, axes, w.uuid);
-    return {t.empty() ? "no target with the margin: the fallback" : "the nearest visible workload",
-            t.empty() ? plan.fallback : t};
+    double d = 0;
+    const std::string t = margin_target(plan, axes, w.uuid, &d);
+    if (t.empty()) return {"no target with the margin: the fallback", plan.fallback, -1};
+    return {"the nearest visible workload", t, d};
   };
   return check_rule("margin", visible, route, measured, plan);
 }
@@ -320,10 +333,12 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
   const RuleCheck nearest = check_nearest(pack, visible, measured, plan);
   if (nearest.checked > 0 && nearest.slower.empty()) {
     plan.unseen = "nearest";
+    plan.reach = nearest.reach;
     plan.unseen_why = fmt::format(
-        "the nearest regime's target: checked on {} visible workload(s) outside the tuned regimes (each one's regime "
-        "left out), slower than the baseline on none",
-        nearest.checked);
+        "the nearest regime's target up to a distance of {:.2f} (log2), the farthest it was checked at, else the "
+        "fallback: checked on {} visible workload(s) outside the tuned regimes (each one's regime left out), slower "
+        "than the baseline on none",
+        nearest.reach, nearest.checked);
     return;
   }
   const std::string why_not_nearest =
@@ -336,11 +351,13 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
   const RuleCheck margin = check_margin(visible, measured, plan);
   if (margin.checked > 0 && margin.slower.empty()) {
     plan.unseen = "margin";
+    plan.reach = margin.reach;
     plan.unseen_why = fmt::format(
         "the nearest visible workload's target where the shape is {}x nearer to it than to every visible workload "
-        "where that target is slower than the baseline, else the fallback: checked on {} visible workload(s), each "
-        "left out, slower than the baseline on none ({})",
-        kMarginFactor, margin.checked, why_not_nearest);
+        "where that target is slower than the baseline and within {:.2f} (log2) of it, the farthest the rule was "
+        "checked at, else the fallback: checked on {} visible workload(s), each left out, slower than the baseline on "
+        "none ({})",
+        kMarginFactor, margin.reach, margin.checked, why_not_nearest);
     return;
   }
   plan.unseen_why = fmt::format("the fallback: {}; the margin rule is slower than the baseline on {}", why_not_nearest,
@@ -472,6 +489,7 @@ nlohmann::json GuardPlan::to_json() const {
   j["fallback_why"] = fallback_why;
   j["unseen"] = unseen;
   j["unseen_why"] = unseen_why;
+  if (std::isfinite(reach)) j["reach"] = reach;
   j["unseen_checks"] = unseen_checks;
   nlohmann::json ps = nlohmann::json::array();
   for (const auto& p : points) ps.push_back({{"workload", p.workload}, {"axes", p.axes}, {"target", p.target}});

@@ -19,11 +19,14 @@
 //       margin:  the target of the nearest visible workload, when the shape is at least
 //                kMarginFactor times nearer to it than to every visible workload where that target
 //                was slower than the baseline; otherwise the fallback (margin_target);
-//     else, or with nothing to check a rule on, to the fallback. The holdout judges.
+//     else, or with nothing to check a rule on, to the fallback. A rule serves a shape only as far from
+//     what it routes by (the nearest regime, the nearest visible workload) as the farthest of its checks
+//     lay (GuardPlan::reach): farther out it was never checked, and the fallback serves. The holdout judges.
 // Pure: the measurements come in, the plan goes out, so the rule is tested without an evaluator.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -82,6 +85,10 @@ struct GuardPlan {
   // target, ratio, slower}).
   std::string unseen = "fallback";
   std::string unseen_why;
+  // The rule's reach: the largest shape_distance at which one of its checks routed a visible workload
+  // by the rule (not to the fallback). A shape farther than this from what the rule routes by goes to
+  // the fallback. Infinite until a rule is chosen.
+  double reach = std::numeric_limits<double>::infinity();
   nlohmann::json unseen_checks = nlohmann::json::array();
   // The margin rule's data: every visible workload and where it is routed, and per target the
   // visible workloads where it was slower than the baseline (or has no time).
@@ -116,10 +123,15 @@ double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& 
                       const std::map<std::string, int64_t>& axes);
 
 // The margin rule for a shape outside every regime: the target of the nearest point (the first on a
-// tie) when no point where that target is slower lies within kMarginFactor times its distance; ""
-// (the fallback serves) otherwise or without points. `skip`: a workload left out of both (the check).
+// tie) when no point where that target is slower lies within kMarginFactor times its distance and the
+// point lies within plan.reach; "" (the fallback serves) otherwise or without points. `skip`: a
+// workload left out of both (the check). `distance`: where given, the nearest point's distance.
 std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes,
-                          const std::string& skip = {});
+                          const std::string& skip = {}, double* distance = nullptr);
+
+// Whether a shape at `distance` (shape_distance) lies within a rule's `reach` (GuardPlan::reach); a
+// hair of slack, as the generated dispatcher compares the same products as exp2(reach).
+inline bool within_reach(double distance, double reach) { return distance <= reach + 1e-9; }
 
 // Whether `axes` lie in every one of `ranges` (an axis not named matches anything).
 bool in_ranges(const std::map<std::string, std::pair<int64_t, int64_t>>& ranges,

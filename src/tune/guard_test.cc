@@ -100,6 +100,11 @@ TEST(Guard, AConfigurationThreeTimesSlowerThanTheBaselineOnUnseenShapesIsRoutedA
     EXPECT_FALSE(c["slower"].get<bool>()) << c.dump();
   }
   EXPECT_EQ(plan->to_json()["unseen"], "nearest");
+  // Its reach is the farthest a check lay from the regime it was routed to.
+  double farthest = 0;
+  for (const auto& c : plan->unseen_checks) farthest = std::max(farthest, c["distance"].get<double>());
+  EXPECT_GT(farthest, 0);
+  EXPECT_DOUBLE_EQ(plan->reach, farthest);
 }
 
 TEST(Guard, WhereNothingBeatsTheBaselineTheRegimeKeepsTheBaseline) {
@@ -190,7 +195,16 @@ TEST(Guard, WhereTheNearestRuleFailsTheMarginRuleKeepsUnseenShapesAwayFromSlower
   EXPECT_EQ(margin_target(*plan, {{"batch_size", 6000}, {"hidden_size", 14}}), kBaselineTarget);
   EXPECT_EQ(margin_target(*plan, {{"batch_size", 5000}, {"hidden_size", 20}}), "mid");
   EXPECT_EQ(margin_target(*plan, {{"batch_size", 6000}, {"hidden_size", 18}}), "");
+  // The rule's reach: the farthest its checks routed by it; a shape farther from every visible
+  // workload goes to the fallback.
+  double farthest = 0;
+  for (const auto& c : plan->unseen_checks)
+    if (c["rule"] == "margin") farthest = std::max(farthest, c["distance"].get<double>());
+  EXPECT_GT(farthest, 0);
+  EXPECT_DOUBLE_EQ(plan->reach, farthest);
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 1}, {"hidden_size", 1}}), "");
   const auto j = plan->to_json();
+  EXPECT_DOUBLE_EQ(j["reach"].get<double>(), farthest);
   EXPECT_EQ(j["unseen"], "margin");
   EXPECT_EQ(j["points"].size(), f.visible.size());
   EXPECT_EQ(j["slower_on"]["mid"].size(), 2u);

@@ -375,6 +375,7 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
   if (guard.ran) {
     if (guard.unseen == "nearest") unmatched.rule = Unmatched::Rule::kNearest;
     if (guard.unseen == "margin") unmatched.rule = Unmatched::Rule::kMargin;
+    unmatched.reach = guard.reach;
     for (const auto& g : guard.regimes) {
       if (g.ranges.empty()) continue;
       // The fallback serves a regime routed to it when unseen shapes go to the fallback too;

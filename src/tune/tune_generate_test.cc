@@ -2,8 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <thread>
+#include <vector>
 
 #include <dlpack/dlpack.h>
 #include <gtest/gtest.h>
@@ -60,6 +64,64 @@ Tunables toy_tunables() {
   return *t;
 }
 
+// Two routes (small: n 1-15, m 128-255 on configuration 0; large: n 256-511, m 4096-8191 on 1),
+// and their dispatcher under the nearest rule within `reach` (fallback: configuration 2).
+std::vector<Route> two_routes() {
+  return {{"small", {{"n", {1, 15}}, {"m", {128, 255}}}, 0}, {"large", {{"n", {256, 511}}, {"m", {4096, 8191}}}, 1}};
+}
+
+Result<task::Solution> nearest_dispatcher(const std::vector<Route>& routes,
+                                          double reach = std::numeric_limits<double>::infinity()) {
+  auto t = toy_tunables();
+  KDA_ASSIGN_OR_RETURN(auto cs, enumerate_configs(t));
+  Unmatched nearest;
+  nearest.rule = Unmatched::Rule::kNearest;
+  nearest.reach = reach;
+  return dispatcher_solution(toy_solution(), toy_def(), t, cs, routes, 2, nullptr, nearest);
+}
+
+// A built dispatcher, loaded: call(n, m, k, x_ndim) calls its entry with x of shape n x m (rank
+// x_ndim) and y of shape n x k, and returns the code of the configuration that served it.
+class Dispatcher {
+ public:
+  explicit Dispatcher(const task::Solution& d) {
+    auto lib = eval::build_solution(d, {});
+    if (!lib.ok() || !lib->ok) {
+      error_ = lib.ok() ? lib->log : lib.status().message();
+      return;
+    }
+    handle_ = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) {
+      error_ = dlerror();
+      return;
+    }
+    fn_ = reinterpret_cast<Entry>(dlsym(handle_, "run"));
+    if (fn_ == nullptr) error_ = "no entry 'run'";
+  }
+  ~Dispatcher() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+  bool ok() const { return fn_ != nullptr; }
+  const std::string& error() const { return error_; }
+  int call(int64_t n, int64_t m, int64_t k = 1, int x_ndim = 2) const {
+    int64_t xs[2] = {n, m}, ys[2] = {n, k};
+    DLTensor in[2] = {}, out[1] = {};
+    in[0].ndim = x_ndim;
+    in[0].shape = xs;
+    out[0].ndim = 2;
+    out[0].shape = ys;
+    return fn_(in, 2, out, 1, nullptr);
+  }
+
+ private:
+  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
+  void* handle_ = nullptr;
+  Entry fn_ = nullptr;
+  std::string error_;
+};
+
 TEST(Generate, ConfigSolutionPrefixesTranslationUnitsOnly) {
   auto t = toy_tunables();
   auto cs = enumerate_configs(t);
@@ -100,63 +162,28 @@ TEST(Generate, DispatcherRoutesOnShapesAndFallsBack) {
   ASSERT_NE(d->source("c1/kernel.cc"), nullptr);
   EXPECT_NE(d->source("c1/kernel.cc")->content.find("#define run kda_tune_c1_run"), std::string::npos);
 
-  auto lib = eval::build_solution(*d, {});
-  ASSERT_TRUE(lib.ok()) << lib.status().message();
-  ASSERT_TRUE(lib->ok) << lib->log;
-  void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
-  auto fn = reinterpret_cast<Entry>(dlsym(h, "run"));
-  ASSERT_NE(fn, nullptr);
-  auto call = [&](int64_t n, int64_t m, int64_t k, int x_ndim = 2) {
-    int64_t xs[2] = {n, m}, ys[2] = {n, k};
-    DLTensor in[2] = {}, out[1] = {};
-    in[0].ndim = x_ndim;
-    in[0].shape = xs;
-    in[1].ndim = 0;
-    out[0].ndim = 2;
-    out[0].shape = ys;
-    return fn(in, 2, out, 1, nullptr);
-  };
+  const Dispatcher disp_lib(*d);
+  ASSERT_TRUE(disp_lib.ok()) << disp_lib.error();
+  auto call = [&](int64_t n, int64_t m, int64_t k, int x_ndim = 2) { return disp_lib.call(n, m, k, x_ndim); };
   EXPECT_EQ(call(5, 50, 4), 101);     // few_rows
   EXPECT_EQ(call(5, 150, 4), 101);    // first match wins
   EXPECT_EQ(call(50, 150, 4), 102);   // wide
   EXPECT_EQ(call(50, 150, 9), 103);   // k out of range: fallback
   EXPECT_EQ(call(50, 50, 4), 103);    // no regime: fallback
   EXPECT_EQ(call(5, 50, 4, 3), 103);  // unexpected rank: fallback
-  dlclose(h);
 }
 
 // With `nearest`, a shape no route matches goes to the route whose ranges are nearest (the product of
 // the out-of-range ratios, as tune::shape_distance in log2), the first on a tie; a call whose tensors
 // have other ranks still goes to the fallback.
 TEST(Generate, ANearestDispatcherRoutesUnmatchedShapesToTheNearestRegime) {
-  auto t = toy_tunables();
-  auto cs = enumerate_configs(t);
-  ASSERT_TRUE(cs.ok());
-  std::vector<Route> routes{{"small", {{"n", {1, 15}}, {"m", {128, 255}}}, 0},
-                            {"large", {{"n", {256, 511}}, {"m", {4096, 8191}}}, 1}};
-  Unmatched nearest;
-  nearest.rule = Unmatched::Rule::kNearest;
-  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, nearest);
+  const std::vector<Route> routes = two_routes();
+  auto d = nearest_dispatcher(routes);
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr int kRule = 1;"), std::string::npos);
-  auto lib = eval::build_solution(*d, {});
-  ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
-  void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
-  auto fn = reinterpret_cast<Entry>(dlsym(h, "run"));
-  ASSERT_NE(fn, nullptr);
-  auto call = [&](int64_t n, int64_t m, int x_ndim = 2) {
-    int64_t xs[2] = {n, m}, ys[2] = {n, 1};
-    DLTensor in[2] = {}, out[1] = {};
-    in[0].ndim = x_ndim;
-    in[0].shape = xs;
-    out[0].ndim = 2;
-    out[0].shape = ys;
-    return fn(in, 2, out, 1, nullptr);
-  };
+  const Dispatcher disp_lib(*d);
+  ASSERT_TRUE(disp_lib.ok()) << disp_lib.error();
+  auto call = [&](int64_t n, int64_t m, int x_ndim = 2) { return disp_lib.call(n, m, 1, x_ndim); };
   std::map<std::string, std::pair<int64_t, int64_t>> small = routes[0].ranges, large = routes[1].ranges;
   auto nearer = [&](int64_t n, int64_t m) {
     const std::map<std::string, int64_t> axes{{"n", n}, {"m", m}};
@@ -169,7 +196,40 @@ TEST(Generate, ANearestDispatcherRoutesUnmatchedShapesToTheNearestRegime) {
   EXPECT_EQ(call(1, 1), 101);                   // 128 away from small, far more from large
   EXPECT_EQ(call(1 << 20, 1 << 20), 102);
   EXPECT_EQ(call(10, 200, 3), 103);  // unexpected rank: fallback
-  dlclose(h);
+}
+
+// A rule serves an unmatched shape only as far out as kda tune checked it (Unmatched::reach, log2):
+// farther, the fallback. And the memo of the last shape's route never hands one caller another
+// shape's route: threads calling different shapes at once each get their own route every time.
+TEST(Generate, ANearestDispatcherServesNoShapeBeyondTheRulesReach) {
+  const std::vector<Route> routes = two_routes();
+  // The reach: log2(1024 / 255) = 2.006.
+  auto d = nearest_dispatcher(routes, shape_distance(routes[0].ranges, {{"n", 1}, {"m", 1024}}));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr bool kCapped = true;"), std::string::npos);
+  const Dispatcher disp_lib(*d);
+  ASSERT_TRUE(disp_lib.ok()) << disp_lib.error();
+  auto call = [&](int64_t n, int64_t m) { return disp_lib.call(n, m); };
+  EXPECT_EQ(call(251, 4099), 102);  // 0.03 from large
+  EXPECT_EQ(call(10, 600), 101);    // 1.23 from small
+  EXPECT_EQ(call(1, 1024), 101);    // exactly the reach
+  EXPECT_EQ(call(1, 1025), 103);    // just beyond it: the fallback
+  EXPECT_EQ(call(97, 1031), 103);   // 3.39 from large, the nearer
+  EXPECT_EQ(call(1, 1), 103);       // 7 from small
+  EXPECT_EQ(call(10, 200), 101);    // inside small
+  // Four threads, two shapes each, alternating: every call must get its own shape's route.
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      const int64_t shapes[4][3] = {{10, 200, 101}, {251, 4099, 102}, {1, 1, 103}, {300, 5000, 102}};
+      for (int i = 0; i < 20000; ++i) {
+        const auto& s = shapes[(k + i) % 4];
+        if (call(s[0], s[1]) != s[2]) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 // Under the margin rule a shape no route matches goes to its nearest visible workload's target only
@@ -201,22 +261,9 @@ TEST(Generate, AMarginDispatcherServesUnseenShapesAsTheGuardsRuleDoes) {
   auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, margin);
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr int kRule = 2;"), std::string::npos);
-  auto lib = eval::build_solution(*d, {});
-  ASSERT_TRUE(lib.ok() && lib->ok) << (lib.ok() ? lib->log : lib.status().message());
-  void* h = dlopen(lib->library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using Entry = int (*)(const DLTensor*, int64_t, DLTensor*, int64_t, void*);
-  auto fn = reinterpret_cast<Entry>(dlsym(h, "run"));
-  ASSERT_NE(fn, nullptr);
-  auto call = [&](int64_t n, int64_t m) {
-    int64_t xs[2] = {n, m}, ys[2] = {n, 1};
-    DLTensor in[2] = {}, out[1] = {};
-    in[0].ndim = 2;
-    in[0].shape = xs;
-    out[0].ndim = 2;
-    out[0].shape = ys;
-    return fn(in, 2, out, 1, nullptr);
-  };
+  const Dispatcher disp_lib(*d);
+  ASSERT_TRUE(disp_lib.ok()) << disp_lib.error();
+  auto call = [&](int64_t n, int64_t m) { return disp_lib.call(n, m); };
   auto expected = [&](int64_t n, int64_t m) {
     const std::string target = margin_target(plan, {{"n", n}, {"m", m}});
     return target.empty() ? 103 : 101 + static_cast<int>(index.at(target));
@@ -231,7 +278,6 @@ TEST(Generate, AMarginDispatcherServesUnseenShapesAsTheGuardsRuleDoes) {
       if (n >= 2 && n <= 3 && m >= 2 && m <= 3) continue;
       EXPECT_EQ(call(n, m), expected(n, m)) << n << " x " << m;
     }
-  dlclose(h);
 }
 
 TEST(Generate, WriteSolutionDirLoadsBack) {
