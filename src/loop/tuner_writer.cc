@@ -128,6 +128,17 @@ Result<int> config_count(const stdfs::path& source, const task::TaskPack& pack) 
 
 }  // namespace
 
+// The guard's routing of shapes outside every regime and its fallback, as the round reports them
+// (one line each; nothing when the guard did not run).
+std::string guard_text(const json& guard) {
+  if (!guard.value("ran", false)) return {};
+  std::string reach;
+  if (guard.contains("reach")) reach = fmt::format(" (reach {:.2f})", guard.value("reach", 0.0));
+  return fmt::format("Unseen shapes: {}{}: {}.\nFallback: {}: {}.\n", guard.value("unseen", std::string()), reach,
+                     guard.value("unseen_why", std::string()), guard.value("fallback", std::string()),
+                     guard.value("fallback_why", std::string()));
+}
+
 // What a round writes into the workspace: the dispatcher round the dispatcher; every other round
 // the faster of the two (the head-to-head decides where it ran, otherwise the two separate final
 // geomeans; a coarse round that wrote its best single configuration alone was sometimes no faster
@@ -338,9 +349,10 @@ class TunerWriter final : public agent::Backend {
     const std::string summary = fmt::format(
         "Stage: {}.\n{} of {} configurations measured so far ({} failed), {:.1f} s this round.\n"
         "Per-regime choice (screening geomean):\n{}"
+        "{}"
         "Final timing: best single configuration {:.6g} ms, dispatcher {:.6g} ms{}, baseline {:.6g} ms{}.\n"
         "Workspace now holds: the {} ({} file(s) written).\n{}\nNEXT: {}\n",
-        stage_text, r->configs_measured, r->configs_total, r->configs_failed, r->wall_s, table,
+        stage_text, r->configs_measured, r->configs_total, r->configs_failed, r->wall_s, table, guard_text(r->guard),
         r->best_single_geomean_ms, r->dispatcher_geomean_ms, r->dispatcher_passed ? "" : " (did NOT pass)",
         r->baseline_geomean_ms,
         r->dispatcher_vs_best_single > 0

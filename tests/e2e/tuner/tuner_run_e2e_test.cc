@@ -64,6 +64,11 @@ TEST(TunerRunE2E, TunerWriterAndRulesReviewerMakeRmsnormFasterOffline) {
   json d1 = read_json(run_dir / "rounds/001/verdict.json");
   EXPECT_TRUE(d1["well_formed"].get<bool>());
   EXPECT_EQ(d1["progress"], "ADVANCED");
+  // The round says how the dispatcher routes shapes outside every regime, and what its fallback is.
+  json f1 = read_json(run_dir / "rounds/001/finish.json");
+  const std::string summary1 = f1.value("summary", std::string());
+  EXPECT_NE(summary1.find("Unseen shapes: "), std::string::npos) << summary1;
+  EXPECT_NE(summary1.find("Fallback: "), std::string::npos) << summary1;
   // Every round's verdict is well formed and no claim was false.
   for (const auto& e : stdfs::directory_iterator(run_dir / "rounds")) {
     if (e.path().filename() == "000") continue;
