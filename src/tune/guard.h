@@ -13,7 +13,8 @@
 //     configuration when it is slower than the baseline on no visible workload, else the fastest
 //     finalist that is, else the baseline itself;
 //   * shapes outside every range go, by the first of two rules that holds on the visible workloads
-//     (each left out in turn, routed by the rule over the rest, and slower than the baseline on none):
+//     (each left out in turn, routed by the rule over the rest, and slower than the baseline by more
+//     than kRuleTolerance on none):
 //       nearest: the target of the regime whose ranges are nearest (shape_distance), checked on the
 //                visible workloads no tuned regime covers, each of their regimes left out in turn;
 //       margin:  the target of the nearest visible workload, when the shape is at least
@@ -46,6 +47,13 @@ inline constexpr const char* kBaselineTarget = "baseline";
 // A target is slower than the baseline on a workload when its latency exceeds the baseline's by more
 // than this fraction, or when its 95 % interval lies wholly above the baseline's.
 inline constexpr double kGuardTolerance = 0.03;
+// A rule for unseen shapes fails its check on a visible workload where its target is slower than the
+// baseline by more than this fraction (the point estimates; the intervals are one process's and do
+// not hold the spread between runner processes). The same code timed in two runner processes reads up
+// to 6 % apart at 50-500 us on the 2-core host (docs/tune.md); a configuration no faster than the
+// baseline on one short-row shape read 0.94x-0.96x there and failed the check at kGuardTolerance,
+// which sent every unseen shape, the long rows far from it too, to the fallback.
+inline constexpr double kRuleTolerance = 0.06;
 // The margin rule routes an unseen shape to its nearest visible workload's target only when every
 // visible workload where that target was slower than the baseline lies this many times farther away
 // (in shape_distance, i.e. log2 of the ratios).

@@ -165,6 +165,30 @@ TEST(Guard, ANearestRuleSlowerOnOneVisibleWorkloadLeavesUnseenShapesToTheFallbac
   EXPECT_TRUE(found);
 }
 
+// A rule's check tolerates what the spread between runner processes hides (kRuleTolerance): a target
+// 5 % slower than the baseline on one short-row workload, the left-out regime's, leaves the nearest
+// rule standing; 10 % slower fails it.
+TEST(Guard, ARuleCheckFailsOnlyBeyondTheSpreadBetweenProcesses) {
+  for (const double slow : {1.05, 1.10}) {
+    Fixture f = rmsnorm_fixture();
+    f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
+    f.time("fast", [](const task::Workload& w) { return hidden(w) < 128 ? 3.0 : 0.5; });
+    f.time("mid", [slow](const task::Workload& w) { return hidden(w) == 4 ? slow : 0.8; });
+    auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->unseen == "nearest", slow < 1 + kRuleTolerance) << slow << ": " << plan->unseen_why;
+    bool checked = false;
+    for (const auto& c : plan->unseen_checks)
+      if (c["rule"] == "nearest" && c["workload"].get<std::string>().starts_with("07ffcad2")) {
+        checked = true;
+        EXPECT_EQ(c["target"], "mid") << c.dump();
+        EXPECT_NEAR(c["ratio"].get<double>(), 1 / slow, 1e-9);
+        EXPECT_EQ(c["slower"].get<bool>(), slow > 1 + kRuleTolerance) << c.dump();
+      }
+    EXPECT_TRUE(checked) << slow;
+  }
+}
+
 // Where the nearest-regime rule fails its check, the margin rule is tried: an unseen shape takes its
 // nearest visible workload's target only when every visible workload where that target is slower
 // lies more than twice as far away. Here "mid" wins 4096 x 24 but is 3x slower on 8192 x 12 and
