@@ -126,8 +126,6 @@ Result<int> config_count(const stdfs::path& source, const task::TaskPack& pack) 
   return static_cast<int>(configs.size());
 }
 
-}  // namespace
-
 // The guard's routing of shapes outside every regime and its fallback, as the round reports them
 // (one line each; nothing when the guard did not run).
 std::string guard_text(const json& guard) {
@@ -138,6 +136,8 @@ std::string guard_text(const json& guard) {
                      guard.value("unseen_why", std::string()), guard.value("fallback", std::string()),
                      guard.value("fallback_why", std::string()));
 }
+
+}  // namespace
 
 // What a round writes into the workspace: the dispatcher round the dispatcher; every other round
 // the faster of the two (the head-to-head decides where it ran, otherwise the two separate final

@@ -226,29 +226,21 @@ void choose_fallback(const PerfMap& pm, const std::vector<std::string>& finalist
       what + ")";
 }
 
-// Whether `target` is slower than the baseline on workload `w` (first_regression's rule), or has no
-// time there; `ratio`: the baseline's time over the target's (0 without a time).
+// Whether `target` is slower than the baseline on workload `w`, or has no time there: by
+// first_regression's rule (kRegression), or by more than kRuleTolerance on the point estimates
+// (kBeyondNoise, a rule's check); `ratio`: the baseline's time over the target's (0 without a time).
+enum class Bar { kRegression, kBeyondNoise };
 bool slower_on(const std::map<std::string, Measurement>& measured, const std::string& target, const std::string& w,
-               double* ratio) {
-  const Measurement* t = find(measured, target);
-  const Measurement* base = find(measured, kBaselineTarget);
-  *ratio = 0;
-  if (t == nullptr || !t->times.contains(w) || !base->times.contains(w)) return true;
-  if (!first_regression(*t, *base, {w}, ratio).empty()) return true;
-  *ratio = base->times.at(w).ms / t->times.at(w).ms;
-  return false;
-}
-
-// Whether `target` is slower than the baseline on workload `w` by more than kRuleTolerance, or has
-// no time there (a rule's check); `ratio`: the baseline's time over the target's (0 without a time).
-bool slower_beyond_noise(const std::map<std::string, Measurement>& measured, const std::string& target,
-                         const std::string& w, double* ratio) {
+               double* ratio, Bar bar = Bar::kRegression) {
   const Measurement* t = find(measured, target);
   const Measurement* base = find(measured, kBaselineTarget);
   *ratio = 0;
   if (t == nullptr || base == nullptr || !t->times.contains(w) || !base->times.contains(w)) return true;
-  *ratio = base->times.at(w).ms / t->times.at(w).ms;
-  return t->times.at(w).ms > base->times.at(w).ms * (1 + kRuleTolerance);
+  const double t_ms = t->times.at(w).ms, base_ms = base->times.at(w).ms;
+  *ratio = base_ms / t_ms;
+  if (bar == Bar::kBeyondNoise) return t_ms > base_ms * (1 + kRuleTolerance);
+  double regression_ratio = 0;
+  return !first_regression(*t, *base, {w}, &regression_ratio).empty();
 }
 
 // One rule for unseen shapes checked on `checked` visible workloads: `route(w)` gives what it routed
@@ -273,7 +265,7 @@ RuleCheck check_rule(const std::string& rule, const std::vector<const task::Work
     const RuleRoute r = route(*w);
     if (r.target.empty()) continue;
     double ratio = 0;
-    const bool is_slower = slower_beyond_noise(measured, r.target, w->uuid, &ratio);
+    const bool is_slower = slower_on(measured, r.target, w->uuid, &ratio, Bar::kBeyondNoise);
     ++out.checked;
     out.reach = std::max(out.reach, r.distance);
     plan.unseen_checks.push_back({{"rule", rule},
