@@ -65,7 +65,7 @@ for spec in $PACKS; do
   fi
   # TUNE_ARGS_<pack>: extra kda tune arguments (e.g. TUNE_ARGS_gemm="--max-configs 24").
   extra=TUNE_ARGS_$(echo "$p" | tr -c 'A-Za-z0-9_\n' _)
-  record 200 tune "$tunable" --task "$task" --out "$out" --no-final ${!extra:-}
+  record "${TUNE_LIMIT:-200}" tune "$tunable" --task "$task" --out "$out" --no-final ${!extra:-}
   mkdir -p "$OUT/$p"
   cp "$out"/map.json "$out"/map.md "$out"/state.json "$OUT/$p/" 2> /dev/null
   cp "$OUT/last_err.txt" "$OUT/$p/tune_progress.txt"
