@@ -5,8 +5,11 @@
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "util/bytes.h"
 #include "util/fs.h"
+#include "util/sha256.h"
 
 namespace kda::elf {
 
@@ -26,7 +29,7 @@ namespace {
 
 // ELF constants (from the System V gABI and the GNU extensions), spelled out to need no <elf.h>.
 constexpr uint16_t kEtDyn = 3;
-constexpr uint32_t kPtLoad = 1, kPtDynamic = 2, kPtGnuStack = 0x6474e551, kPtGnuRelro = 0x6474e552;
+constexpr uint32_t kPtLoad = 1, kPtDynamic = 2, kPtNote = 4, kPtGnuStack = 0x6474e551, kPtGnuRelro = 0x6474e552;
 constexpr uint32_t kPfX = 1;
 constexpr int64_t kDtNull = 0, kDtNeeded = 1, kDtHash = 4, kDtStrtab = 5, kDtSymtab = 6, kDtStrsz = 10, kDtSyment = 11,
                   kDtInit = 12, kDtSoname = 14, kDtRpath = 15, kDtTextrel = 22, kDtBindNow = 24, kDtInitArraySz = 27,
@@ -341,6 +344,54 @@ Result<ElfInfo> parse_elf(std::string_view bytes) {
     }
   }
   return info;
+}
+
+Result<std::string> loaded_image_digest(std::string_view bytes) {
+  const Image img(bytes);
+  if (!img.has(0, 64) || bytes.substr(0, 4) !=
+                             "\x7f"
+                             "ELF")
+    return bad("not an ELF file");
+  if (bytes[4] != 2) return bad("not a 64-bit ELF (EI_CLASS)");
+  if (bytes[5] != 1) return bad("not little-endian (EI_DATA)");
+  const uint64_t phoff = *img.get<uint64_t>(32);
+  const uint16_t phentsize = *img.get<uint16_t>(54), phnum = *img.get<uint16_t>(56);
+  if (phnum == 0) return bad("no program headers");
+  if (phentsize < 56) return bad("program header entry size " + std::to_string(phentsize));
+  if (!img.has(phoff, uint64_t{phnum} * phentsize)) return bad("program headers out of bounds");
+  struct Load {
+    uint64_t offset, vaddr, filesz, memsz;
+    uint32_t flags;
+  };
+  std::vector<Load> loads;
+  std::vector<std::pair<uint64_t, uint64_t>> notes;  // file [offset, end)
+  for (uint16_t i = 0; i < phnum; ++i) {
+    const uint64_t ph = phoff + uint64_t{i} * phentsize;
+    const uint32_t type = *img.get<uint32_t>(ph);
+    const Load l{*img.get<uint64_t>(ph + 8), *img.get<uint64_t>(ph + 16), *img.get<uint64_t>(ph + 32),
+                 *img.get<uint64_t>(ph + 40), *img.get<uint32_t>(ph + 4)};
+    if (!img.has(l.offset, l.filesz)) return bad("segment " + std::to_string(i) + " out of bounds");
+    if (type == kPtLoad) loads.push_back(l);
+    if (type == kPtNote) notes.emplace_back(l.offset, l.offset + l.filesz);
+  }
+  Sha256 h;
+  for (const Load& l : loads) {
+    h.update_field(fmt::format("{:x} {:x} {:x} {:x}", l.vaddr, l.filesz, l.memsz, l.flags));
+    std::string seg(bytes.substr(l.offset, l.filesz));
+    for (const auto& [begin, end] : notes) {
+      const uint64_t from = std::max(begin, l.offset), to = std::min(end, l.offset + l.filesz);
+      if (from < to) std::fill(seg.begin() + (from - l.offset), seg.begin() + (to - l.offset), '\0');
+    }
+    h.update_field(seg);
+  }
+  return h.hex_digest();
+}
+
+Result<std::string> loaded_image_digest_file(const std::filesystem::path& path) {
+  KDA_ASSIGN_OR_RETURN(std::string bytes, fs::read_file(path));
+  auto r = loaded_image_digest(bytes);
+  if (!r.ok()) return r.status().with_context(path.string());
+  return r;
 }
 
 Result<ElfInfo> read_elf_file(const std::filesystem::path& path) {

@@ -95,6 +95,38 @@ TEST(ElfFile, RejectsNonElf) {
   EXPECT_EQ(read_elf_file("/nonexistent/libx.so").status().kind(), ErrorKind::kNotFound);
 }
 
+// The loaded-image digest follows the code and data the loader maps, not the source text or where
+// it was compiled: a comment edit and another source directory (which change the symbol table's file
+// name and with it the GNU build ID) keep it; a changed constant or optimisation level does not.
+TEST(ElfFile, LoadedImageDigestFollowsCodeNotSourceText) {
+  const std::string kernel = R"(
+extern "C" float kda_scale(float x) { return x * 1.5f; }  // the factor
+)";
+  const std::string comment = R"(
+extern "C" float kda_scale(float x) { return x * 1.5f; }  // Round 12 (a comment only): the factor
+)";
+  const std::string changed = R"(
+extern "C" float kda_scale(float x) { return x * 2.5f; }  // the factor
+)";
+  auto digest = [](const stdfs::path& so) {
+    auto d = loaded_image_digest_file(so);
+    EXPECT_TRUE(d.ok()) << d.status().message();
+    return d.ok() ? *d : std::string();
+  };
+  const std::vector<std::string> id = {"-Wl,--build-id=sha1"};
+  const std::string a = digest(compile_so("digest_a", kernel, id));
+  ASSERT_EQ(a.size(), 64u);
+  const auto file_a = fs::read_file(compile_so("digest_a", kernel, id)),
+             file_b = fs::read_file(compile_so("digest_b", comment, id));
+  ASSERT_TRUE(file_a.ok() && file_b.ok());
+  EXPECT_NE(*file_a, *file_b) << "the files differ (build ID, file names), or the test shows nothing";
+  EXPECT_EQ(digest(compile_so("digest_b", comment, id)), a);
+  EXPECT_NE(digest(compile_so("digest_c", changed, id)), a);
+  EXPECT_NE(digest(compile_so("digest_d", kernel, {"-O0"})), a);
+  EXPECT_EQ(loaded_image_digest("#!/bin/sh\n").status().kind(), ErrorKind::kBadInput);
+  EXPECT_EQ(loaded_image_digest_file("/nonexistent/libx.so").status().kind(), ErrorKind::kNotFound);
+}
+
 // Mutated and truncated images must parse or fail cleanly, never crash or hang (run under
 // -DKDA_SANITIZE=ON to catch out-of-bounds reads too).
 TEST(ElfFile, FuzzedImagesNeverCrash) {
@@ -130,6 +162,7 @@ extern "C" int other(int x) { return x * 3; }
     if (rng() % 4 == 0) m.resize(rng() % m.size());
     auto r = parse_elf(m);
     (r.ok() ? parsed : rejected)++;
+    (void)loaded_image_digest(m);
   }
   for (size_t len = 0; len < std::min<size_t>(orig.size(), 2048); len += 7) (void)parse_elf(orig.substr(0, len));
   EXPECT_GT(parsed + rejected, 0);

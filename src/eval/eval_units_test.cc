@@ -8,6 +8,7 @@
 
 #include "eval/arena.h"
 #include "eval/attestation.h"
+#include "eval/code_digest.h"
 #include "eval/compare.h"
 #include "eval/evaluator.h"
 #include "eval/gates.h"
@@ -161,6 +162,29 @@ TEST(Probes, TransformsAreExactReproducibleAndBounded) {
   EXPECT_NE(apply_probe(task::Probe::kOffset, 1, "idx", ints).description.find("not floating-point"),
             std::string::npos);
   EXPECT_EQ(ints.get_as_double(3), 0.0);
+}
+
+// A Python solution's code text: comments, trailing blanks and emptied lines go; every literal stays
+// whole, `#` and blank lines inside it included, also inside an f-string's replacement field.
+TEST(CodeDigest, PythonCodeTextDropsCommentsButNoLiteral) {
+  EXPECT_EQ(python_code_text("x = 1  # one\n# a whole line\n\n    \ny = 2\t\n"), "x = 1\ny = 2\n");
+  EXPECT_EQ(python_code_text("s = \"a # b\"  # c\nt = 'it''s # x'\n"), "s = \"a # b\"\nt = 'it''s # x'\n");
+  const std::string doc = "def f():\n    \"\"\"Doc # kept.\n\n    trailing   \n    \"\"\"  # gone\n    return 1\n";
+  EXPECT_EQ(python_code_text(doc), "def f():\n    \"\"\"Doc # kept.\n\n    trailing   \n    \"\"\"\n    return 1\n");
+  EXPECT_EQ(python_code_text("r'a\\'#b'  # c\n"), "r'a\\'#b'\n");
+  EXPECT_EQ(python_code_text("f\"{{#}} {d[\"k#v\"]:>{w}}\"  # c\n"), "f\"{{#}} {d[\"k#v\"]:>{w}}\"\n");
+  EXPECT_EQ(python_code_text("rb'''x\n# in\n'''\n"), "rb'''x\n# in\n'''\n");
+  EXPECT_EQ(python_code_text("x = 'unterminated # c\ny = 2\n"), "x = 'unterminated # c\ny = 2\n");
+
+  const auto digest = [](const std::string& kernel) {
+    return python_code_digest({{"kernel.py", kernel}, {"solution.json", "{}"}}, "kernel.py::run", true);
+  };
+  const std::string base = "import triton\n\ndef run(x):\n    return x * 2  # double\n";
+  EXPECT_EQ(digest(base), digest("import triton\n# Round 3: a comment only\ndef run(x):\n    return x * 2\n"));
+  EXPECT_NE(digest(base), digest("import triton\n\ndef run(x):\n    return x * 3  # double\n"));
+  EXPECT_NE(digest(base), digest("import triton\n\ndef run(x):\n    return x * 2 if '#' else 0\n"));
+  EXPECT_NE(digest(base), python_code_digest({{"kernel.py", base}, {"solution.json", "{}"}}, "kernel.py::run", false));
+  EXPECT_NE(digest(base), python_code_digest({{"kernel.py", base}, {"solution.json", "{ }"}}, "kernel.py::run", true));
 }
 
 TEST(Verdict, NamesReadBackToTheirVerdicts) {

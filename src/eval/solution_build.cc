@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "build/builder.h"
+#include "eval/code_digest.h"
 #include "eval/machine_headers.h"
 #include "util/strings.h"
 
@@ -34,6 +35,8 @@ Result<BuiltLibrary> stage_python_solution(const build::BuildRequest& req, const
               {"cache_hit", r.cache_hit},
               {"key", r.key},
               {"destination_passing_style", solution.spec.destination_passing_style}};
+  if (r.ok)
+    lib.info["code_digest"] = python_code_digest(solution.sources, solution.spec.entry_point, lib.returns_outputs);
   return lib;
 }
 
@@ -146,6 +149,7 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
               {"compile_seconds", r.compile_seconds},
               {"resources", resources},
               {"compilers", r.compilers}};
+  if (r.ok) lib.info["code_digest"] = compiled_code_digest(lib.library, lib.symbol, req.binding, lib.returns_outputs);
   if (!machine.found.empty()) lib.info["machine_headers"] = machine.found;
   if (!r.ok && !machine.missing.empty())
     lib.info["status"] = r.status + " (the solution includes " + util::join(machine.missing, ", ") +

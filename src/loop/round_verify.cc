@@ -374,6 +374,21 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
   return claims;
 }
 
+// Where the candidate builds to the incumbent's code (the same loaded image, entry symbol and
+// binding: a comment edit, a reformatting), why it cannot be an improvement; nullopt otherwise or
+// where either has no digest (a Python solution, a ledger from before code digests).
+std::optional<std::string> Runner::same_code_as_incumbent(const eval::EvalReport* report) const {
+  if (!report) return std::nullopt;
+  const std::string digest = report->build.value("candidate", json::object()).value("code_digest", "");
+  const Candidate* incumbent = ledger_.find(state_.incumbent_id);
+  if (digest.empty() || !incumbent || incumbent->eval.value("code_digest", "") != digest) return std::nullopt;
+  return fmt::format(
+      "the candidate compiles to the same code as the incumbent {} (code digest {}): the change reaches no "
+      "instruction or data the kernel runs, so any difference in its timings is noise (geomean {:.4g} against "
+      "{:.4g})",
+      state_.incumbent_id, digest.substr(0, 12), report->score_geomean, state_.incumbent_speedup);
+}
+
 // An improvement: verified, the geomean gains min_improvement over the incumbent's, and where both
 // have 95 % intervals over trials the candidate's lies above the incumbent's (noise must not
 // decide); then confirmed head-to-head (confirm_head_to_head). Letting the head-to-head alone decide
@@ -383,6 +398,10 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
 Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, bool verified,
                                                const std::optional<task::Solution>& solution) {
   Improvement out;
+  if (auto same = same_code_as_incumbent(report)) {
+    out.detail = *same;
+    return out;
+  }
   const bool gain = report && report->score_geomean > state_.incumbent_speedup * (1 + state_.options.min_improvement);
   const bool intervals = report && report->geomean_ci && state_.incumbent_ci_high > 0;
   const bool clears = !intervals || report->geomean_ci->low > state_.incumbent_ci_high;

@@ -55,9 +55,14 @@ json eval_summary(const eval::EvalReport& r) {
                   {"baseline_ms", w.baseline_ms},
                   {"speedup", w.speedup}});
   }
-  return {{"all_passed", r.all_passed}, {"geomean", r.score_geomean},
-          {"mean", r.score_mean},       {"seed", r.seed},
-          {"wall_s", r.wall_s},         {"workloads", ws}};
+  json summary = {{"all_passed", r.all_passed}, {"geomean", r.score_geomean},
+                  {"mean", r.score_mean},       {"seed", r.seed},
+                  {"wall_s", r.wall_s},         {"workloads", ws}};
+  // What the candidate's build runs (eval/solution_build.h code_digest): a round whose code is the
+  // incumbent's cannot be faster than it, whatever the timings say.
+  const std::string digest = r.build.value("candidate", json::object()).value("code_digest", "");
+  if (!digest.empty()) summary["code_digest"] = digest;
+  return summary;
 }
 
 std::string eval_table(const json& summary) {

@@ -97,6 +97,7 @@ class Runner {
   Status evaluate_lanes();
   Result<json> verify_claims(const FinishRound& finish, const eval::EvalReport& report, const task::Solution& solution,
                              VerifyChecks& checks);
+  std::optional<std::string> same_code_as_incumbent(const eval::EvalReport* report) const;
   Result<Improvement> verify_improvement(const eval::EvalReport* report, bool verified,
                                          const std::optional<task::Solution>& solution);
   Result<std::optional<HeadToHead>> confirm_head_to_head(const task::Solution& candidate);
