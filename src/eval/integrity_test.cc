@@ -131,8 +131,9 @@ TEST(AdversarialSuite, EachGateIsWhatRejectsItsHack) {
       {"S12d_full_input_hash_cache", {"fresh-vs-repeat"}, {}},
       // T7 computes only on the calls of the schedule it assumes; the probe trials add calls to that
       // schedule, so they are switched off too to give it the schedule it was written for.
-      // The fresh sets are always checked at secret places too, so they go as well.
-      {"T7_predictable_recheck", {"random-rechecks", "probes", "fresh-vs-repeat"}, {}, true},
+      // The fresh sets are always checked at secret places too, so they go as well, and so do the
+      // fresh runner processes of each host trial after the first (a new process counts from zero).
+      {"T7_predictable_recheck", {"random-rechecks", "probes", "fresh-vs-repeat", "fresh-runners"}, {}, true},
       // Zeroed inputs also make the repeated correctness call differ, then the timed re-checks fail.
       {"S8_zero_inputs", {"input-check"}, {"nondeterministic"}},
       {"S8_zero_inputs", {"input-check", "determinism"}, {"recheck_mismatch"}},

@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -157,11 +158,11 @@ std::optional<Failure> Session::ensure_runners() {
   return std::nullopt;
 }
 
-std::optional<Failure> Session::send_layouts() {
+std::optional<Failure> Session::send_layouts(std::initializer_list<RunnerClient*> which) {
   PhaseTimer timer(phases_.layout_s);
   std::vector<RunnerClient*> live;
   for (RunnerClient* r : {&ref_, &base_, &cand_}) {
-    if (!r->alive()) continue;
+    if (!r->alive() || (which.size() > 0 && std::find(which.begin(), which.end(), r) == which.end())) continue;
     r->send_layout(layout_, 120);
     live.push_back(r);
   }

@@ -189,8 +189,8 @@ class Session {
   // reference or baseline that does not start is the harness's failure (harness_error_), a
   // candidate that does not, the candidate's.
   std::optional<Failure> ensure_runners();
-  // Tells every live runner the workload's layout, the three at once (device allocations).
-  std::optional<Failure> send_layouts();
+  // Tells every live runner among `which` the workload's layout, all at once (device allocations).
+  std::optional<Failure> send_layouts(std::initializer_list<RunnerClient*> which = {});
   WorkloadResult evaluate_workload(const task::Workload& w);
 
   // Reference outputs for `inputs` (and the reference's own latency sample).
@@ -226,6 +226,25 @@ class Session {
   struct TrialCalls;
   struct TimingTotals;
   std::optional<Failure> timed_trial(int t, int n_iter, TimingTotals& tot, WorkloadResult& wr);
+  // Host timing reads the runner processes as much as the code. On the 2-core host the naive
+  // baseline against itself showed (i) process bias: one candidate process ran 97 x 1031 at 100-126 us
+  // in all eight trials where its baseline ran 88-91 us (0.88x), and at 0.2 us pairs read 1.00x-1.16x,
+  // each steady within its trials; (ii) trial modes: a trial runs fast or about 1.4x slower as a whole
+  // (251 x 4099: 0.95 against 1.41 ms), the other side's same trial often not, so the mean over three
+  // trials read 0.71x-1.15x there. So (not while screening, whose candidate runner is reused across
+  // configurations) every host trial after the first runs in a fresh candidate and baseline runner
+  // (new processes, arenas and load addresses: fresh_timing_runners; knock-out "fresh-runners", which
+  // also resets whatever a candidate counts or keeps in its process); a host latency is each side's
+  // fastest trial median; a workload whose trial medians on either side spread more than
+  // kHostTrialSpread gets more trials, one at a time, up to kHostMaxTrials; and calls shorter than
+  // kShortHostCallMs get kShortHostCallPairs trials from the start.
+  static constexpr double kShortHostCallMs = 0.005;
+  static constexpr int kShortHostCallPairs = 8;
+  static constexpr double kHostTrialSpread = 1.10;
+  static constexpr int kHostMaxTrials = 8;
+  bool short_host_call(const TimingTotals& tot) const;
+  bool host_trials_spread(const TimingTotals& tot) const;
+  std::optional<Failure> fresh_timing_runners();
   std::optional<Failure> trial_inputs(int t, int n_iter, TrialInputs& in);
   std::optional<Failure> timed_calls(int t, int n_iter, TrialInputs& in, TrialCalls& calls, TimingTotals& tot);
   // One timed CUDA call's CUPTI summary: GPU activity and a kernel, or no_gpu_activity; its latency.

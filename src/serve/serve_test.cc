@@ -335,7 +335,11 @@ TEST(ServeApi, ARequestsKdaTimingIsItsOwn) {
   ASSERT_EQ(task["status"], "completed") << task.dump();
   const json& ev = task["traces"][0]["evaluation"];
   EXPECT_EQ(ev["status"], "PASSED");
-  EXPECT_EQ(ev["kda"]["candidate"]["trials_ms"].size(), 2u) << ev["kda"].dump();  // 2 trials, not the server's 1
+  // 2 trials, not the server's 1; on the host a call this short (under 5 us) gets 8, each in its own
+  // runner processes, and says so (docs/evaluator.md).
+  const size_t trials = ev["kda"].contains("added_trials") ? ev["kda"]["added_trials"]["trials"].get<size_t>() : 2u;
+  EXPECT_GE(trials, 2u);
+  EXPECT_EQ(ev["kda"]["candidate"]["trials_ms"].size(), trials) << ev["kda"].dump();
   EXPECT_FALSE(ev["kda"].contains("baseline")) << "baseline: false leaves the baseline out";
   json other = req;
   other["kda_timing"]["trials"] = 3;
