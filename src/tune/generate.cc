@@ -143,7 +143,7 @@ void distance(const Route& r, const int64_t* axes, double* num, double* den) {
 // The nearest of `rs` (the first on a tie), or nullptr; its distance in *num / *den.
 const Route* nearest(const Route* rs, const int64_t* axes, double* num, double* den) {
   const Route* best = nullptr;
-  for (const Route* r = rs; r->config >= 0; ++r) {
+  for (const Route* r = rs; r->config != kEnd; ++r) {
     double n, d;
     distance(*r, axes, &n, &d);
     if (best == nullptr || n * *den < *num * d) {
@@ -159,12 +159,13 @@ const Route* nearest(const Route* rs, const int64_t* axes, double* num, double* 
 // farther out).
 bool within_reach(double num, double den) { return !kCapped || num <= den * kReachRatio; }
 
-// The margin rule: the nearest point's target, unless that point lies beyond the reach or a point
-// where its target is slower lies less than kMarginFactor times as far (in log2) away; -1 then.
+// The margin rule: the nearest point's target, unless that point lies beyond the reach, is vetoed
+// (kda tune's check of the rule failed there) or a point where its target is slower lies less than
+// kMarginFactor times as far (in log2) away; -1 then.
 int margin(const int64_t* axes) {
   double num = 1, den = 1;
   const Route* p = nearest(kPoints, axes, &num, &den);
-  if (p == nullptr || !within_reach(num, den)) return -1;
+  if (p == nullptr || p->config == kVetoed || !within_reach(num, den)) return -1;
   double pn = 1, pd = 1;  // (num / den)^kMarginFactor
   for (int i = 0; i < kMarginFactor; ++i) {
     pn *= num;
@@ -249,13 +250,15 @@ struct Route {{
   int64_t hi[kAxes > 0 ? kAxes : 1];
 }};
 
+constexpr int kEnd = -1, kVetoed = -2;  // a table's last row; a point where the rule's check failed
 const Entry kEntries[] = {{
 {table}}};
 const Route kRoutes[] = {{
 {rows}    {{-1, {{0}}, {{0}}}},  // end
 }};
-// Visible workloads (lo = hi = the shape) and where each is routed; then, per target, the visible
-// workloads where it was slower than the baseline. Used by the margin rule only.
+// Visible workloads (lo = hi = the shape) and where each is routed (kVetoed: the fallback serves the
+// shapes nearest to it); then, per target, the visible workloads where it was slower than the
+// baseline. Used by the margin rule only.
 const Route kPoints[] = {{
 {points}    {{-1, {{0}}, {{0}}}},  // end
 }};
@@ -305,7 +308,7 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
 // One row of a table of routes: `{config, {lo...}, {hi...}},` over the var axes in `sources` (an axis
 // not in `ranges` matches anything); an axis of `ranges` that is not a var axis is an error.
 Result<std::string> table_row(const std::vector<AxisSource>& sources,
-                              const std::map<std::string, std::pair<int64_t, int64_t>>& ranges, size_t config) {
+                              const std::map<std::string, std::pair<int64_t, int64_t>>& ranges, int64_t config) {
   std::string lo, hi;
   for (size_t a = 0; a < sources.size(); ++a) {
     auto it = ranges.find(sources[a].axis);
@@ -317,7 +320,8 @@ Result<std::string> table_row(const std::vector<AxisSource>& sources,
     for (const auto& src : sources) known |= src.axis == axis;
     if (!known) return Status::bad_input("'" + axis + "' is not a var axis");
   }
-  return fmt::format("    {{{}, {{{}}}, {{{}}}}},", config, lo, hi);
+  return fmt::format("    {{{}, {{{}}}, {{{}}}}},", config == -2 ? std::string("kVetoed") : std::to_string(config), lo,
+                     hi);
 }
 
 }  // namespace
@@ -383,8 +387,10 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
       if (p.config >= targets) return Status::internal("dispatcher: a point of a missing configuration");
       std::map<std::string, std::pair<int64_t, int64_t>> at;
       for (const auto& [axis, v] : p.axes) at[axis] = {v, v};
-      KDA_ASSIGN_OR_RETURN(std::string row, table_row(sources, at, p.config));
-      (side == 0 ? points : slower) += fmt::format("{}  // {}\n", row, label(p.config));
+      const bool vetoed = side == 0 && p.vetoed;
+      KDA_ASSIGN_OR_RETURN(std::string row, table_row(sources, at, vetoed ? -2 : static_cast<int64_t>(p.config)));
+      (side == 0 ? points : slower) += fmt::format(
+          "{}  // {}\n", row, vetoed ? "vetoed (was " + label(p.config) + "): the fallback" : label(p.config));
     }
   }
   std::string axis_list;

@@ -51,6 +51,7 @@ struct Unmatched {
   struct Point {
     std::map<std::string, int64_t> axes;
     size_t config = 0;
+    bool vetoed = false;  // the rule's check failed here: a shape nearest to it goes to the fallback
   };
   std::vector<Point> points, slower;
   int factor = 2;

@@ -163,6 +163,7 @@ std::string margin_target(const GuardPlan& plan, const std::map<std::string, int
   if (near == nullptr) return {};
   if (distance_out != nullptr) *distance_out = near_d;
   if (!within_reach(near_d, plan.reach)) return {};
+  if (std::find(plan.vetoed.begin(), plan.vetoed.end(), near->workload) != plan.vetoed.end()) return {};
   auto it = plan.slower_on.find(near->target);
   if (it == plan.slower_on.end()) return near->target;  // the baseline, or slower nowhere
   for (const auto& w : it->second) {
@@ -254,7 +255,8 @@ struct RuleRoute {
 };
 struct RuleCheck {
   size_t checked = 0;
-  std::string slower;
+  std::string slower;               // the first workload where it failed, and how
+  std::vector<std::string> failed;  // every such workload
   double reach = 0;
 };
 RuleCheck check_rule(const std::string& rule, const std::vector<const task::Workload*>& checked,
@@ -275,6 +277,7 @@ RuleCheck check_rule(const std::string& rule, const std::vector<const task::Work
                                   {"distance", r.distance},
                                   {"ratio", ratio},
                                   {"slower", is_slower}});
+    if (is_slower) out.failed.push_back(w->uuid);
     if (is_slower && out.slower.empty())
       out.slower =
           fmt::format("{} ({}: {} there, {})", w->uuid.substr(0, 8), r.by,
@@ -364,8 +367,24 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
         kMarginFactor, margin.reach, margin.checked, why_not_nearest);
     return;
   }
+  const size_t held = margin.checked - margin.failed.size();
+  if (margin.checked > 0 && held > 0 &&
+      static_cast<double>(held) >= kLocalQuorum * static_cast<double>(margin.checked)) {
+    plan.unseen = "margin";
+    plan.reach = margin.reach;
+    plan.vetoed = margin.failed;
+    plan.unseen_why = fmt::format(
+        "the margin rule where it held: the nearest visible workload's target where the shape is {}x nearer to it than "
+        "to every visible workload where that target is slower than the baseline and within {:.2f} (log2) of it, "
+        "unless that nearest workload is one of the {} where the rule's check failed (first {}), else the fallback: "
+        "checked on {} visible workload(s), each left out, held on {} ({})",
+        kMarginFactor, margin.reach, margin.failed.size(), margin.slower, margin.checked, held, why_not_nearest);
+    return;
+  }
   plan.unseen_why = fmt::format("the fallback: {}; the margin rule is slower than the baseline on {}", why_not_nearest,
-                                margin.slower.empty() ? std::string("(nothing to check)") : margin.slower);
+                                margin.slower.empty() ? std::string("(nothing to check)")
+                                                      : fmt::format("{} of {} checked, first {}", margin.failed.size(),
+                                                                    margin.checked, margin.slower));
 }
 
 // The margin rule's data: each visible workload's target as routed, and where each target is slower.
@@ -495,6 +514,7 @@ nlohmann::json GuardPlan::to_json() const {
   j["unseen_why"] = unseen_why;
   if (std::isfinite(reach)) j["reach"] = reach;
   j["unseen_checks"] = unseen_checks;
+  if (!vetoed.empty()) j["vetoed"] = vetoed;
   nlohmann::json ps = nlohmann::json::array();
   for (const auto& p : points) ps.push_back({{"workload", p.workload}, {"axes", p.axes}, {"target", p.target}});
   j["points"] = ps;

@@ -20,6 +20,8 @@
 //       margin:  the target of the nearest visible workload, when the shape is at least
 //                kMarginFactor times nearer to it than to every visible workload where that target
 //                was slower than the baseline; otherwise the fallback (margin_target);
+//     else the margin rule where at least half of its checks held (kLocalQuorum), serving only the
+//     shapes whose nearest visible workload is one where it held (GuardPlan::vetoed lists the others),
 //     else, or with nothing to check a rule on, to the fallback. A rule serves a shape only as far from
 //     what it routes by (the nearest regime, the nearest visible workload) as the farthest of its checks
 //     lay (GuardPlan::reach): farther out it was never checked, and the fallback serves. The holdout judges.
@@ -58,6 +60,11 @@ inline constexpr double kRuleTolerance = 0.06;
 // visible workload where that target was slower than the baseline lies this many times farther away
 // (in shape_distance, i.e. log2 of the ratios).
 inline constexpr int kMarginFactor = 2;
+// Where no rule holds on every visible workload, the margin rule still serves the unseen shapes nearest
+// to the workloads where its check held, when those are at least this share of its checks: one short-row
+// boundary (a configuration that wins 4096 x 24 and loses 8192 x 12, which left out no other workload
+// reveals) had sent every unseen shape, the long rows far from it too, to the fallback.
+inline constexpr double kLocalQuorum = 0.5;
 // The guard screens at rung 1's timing (screen_trials + 1 trials of 3 x screen_iterations).
 inline constexpr int kGuardRung = 1;
 
@@ -98,6 +105,9 @@ struct GuardPlan {
   // the fallback. Infinite until a rule is chosen.
   double reach = std::numeric_limits<double>::infinity();
   nlohmann::json unseen_checks = nlohmann::json::array();
+  // The margin rule standing locally (kLocalQuorum): the visible workloads where its check failed. A
+  // shape whose nearest visible workload (the first on a tie) is one of these goes to the fallback.
+  std::vector<std::string> vetoed;
   // The margin rule's data: every visible workload and where it is routed, and per target the
   // visible workloads where it was slower than the baseline (or has no time).
   std::vector<GuardPoint> points;
@@ -132,7 +142,7 @@ double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& 
 
 // The margin rule for a shape outside every regime: the target of the nearest point (the first on a
 // tie) when no point where that target is slower lies within kMarginFactor times its distance and the
-// point lies within plan.reach; "" (the fallback serves) otherwise or without points. `skip`: a
+// point lies within plan.reach and is not vetoed; "" (the fallback serves) otherwise or without points. `skip`: a
 // workload left out of both (the check). `distance`: where given, the nearest point's distance.
 std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes,
                           const std::string& skip = {}, double* distance = nullptr);

@@ -143,9 +143,11 @@ TEST(Guard, WithoutABaselineTheGuardSaysItDidNotRun) {
   EXPECT_EQ(plan->to_json()["ran"], false);
 }
 
-// One visible workload where the nearest other regime's target is slower than the baseline: the
-// rule does not hold, unseen shapes go to the fallback, and the reason names the workload.
-TEST(Guard, ANearestRuleSlowerOnOneVisibleWorkloadLeavesUnseenShapesToTheFallback) {
+// One visible workload (16384 x 4) where the nearest other regime's target is slower than the
+// baseline: the nearest rule does not hold, and neither does the margin rule everywhere (left out,
+// 16384 x 4 is nearest 8192 x 12, whose target "mid" is 3x slower on it). The margin rule held on the
+// other ten, so it serves unseen shapes except those nearest to 16384 x 4 (kLocalQuorum), and says so.
+TEST(Guard, ARuleThatFailsOnOneVisibleWorkloadServesOnlyWhereItHeld) {
   Fixture f = rmsnorm_fixture();
   f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
   f.time("fast", [](const task::Workload& w) { return hidden(w) < 128 ? 3.0 : 0.5; });
@@ -153,16 +155,25 @@ TEST(Guard, ANearestRuleSlowerOnOneVisibleWorkloadLeavesUnseenShapesToTheFallbac
   f.time("mid", [](const task::Workload& w) { return hidden(w) == 4 ? 3.0 : 0.8; });
   auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->unseen, "fallback");
   EXPECT_NE(plan->unseen_why.find("slower than the baseline on 07ffcad2"), std::string::npos) << plan->unseen_why;
   bool found = false;
   for (const auto& c : plan->unseen_checks)
-    if (c["workload"].get<std::string>().starts_with("07ffcad2")) {
+    if (c["rule"] == "nearest" && c["workload"].get<std::string>().starts_with("07ffcad2")) {
       found = true;
       EXPECT_TRUE(c["slower"].get<bool>()) << c.dump();
       EXPECT_EQ(c["target"], "mid") << c.dump();
     }
   EXPECT_TRUE(found);
+  ASSERT_EQ(plan->unseen, "margin") << plan->unseen_why;
+  ASSERT_EQ(plan->vetoed.size(), 1u) << plan->unseen_why;
+  EXPECT_TRUE(plan->vetoed[0].starts_with("07ffcad2")) << plan->vetoed[0];
+  EXPECT_NE(plan->unseen_why.find("where it held"), std::string::npos) << plan->unseen_why;
+  EXPECT_EQ(plan->to_json()["vetoed"].size(), 1u);
+  // A long row far from the short ones takes "fast"; a shape nearest 16384 x 4 the fallback (the
+  // baseline here), though its nearest workload's own target would be the baseline as well.
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 97}, {"hidden_size", 1031}}), "fast");
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 20000}, {"hidden_size", 4}}), "");
+  EXPECT_EQ(margin_target(*plan, {{"batch_size", 5000}, {"hidden_size", 20}}), "mid");
 }
 
 // A rule's check tolerates what the spread between runner processes hides (kRuleTolerance): a target

@@ -384,7 +384,10 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
       table.push_back({g.regime, g.ranges, index_of(g.target)});
     }
     if (unmatched.rule == Unmatched::Rule::kMargin) {
-      for (const auto& p : guard.points) unmatched.points.push_back({p.axes, index_of(p.target)});
+      for (const auto& p : guard.points)
+        unmatched.points.push_back(
+            {p.axes, index_of(p.target),
+             std::find(guard.vetoed.begin(), guard.vetoed.end(), p.workload) != guard.vetoed.end()});
       for (const auto& [target, ws] : guard.slower_on)
         for (const auto& w : ws)
           for (const auto& q : guard.points)

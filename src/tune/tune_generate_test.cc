@@ -234,50 +234,56 @@ TEST(Generate, ANearestDispatcherServesNoShapeBeyondTheRulesReach) {
 
 // Under the margin rule a shape no route matches goes to its nearest visible workload's target only
 // when every visible workload where that target was slower lies more than twice as far away (log2),
-// else to the fallback: the generated code agrees with tune::margin_target on every shape tried.
+// else to the fallback; a shape nearest to a vetoed workload (where the rule's check failed) goes to
+// the fallback too: the generated code agrees with tune::margin_target on every shape tried.
 TEST(Generate, AMarginDispatcherServesUnseenShapesAsTheGuardsRuleDoes) {
   auto t = toy_tunables();
   auto cs = enumerate_configs(t);
   ASSERT_TRUE(cs.ok());
   // Visible workloads: p1 (n 1) and p2 (n 16) on configuration 2 (the fallback, 103), p3 (n 128) on 0
   // (101), p4 (1024 x 1024) on 1 (102). Configuration 0 was slower than the baseline on p1 and p2, 1 on p3.
-  GuardPlan plan;
-  plan.points = {{"p1", {{"n", 1}, {"m", 4096}}, "c2"},
-                 {"p2", {{"n", 16}, {"m", 4096}}, "c2"},
-                 {"p3", {{"n", 128}, {"m", 4096}}, "c0"},
-                 {"p4", {{"n", 1024}, {"m", 1024}}, "c1"}};
-  plan.slower_on = {{"c0", {"p1", "p2"}}, {"c1", {"p3"}}, {"c2", {}}};
-  Unmatched margin;
-  margin.rule = Unmatched::Rule::kMargin;
-  margin.factor = kMarginFactor;
-  const std::map<std::string, size_t> index{{"c0", 0}, {"c1", 1}, {"c2", 2}};
-  for (const auto& p : plan.points) margin.points.push_back({p.axes, index.at(p.target)});
-  for (const auto& [target, ws] : plan.slower_on)
-    for (const auto& w : ws)
-      for (const auto& p : plan.points)
-        if (p.workload == w) margin.slower.push_back({p.axes, index.at(target)});
-  // One route, so that the unmatched shapes below really are unmatched.
-  std::vector<Route> routes{{"tiny", {{"n", {2, 3}}, {"m", {2, 3}}}, 1}};
-  auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, margin);
-  ASSERT_TRUE(d.ok()) << d.status().message();
-  EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr int kRule = 2;"), std::string::npos);
-  const Dispatcher disp_lib(*d);
-  ASSERT_TRUE(disp_lib.ok()) << disp_lib.error();
-  auto call = [&](int64_t n, int64_t m) { return disp_lib.call(n, m); };
-  auto expected = [&](int64_t n, int64_t m) {
-    const std::string target = margin_target(plan, {{"n", n}, {"m", m}});
-    return target.empty() ? 103 : 101 + static_cast<int>(index.at(target));
-  };
-  EXPECT_EQ(call(100, 4096), 101);   // p3 at log2(128/100) = 0.36; p2, where 0 is slower, at 2.64
-  EXPECT_EQ(call(60, 4096), 103);    // p3 at 1.09, p2 at 1.91 < 2 x 1.09: too near a slower one
-  EXPECT_EQ(call(40, 4096), 103);    // nearest p2 (1.32 against 1.68): its target, the fallback
-  EXPECT_EQ(call(1000, 1000), 102);  // p4; p3, where 1 is slower, far away
-  EXPECT_EQ(call(2, 2), 102);        // inside the route
-  for (int64_t n : {1, 5, 17, 33, 70, 90, 129, 300, 700, 2000, 100000})
-    for (int64_t m : {1, 64, 1000, 3000, 4096, 9000, 1 << 20}) {
-      if (n >= 2 && n <= 3 && m >= 2 && m <= 3) continue;
-      EXPECT_EQ(call(n, m), expected(n, m)) << n << " x " << m;
-    }
+  for (const bool veto : {false, true}) {
+    SCOPED_TRACE(veto ? "p3 vetoed" : "no veto");
+    GuardPlan plan;
+    plan.points = {{"p1", {{"n", 1}, {"m", 4096}}, "c2"},
+                   {"p2", {{"n", 16}, {"m", 4096}}, "c2"},
+                   {"p3", {{"n", 128}, {"m", 4096}}, "c0"},
+                   {"p4", {{"n", 1024}, {"m", 1024}}, "c1"}};
+    plan.slower_on = {{"c0", {"p1", "p2"}}, {"c1", {"p3"}}, {"c2", {}}};
+    if (veto) plan.vetoed = {"p3"};
+    Unmatched margin;
+    margin.rule = Unmatched::Rule::kMargin;
+    margin.factor = kMarginFactor;
+    const std::map<std::string, size_t> index{{"c0", 0}, {"c1", 1}, {"c2", 2}};
+    for (const auto& p : plan.points) margin.points.push_back({p.axes, index.at(p.target), veto && p.workload == "p3"});
+    for (const auto& [target, ws] : plan.slower_on)
+      for (const auto& w : ws)
+        for (const auto& p : plan.points)
+          if (p.workload == w) margin.slower.push_back({p.axes, index.at(target)});
+    // One route, so that the unmatched shapes below really are unmatched.
+    std::vector<Route> routes{{"tiny", {{"n", {2, 3}}, {"m", {2, 3}}}, 1}};
+    auto d = dispatcher_solution(toy_solution(), toy_def(), t, *cs, routes, 2, nullptr, margin);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    EXPECT_NE(d->source("kda_dispatch.cc")->content.find("constexpr int kRule = 2;"), std::string::npos);
+    EXPECT_EQ(d->source("kda_dispatch.cc")->content.find("    {kVetoed, {") != std::string::npos, veto);
+    const Dispatcher disp_lib(*d);
+    ASSERT_TRUE(disp_lib.ok()) << disp_lib.error();
+    auto call = [&](int64_t n, int64_t m) { return disp_lib.call(n, m); };
+    auto expected = [&](int64_t n, int64_t m) {
+      const std::string target = margin_target(plan, {{"n", n}, {"m", m}});
+      return target.empty() ? 103 : 101 + static_cast<int>(index.at(target));
+    };
+    EXPECT_EQ(call(100, 4096), veto ? 103 : 101);  // p3 at log2(128/100) = 0.36; p2, where 0 is slower, at 2.64
+    EXPECT_EQ(call(60, 4096), 103);                // p3 at 1.09, p2 at 1.91 < 2 x 1.09: too near a slower one
+    EXPECT_EQ(call(40, 4096), 103);                // nearest p2 (1.32 against 1.68): its target, the fallback
+    EXPECT_EQ(call(1000, 1000), 102);              // p4; p3, where 1 is slower, far away
+    EXPECT_EQ(call(2, 2), 102);                    // inside the route
+    for (int64_t n : {1, 5, 17, 33, 70, 90, 129, 300, 700, 2000, 100000})
+      for (int64_t m : {1, 64, 1000, 3000, 4096, 9000, 1 << 20}) {
+        if (n >= 2 && n <= 3 && m >= 2 && m <= 3) continue;
+        EXPECT_EQ(call(n, m), expected(n, m)) << n << " x " << m;
+      }
+  }
 }
 
 TEST(Generate, WriteSolutionDirLoadsBack) {
