@@ -113,7 +113,7 @@ namespace {
 // route matches is served, the axis reads, and the entry `fn` that routes each call.
 struct DispatchText {
   std::string axis_list, protos, table, rows, points, slower, reads, fn;
-  size_t n_axes = 0, fallback = 0;
+  size_t n_axes = 0, fallback = 0, beyond = 0;
   int rule = 0;  // Unmatched::Rule as a number
   int factor = 2;
   double reach = 0;  // Unmatched::reach (log2); infinite: no limit
@@ -159,13 +159,15 @@ const Route* nearest(const Route* rs, const int64_t* axes, double* num, double* 
 // farther out).
 bool within_reach(double num, double den) { return !kCapped || num <= den * kReachRatio; }
 
-// The margin rule: the nearest point's target, unless that point lies beyond the reach, is vetoed
-// (kda tune's check of the rule failed there) or a point where its target is slower lies less than
-// kMarginFactor times as far (in log2) away; -1 then.
+// The margin rule: the nearest point's target; kBeyondReach where that point lies beyond the reach;
+// -1 (the fallback) where it is vetoed (kda tune's check of the rule failed there) or a point where
+// its target is slower lies less than kMarginFactor times as far (in log2) away.
 int margin(const int64_t* axes) {
   double num = 1, den = 1;
   const Route* p = nearest(kPoints, axes, &num, &den);
-  if (p == nullptr || p->config == kVetoed || !within_reach(num, den)) return -1;
+  if (p == nullptr) return -1;
+  if (!within_reach(num, den)) return kBeyondReach;
+  if (p->config == kVetoed) return -1;
   double pn = 1, pd = 1;  // (num / den)^kMarginFactor
   for (int i = 0; i < kMarginFactor; ++i) {
     pn *= num;
@@ -190,7 +192,7 @@ int route(const int64_t* axes) {
   if (kRule == 1) {
     double num = 1, den = 1;
     const Route* r = nearest(kRoutes, axes, &num, &den);
-    if (r != nullptr && within_reach(num, den)) return r->config;
+    if (r != nullptr) return within_reach(num, den) ? r->config : kBeyondReach;
   }
   if (kRule == 2) {
     const int c = margin(axes);
@@ -266,6 +268,8 @@ const Route kSlower[] = {{
 {slower}    {{-1, {{0}}, {{0}}}},  // end
 }};
 constexpr int kFallback = {fallback};
+// A shape beyond the rule's reach: {beyond_what}.
+constexpr int kBeyondReach = {beyond};
 // A shape no route matches: {unmatched}.
 constexpr int kRule = {rule};  // 0: the fallback, 1: the nearest route, 2: the margin rule
 constexpr int kMarginFactor = {factor};
@@ -295,9 +299,10 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
 )",
       fmt::arg("axis_list", t.axis_list), fmt::arg("protos", t.protos), fmt::arg("n_axes", t.n_axes),
       fmt::arg("table", t.table), fmt::arg("rows", t.rows), fmt::arg("points", t.points), fmt::arg("slower", t.slower),
-      fmt::arg("fallback", t.fallback), fmt::arg("reads", t.reads), fmt::arg("fn", t.fn), fmt::arg("rule", t.rule),
-      fmt::arg("factor", t.factor), fmt::arg("helpers", kUnmatchedHelpers),
-      fmt::arg("capped", std::isfinite(t.reach) ? "true" : "false"),
+      fmt::arg("fallback", t.fallback), fmt::arg("beyond", t.beyond),
+      fmt::arg("beyond_what", t.beyond == t.fallback ? "the fallback" : "kda tune's choice there (the baseline)"),
+      fmt::arg("reads", t.reads), fmt::arg("fn", t.fn), fmt::arg("rule", t.rule), fmt::arg("factor", t.factor),
+      fmt::arg("helpers", kUnmatchedHelpers), fmt::arg("capped", std::isfinite(t.reach) ? "true" : "false"),
       fmt::arg("reach_log2", std::isfinite(t.reach) ? fmt::format("{:.4f}", t.reach) : std::string("inf")),
       fmt::arg("reach_ratio", std::isfinite(t.reach) ? fmt::format("{:.17g}", std::exp2(t.reach) * (1 + 1e-9)) : "0"),
       fmt::arg("unmatched", t.rule == 1   ? "the route whose ranges are nearest, within the reach; else the fallback"
@@ -405,6 +410,7 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
                                                 .fn = fn_name,
                                                 .n_axes = n_axes,
                                                 .fallback = fallback,
+                                                .beyond = unmatched.beyond.value_or(fallback),
                                                 .rule = static_cast<int>(unmatched.rule),
                                                 .factor = unmatched.factor,
                                                 .reach = unmatched.reach});

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,8 +57,12 @@ struct Unmatched {
   std::vector<Point> points, slower;
   int factor = 2;
   // kNearest / kMargin: the rule serves a shape only within this shape_distance (log2) of what it
-  // routes by (tune::GuardPlan::reach); farther, the fallback. Infinite: no limit.
+  // routes by (tune::GuardPlan::reach); farther, `beyond`. Infinite: no limit.
   double reach = std::numeric_limits<double>::infinity();
+  // What serves a shape beyond the reach, an index as Route::config: kda tune gives the baseline where
+  // the pack has one (nothing was checked that far out; the baseline is what the shape runs untuned).
+  // Unset: the fallback.
+  std::optional<size_t> beyond;
 };
 
 // Routes are tried in order, the first whose ranges all hold wins; a shape no route matches goes to

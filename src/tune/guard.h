@@ -142,7 +142,8 @@ double shape_distance(const std::map<std::string, std::pair<int64_t, int64_t>>& 
 
 // The margin rule for a shape outside every regime: the target of the nearest point (the first on a
 // tie) when no point where that target is slower lies within kMarginFactor times its distance and the
-// point lies within plan.reach and is not vetoed; "" (the fallback serves) otherwise or without points. `skip`: a
+// point lies within plan.reach and is not vetoed; "" otherwise or without points (the fallback serves; beyond the
+// reach, the generated dispatcher gives the baseline: Unmatched::beyond). `skip`: a
 // workload left out of both (the check). `distance`: where given, the nearest point's distance.
 std::string margin_target(const GuardPlan& plan, const std::map<std::string, int64_t>& axes,
                           const std::string& skip = {}, double* distance = nullptr);

@@ -376,6 +376,11 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
     if (guard.unseen == "nearest") unmatched.rule = Unmatched::Rule::kNearest;
     if (guard.unseen == "margin") unmatched.rule = Unmatched::Rule::kMargin;
     unmatched.reach = guard.reach;
+    // Beyond the rule's reach nothing was checked, the fallback configuration included: the shape runs
+    // the baseline, what it ran before tuning (the host pack's 1 x 1, 7 from the nearest regime, read
+    // 0.83x-0.91x on a ROWS=4 fallback configuration in runs I1-I3, 0.9x-1.0x on the baseline).
+    if (unmatched.rule != Unmatched::Rule::kFallback && std::isfinite(guard.reach) && pack.baseline() != nullptr)
+      unmatched.beyond = index_of(kBaselineTarget);
     for (const auto& g : guard.regimes) {
       if (g.ranges.empty()) continue;
       // The fallback serves a regime routed to it when unseen shapes go to the fallback too;
@@ -406,6 +411,7 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
   for (auto& r : table) slot(r.config);
   for (auto& p : unmatched.points) slot(p.config);
   for (auto& p : unmatched.slower) slot(p.config);
+  if (unmatched.beyond) slot(*unmatched.beyond);
   unmatched.factor = kMarginFactor;
   return dispatcher_solution(base, pack.definition, tunables, used, table, fallback,
                              any_base ? pack.baseline() : nullptr, unmatched);

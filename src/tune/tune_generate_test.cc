@@ -71,12 +71,14 @@ std::vector<Route> two_routes() {
 }
 
 Result<task::Solution> nearest_dispatcher(const std::vector<Route>& routes,
-                                          double reach = std::numeric_limits<double>::infinity()) {
+                                          double reach = std::numeric_limits<double>::infinity(),
+                                          std::optional<size_t> beyond = std::nullopt) {
   auto t = toy_tunables();
   KDA_ASSIGN_OR_RETURN(auto cs, enumerate_configs(t));
   Unmatched nearest;
   nearest.rule = Unmatched::Rule::kNearest;
   nearest.reach = reach;
+  nearest.beyond = beyond;
   return dispatcher_solution(toy_solution(), toy_def(), t, cs, routes, 2, nullptr, nearest);
 }
 
@@ -230,6 +232,17 @@ TEST(Generate, ANearestDispatcherServesNoShapeBeyondTheRulesReach) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+
+  // Given a target for shapes beyond the reach (kda tune gives the baseline), they go there instead;
+  // a call whose axes cannot be read still goes to the fallback.
+  auto b = nearest_dispatcher(routes, shape_distance(routes[0].ranges, {{"n", 1}, {"m", 1024}}), 1);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  const Dispatcher beyond_lib(*b);
+  ASSERT_TRUE(beyond_lib.ok()) << beyond_lib.error();
+  EXPECT_EQ(beyond_lib.call(1, 1024), 101);  // exactly the reach: the rule
+  EXPECT_EQ(beyond_lib.call(1, 1025), 102);  // just beyond it
+  EXPECT_EQ(beyond_lib.call(1, 1), 102);
+  EXPECT_EQ(beyond_lib.call(10, 200, 1, 3), 103);  // unexpected rank: the fallback
 }
 
 // Under the margin rule a shape no route matches goes to its nearest visible workload's target only
