@@ -378,10 +378,15 @@ Result<std::string> loaded_image_digest(std::string_view bytes) {
   for (const Load& l : loads) {
     h.update_field(fmt::format("{:x} {:x} {:x} {:x}", l.vaddr, l.filesz, l.memsz, l.flags));
     std::string seg(bytes.substr(l.offset, l.filesz));
-    for (const auto& [begin, end] : notes) {
+    // The ELF header's section-table fields (e_shoff, e_shnum, e_shstrndx) describe what is not
+    // loaded; a longer source file name moves them. Zeroed where the segment maps the header.
+    auto zero = [&](uint64_t begin, uint64_t end) {
       const uint64_t from = std::max(begin, l.offset), to = std::min(end, l.offset + l.filesz);
       if (from < to) std::fill(seg.begin() + (from - l.offset), seg.begin() + (to - l.offset), '\0');
-    }
+    };
+    for (const auto& [begin, end] : notes) zero(begin, end);
+    zero(0x28, 0x30);  // e_shoff
+    zero(0x3c, 0x40);  // e_shnum, e_shstrndx
     h.update_field(seg);
   }
   return h.hex_digest();

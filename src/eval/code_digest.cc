@@ -24,7 +24,17 @@ namespace {
 // literals are copied whole (an f-string's replacement fields are code again, where `#` is kept).
 class PythonLexer {
  public:
-  explicit PythonLexer(std::string_view s) : s_(s) {}
+  explicit PythonLexer(std::string_view s) {
+    // Python ends a line at \n, \r\n or a lone \r.
+    source_.reserve(s.size());
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (s[k] != '\r')
+        source_ += s[k];
+      else if (k + 1 >= s.size() || s[k + 1] != '\n')
+        source_ += '\n';
+    }
+    s_ = source_;
+  }
   std::string run() {
     code(false);
     end_line(false);
@@ -40,11 +50,23 @@ class PythonLexer {
   }
   static bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
-  // Code until the end of the source, or (in an f-string's replacement field) its closing brace.
+  // Code until the end of the source, or (in an f-string's replacement field) its closing brace; in a
+  // field, a ':' outside brackets starts the format spec, literal text with fields of its own.
   void code(bool field) {
-    int depth = 0;
+    if (++nesting_ > kMaxNesting) {  // deeper than Python allows: the rest is kept as it is
+      out_ += s_.substr(i_);
+      i_ = s_.size();
+      return;
+    }
+    int depth = 0, brackets = 0;
     while (i_ < s_.size()) {
       const char c = s_[i_];
+      if (field && (c == '(' || c == '[')) ++brackets;
+      if (field && (c == ')' || c == ']') && brackets > 0) --brackets;
+      if (field && c == ':' && depth == 0 && brackets == 0) {
+        format_spec();
+        break;
+      }
       if (c == '#' && !field) {
         while (i_ < s_.size() && s_[i_] != '\n') ++i_;
       } else if (c == '\n') {
@@ -66,11 +88,24 @@ class PythonLexer {
         out_ += c;
         ++i_;
         if (c == '{') ++depth;
-        if (c == '}' && depth-- == 0) return;
+        if (c == '}' && depth-- == 0) break;
       } else {
         out_ += c;
         ++i_;
       }
+    }
+    --nesting_;
+  }
+
+  // A replacement field's format spec, from its ':' through the field's closing brace: text, with
+  // nested fields ({width}) as code.
+  void format_spec() {
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      out_ += c;
+      ++i_;
+      if (c == '}') return;
+      if (c == '{') code(true);
     }
   }
 
@@ -85,7 +120,7 @@ class PythonLexer {
     i_ += open;
     while (i_ < s_.size()) {
       const char c = s_[i_];
-      if (c == '\\' && i_ + 1 < s_.size()) {
+      if (c == '\\' && i_ + 1 < s_.size() && !(formatted && s_[i_ + 1] == '{')) {
         out_ += s_.substr(i_, 2);
         i_ += 2;
       } else if (c == q && (!triple || s_.substr(i_, 3) == std::string(3, q))) {
@@ -118,8 +153,11 @@ class PythonLexer {
     if (drop_empty && out_.size() == line && literal_end_ <= line && !out_.empty()) out_.pop_back();
   }
 
+  static constexpr int kMaxNesting = 200;  // f-strings nest at most a few hundred deep in CPython
+  std::string source_;
   std::string_view s_;
   size_t i_ = 0;
+  int nesting_ = 0;
   std::string out_;
   size_t literal_end_ = 0;  // where the last literal ended in out_
 };

@@ -24,10 +24,10 @@ std::string python_code_digest(const std::vector<task::SourceFile>& sources, std
                                bool returns_outputs);
 
 // A Python source without what the interpreter ignores: `#` comments outside string literals (single,
-// triple-quoted, with any r/b/f/u prefix), trailing spaces and tabs, and lines left empty. String
-// literals, docstrings and indentation are kept. Python 3.12 f-strings that nest their own quote
-// character are read as ending at it, which can only make two solutions' digests differ, never
-// hide a change in a literal that the lexer sees as code.
+// triple-quoted, with any r/b/f/u/t prefix), trailing spaces and tabs, and lines left empty; \r\n and
+// a lone \r read as \n. String literals, docstrings and indentation are kept; an f-string's
+// replacement fields are code (nested literals, Python 3.12's reused quotes included) and their
+// format specs text. Nesting deeper than CPython allows keeps the rest of the file as it is.
 std::string python_code_text(std::string_view source);
 
 }  // namespace kda::eval

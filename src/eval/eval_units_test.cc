@@ -175,6 +175,17 @@ TEST(CodeDigest, PythonCodeTextDropsCommentsButNoLiteral) {
   EXPECT_EQ(python_code_text("f\"{{#}} {d[\"k#v\"]:>{w}}\"  # c\n"), "f\"{{#}} {d[\"k#v\"]:>{w}}\"\n");
   EXPECT_EQ(python_code_text("rb'''x\n# in\n'''\n"), "rb'''x\n# in\n'''\n");
   EXPECT_EQ(python_code_text("x = 'unterminated # c\ny = 2\n"), "x = 'unterminated # c\ny = 2\n");
+  // What the review found: a quote in a format spec is text, a lone \r ends a line, "\{" still opens a
+  // field in Python 3.12, and nesting past CPython's limit keeps the rest of the file (no recursion).
+  EXPECT_NE(python_code_text("L = {\"m\": f\"\"\"{when:%b '%y}\"\"\",\n}\nC = \"\"\"\n#define BLOCK 128\n\"\"\"\n"),
+            python_code_text("L = {\"m\": f\"\"\"{when:%b '%y}\"\"\",\n}\nC = \"\"\"\n#define BLOCK 256\n\"\"\"\n"));
+  EXPECT_EQ(python_code_text("f\"{x:{w}.{p}f} {y!r:>{w}}\"  # c\n"), "f\"{x:{w}.{p}f} {y!r:>{w}}\"\n");
+  EXPECT_NE(python_code_text("x = 1 # c\ry = 2\r"), python_code_text("x = 1 # c\ry = 3\r"));
+  EXPECT_EQ(python_code_text("x = 1 # c\r\ny = 2\r\n"), "x = 1\ny = 2\n");
+  EXPECT_NE(python_code_text("f\"\\{d[\"#\"]}\"\n"), python_code_text("f\"\\{d[\"#x\"]}\"\n"));
+  std::string deep = "v = ";
+  for (int k = 0; k < 60000; ++k) deep += "f\"{";
+  EXPECT_EQ(python_code_text(deep).size(), deep.size());  // kept as it is, and no stack overflow
 
   const auto digest = [](const std::string& kernel) {
     return python_code_digest({{"kernel.py", kernel}, {"solution.json", "{}"}}, "kernel.py::run", true);

@@ -235,9 +235,11 @@ class Session {
   // configurations) every host trial after the first runs in a fresh candidate and baseline runner
   // (new processes, arenas and load addresses: fresh_timing_runners; knock-out "fresh-runners", which
   // also resets whatever a candidate counts or keeps in its process); a host latency is each side's
-  // fastest trial median; a workload whose trial medians on either side spread more than
-  // kHostTrialSpread gets more trials, one at a time, up to kHostMaxTrials; and calls shorter than
-  // kShortHostCallMs get kShortHostCallPairs trials from the start.
+  // median trial median (not the fastest: a candidate that memoizes or runs another configuration in
+  // a minority of its processes would be reported at that process, and the fresh-versus-repeat gate,
+  // pooled over the trials, sees too little of it); a workload whose trial medians on either side
+  // spread more than kHostTrialSpread gets more trials, one at a time, up to kHostMaxTrials; and calls
+  // shorter than kShortHostCallMs get kShortHostCallPairs trials from the start.
   static constexpr double kShortHostCallMs = 0.005;
   static constexpr int kShortHostCallPairs = 8;
   static constexpr double kHostTrialSpread = 1.10;

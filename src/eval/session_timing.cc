@@ -116,9 +116,9 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   wr.baseline = summarize(tot.base_all);
   wr.latency_ms = arithmetic_mean(tot.cand_medians);
   wr.baseline_ms = arithmetic_mean(tot.base_medians);
-  if (!cuda()) {  // each side's fastest trial: what its code costs where its trial lands well (session.h)
-    wr.latency_ms = *std::min_element(tot.cand_medians.begin(), tot.cand_medians.end());
-    if (!tot.base_medians.empty()) wr.baseline_ms = *std::min_element(tot.base_medians.begin(), tot.base_medians.end());
+  if (!cuda()) {  // each side's median trial (session.h): a minority of odd processes moves neither side
+    if (!tot.cand_medians.empty()) wr.latency_ms = summarize(tot.cand_medians).median;
+    if (!tot.base_medians.empty()) wr.baseline_ms = summarize(tot.base_medians).median;
   }
   wr.trial_ms = tot.cand_medians;
   wr.baseline_trial_ms = tot.base_medians;

@@ -375,8 +375,8 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
 }
 
 // Where the candidate builds to the incumbent's code (the same loaded image, entry symbol and
-// binding: a comment edit, a reformatting), why it cannot be an improvement; nullopt otherwise or
-// where either has no digest (a Python solution, a ledger from before code digests).
+// binding, or for Python the same sources less comments: a comment edit, blank lines), why it cannot
+// be an improvement; nullopt otherwise or where either has no digest (a ledger from before code digests).
 std::optional<std::string> Runner::same_code_as_incumbent(const eval::EvalReport* report) const {
   if (!report) return std::nullopt;
   const std::string digest = report->build.value("candidate", json::object()).value("code_digest", "");

@@ -387,6 +387,8 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
     if (!row.ok()) return Status::bad_input("regime '" + r.regime + "': " + row.status().message());
     rows += fmt::format("{}  // {}: {}\n", *row, r.regime, label(r.config));
   }
+  if (unmatched.beyond && *unmatched.beyond >= targets)
+    return Status::internal("dispatcher: the target beyond the reach is a missing configuration");
   for (int side = 0; side < 2 && unmatched.rule == Unmatched::Rule::kMargin; ++side) {
     for (const auto& p : side == 0 ? unmatched.points : unmatched.slower) {
       if (p.config >= targets) return Status::internal("dispatcher: a point of a missing configuration");

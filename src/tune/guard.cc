@@ -258,6 +258,10 @@ struct RuleCheck {
   std::string slower;               // the first workload where it failed, and how
   std::vector<std::string> failed;  // every such workload
   double reach = 0;
+  // Checks the rule itself routed (not to the fallback), those of them it held on, and the farthest
+  // of those: what kLocalQuorum counts and how far a rule standing where it held reaches.
+  size_t routed = 0, routed_held = 0;
+  double held_reach = 0;
 };
 RuleCheck check_rule(const std::string& rule, const std::vector<const task::Workload*>& checked,
                      const std::function<RuleRoute(const task::Workload&)>& route,
@@ -270,6 +274,13 @@ RuleCheck check_rule(const std::string& rule, const std::vector<const task::Work
     const bool is_slower = slower_on(measured, r.target, w->uuid, &ratio, Bar::kBeyondNoise);
     ++out.checked;
     out.reach = std::max(out.reach, r.distance);
+    if (r.distance >= 0) {
+      ++out.routed;
+      if (!is_slower) {
+        ++out.routed_held;
+        out.held_reach = std::max(out.held_reach, r.distance);
+      }
+    }
     plan.unseen_checks.push_back({{"rule", rule},
                                   {"workload", w->uuid},
                                   {"nearest", r.by},
@@ -369,19 +380,19 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
         kMarginFactor, margin.reach, margin.checked, why_not_nearest);
     return;
   }
-  const size_t held = margin.checked - margin.failed.size();
-  if (margin.checked > 0 && held > 0 &&
-      static_cast<double>(held) >= kLocalQuorum * static_cast<double>(margin.checked)) {
+  const size_t held = margin.routed_held;  // where the rule routed by itself: the fallback's checks prove nothing
+  if (held > 0 && static_cast<double>(held) >= kLocalQuorum * static_cast<double>(margin.routed)) {
     plan.unseen = "margin";
-    plan.reach = margin.reach;
+    plan.reach = margin.held_reach;
     plan.vetoed = margin.failed;
     plan.unseen_why = fmt::format(
         "the margin rule where it held: the nearest visible workload's target where the shape is {}x nearer to it than "
         "to every visible workload where that target is slower than the baseline and within {:.2f} (log2) of it "
         "(farther out, the baseline), "
         "unless that nearest workload is one of the {} where the rule's check failed (first {}), else the fallback: "
-        "checked on {} visible workload(s), each left out, held on {} ({})",
-        kMarginFactor, margin.reach, margin.failed.size(), margin.slower, margin.checked, held, why_not_nearest);
+        "checked on {} visible workload(s), each left out, routed {} of them by itself and held on {} ({})",
+        kMarginFactor, margin.held_reach, margin.failed.size(), margin.slower, margin.checked, margin.routed, held,
+        why_not_nearest);
     return;
   }
   plan.unseen_why = fmt::format("the fallback: {}; the margin rule is slower than the baseline on {}", why_not_nearest,

@@ -24,7 +24,8 @@
 //     shapes whose nearest visible workload is one where it held (GuardPlan::vetoed lists the others),
 //     else, or with nothing to check a rule on, to the fallback. A rule serves a shape only as far from
 //     what it routes by (the nearest regime, the nearest visible workload) as the farthest of its checks
-//     lay (GuardPlan::reach): farther out it was never checked, and the fallback serves. The holdout judges.
+//     lay (GuardPlan::reach): farther out it was never checked, and the dispatcher gives the baseline
+//     (Unmatched::beyond). The holdout judges.
 // Pure: the measurements come in, the plan goes out, so the rule is tested without an evaluator.
 #pragma once
 
