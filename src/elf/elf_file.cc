@@ -239,9 +239,15 @@ Result<std::map<uint16_t, std::string>> read_version_names(const Parser& p,
 
 }  // namespace
 
-Result<ElfInfo> parse_elf(std::string_view bytes) {
-  Parser p{Image(bytes)};
-  const Image& img = p.img;
+namespace {
+
+// The ELF64 little-endian identification and the program-header table, bounds-checked as a table
+// (each segment's own range is the caller's to check).
+struct ProgramHeader {
+  uint32_t type, flags;
+  uint64_t offset, vaddr, filesz, memsz;
+};
+Result<std::vector<ProgramHeader>> program_headers(const Image& img, std::string_view bytes) {
   if (!img.has(0, 64) || std::memcmp(bytes.data(),
                                      "\x7f"
                                      "ELF",
@@ -249,24 +255,35 @@ Result<ElfInfo> parse_elf(std::string_view bytes) {
     return bad("not an ELF file");
   if (bytes[4] != 2) return bad("not a 64-bit ELF (EI_CLASS)");
   if (bytes[5] != 1) return bad("not little-endian (EI_DATA)");
-
-  ElfInfo info;
-  info.shared_object = *img.get<uint16_t>(16) == kEtDyn;
-  info.machine = *img.get<uint16_t>(18);
-  uint64_t phoff = *img.get<uint64_t>(32);
-  uint16_t phentsize = *img.get<uint16_t>(54);
-  uint16_t phnum = *img.get<uint16_t>(56);
+  const uint64_t phoff = *img.get<uint64_t>(32);
+  const uint16_t phentsize = *img.get<uint16_t>(54), phnum = *img.get<uint16_t>(56);
   if (phnum == 0) return bad("no program headers");
   if (phentsize < 56) return bad("program header entry size " + std::to_string(phentsize));
   if (!img.has(phoff, uint64_t{phnum} * phentsize)) return bad("program headers out of bounds");
+  std::vector<ProgramHeader> out;
+  for (uint16_t i = 0; i < phnum; ++i) {
+    const uint64_t ph = phoff + uint64_t{i} * phentsize;
+    out.push_back({*img.get<uint32_t>(ph), *img.get<uint32_t>(ph + 4), *img.get<uint64_t>(ph + 8),
+                   *img.get<uint64_t>(ph + 16), *img.get<uint64_t>(ph + 32), *img.get<uint64_t>(ph + 40)});
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ElfInfo> parse_elf(std::string_view bytes) {
+  Parser p{Image(bytes)};
+  const Image& img = p.img;
+  KDA_ASSIGN_OR_RETURN(const std::vector<ProgramHeader> headers, program_headers(img, bytes));
+  ElfInfo info;
+  info.shared_object = *img.get<uint16_t>(16) == kEtDyn;
+  info.machine = *img.get<uint16_t>(18);
 
   std::optional<Segment> dynamic;
   bool saw_stack = false;
-  for (uint16_t i = 0; i < phnum; ++i) {
-    uint64_t ph = phoff + uint64_t{i} * phentsize;
-    uint32_t type = *img.get<uint32_t>(ph);
-    uint32_t flags = *img.get<uint32_t>(ph + 4);
-    Segment s{*img.get<uint64_t>(ph + 8), *img.get<uint64_t>(ph + 16), *img.get<uint64_t>(ph + 32)};
+  for (const ProgramHeader& h : headers) {
+    const uint32_t type = h.type, flags = h.flags;
+    const Segment s{h.offset, h.vaddr, h.filesz};
     if (type == kPtLoad) p.loads.push_back(s);
     if (type == kPtDynamic) dynamic = s;
     if (type == kPtGnuRelro) info.relro = true;
@@ -348,34 +365,17 @@ Result<ElfInfo> parse_elf(std::string_view bytes) {
 
 Result<std::string> loaded_image_digest(std::string_view bytes) {
   const Image img(bytes);
-  if (!img.has(0, 64) || bytes.substr(0, 4) !=
-                             "\x7f"
-                             "ELF")
-    return bad("not an ELF file");
-  if (bytes[4] != 2) return bad("not a 64-bit ELF (EI_CLASS)");
-  if (bytes[5] != 1) return bad("not little-endian (EI_DATA)");
-  const uint64_t phoff = *img.get<uint64_t>(32);
-  const uint16_t phentsize = *img.get<uint16_t>(54), phnum = *img.get<uint16_t>(56);
-  if (phnum == 0) return bad("no program headers");
-  if (phentsize < 56) return bad("program header entry size " + std::to_string(phentsize));
-  if (!img.has(phoff, uint64_t{phnum} * phentsize)) return bad("program headers out of bounds");
-  struct Load {
-    uint64_t offset, vaddr, filesz, memsz;
-    uint32_t flags;
-  };
-  std::vector<Load> loads;
+  KDA_ASSIGN_OR_RETURN(const std::vector<ProgramHeader> headers, program_headers(img, bytes));
+  std::vector<ProgramHeader> loads;
   std::vector<std::pair<uint64_t, uint64_t>> notes;  // file [offset, end)
-  for (uint16_t i = 0; i < phnum; ++i) {
-    const uint64_t ph = phoff + uint64_t{i} * phentsize;
-    const uint32_t type = *img.get<uint32_t>(ph);
-    const Load l{*img.get<uint64_t>(ph + 8), *img.get<uint64_t>(ph + 16), *img.get<uint64_t>(ph + 32),
-                 *img.get<uint64_t>(ph + 40), *img.get<uint32_t>(ph + 4)};
+  for (size_t i = 0; i < headers.size(); ++i) {
+    const ProgramHeader& l = headers[i];
     if (!img.has(l.offset, l.filesz)) return bad("segment " + std::to_string(i) + " out of bounds");
-    if (type == kPtLoad) loads.push_back(l);
-    if (type == kPtNote) notes.emplace_back(l.offset, l.offset + l.filesz);
+    if (l.type == kPtLoad) loads.push_back(l);
+    if (l.type == kPtNote) notes.emplace_back(l.offset, l.offset + l.filesz);
   }
   Sha256 h;
-  for (const Load& l : loads) {
+  for (const ProgramHeader& l : loads) {
     h.update_field(fmt::format("{:x} {:x} {:x} {:x}", l.vaddr, l.filesz, l.memsz, l.flags));
     std::string seg(bytes.substr(l.offset, l.filesz));
     // The ELF header's section-table fields (e_shoff, e_shnum, e_shstrndx) describe what is not

@@ -55,9 +55,8 @@ Result<ElfInfo> read_elf_file(const std::filesystem::path& path);
 // SHA-256 (hex) of what the loader maps: each PT_LOAD segment's address, sizes, flags and file bytes,
 // in program-header order, with the bytes of PT_NOTE segments (the GNU build ID, which also hashes
 // non-loaded sections such as the symbol table's file names) and the ELF header's section-table fields
-// zeroed. Two libraries with the same
-// digest run the same instructions on the same data; a change that reaches neither code nor data
-// (a comment, a renamed source directory) leaves it unchanged.
+// zeroed. Two libraries with the same digest run the same instructions on the same data; a change
+// that reaches neither code nor data (a comment, a renamed source directory) leaves it unchanged.
 Result<std::string> loaded_image_digest(std::string_view image);
 Result<std::string> loaded_image_digest_file(const std::filesystem::path& path);
 

@@ -145,7 +145,8 @@ class PythonLexer {
   // Before a newline in code (drop_empty) or at the end: the line's trailing blanks go, never into a
   // literal's text; before a newline, a line left empty goes whole.
   void end_line(bool drop_empty) {
-    const size_t line = out_.rfind('\n') == std::string::npos ? 0 : out_.rfind('\n') + 1;
+    const size_t newline = out_.rfind('\n');
+    const size_t line = newline == std::string::npos ? 0 : newline + 1;
     const size_t floor = std::max(line, std::min(literal_end_, out_.size()));
     size_t end = out_.size();
     while (end > floor && (out_[end - 1] == ' ' || out_[end - 1] == '\t' || out_[end - 1] == '\r')) --end;

@@ -114,12 +114,13 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
   }
   wr.candidate = summarize(tot.cand_all);
   wr.baseline = summarize(tot.base_all);
-  wr.latency_ms = arithmetic_mean(tot.cand_medians);
-  wr.baseline_ms = arithmetic_mean(tot.base_medians);
-  if (!cuda()) {  // each side's median trial (session.h): a minority of odd processes moves neither side
-    if (!tot.cand_medians.empty()) wr.latency_ms = summarize(tot.cand_medians).median;
-    if (!tot.base_medians.empty()) wr.baseline_ms = summarize(tot.base_medians).median;
-  }
+  // CUDA: the mean over trials; host: each side's median trial (session.h), which a minority of odd
+  // processes does not move.
+  auto center = [this](const std::vector<double>& v) {
+    return cuda() || v.empty() ? arithmetic_mean(v) : summarize(v).median;
+  };
+  wr.latency_ms = center(tot.cand_medians);
+  wr.baseline_ms = center(tot.base_medians);
   wr.trial_ms = tot.cand_medians;
   wr.baseline_trial_ms = tot.base_medians;
   wr.speedup = wr.latency_ms > 0 && wr.baseline_ms > 0 ? wr.baseline_ms / wr.latency_ms : 0;

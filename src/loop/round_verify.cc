@@ -379,7 +379,7 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
 // be an improvement; nullopt otherwise or where either has no digest (a ledger from before code digests).
 std::optional<std::string> Runner::same_code_as_incumbent(const eval::EvalReport* report) const {
   if (!report) return std::nullopt;
-  const std::string digest = report->build.value("candidate", json::object()).value("code_digest", "");
+  const std::string digest = candidate_code_digest(*report);
   const Candidate* incumbent = ledger_.find(state_.incumbent_id);
   if (digest.empty() || !incumbent || incumbent->eval.value("code_digest", "") != digest) return std::nullopt;
   return fmt::format(

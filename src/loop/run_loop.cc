@@ -58,11 +58,14 @@ json eval_summary(const eval::EvalReport& r) {
   json summary = {{"all_passed", r.all_passed}, {"geomean", r.score_geomean},
                   {"mean", r.score_mean},       {"seed", r.seed},
                   {"wall_s", r.wall_s},         {"workloads", ws}};
-  // What the candidate's build runs (eval/solution_build.h code_digest): a round whose code is the
-  // incumbent's cannot be faster than it, whatever the timings say.
-  const std::string digest = r.build.value("candidate", json::object()).value("code_digest", "");
-  if (!digest.empty()) summary["code_digest"] = digest;
+  // What the candidate's build runs: a round whose code is the incumbent's cannot be faster than it,
+  // whatever the timings say (Runner::same_code_as_incumbent).
+  if (std::string digest = candidate_code_digest(r); !digest.empty()) summary["code_digest"] = std::move(digest);
   return summary;
+}
+
+std::string candidate_code_digest(const eval::EvalReport& r) {
+  return r.build.value("candidate", json::object()).value("code_digest", "");
 }
 
 std::string eval_table(const json& summary) {

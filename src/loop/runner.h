@@ -35,6 +35,8 @@ using nlohmann::json;
 
 // An evaluation as the loop records it (verify.json, the tools) and as a table for prompts.
 json eval_summary(const eval::EvalReport& r);
+// What the evaluated candidate's build runs (eval/code_digest.h), "" where the report has none.
+std::string candidate_code_digest(const eval::EvalReport& r);
 std::string eval_table(const json& summary);
 // The file's text, or "" when it cannot be read.
 std::string read_or_empty(const stdfs::path& p);

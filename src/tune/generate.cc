@@ -173,7 +173,7 @@ int margin(const int64_t* axes) {
     pn *= num;
     pd *= den;
   }
-  for (const Route* q = kSlower; q->config >= 0; ++q) {
+  for (const Route* q = kSlower; q->config != kEnd; ++q) {
     if (q->config != p->config) continue;
     double n, d;
     distance(*q, axes, &n, &d);
@@ -184,7 +184,7 @@ int margin(const int64_t* axes) {
 
 // The entry for `axes`: the first route whose ranges hold, else the rule for unmatched shapes.
 int route(const int64_t* axes) {
-  for (const Route* r = kRoutes; r->config >= 0; ++r) {
+  for (const Route* r = kRoutes; r->config != kEnd; ++r) {
     bool match = true;
     for (int a = 0; a < kAxes; ++a) match = match && axes[a] >= r->lo[a] && axes[a] <= r->hi[a];
     if (match) return r->config;
@@ -256,16 +256,16 @@ constexpr int kEnd = -1, kVetoed = -2;  // a table's last row; a point where the
 const Entry kEntries[] = {{
 {table}}};
 const Route kRoutes[] = {{
-{rows}    {{-1, {{0}}, {{0}}}},  // end
+{rows}    {{kEnd, {{0}}, {{0}}}},
 }};
 // Visible workloads (lo = hi = the shape) and where each is routed (kVetoed: the fallback serves the
 // shapes nearest to it); then, per target, the visible workloads where it was slower than the
 // baseline. Used by the margin rule only.
 const Route kPoints[] = {{
-{points}    {{-1, {{0}}, {{0}}}},  // end
+{points}    {{kEnd, {{0}}, {{0}}}},
 }};
 const Route kSlower[] = {{
-{slower}    {{-1, {{0}}, {{0}}}},  // end
+{slower}    {{kEnd, {{0}}, {{0}}}},
 }};
 constexpr int kFallback = {fallback};
 // A shape beyond the rule's reach: {beyond_what}.
@@ -310,6 +310,9 @@ extern "C" __attribute__((visibility("default"))) int {fn}(const DLTensor* input
                                           : "the fallback"));
 }
 
+// The row config of a margin-rule point where the rule's check failed (kVetoed in the generated file).
+constexpr int64_t kVetoedRow = -2;
+
 // One row of a table of routes: `{config, {lo...}, {hi...}},` over the var axes in `sources` (an axis
 // not in `ranges` matches anything); an axis of `ranges` that is not a var axis is an error.
 Result<std::string> table_row(const std::vector<AxisSource>& sources,
@@ -325,8 +328,8 @@ Result<std::string> table_row(const std::vector<AxisSource>& sources,
     for (const auto& src : sources) known |= src.axis == axis;
     if (!known) return Status::bad_input("'" + axis + "' is not a var axis");
   }
-  return fmt::format("    {{{}, {{{}}}, {{{}}}}},", config == -2 ? std::string("kVetoed") : std::to_string(config), lo,
-                     hi);
+  return fmt::format("    {{{}, {{{}}}, {{{}}}}},",
+                     config == kVetoedRow ? std::string("kVetoed") : std::to_string(config), lo, hi);
 }
 
 }  // namespace
@@ -395,7 +398,8 @@ Result<task::Solution> dispatcher_solution(const task::Solution& base, const tas
       std::map<std::string, std::pair<int64_t, int64_t>> at;
       for (const auto& [axis, v] : p.axes) at[axis] = {v, v};
       const bool vetoed = side == 0 && p.vetoed;
-      KDA_ASSIGN_OR_RETURN(std::string row, table_row(sources, at, vetoed ? -2 : static_cast<int64_t>(p.config)));
+      KDA_ASSIGN_OR_RETURN(std::string row,
+                           table_row(sources, at, vetoed ? kVetoedRow : static_cast<int64_t>(p.config)));
       (side == 0 ? points : slower) += fmt::format(
           "{}  // {}\n", row, vetoed ? "vetoed (was " + label(p.config) + "): the fallback" : label(p.config));
     }

@@ -354,9 +354,8 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
     plan.reach = nearest.reach;
     plan.unseen_why = fmt::format(
         "the nearest regime's target up to a distance of {:.2f} (log2), the farthest it was checked at (farther "
-        "out, the baseline), else the "
-        "fallback: checked on {} visible workload(s) outside the tuned regimes (each one's regime left out), slower "
-        "than the baseline on none",
+        "out, the baseline), else the fallback: checked on {} visible workload(s) outside the tuned regimes (each "
+        "one's regime left out), slower than the baseline on none",
         nearest.reach, nearest.checked);
     return;
   }
@@ -375,8 +374,7 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
         "the nearest visible workload's target where the shape is {}x nearer to it than to every visible workload "
         "where that target is slower than the baseline and within {:.2f} (log2) of it, the farthest the rule was "
         "checked at (farther out, the baseline), else the fallback: checked on {} visible workload(s), each left out, "
-        "slower than the baseline on "
-        "none ({})",
+        "slower than the baseline on none ({})",
         kMarginFactor, margin.reach, margin.checked, why_not_nearest);
     return;
   }
@@ -388,8 +386,8 @@ void choose_unseen_rule(const task::TaskPack& pack, const std::vector<const task
     plan.unseen_why = fmt::format(
         "the margin rule where it held: the nearest visible workload's target where the shape is {}x nearer to it than "
         "to every visible workload where that target is slower than the baseline and within {:.2f} (log2) of it "
-        "(farther out, the baseline), "
-        "unless that nearest workload is one of the {} where the rule's check failed (first {}), else the fallback: "
+        "(farther out, the baseline), unless that nearest workload is one of the {} where the rule's check failed "
+        "(first {}), else the fallback: "
         "checked on {} visible workload(s), each left out, routed {} of them by itself and held on {} ({})",
         kMarginFactor, margin.held_reach, margin.failed.size(), margin.slower, margin.checked, margin.routed, held,
         why_not_nearest);
