@@ -389,12 +389,16 @@ std::optional<std::string> Runner::same_code_as_incumbent(const eval::EvalReport
       state_.incumbent_id, digest.substr(0, 12), report->score_geomean, state_.incumbent_speedup);
 }
 
-// An improvement: verified, the geomean gains min_improvement over the incumbent's, and where both
-// have 95 % intervals over trials the candidate's lies above the incumbent's (noise must not
-// decide); then confirmed head-to-head (confirm_head_to_head). Letting the head-to-head alone decide
-// where the intervals overlap was tried: under a loaded ctest -j2 it accepted a comment-only round in
-// LoopE2E.TwentyRoundsKeepTheIncumbentInTheLedger (nineteen such rounds each get a head-to-head
-// whenever noise lifts their geomean 2 %), so both filters stay.
+// An improvement: verified, compiled to code other than the incumbent's (same_code_as_incumbent),
+// the geomean gains min_improvement over the incumbent's, and confirmed head-to-head
+// (confirm_head_to_head) wherever both evaluations have 95 % intervals over trials, apart or not.
+// The two intervals come from separate evaluations in separate runner processes and do not pair
+// their noise: on the 2-core host the tuner's refined dispatcher (2.30x, 2.19..2.41) was refused
+// against an incumbent at 1.98x whose interval (1.60..2.46) one noisy trial had widened, in three
+// of eight main-job runs. The head-to-head times both in the same processes, interleaved, over
+// several fresh process pairs. (Overlap used to refuse before any head-to-head because comment-only
+// rounds, nineteen of them in LoopE2E.TwentyRoundsKeepTheIncumbentInTheLedger, were accepted when
+// noise lifted them 2 %; the code digest now refuses those before any timing.)
 Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, bool verified,
                                                const std::optional<task::Solution>& solution) {
   Improvement out;
@@ -405,26 +409,29 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
   const bool gain = report && report->score_geomean > state_.incumbent_speedup * (1 + state_.options.min_improvement);
   const bool intervals = report && report->geomean_ci && state_.incumbent_ci_high > 0;
   const bool clears = !intervals || report->geomean_ci->low > state_.incumbent_ci_high;
-  out.improvement = verified && gain && clears;
+  out.improvement = verified && gain;
   std::string head_to_head_detail;
-  if (out.improvement && intervals && solution) {
-    KDA_ASSIGN_OR_RETURN(std::optional<HeadToHead> h, confirm_head_to_head(*solution));
+  if (out.improvement && intervals) {
+    std::optional<HeadToHead> h;
+    if (solution) {
+      KDA_ASSIGN_OR_RETURN(h, confirm_head_to_head(*solution));
+    }
+    // No head-to-head (the incumbent's solution does not load): the intervals alone decide.
+    out.improvement = h ? h->faster : clears;
     if (h) {
-      out.improvement = h->faster;
       out.head_to_head = h->record;
       head_to_head_detail = h->detail;
     }
   }
   out.detail =
-      !report ? "not measured"
-      : !gain ? fmt::format("geomean {:.4g} is not {:.0f}% above the incumbent's {:.4g}", report->score_geomean,
-                            state_.options.min_improvement * 100, state_.incumbent_speedup)
-      : !intervals
-          ? fmt::format("geomean {:.4g} against the incumbent's {:.4g} (no interval to compare)", report->score_geomean,
-                        state_.incumbent_speedup)
-          : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
-                        report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
-                        state_.incumbent_ci_high, clears ? "apart" : "overlapping (within noise)", head_to_head_detail);
+      !report      ? "not measured"
+      : !gain      ? fmt::format("geomean {:.4g} is not {:.0f}% above the incumbent's {:.4g}", report->score_geomean,
+                                 state_.options.min_improvement * 100, state_.incumbent_speedup)
+      : !intervals ? fmt::format("geomean {:.4g} against the incumbent's {:.4g} (no interval to compare)",
+                                 report->score_geomean, state_.incumbent_speedup)
+                   : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
+                                 report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
+                                 state_.incumbent_ci_high, clears ? "apart" : "overlapping", head_to_head_detail);
   return out;
 }
 

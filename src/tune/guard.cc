@@ -52,7 +52,7 @@ std::string first_regression(const Measurement& target, const Measurement& base,
 }
 
 // Whether `id` may serve `ws`: a time on each, faster than the baseline with the geomeans' intervals
-// apart, and slower on none. `why` says what failed, or by how much it is faster.
+// apart and by kRouteMargin, and slower on none. `why` says what failed, or by how much it is faster.
 bool beats_baseline(const std::map<std::string, Measurement>& measured, const std::string& id,
                     const std::vector<std::string>& ws, std::string* why) {
   const Measurement* t = find(measured, id);
@@ -73,6 +73,11 @@ bool beats_baseline(const std::map<std::string, Measurement>& measured, const st
   }
   if (!(st.high < sb.low)) {
     *why = fmt::format("{:.2f}x the baseline's speed here, intervals overlapping", sb.ms / st.ms);
+    return false;
+  }
+  if (sb.ms < st.ms * (1 + kRouteMargin)) {
+    *why = fmt::format("{:.2f}x the baseline's speed here, less than the {:.0f} % margin a route needs", sb.ms / st.ms,
+                       kRouteMargin * 100);
     return false;
   }
   *why = fmt::format("{:.2f}x the baseline's speed here, intervals apart, slower on no workload", sb.ms / st.ms);
@@ -110,6 +115,21 @@ void decide(const std::map<std::string, Measurement>& measured, const std::vecto
               ? std::string("kept on the baseline (the fallback): no finalist beats it")
               : fmt::format("kept on the baseline: the search's choice {} is {}, and no other finalist beats it",
                             g.preferred.substr(0, 8), why_preferred);
+}
+
+// The finalist with the smallest geomean over `ws` (a time on each), else `otherwise`.
+std::string fastest(const std::map<std::string, Measurement>& measured, const std::vector<std::string>& finalists,
+                    const std::vector<std::string>& ws, const std::string& otherwise) {
+  std::string best = otherwise;
+  double best_ms = 0;
+  for (const auto& id : finalists) {
+    const Summary s = summarise(find(measured, id), ws);
+    if (s.complete && (best_ms == 0 || s.ms < best_ms)) {
+      best = id;
+      best_ms = s.ms;
+    }
+  }
+  return best;
 }
 
 std::map<std::string, int64_t> axes_of(const task::TaskPack& pack, const task::Workload& w) {
@@ -482,9 +502,17 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
       }
     if (!covered) uncovered.push_back(w);
   }
-  // The rest: regimes of their own by the default shape buckets, the best single preferred.
+  // The rest: regimes of their own by the default shape buckets, the finalist fastest on their
+  // workloads preferred (the search chose nothing there; preferring the fallback sent main-job run K2's
+  // 4 x 512 .. 64 x 4096 to a short-row configuration at 1.2x-1.4x where a long-row finalist read 2.3x-3.8x).
   for (const auto& r : group_regimes(pack, uncovered, {}))
-    plan.regimes.push_back({"visible " + r.name, r.ranges, r.workloads, plan.fallback, {}, {}, true});
+    plan.regimes.push_back({"visible " + r.name,
+                            r.ranges,
+                            r.workloads,
+                            fastest(measured, finalists, r.workloads, plan.fallback),
+                            {},
+                            {},
+                            true});
 
   for (auto& g : plan.regimes) {
     if (g.workloads.empty()) {

@@ -245,6 +245,36 @@ TEST(Guard, WhereTheNearestRuleFailsTheMarginRuleKeepsUnseenShapesAwayFromSlower
   EXPECT_EQ(j["slower_on"]["mid"].size(), 2u);
 }
 
+// A visible regime (no tuned regime covers it) takes the finalist fastest there, not the best single
+// configuration that merely beats the baseline: "mid" at 2.5x on 8192 x 12 and 4096 x 24 over "fast"
+// (the best single) at 1.4x. And a route faster than the baseline with the intervals apart, but by
+// less than kRouteMargin (1.04x on 16384 x 4), keeps the baseline there.
+TEST(Guard, AVisibleRegimeTakesTheFastestFinalistThatBeatsTheBaselineByTheMargin) {
+  Fixture f = rmsnorm_fixture();
+  f.time(kBaselineTarget, [](const task::Workload&) { return 1.0; });
+  f.time("fast", [](const task::Workload& w) { return hidden(w) == 4 ? 0.96 : hidden(w) < 128 ? 0.7 : 0.5; });
+  f.time("mid", [](const task::Workload& w) { return hidden(w) == 4 ? 0.96 : hidden(w) < 128 ? 0.4 : 0.8; });
+  auto plan = plan_guard(f.pack, f.pm, guard_finalists(f.pm, ""), f.visible, f.measured);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  int visible_regimes = 0;
+  for (const auto* w : f.visible) {
+    const GuardRegime* g = regime_of(*plan, f.pack, *w);
+    ASSERT_NE(g, nullptr) << w->uuid;
+    if (!g->visible_only) continue;
+    ++visible_regimes;
+    if (hidden(*w) == 4) {
+      EXPECT_EQ(g->target, kBaselineTarget) << g->why;
+      EXPECT_NE(g->why.find("less than the 5 % margin"), std::string::npos) << g->why;
+    } else {
+      EXPECT_EQ(g->preferred, "mid") << g->regime;
+      EXPECT_EQ(g->target, "mid") << g->why;
+      EXPECT_NE(g->why.find("2.50x the baseline's speed here, intervals apart"), std::string::npos) << g->why;
+    }
+  }
+  EXPECT_EQ(visible_regimes, 3);
+  EXPECT_NEAR(plan->ratio_by_workload.at(f.visible[8]->uuid), 2.5, 1e-9);  // 8192 x 12
+}
+
 TEST(Guard, ShapeDistanceIsLog2OutsideTheRangesSummedOverAxes) {
   const std::map<std::string, std::pair<int64_t, int64_t>> r{{"m", {128, 255}}, {"n", {16, 31}}};
   EXPECT_DOUBLE_EQ(shape_distance(r, {{"m", 200}, {"n", 20}}), 0.0);
