@@ -91,7 +91,7 @@ void python_call(benchmark::State& state, const char* body, int64_t rows, int64_
   const std::string name = "bench_mod_" + std::to_string(n++);
   const auto file =
       write_module(name, std::string("import numpy as np\n\ndef run(x, weight, eps, y, inv_rms):\n") + body);
-  if (std::string e = rt->load(file, "run", false); !e.empty()) {
+  if (std::string e = rt->load(file, "run", false, ""); !e.empty()) {
     state.SkipWithError(e.c_str());
     return;
   }

@@ -104,6 +104,45 @@ bool is_under(const stdfs::path& p, const stdfs::path& root) {
   return !rel.empty() && *rel.begin() != "..";
 }
 
+// binding "torch": the flags torch.utils.cpp_extension gives an extension (FlashInfer-Bench's torch
+// builder adds none of its own): C++17, TORCH_EXTENSION_NAME, the ABI flag, torch's headers as system
+// headers, its nvcc defines for CUDA; linked against torch's libraries, found again at load through
+// the rpath. Torch's and Python's directories become include roots: the compiler sandbox lets them be
+// read and the included-header record hashes what was read there.
+Status add_torch_extension(const BuildRequest& req, Plan& plan) {
+  if (!req.torch) return Status::bad_input("binding torch: no torch to build against (eval::find_torch)");
+  const TorchExtension& t = *req.torch;
+  static const std::regex module_re("[A-Za-z_][A-Za-z0-9_]*");
+  if (!std::regex_match(t.module, module_re))
+    return Status::bad_input("binding torch: module name '" + t.module + "' is not an identifier");
+  const bool cuda = plan.language == Language::kCuda;
+  for (auto& f : plan.compile_flags)
+    if (f == "-std=c++20") f = "-std=c++17";  // torch's extensions build as C++17
+  std::vector<std::string> flags = {"-DTORCH_EXTENSION_NAME=" + t.module, "-DTORCH_API_INCLUDE_EXTENSION_H",
+                                    std::string("-D_GLIBCXX_USE_CXX11_ABI=") + (t.cxx11_abi ? "1" : "0")};
+  if (cuda) flags.insert(flags.end(), t.nvcc_flags.begin(), t.nvcc_flags.end());
+  for (const auto& d : t.include_dirs) {
+    if (!stdfs::path(d).is_absolute())
+      return Status::bad_input("binding torch: include dir '" + d + "' is not absolute");
+    flags.push_back("-isystem");
+    flags.push_back(d);
+    plan.include_roots.push_back(normalized(d));
+  }
+  plan.compile_flags.insert(plan.compile_flags.end(), flags.begin(), flags.end());
+  for (const auto& d : t.library_dirs) {
+    if (!stdfs::path(d).is_absolute())
+      return Status::bad_input("binding torch: library dir '" + d + "' is not absolute");
+    plan.link_flags.push_back("-L" + d);
+    plan.link_flags.push_back(cuda ? "-Xlinker" : "-Wl,-rpath," + d);
+    if (cuda) plan.link_flags.push_back("-rpath," + d);
+    plan.include_roots.push_back(normalized(d));
+  }
+  for (const char* l : {"c10", "torch", "torch_cpu", "torch_python"}) plan.link_flags.push_back(std::string("-l") + l);
+  if (cuda)
+    for (const char* l : {"c10_cuda", "torch_cuda"}) plan.link_flags.push_back(std::string("-l") + l);
+  return {};
+}
+
 Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
   Plan plan;
   if (req.language == "cpp") {
@@ -188,6 +227,7 @@ Result<Plan> make_plan(const BuildRequest& req, const BuilderConfig& cfg) {
   }
   plan.compile_flags.insert(plan.compile_flags.end(), req.extra_flags.begin(), req.extra_flags.end());
   plan.compile_flags.insert(plan.compile_flags.end(), includes.begin(), includes.end());
+  if (req.binding == "torch") KDA_RETURN_IF_ERROR(add_torch_extension(req, plan));
   for (const char* r : {"/usr/include", "/usr/lib", "/usr/lib64", "/usr/local/include"})
     plan.include_roots.push_back(r);
   if (plan.language == Language::kCuda) {
@@ -211,6 +251,7 @@ std::string compute_key(const BuildRequest& req, const Plan& plan) {
   Sha256 h;
   h.update_field(kCacheFormat).update_field(req.language).update_field(req.entry_file).update_field(req.entry_symbol);
   h.update_field("binding:" + req.binding);
+  if (req.binding == "torch" && req.torch) h.update_field("torch:" + req.torch->version);
   std::vector<const SourceFile*> sorted;
   for (const auto& s : req.sources) sorted.push_back(&s);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->path < b->path; });
@@ -403,6 +444,14 @@ std::function<int()> compiler_pre_exec(const BuilderConfig& cfg, const Plan& pla
 // The symbol the runner will call: the C entry point, or its tvm-ffi export (binding "tvm-ffi", or
 // binding null with only the tvm-ffi export, as FlashInfer-Bench defaults); why not, when neither fits.
 std::optional<std::string> entry_export(const elf::ElfInfo& elf, const BuildRequest& req, std::string* symbol) {
+  if (req.binding == "torch") {  // a Python extension module; Python finds the entry as its attribute
+    const std::string init = "PyInit_" + (req.torch ? req.torch->module : std::string());
+    if (elf.find_export(init) == nullptr)
+      return "entry point " + req.entry_symbol + " not exported: binding torch needs PYBIND11_MODULE(" +
+             "TORCH_EXTENSION_NAME, m) { m.def(\"" + req.entry_symbol + "\", ...); } in the sources (no " + init + ")";
+    *symbol = req.entry_symbol;
+    return std::nullopt;
+  }
   const std::string tvm_ffi_export = "__tvm_ffi_" + req.entry_symbol;
   const bool has_c_abi = elf.find_export(req.entry_symbol) != nullptr;
   const bool has_tvm_ffi = elf.find_export(tvm_ffi_export) != nullptr;

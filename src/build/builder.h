@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "build/ptxas.h"
@@ -37,6 +38,18 @@ namespace kda::build {
 struct SourceFile {
   std::string path;  // relative, no "..", e.g. "kernel.cu" or "include/tile.cuh"
   std::string content;
+};
+
+// The installed PyTorch a `binding: "torch"` solution is built against, as FlashInfer-Bench's torch
+// builder builds it (torch.utils.cpp_extension: torch's headers, TORCH_EXTENSION_NAME, its ABI flag,
+// its nvcc defines): a Python extension module whose PYBIND11_MODULE defines the entry function.
+struct TorchExtension {
+  std::string module = "kda_torch_solution";  // TORCH_EXTENSION_NAME: the module's PyInit_<module>
+  std::string version;                        // torch.__version__ (part of the cache key)
+  std::vector<std::string> include_dirs;      // torch's include_paths() and Python's include directory
+  std::vector<std::string> library_dirs;      // torch/lib (libc10, libtorch*, libtorch_python)
+  bool cxx11_abi = true;                      // torch._C._GLIBCXX_USE_CXX11_ABI
+  std::vector<std::string> nvcc_flags;        // torch.utils.cpp_extension.COMMON_NVCC_FLAGS (cuda)
 };
 
 struct BuildRequest {
@@ -56,6 +69,8 @@ struct BuildRequest {
   // FlashInfer-Bench spec.binding: "tvm-ffi" (the library must export __tvm_ffi_<entry_symbol>, what
   // TVM_FFI_DLL_EXPORT_TYPED_FUNC makes) or "" (kda's C ABI <entry_symbol>, or else a tvm-ffi export).
   std::string binding;
+  // binding "torch": the torch to build against (eval::find_torch); required then, unused otherwise.
+  std::optional<TorchExtension> torch;
 };
 
 struct BuildResult {

@@ -368,6 +368,64 @@ namespace kda::build {
 namespace {
 
 // What `kda eval` shows of a failed build: the error diagnostics, named by the solution's own files.
+// binding "torch" against a stand-in torch: headers whose PYBIND11_MODULE defines PyInit_<name>, and
+// empty libc10 / libtorch / libtorch_cpu / libtorch_python to link. The build gets torch's flags (C++17,
+// TORCH_EXTENSION_NAME, the ABI flag, the libraries), exports the module's PyInit, and a source without
+// PYBIND11_MODULE is refused saying what it needs; the torch version is part of the key.
+TEST_F(BuilderTest, TorchBindingBuildsAnExtensionModuleAgainstTheGivenTorch) {
+  const stdfs::path torch = dir_ / "torch";
+  ASSERT_TRUE(fs::ensure_dir(torch / "include" / "torch").ok());
+  ASSERT_TRUE(fs::ensure_dir(torch / "lib").ok());
+  ASSERT_TRUE(
+      fs::write_file_atomic(torch / "include" / "torch" / "extension.h",
+                            "#pragma once\n"
+                            "#define KDA_CAT(a, b) a##b\n"
+                            "#define KDA_INIT(name) KDA_CAT(PyInit_, name)\n"
+                            "#define PYBIND11_MODULE(name, m) extern \"C\" __attribute__((visibility(\"default\"))) "
+                            "void* KDA_INIT(name)() { return nullptr; } static void kda_module_body(int m)\n")
+          .ok());
+  ASSERT_TRUE(fs::write_file_atomic(torch / "empty.c", "int kda_torch_stand_in;\n").ok());
+  for (const char* l : {"c10", "torch", "torch_cpu", "torch_python"}) {
+    const std::string cmd = "c++ -x c -shared -fPIC " + (torch / "empty.c").string() + " -o " +
+                            (torch / "lib" / (std::string("lib") + l + ".so")).string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  BuildRequest r;
+  r.language = "cpp";
+  r.binding = "torch";
+  r.sources = {{"ext.cc",
+                "#include <torch/extension.h>\n"
+                "int run(int a) { return a; }\n"
+                "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { (void)m; }\n"}};
+  r.entry_file = "ext.cc";
+  r.entry_symbol = "run";
+  EXPECT_FALSE(build_solution(r, cfg_).ok());  // no torch given: a bad request, not a build
+  r.torch = TorchExtension{.version = "0.0+stand-in",
+                           .include_dirs = {(torch / "include").string()},
+                           .library_dirs = {(torch / "lib").string()}};
+  const BuildResult b = must_build(r);
+  ASSERT_TRUE(b.ok) << b.status << "\n" << b.log;
+  EXPECT_EQ(b.entry_export, "run");
+  for (const char* flag : {"-std=c++17", "-DTORCH_EXTENSION_NAME=kda_torch_solution", "-D_GLIBCXX_USE_CXX11_ABI=1",
+                           "-DTORCH_API_INCLUDE_EXTENSION_H", "-ltorch_python", "-Wl,-rpath,"})
+    EXPECT_NE(b.log.find(flag), std::string::npos) << flag << "\n" << b.log;
+  EXPECT_EQ(b.log.find("-std=c++20"), std::string::npos) << b.log;
+  auto elf = elf::read_elf_file(b.library);
+  ASSERT_TRUE(elf.ok());
+  EXPECT_NE(elf->find_export("PyInit_kda_torch_solution"), nullptr);
+
+  BuildRequest other = r;
+  other.torch->version = "0.1+stand-in";
+  EXPECT_NE(*build_key(r, cfg_), *build_key(other, cfg_));
+
+  BuildRequest bare = r;
+  bare.sources = {{"ext.cc", "#include <torch/extension.h>\nint run(int a) { return a; }\n"}};
+  const BuildResult refused = must_build(bare);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.status.find("binding torch needs PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)"), std::string::npos)
+      << refused.status;
+}
+
 TEST(ErrorLines, PicksTheErrorsOfEachToolchainAndStripsTheStagingPrefix) {
   const std::string gcc =
       "src/kernel.cc: In function 'int run(...)':\n"

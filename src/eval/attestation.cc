@@ -48,6 +48,7 @@ bool from_jit(const std::string& kernel, const std::set<std::string>& jit_names)
 const PythonKernelRule* python_kernel_rule(const std::string& language) {
   for (const auto& r : kPythonKernelRules)
     if (r.language == language) return &r;
+  if (language == kTorchBindingRule.language) return &kTorchBindingRule;
   return nullptr;
 }
 

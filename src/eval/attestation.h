@@ -41,7 +41,15 @@ inline const std::vector<PythonKernelRule> kPythonKernelRules = {
      .why = "a triton solution may launch its own @triton.jit kernels and torch's copy and fill kernels"},
 };
 
-// The rule of `language`, or nullptr.
+// binding "torch" (a compiled solution called through torch tensors): the kernels its own sources
+// compile (the build's ptxas record) and torch's copy and fill kernels (outputs it returns copied in,
+// tensors it allocates zeroed); torch doing the work (at::matmul's cuBLAS, its reductions) is foreign.
+inline const PythonKernelRule kTorchBindingRule = {
+    .language = "binding torch",
+    .allowed_substrings = {"direct_copy_kernel", "_copy_kernel_cuda", "FillFunctor"},
+    .why = "a torch-binding solution may launch the kernels its sources compile and torch's copy and fill kernels"};
+
+// The rule of `language` (kTorchBindingRule for "binding torch"), or nullptr.
 const PythonKernelRule* python_kernel_rule(const std::string& language);
 
 // Kernels in `seen` that a Python solution of `language` may not launch: neither a kernel its JIT

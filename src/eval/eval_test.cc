@@ -657,6 +657,37 @@ TEST(MachineHeaders, ACutlassIncludingSolutionBuildsWithTheConfiguredCheckoutAnd
   stdfs::remove_all(*tmp);
 }
 
+// binding "torch" (FlashInfer-Bench's torch builder) builds only for a CUDA pack and only against an
+// installed torch: on the host pack the COMPILE_ERROR says so, and where the interpreter has no torch
+// (KDA_PYTHON naming none) the build says which interpreter and what to set.
+TEST(TorchBinding, ItIsACompileErrorSayingWhyOnAHostPackOrWithoutTorch) {
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-torch-binding");
+  ASSERT_TRUE(tmp.ok());
+  auto pack = task::load_task_pack(source_dir() / "tasks/host/rmsnorm");
+  auto sol = task::load_solution(fixture("host_rmsnorm", "fast"));
+  ASSERT_TRUE(pack.ok() && sol.ok());
+  sol->spec.binding = "torch";
+  EvalOptions o = fast_options();
+  o.workloads = "dev";
+  auto host = evaluate(*pack, *sol, o);
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  ASSERT_FALSE(host->workloads.empty());
+  EXPECT_EQ(host->workloads[0].verdict, Verdict::kCompileError);
+  EXPECT_NE(host->workloads[0].message.find("binding \"torch\" builds for a CUDA pack only"), std::string::npos)
+      << host->workloads[0].message;
+
+  ::setenv("KDA_PYTHON", (*tmp / "no-python").c_str(), 1);
+  auto lib = build_solution(*sol, BuildSettings{.cuda = true});
+  ::unsetenv("KDA_PYTHON");
+  ASSERT_TRUE(lib.ok()) << lib.status().message();
+  EXPECT_FALSE(lib->ok);
+  const std::string status = lib->info.value("status", std::string());
+  EXPECT_NE(status.find("binding \"torch\" cannot build here: KDA_PYTHON=" + (*tmp / "no-python").string()),
+            std::string::npos)
+      << status;
+  stdfs::remove_all(*tmp);
+}
+
 // build.toml (a source of the solution): its defines, include directories inside the solution and
 // allowed flags reach the compiler; a flag off the list, a directory outside the solution or an
 // unknown field is a COMPILE_ERROR that names the file, the line and the field.

@@ -53,6 +53,7 @@ json LoadRequest::to_json() const {
     j["sandbox"] = sandbox;
     if (reload_root) j["reload_root"] = *reload_root;
     if (jit_dir) j["jit_dir"] = *jit_dir;
+    if (python_module) j["python_module"] = *python_module;
   }
   return j;
 }
@@ -65,6 +66,7 @@ Result<LoadRequest> LoadRequest::from_json(const json& j) {
   f.get("sandbox", r.sandbox);
   f.get("reload_root", r.reload_root);
   f.get("jit_dir", r.jit_dir);
+  f.get("python_module", r.python_module);
   f.get("reload", r.reload);
   f.get("returns_outputs", r.returns_outputs);
   KDA_RETURN_IF_ERROR(f.status());

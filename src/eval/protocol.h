@@ -73,6 +73,9 @@ struct LoadRequest {
   // A JIT-compiling Python solution (language triton): the directory its compiler's cache and
   // temporary files go to, the one place its sandbox may write; its compilers may run.
   std::optional<std::string> jit_dir;
+  // binding "torch": `library` is a Python extension module of this name (PyInit_<name>), imported
+  // by the runner's interpreter; `symbol` is its attribute to call.
+  std::optional<std::string> python_module;
   std::optional<std::string> reload_root;
   bool reload = false;
 

@@ -233,10 +233,12 @@ CallOutcome RunnerClient::load(const std::filesystem::path& library, const std::
 }
 
 void RunnerClient::send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s,
-                             bool returns_outputs, const std::filesystem::path& jit_dir) {
+                             bool returns_outputs, const std::filesystem::path& jit_dir,
+                             const std::string& python_module) {
   LoadRequest req{
       .library = library.string(), .symbol = symbol, .returns_outputs = returns_outputs, .sandbox = options_.sandbox};
   if (!jit_dir.empty()) req.jit_dir = jit_dir.string();
+  if (!python_module.empty()) req.python_module = python_module;
   if (!options_.reload_root.empty()) req.reload_root = options_.reload_root.string();
   send(static_cast<uint32_t>(MsgType::kLoad), req.to_json().dump(), timeout_s);
 }

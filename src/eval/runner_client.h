@@ -87,7 +87,8 @@ class RunnerClient {
   // returns_outputs: a Python entry function that returns the outputs; jit_dir: a JIT-compiling
   // one's writable directory (LoadRequest).
   void send_load(const std::filesystem::path& library, const std::string& symbol, double timeout_s,
-                 bool returns_outputs = false, const std::filesystem::path& jit_dir = {});
+                 bool returns_outputs = false, const std::filesystem::path& jit_dir = {},
+                 const std::string& python_module = {});
   // A further library in the same process (runners started with reload_root, "reload" capability):
   // the entry point moves to it; earlier libraries stay mapped and are never called again.
   CallOutcome reload(const std::filesystem::path& library, const std::string& symbol, double timeout_s);

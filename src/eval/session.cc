@@ -32,7 +32,9 @@
 namespace kda::eval::detail {
 
 Status Session::build_all() {
-  BuildSettings bs{.cuda_arch = options_.cuda_arch, .allowed_libraries = pack_.settings.libraries};
+  BuildSettings bs{.cuda_arch = options_.cuda_arch,
+                   .cuda = pack_.backend == task::Backend::kCuda,
+                   .allowed_libraries = pack_.settings.libraries};
   // A FlashInfer-Bench definition taken as a task has no reference solution: the torch oracle runs
   // the definition's Python reference (check_options made sure).
   if (!pack_.python_reference_only && (!screening_ || !ref_lib_.ok)) {
@@ -132,7 +134,8 @@ std::optional<Failure> Session::ensure_runners() {
       st.client.reset();
       continue;
     }
-    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout, st.lib->returns_outputs, st.lib->jit_dir);
+    st.client->send_load(st.lib->library, st.lib->symbol, load_timeout, st.lib->returns_outputs, st.lib->jit_dir,
+                         st.lib->python_module);
   }
   for (Start& st : starts) {
     if (!st.client) continue;

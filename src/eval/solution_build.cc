@@ -7,6 +7,7 @@
 #include "build/builder.h"
 #include "eval/code_digest.h"
 #include "eval/machine_headers.h"
+#include "eval/torch_oracle.h"
 #include "util/strings.h"
 
 namespace kda::eval {
@@ -63,6 +64,18 @@ Result<MachineHeaderUse> add_machine_headers(const task::Solution& solution, bui
   return use;
 }
 
+// binding "torch": the installed torch to build against, or why the solution cannot build here.
+std::optional<std::string> add_torch(const BuildSettings& settings, build::BuildRequest& req) {
+  if (!settings.cuda)
+    return std::string(
+        "binding \"torch\" builds for a CUDA pack only (FlashInfer-Bench's torch builder needs CUDA); this pack runs "
+        "on the host: use binding null (kda's C ABI) or tvm-ffi");
+  auto torch = find_torch_extension();
+  if (!torch.ok()) return "binding \"torch\" cannot build here: " + torch.status().message();
+  req.torch = *torch;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildSettings& settings) {
@@ -108,6 +121,7 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   for (const std::string& dep : solution.spec.dependencies) {
     auto in = [&dep](const std::vector<std::string>& v) { return std::find(v.begin(), v.end(), dep) != v.end(); };
     if (in(kHeaderOnlyDependencies)) continue;
+    if (dep == "torch" && req.binding == "torch") continue;  // the binding's own: linked below (add_torch)
     if (in(settings.allowed_libraries)) {
       req.libraries.push_back(dep);
       continue;
@@ -126,9 +140,21 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
     return lib;
   }
   KDA_ASSIGN_OR_RETURN(MachineHeaderUse machine, add_machine_headers(solution, req));
+  if (req.binding == "torch")
+    if (auto refused = add_torch(settings, req)) {
+      BuiltLibrary lib;
+      lib.info = {{"language", req.language}, {"status", *refused}, {"cache_hit", false}};
+      lib.log = *refused + "\n";
+      return lib;
+    }
   KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
   BuiltLibrary lib;
   lib.ok = r.ok;
+  if (req.torch) {
+    lib.python = true;
+    lib.python_module = req.torch->module;
+    lib.returns_outputs = !solution.spec.destination_passing_style;
+  }
   lib.library = r.library;
   lib.symbol = r.entry_export.empty() ? req.entry_symbol : r.entry_export;
   lib.log = r.log;

@@ -16,6 +16,7 @@ namespace kda::eval {
 struct BuildSettings {
   std::string cuda_arch = "90a";
   bool lineinfo = false;  // -lineinfo for profiling
+  bool cuda = true;       // a CUDA pack (binding "torch" builds only there, as FlashInfer-Bench's does)
   // The task policy's libraries (task.toml [policy] libraries): a solution's spec.dependencies may
   // name these (each is linked, -l<name>) or a header-only library (kHeaderOnlyDependencies).
   std::vector<std::string> allowed_libraries;
@@ -32,8 +33,11 @@ struct BuiltLibrary {
   std::filesystem::path library;  // the cached .so
   std::string symbol;             // entry point function
   std::string log;                // compiler output
-  bool python = false;            // language python/triton: `library` is the staged entry file
-  bool returns_outputs = false;   // destination_passing_style false: the entry function returns the outputs
+  bool python = false;            // called through kda-runner's interpreter: python/triton, binding torch
+  // binding "torch": the extension module's name (`library` is the built module, imported by the
+  // interpreter; its entry function is the module's attribute `symbol`); "" otherwise.
+  std::string python_module;
+  bool returns_outputs = false;  // destination_passing_style false: the entry function returns the outputs
   // language triton: the staged solution's own directory for its JIT compiler's cache and temporary
   // files (beside the staged sources, so one solution's content never reads another's cache).
   std::filesystem::path jit_dir;

@@ -29,7 +29,7 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
 
 std::vector<Gate> static_gates(const BuiltLibrary& lib, const task::TaskSettings& settings) {
   std::vector<Gate> gates;
-  if (lib.python) {
+  if (lib.python && lib.python_module.empty()) {  // a torch extension is an ELF library: audited
     gates.push_back({"import-audit",
                      GateStatus::kSkipped,
                      "a Python solution: no compiled library whose dynamic imports could be read (the runtime gates "

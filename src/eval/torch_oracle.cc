@@ -1,9 +1,12 @@
 #include "eval/torch_oracle.h"
 
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "proc/subprocess.h"
 
@@ -106,6 +109,60 @@ const TorchProbe& torch_probe() {
 }
 
 bool torch_importable() { return torch_probe().importable; }
+
+namespace {
+
+// What torch.utils.cpp_extension builds an extension with, as one JSON line (include_paths takes
+// device_type since torch 2.4, cuda= before).
+constexpr const char* kTorchExtensionQuery = R"(import json, sysconfig
+import torch, torch.utils.cpp_extension as e
+try:
+    inc = e.include_paths(device_type="cuda" if torch.cuda.is_available() else "cpu")
+except TypeError:
+    inc = e.include_paths(cuda=torch.cuda.is_available())
+print(json.dumps({"version": torch.__version__, "include_dirs": list(inc) + [sysconfig.get_paths()["include"]],
+                  "library_dirs": list(e.library_paths()), "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                  "nvcc_flags": list(e.COMMON_NVCC_FLAGS)}))
+)";
+
+Result<build::TorchExtension> query_torch_extension() {
+  KDA_ASSIGN_OR_RETURN(stdfs::path python, torch_oracle_python());
+  proc::RunOptions ro;
+  ro.argv = {python.string(), "-c", kTorchExtensionQuery};
+  ro.env = runner_like_environment(forwarded_python_env());
+  ro.timeout_seconds = kProbeTimeoutS;
+  ro.output_cap = 64 << 10;
+  KDA_ASSIGN_OR_RETURN(proc::RunResult r, proc::run(ro));
+  if (!r.exit.success()) {
+    std::string why = last_line(r.stderr_text);
+    return Status::not_found(python.string() + " cannot import torch.utils.cpp_extension (" +
+                             (why.empty() ? r.exit.describe() : why) +
+                             "): binding \"torch\" builds against an installed PyTorch; set KDA_PYTHON to an "
+                             "interpreter that has one");
+  }
+  try {
+    const auto j = nlohmann::json::parse(last_line(r.stdout_text));
+    build::TorchExtension t;
+    t.version = j.at("version").get<std::string>();
+    t.include_dirs = j.at("include_dirs").get<std::vector<std::string>>();
+    t.library_dirs = j.at("library_dirs").get<std::vector<std::string>>();
+    t.cxx11_abi = j.at("cxx11_abi").get<bool>();
+    t.nvcc_flags = j.at("nvcc_flags").get<std::vector<std::string>>();
+    return t;
+  } catch (const nlohmann::json::exception& e) {
+    return Status::internal(python.string() + ": unreadable torch query output: " + e.what());
+  }
+}
+
+}  // namespace
+
+Result<build::TorchExtension> find_torch_extension() {
+  static std::mutex mu;
+  static std::optional<Result<build::TorchExtension>> found;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!found) found = query_torch_extension();
+  return *found;
+}
 
 Result<RunnerOptions> torch_oracle_runner_options(const stdfs::path& runner_binary, const std::string& backend) {
   if (backend != "host" && backend != "cuda")

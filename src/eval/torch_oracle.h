@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "build/builder.h"
 #include "eval/runner_client.h"
 #include "util/status.h"
 
@@ -34,6 +35,11 @@ const TorchProbe& torch_probe();
 
 // True when torch imports under the oracle's interpreter (torch_probe().importable).
 bool torch_importable();
+
+// The installed torch a `binding: "torch"` solution builds against, asked of the oracle's
+// interpreter once per process (torch.utils.cpp_extension's include and library paths, ABI flag and
+// nvcc defines); kNotFound naming the interpreter and what failed where it has no torch.
+Result<build::TorchExtension> find_torch_extension();
 
 // Options that start the oracle as the reference runner: the interpreter as the wrapper (the
 // probe's sys.executable when it ran, so shims are bypassed), runner_binary =

@@ -54,10 +54,11 @@ Status Backend::bind_python() {
   return {};
 }
 
-Status Backend::load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs) {
-  if (library.extension() == ".py") {
+Status Backend::load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs,
+                     const std::string& python_module) {
+  if (library.extension() == ".py" || !python_module.empty()) {
     if (python_ == nullptr) return Status::failed("a Python solution, and the runner's interpreter was not started");
-    if (std::string e = python_->load(library, symbol, returns_outputs); !e.empty())
+    if (std::string e = python_->load(library, symbol, returns_outputs, python_module); !e.empty())
       return Status::failed("importing " + library.filename().string() + ": " + e);
     abi_ = Abi::kPython;
     entry_ = nullptr;

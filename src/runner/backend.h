@@ -41,7 +41,9 @@ class Backend {
   // (TVM_FFI_DLL_EXPORT_TYPED_FUNC) is called with the tvm-ffi packed convention (tvm_ffi_abi.h),
   // any other with kda's C ABI (docs/solutions.md). A Python solution (start_python() first):
   // `library` is its entry file and `symbol` the function, imported by the embedded interpreter.
-  Status load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs = false);
+  // python_module: a compiled extension module (binding "torch"), imported like a Python solution.
+  Status load(const std::filesystem::path& library, const std::string& symbol, bool returns_outputs = false,
+              const std::string& python_module = {});
   // Before the sandbox: opens libkda-python.so beside this executable and starts its interpreter
   // for this backend's device ("cpu" or "cuda"). The interpreter's directories join the sandbox's
   // read-only paths (python_read_paths()). `jit_dir` (a triton solution): where its JIT compiler

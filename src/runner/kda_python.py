@@ -7,6 +7,7 @@ views it builds are the arena's own memory (the host's inputs read-only), so eve
 evaluator makes on the arena (guards, poison, re-checks, digests) sees what the solution did.
 """
 
+import importlib.machinery
 import importlib.util
 import os
 import shutil
@@ -243,9 +244,11 @@ def jit_tools():
     return list(_state["jit"]["tools"]) if "jit" in _state else []
 
 
-def load(path, function, returns_outputs, read_roots):
+def load(path, function, returns_outputs, read_roots, module=""):
     """Imports the solution's entry file as a module (its directory first on sys.path, so that the
-    solution's other files import by name) and takes its entry function. Before the candidate's
+    solution's other files import by name) and takes its entry function. With `module` (binding
+    "torch"), `path` is a compiled extension module of that name (its PyInit_<module>), imported the
+    same way; its entry function is the attribute PYBIND11_MODULE defined. Before the candidate's
     code runs: the environment is cut to _KEPT_ENVIRONMENT and the audit hook is installed."""
     directory = os.path.dirname(path)
     jit = _state.get("jit")
@@ -256,8 +259,12 @@ def load(path, function, returns_outputs, read_roots):
     _install_guard(list(read_roots) + [directory] + ([jit["dir"]] if jit else []), jit)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    name = "kda_solution_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
+    name = module or "kda_solution_" + os.path.splitext(os.path.basename(path))[0]
+    if module:
+        loader = importlib.machinery.ExtensionFileLoader(module, path)
+        spec = importlib.util.spec_from_file_location(module, path, loader=loader)
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -209,15 +209,16 @@ class EmbeddedPython final : public PythonRuntime {
   std::vector<stdfs::path> read_paths() const override { return read_paths_; }
   std::vector<stdfs::path> exec_paths() const override { return exec_paths_; }
 
-  std::string load(const stdfs::path& file, const std::string& function, bool returns_outputs) override {
+  std::string load(const stdfs::path& file, const std::string& function, bool returns_outputs,
+                   const std::string& module) override {
     Ref roots(PyList_New(0));
     if (!roots) return take_exception();
     for (const auto& p : read_paths_) {
       Ref s(PyUnicode_FromString(p.c_str()));
       if (!s || PyList_Append(roots.get(), s.get()) != 0) return take_exception();
     }
-    Ref r(PyObject_CallMethod(glue_.get(), "load", "ssiO", file.c_str(), function.c_str(), returns_outputs ? 1 : 0,
-                              roots.get()));
+    Ref r(PyObject_CallMethod(glue_.get(), "load", "ssiOs", file.c_str(), function.c_str(), returns_outputs ? 1 : 0,
+                              roots.get(), module.c_str()));
     std::string refused = take_refusal();  // before the traceback is formatted: its file reads are kda's
     std::string error = r ? std::string() : take_exception();
     refusals().clear();

@@ -33,7 +33,10 @@ class PythonRuntime {
   virtual std::vector<std::filesystem::path> exec_paths() const = 0;
   // Imports the solution's entry file and takes `function`; `returns_outputs`: the function returns
   // the outputs (destination_passing_style false) instead of writing the last arguments.
-  virtual std::string load(const std::filesystem::path& file, const std::string& function, bool returns_outputs) = 0;
+  // `module`: "" for a .py entry file; else `file` is a compiled extension module of that name
+  // (binding "torch") and `function` its attribute.
+  virtual std::string load(const std::filesystem::path& file, const std::string& function, bool returns_outputs,
+                           const std::string& module) = 0;
   // Views of the arena for the next calls, in definition order: 0-d host tensors as Python numbers,
   // host tensors as numpy arrays (inputs read-only), CUDA tensors as torch tensors (DLPack).
   virtual std::string bind(const std::vector<DLTensor>& inputs, const std::vector<DLTensor>& outputs) = 0;

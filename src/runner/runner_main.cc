@@ -83,7 +83,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
     if (!under(library, loads.root))
       return kda::Status::failed("reload: " + library.string() + " is not under the reload root " +
                                  loads.root.string());
-    if (library.extension() == ".py")
+    if (library.extension() == ".py" || req.python_module)
       return kda::Status::failed("reload: a Python solution is loaded by a runner of its own");
     KDA_RETURN_IF_ERROR(backend.load(library, req.symbol));
     ++loads.count;
@@ -99,10 +99,12 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
   out["environment"] = backend.environment();  // read before the sandbox hides /proc files
   // The interpreter and its array library are imported before the sandbox; the solution after it.
   const std::filesystem::path jit_dir = req.jit_dir.value_or("");
+  const std::string module = req.python_module.value_or("");
+  const bool python = library.extension() == ".py" || !module.empty();  // a torch extension is imported too
   if (!jit_dir.empty() && library.extension() != ".py")
     return kda::Status::failed("a JIT directory is for a Python solution only");
   if (!jit_dir.empty()) KDA_RETURN_IF_ERROR(kda::fs::ensure_dir(jit_dir));
-  if (library.extension() == ".py") KDA_RETURN_IF_ERROR(backend.start_python(jit_dir));
+  if (python) KDA_RETURN_IF_ERROR(backend.start_python(jit_dir));
   json sandbox = json::object();
   if (req.sandbox) {
     auto ll = kda::sandbox::apply_landlock(
@@ -121,7 +123,7 @@ Status handle_load(const json& msg, kda::runner::Backend& backend, Loads& loads,
       sandbox["jit"] = {{"dir", jit_dir.string()}, {"programs", tools}};
     }
   }
-  KDA_RETURN_IF_ERROR(backend.load(library, req.symbol, req.returns_outputs));
+  KDA_RETURN_IF_ERROR(backend.load(library, req.symbol, req.returns_outputs, module));
   loads.count = 1;
   out["sandbox"] = sandbox;
   return {};

@@ -267,9 +267,8 @@ std::optional<std::string> not_evaluable_reason(const Solution& solution) {
   if (spec.language != "cpp" && spec.language != "cuda" && spec.language != "python" && spec.language != "triton")
     return "language \"" + spec.language +
            "\" is not built by this version of kda (it builds cpp and cuda solutions and runs python and triton ones)";
-  if (spec.binding == "torch")
-    return "binding \"torch\" is not built by this version of kda (it calls kda's C ABI or a tvm-ffi export; "
-           "docs/solutions.md)";
+  if (spec.binding == "torch" && spec.language != "cpp" && spec.language != "cuda")
+    return "binding \"torch\" is for cpp and cuda solutions (a " + spec.language + " solution is imported as it is)";
   if (spec.binding == "tvm-ffi" && !spec.destination_passing_style)
     return "binding \"tvm-ffi\" with destination_passing_style false (outputs returned by the function) is not "
            "supported by this version of kda: take the outputs as the last parameters";

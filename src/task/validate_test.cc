@@ -136,7 +136,8 @@ TEST(Validate, SchemaOnlySkipsTheBlobs) {
 }
 
 // A solution that is valid FlashInfer-Bench but that kda eval cannot evaluate is a warning (the
-// report stays valid): a Python one, a torch binding, tvm-ffi without destination passing.
+// report stays valid): a language kda does not build, a torch binding of a Python solution, tvm-ffi
+// without destination passing.
 TEST(Validate, WarnsWhereKdaCannotEvaluateAValidSolution) {
   stdfs::path root = copy_of("good_dataset");
   const stdfs::path sol = root / "solutions/elementwise/vector_add_f32/vector_add_cpp_naive.json";
@@ -150,7 +151,12 @@ TEST(Validate, WarnsWhereKdaCannotEvaluateAValidSolution) {
   };
   const std::vector<Case> cases = {
       {"tilelang", [](nlohmann::json& j) { j["spec"]["language"] = "tilelang"; }, "language \"tilelang\" is not built"},
-      {"torch", [](nlohmann::json& j) { j["spec"]["binding"] = "torch"; }, "binding \"torch\" is not built"},
+      {"torch for python",
+       [](nlohmann::json& j) {
+         j["spec"]["language"] = "python";
+         j["spec"]["binding"] = "torch";
+       },
+       "binding \"torch\" is for cpp and cuda solutions"},
       {"tvm-ffi, no DPS",
        [](nlohmann::json& j) {
          j["spec"]["binding"] = "tvm-ffi";

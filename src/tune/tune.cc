@@ -66,6 +66,7 @@ class EvalMeasurer : public Measurer {
         if (!sol.ok()) continue;  // measure() reports it
         eval::BuildSettings bs;
         bs.cuda_arch = o_.eval.cuda_arch;
+        bs.cuda = pack_.backend == task::Backend::kCuda;
         bs.allowed_libraries = pack_.settings.libraries;
         (void)eval::build_solution(*sol, bs);  // warms the cache; the evaluator's own build then hits
         std::lock_guard<std::mutex> lock(mu);
