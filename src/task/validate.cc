@@ -85,6 +85,14 @@ void check_solution_context(const Solution& s, const std::string& file, const Co
   if (auto why = not_evaluable_reason(s))
     report.warnings.add(file, 0, "/spec", "valid FlashInfer-Bench, but kda eval cannot evaluate it: " + *why);
   const bool built = s.spec.language == "cpp" || s.spec.language == "cuda";
+  // binding "torch": the sources export the entry themselves (FlashInfer-Bench generates no binding).
+  if (built && s.spec.binding == "torch" && std::none_of(s.sources.begin(), s.sources.end(), [](const SourceFile& f) {
+        return f.content.find("PYBIND11_MODULE") != std::string::npos;
+      }))
+    report.problems.add(
+        file, 0, "/sources",
+        "binding \"torch\" needs PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"<entry>\", ...); } "
+        "in a source: no source defines it, so neither kda nor FlashInfer-Bench can call the entry point");
   if (const SourceFile* opts = built ? s.source(kBuildOptionsFile) : nullptr) {
     std::vector<std::string> paths;
     for (const auto& src : s.sources) paths.push_back(src.path);

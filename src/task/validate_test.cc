@@ -177,6 +177,27 @@ TEST(Validate, WarnsWhereKdaCannotEvaluateAValidSolution) {
   stdfs::remove_all(root.parent_path());
 }
 
+// binding "torch" with no PYBIND11_MODULE in any source is a problem (neither kda nor FlashInfer-Bench
+// could call it); kda's own torch-binding solution is clean.
+TEST(Validate, ATorchBindingWithoutPybindModuleIsAProblem) {
+  const stdfs::path good = stdfs::path(KDA_SOURCE_DIR) / "solutions/cuda_rmsnorm_bf16/torch_binding";
+  ValidationReport clean = validate_paths({good});
+  EXPECT_TRUE(clean.valid()) << all_problems(clean.problems);
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-validate-torch");
+  ASSERT_TRUE(tmp.ok());
+  const stdfs::path bad = *tmp / "torch_binding";
+  stdfs::copy(good, bad, stdfs::copy_options::recursive);
+  auto text = fs::read_file(bad / "kernel.cu");
+  ASSERT_TRUE(text.ok());
+  ASSERT_TRUE(fs::write_file_atomic(bad / "kernel.cu", text->substr(0, text->find("PYBIND11_MODULE"))).ok());
+  ValidationReport r = validate_paths({bad});
+  EXPECT_FALSE(r.valid());
+  EXPECT_NE(all_problems(r.problems).find("binding \"torch\" needs PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)"),
+            std::string::npos)
+      << all_problems(r.problems);
+  stdfs::remove_all(*tmp);
+}
+
 // A build.toml kda eval would refuse is a problem (the file, then the line and field in the message);
 // a good one is nothing to report.
 TEST(Validate, ABuildTomlKdaWouldRefuseIsAProblem) {
