@@ -425,7 +425,10 @@ AuditReport audit_imports(const ElfInfo& info, const ImportPolicy& policy) {
                             [&](const char* b) { return starts_with(lib, b); });
     if (!base && !library_allowed(base_name(lib), policy)) add(lib, "unexpected_library", "DT_NEEDED " + lib);
   }
-  for (const auto& path : info.rpath) add(path, "dynamic_loading", "DT_RUNPATH/DT_RPATH " + path);
+  for (const auto& path : info.rpath)
+    if (std::find(policy.allowed_runpaths.begin(), policy.allowed_runpaths.end(), path) ==
+        policy.allowed_runpaths.end())
+      add(path, "dynamic_loading", "DT_RUNPATH/DT_RPATH " + path);
 
   // Imports.
   for (const auto& sym : info.imports) {

@@ -20,6 +20,9 @@ struct ImportPolicy {
   bool allow_streams = false;  // stream creation, events and stream-event waits
   bool allow_threads = false;  // pthread_create, std::thread, OpenMP/TBB
   bool allow_graphs = false;   // CUDA graphs and stream capture
+  // DT_RUNPATH/DT_RPATH entries that are not dynamic loading because kda's build set them itself
+  // (binding "torch": torch's library directory); any other entry is flagged.
+  std::vector<std::string> allowed_runpaths;
 };
 
 struct AuditFinding {

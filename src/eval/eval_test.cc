@@ -16,6 +16,7 @@
 #include "eval/probes.h"
 #include "eval/runner_client.h"
 #include "eval/solution_build.h"
+#include "eval/static_gate.h"
 #include "eval/stats.h"
 #include "task/solution.h"
 #include "task/task_pack.h"
@@ -685,6 +686,49 @@ TEST(TorchBinding, ItIsACompileErrorSayingWhyOnAHostPackOrWithoutTorch) {
   EXPECT_NE(status.find("binding \"torch\" cannot build here: KDA_PYTHON=" + (*tmp / "no-python").string()),
             std::string::npos)
       << status;
+  stdfs::remove_all(*tmp);
+}
+
+// A torch extension's import audit (first run on an H100: VIOLATION_FORBIDDEN_IMPORT for its DT_NEEDED
+// libc10/libtorch_* and the runpath to torch/lib): torch's libraries and the runpath kda's build set
+// are allowed for a binding "torch" library, and nothing else is; the same ELF as an ordinary
+// solution's library is still refused for both.
+TEST(TorchBinding, TheImportAuditAllowsTorchsLibrariesAtTheRunpathKdaSet) {
+  auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-torch-audit");
+  ASSERT_TRUE(tmp.ok());
+  const stdfs::path torch_lib = *tmp / "torch" / "lib";
+  ASSERT_TRUE(fs::ensure_dir(torch_lib).ok());
+  ASSERT_TRUE(fs::write_file_atomic(*tmp / "empty.c", "int kda_stand_in;\n").ok());
+  const std::string empty = (*tmp / "empty.c").string();
+  for (const char* l : {"c10", "torch_cpu", "torch_python"})
+    ASSERT_EQ(std::system(
+                  ("c++ -x c -shared -fPIC " + empty + " -o " + (torch_lib / (std::string("lib") + l + ".so")).string())
+                      .c_str()),
+              0);
+  const stdfs::path ext = *tmp / "lib.so";
+  ASSERT_EQ(std::system(("c++ -x c -shared -fPIC " + empty + " -o " + ext.string() + " -L" + torch_lib.string() +
+                         " -Wl,--no-as-needed -lc10 -ltorch_cpu -ltorch_python -Wl,-rpath," + torch_lib.string())
+                            .c_str()),
+            0);
+  BuiltLibrary lib;
+  lib.ok = true;
+  lib.library = ext;
+  lib.python = true;
+  lib.python_module = "kda_torch_solution";
+  lib.info["torch_library_dirs"] = {torch_lib.string()};
+  const task::TaskSettings settings;
+  auto gates = static_gates(lib, settings);
+  ASSERT_EQ(gates.size(), 1u);
+  EXPECT_TRUE(gates[0].passed()) << gates[0].detail;
+  lib.info["torch_library_dirs"] = {"/elsewhere"};  // a runpath kda did not set
+  gates = static_gates(lib, settings);
+  EXPECT_FALSE(gates[0].passed());
+  EXPECT_NE(gates[0].detail.find("dynamic_loading"), std::string::npos) << gates[0].detail;
+  lib.python = false;  // the same ELF as a C-ABI solution: torch's libraries are not its to load
+  lib.python_module.clear();
+  gates = static_gates(lib, settings);
+  EXPECT_FALSE(gates[0].passed());
+  EXPECT_NE(gates[0].detail.find("unexpected_library"), std::string::npos) << gates[0].detail;
   stdfs::remove_all(*tmp);
 }
 

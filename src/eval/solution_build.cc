@@ -177,6 +177,10 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
               {"compilers", r.compilers}};
   if (r.ok) lib.info["code_digest"] = compiled_code_digest(lib.library, lib.symbol, req.binding, lib.returns_outputs);
   if (!machine.found.empty()) lib.info["machine_headers"] = machine.found;
+  if (req.torch) {  // what the extension was built against, and the runpath its import audit allows
+    lib.info["torch"] = req.torch->version;
+    lib.info["torch_library_dirs"] = req.torch->library_dirs;
+  }
   if (!r.ok && !machine.missing.empty())
     lib.info["status"] = r.status + " (the solution includes " + util::join(machine.missing, ", ") +
                          " headers it does not carry, and this machine has none configured: set " +

@@ -28,6 +28,11 @@ struct BuildSettings {
 inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub",        "cutlass",
                                                                  "cute", "libcudacxx", "thrust"};
 
+// The libraries a binding "torch" extension links (build::add_torch_extension's list): allowed by its
+// import audit, with torch's library directory as its runpath (BuiltLibrary::info "torch_library_dirs").
+inline constexpr const char* kTorchExtensionLibraries[] = {"c10",       "c10_cuda",   "torch",
+                                                           "torch_cpu", "torch_cuda", "torch_python"};
+
 struct BuiltLibrary {
   bool ok = false;                // false: COMPILE_ERROR (log says why)
   std::filesystem::path library;  // the cached .so

@@ -10,9 +10,15 @@ namespace kda::eval {
 namespace {
 
 // The dynamic-import audit against the task's policy (categories in docs/integrity-gates.md).
-Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& settings) {
+Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& settings, const BuiltLibrary& lib) {
   elf::ImportPolicy policy;
   policy.allowed_libraries = settings.libraries;
+  if (!lib.python_module.empty()) {  // binding torch: torch's own libraries, at the runpath kda's build set
+    policy.allowed_libraries.insert(policy.allowed_libraries.end(), std::begin(kTorchExtensionLibraries),
+                                    std::end(kTorchExtensionLibraries));
+    for (const auto& d : lib.info.value("torch_library_dirs", nlohmann::json::array()))
+      policy.allowed_runpaths.push_back(d.get<std::string>());
+  }
   policy.allow_streams = settings.streams;
   policy.allow_threads = settings.threads;
   policy.allow_graphs = settings.cuda_graphs;
@@ -42,7 +48,7 @@ std::vector<Gate> static_gates(const BuiltLibrary& lib, const task::TaskSettings
     gates.push_back({"elf", GateStatus::kFail, info.status().message(), "unreadable_library"});
     return gates;
   }
-  gates.push_back(import_audit_gate(*info, settings));
+  gates.push_back(import_audit_gate(*info, settings, lib));
   return gates;
 }
 
