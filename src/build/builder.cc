@@ -137,9 +137,9 @@ Status add_torch_extension(const BuildRequest& req, Plan& plan) {
     if (cuda) plan.link_flags.push_back("-rpath," + d);
     plan.include_roots.push_back(normalized(d));
   }
-  for (const char* l : {"c10", "torch", "torch_cpu", "torch_python"}) plan.link_flags.push_back(std::string("-l") + l);
+  for (const char* l : kTorchLibraries) plan.link_flags.push_back(std::string("-l") + l);
   if (cuda)
-    for (const char* l : {"c10_cuda", "torch_cuda"}) plan.link_flags.push_back(std::string("-l") + l);
+    for (const char* l : kTorchCudaLibraries) plan.link_flags.push_back(std::string("-l") + l);
   return {};
 }
 

@@ -52,6 +52,11 @@ struct TorchExtension {
   std::vector<std::string> nvcc_flags;        // torch.utils.cpp_extension.COMMON_NVCC_FLAGS (cuda)
 };
 
+// The libraries a torch extension links (every one; CUDA ones add kTorchCudaLibraries): what its
+// import audit allows, at the runpath the build sets to torch's library directory.
+inline constexpr const char* kTorchLibraries[] = {"c10", "torch", "torch_cpu", "torch_python"};
+inline constexpr const char* kTorchCudaLibraries[] = {"c10_cuda", "torch_cuda"};
+
 struct BuildRequest {
   std::string language;  // "cpp" | "cuda" | "python" | "triton" (staged, not compiled)
   std::vector<SourceFile> sources;

@@ -48,13 +48,16 @@ bool from_jit(const std::string& kernel, const std::set<std::string>& jit_names)
 const PythonKernelRule* python_kernel_rule(const std::string& language) {
   for (const auto& r : kPythonKernelRules)
     if (r.language == language) return &r;
-  if (language == kTorchBindingRule.language) return &kTorchBindingRule;
   return nullptr;
 }
 
 std::vector<std::string> foreign_python_kernels(const std::set<std::string>& seen,
                                                 const std::set<std::string>& jit_names, const std::string& language) {
-  const PythonKernelRule* rule = python_kernel_rule(language);
+  return foreign_python_kernels(seen, jit_names, python_kernel_rule(language));
+}
+
+std::vector<std::string> foreign_python_kernels(const std::set<std::string>& seen,
+                                                const std::set<std::string>& jit_names, const PythonKernelRule* rule) {
   std::vector<std::string> out;
   for (const auto& k : seen) {
     if (from_jit(k, jit_names)) continue;

@@ -49,7 +49,7 @@ inline const PythonKernelRule kTorchBindingRule = {
     .allowed_substrings = {"direct_copy_kernel", "_copy_kernel_cuda", "FillFunctor"},
     .why = "a torch-binding solution may launch the kernels its sources compile and torch's copy and fill kernels"};
 
-// The rule of `language` (kTorchBindingRule for "binding torch"), or nullptr.
+// The rule of `language` (a Python language of kPythonKernelRules), or nullptr.
 const PythonKernelRule* python_kernel_rule(const std::string& language);
 
 // Kernels in `seen` that a Python solution of `language` may not launch: neither a kernel its JIT
@@ -57,5 +57,8 @@ const PythonKernelRule* python_kernel_rule(const std::string& language);
 // rule allows. An unknown language allows only its own JIT kernels.
 std::vector<std::string> foreign_python_kernels(const std::set<std::string>& seen,
                                                 const std::set<std::string>& jit_names, const std::string& language);
+// The same under `rule` (nullptr: only the JIT's kernels), e.g. kTorchBindingRule.
+std::vector<std::string> foreign_python_kernels(const std::set<std::string>& seen,
+                                                const std::set<std::string>& jit_names, const PythonKernelRule* rule);
 
 }  // namespace kda::eval

@@ -606,7 +606,7 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
     gates_.skip(GateId::kLaunchAttestation, "task policy allows kernel libraries");
     return std::nullopt;
   }
-  if (cand_lib_.python && cand_lib_.python_module.empty()) return attest_python_kernels(seen);
+  if (cand_lib_.python_source()) return attest_python_kernels(seen);
   std::set<std::string> own;
   for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
   own.erase("");
@@ -616,7 +616,7 @@ std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen
   }
   std::vector<std::string> foreign = foreign_kernels(seen, own);
   if (!cand_lib_.python_module.empty()) {  // binding torch: torch's copy and fill kernels too (kTorchBindingRule)
-    foreign = foreign_python_kernels({foreign.begin(), foreign.end()}, {}, kTorchBindingRule.language);
+    foreign = foreign_python_kernels({foreign.begin(), foreign.end()}, {}, &kTorchBindingRule);
   }
   if (!foreign.empty())
     return foreign_kernel_failure(

@@ -79,7 +79,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   }
   if (!gate_on("import-audit"))
     gate_off(GateId::kImportAudit);
-  else if (cand_lib_.python && cand_lib_.python_module.empty())
+  else if (cand_lib_.python_source())
     gates_.skip(GateId::kImportAudit, "a Python solution: no compiled library whose dynamic imports could be read");
   else
     gates_.ran(GateId::kImportAudit);

@@ -64,6 +64,14 @@ Result<MachineHeaderUse> add_machine_headers(const task::Solution& solution, bui
   return use;
 }
 
+// A solution refused before any compiler runs: COMPILE_ERROR with `why` as its status and log.
+BuiltLibrary refused_build(const std::string& language, const std::string& why) {
+  BuiltLibrary lib;
+  lib.info = {{"language", language}, {"status", why}, {"cache_hit", false}};
+  lib.log = why + "\n";
+  return lib;
+}
+
 // binding "torch": the installed torch to build against, or why the solution cannot build here.
 std::optional<std::string> add_torch(const BuildSettings& settings, build::BuildRequest& req) {
   if (!settings.cuda)
@@ -93,24 +101,15 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
   // A language the builder does not know is its own error; a binding kda does not build is a verdict.
   const bool python = req.language == "python" || req.language == "triton";
   const bool buildable = req.language == "cpp" || req.language == "cuda" || python;
-  if (auto refused = buildable ? task::not_evaluable_reason(solution) : std::nullopt) {
-    BuiltLibrary lib;
-    lib.log = *refused + "\n";
-    lib.info = {{"language", req.language}, {"status", *refused}, {"cache_hit", false}};
-    return lib;
-  }
+  if (auto refused = buildable ? task::not_evaluable_reason(solution) : std::nullopt)
+    return refused_build(req.language, *refused);
   if (python) return stage_python_solution(req, solution);
   req.debug_lineinfo = settings.lineinfo;
   if (const task::SourceFile* opts = solution.source(task::kBuildOptionsFile)) {
     std::vector<std::string> paths;
     for (const auto& s : solution.sources) paths.push_back(s.path);
     auto parsed = task::parse_build_options(opts->content, req.language, paths);
-    if (!parsed.ok()) {
-      BuiltLibrary lib;
-      lib.info = {{"language", req.language}, {"status", parsed.status().message()}, {"cache_hit", false}};
-      lib.log = parsed.status().message() + "\n";
-      return lib;
-    }
+    if (!parsed.ok()) return refused_build(req.language, parsed.status().message());
     for (const auto& d : parsed->defines) req.extra_flags.push_back("-D" + d);
     for (const auto& d : parsed->include_dirs)
       req.extra_flags.push_back("-Isrc/" + std::filesystem::path(d).lexically_normal().generic_string());
@@ -130,23 +129,14 @@ Result<BuiltLibrary> build_solution(const task::Solution& solution, const BuildS
     for (const auto& l : settings.allowed_libraries) allowed += (allowed.empty() ? "" : ", ") + l;
     std::string header_only;
     for (const auto& l : kHeaderOnlyDependencies) header_only += (header_only.empty() ? "" : ", ") + l;
-    BuiltLibrary lib;
-    lib.info = {{"language", req.language},
-                {"status", fmt::format("dependency '{}' is not allowed by the task policy ([policy] libraries = [{}]; "
-                                       "header-only, always allowed: {})",
-                                       dep, allowed, header_only)},
-                {"cache_hit", false}};
-    lib.log = lib.info["status"].get<std::string>() + "\n";
-    return lib;
+    return refused_build(req.language,
+                         fmt::format("dependency '{}' is not allowed by the task policy ([policy] libraries = [{}]; "
+                                     "header-only, always allowed: {})",
+                                     dep, allowed, header_only));
   }
   KDA_ASSIGN_OR_RETURN(MachineHeaderUse machine, add_machine_headers(solution, req));
   if (req.binding == "torch")
-    if (auto refused = add_torch(settings, req)) {
-      BuiltLibrary lib;
-      lib.info = {{"language", req.language}, {"status", *refused}, {"cache_hit", false}};
-      lib.log = *refused + "\n";
-      return lib;
-    }
+    if (auto refused = add_torch(settings, req)) return refused_build(req.language, *refused);
   KDA_ASSIGN_OR_RETURN(build::BuildResult r, build::build_solution(req));
   BuiltLibrary lib;
   lib.ok = r.ok;

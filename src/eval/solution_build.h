@@ -28,11 +28,6 @@ struct BuildSettings {
 inline const std::vector<std::string> kHeaderOnlyDependencies = {"cccl", "cub",        "cutlass",
                                                                  "cute", "libcudacxx", "thrust"};
 
-// The libraries a binding "torch" extension links (build::add_torch_extension's list): allowed by its
-// import audit, with torch's library directory as its runpath (BuiltLibrary::info "torch_library_dirs").
-inline constexpr const char* kTorchExtensionLibraries[] = {"c10",       "c10_cuda",   "torch",
-                                                           "torch_cpu", "torch_cuda", "torch_python"};
-
 struct BuiltLibrary {
   bool ok = false;                // false: COMPILE_ERROR (log says why)
   std::filesystem::path library;  // the cached .so
@@ -42,6 +37,9 @@ struct BuiltLibrary {
   // binding "torch": the extension module's name (`library` is the built module, imported by the
   // interpreter; its entry function is the module's attribute `symbol`); "" otherwise.
   std::string python_module;
+  // Python or Triton sources, no compiled library (python without python_module): no ELF to audit,
+  // and its kernels are its JIT's.
+  bool python_source() const { return python && python_module.empty(); }
   bool returns_outputs = false;  // destination_passing_style false: the entry function returns the outputs
   // language triton: the staged solution's own directory for its JIT compiler's cache and temporary
   // files (beside the staged sources, so one solution's content never reads another's cache).

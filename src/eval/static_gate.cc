@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "build/builder.h"
 #include "elf/audit.h"
 #include "elf/elf_file.h"
 
@@ -14,8 +15,10 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
   elf::ImportPolicy policy;
   policy.allowed_libraries = settings.libraries;
   if (!lib.python_module.empty()) {  // binding torch: torch's own libraries, at the runpath kda's build set
-    policy.allowed_libraries.insert(policy.allowed_libraries.end(), std::begin(kTorchExtensionLibraries),
-                                    std::end(kTorchExtensionLibraries));
+    policy.allowed_libraries.insert(policy.allowed_libraries.end(), std::begin(build::kTorchLibraries),
+                                    std::end(build::kTorchLibraries));
+    policy.allowed_libraries.insert(policy.allowed_libraries.end(), std::begin(build::kTorchCudaLibraries),
+                                    std::end(build::kTorchCudaLibraries));
     for (const auto& d : lib.info.value("torch_library_dirs", nlohmann::json::array()))
       policy.allowed_runpaths.push_back(d.get<std::string>());
   }
@@ -35,7 +38,7 @@ Gate import_audit_gate(const elf::ElfInfo& info, const task::TaskSettings& setti
 
 std::vector<Gate> static_gates(const BuiltLibrary& lib, const task::TaskSettings& settings) {
   std::vector<Gate> gates;
-  if (lib.python && lib.python_module.empty()) {  // a torch extension is an ELF library: audited
+  if (lib.python_source()) {  // a torch extension is an ELF library: audited
     gates.push_back({"import-audit",
                      GateStatus::kSkipped,
                      "a Python solution: no compiled library whose dynamic imports could be read (the runtime gates "

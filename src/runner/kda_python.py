@@ -260,11 +260,8 @@ def load(path, function, returns_outputs, read_roots, module=""):
     if directory not in sys.path:
         sys.path.insert(0, directory)
     name = module or "kda_solution_" + os.path.splitext(os.path.basename(path))[0]
-    if module:
-        loader = importlib.machinery.ExtensionFileLoader(module, path)
-        spec = importlib.util.spec_from_file_location(module, path, loader=loader)
-    else:
-        spec = importlib.util.spec_from_file_location(name, path)
+    loader = importlib.machinery.ExtensionFileLoader(name, path) if module else None  # None: by the suffix
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
