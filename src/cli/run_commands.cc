@@ -306,7 +306,8 @@ CommandSpec run_command() {
             .default_value = "3"},
            {.name = "lanes",
             .metavar = "N",
-            .help = "writer lanes per round: N writer sessions from the same incumbent, each verified on its own; "
+            .help = "writer lanes per round: N writer sessions at once from the same incumbent, each in a work tree of "
+                    "its own and verified on its own; "
                     "the best verified lane is the round's candidate (at most 8)",
             .default_value = "1"},
            {.name = "on",

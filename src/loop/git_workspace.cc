@@ -22,7 +22,9 @@ Result<std::string> GitWorkspace::git(const std::vector<std::string>& args) {
             "-c",
             "commit.gpgsign=false",
             "-c",
-            "core.autocrlf=false"};
+            "core.autocrlf=false",
+            "-c",
+            "gc.auto=0"};  // no gc under writer lanes committing at once, none pruning a lane's commits
   o.cwd = dir_;
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   // A fixed environment: no user/system git config, stable dates are not needed (commits are
@@ -62,8 +64,17 @@ Status GitWorkspace::init() {
 
 void GitWorkspace::recover() {
   std::error_code ec;
-  for (const char* lock : {"index.lock", "HEAD.lock", "refs/heads/main.lock", "config.lock", "packed-refs.lock"})
+  for (const char* lock : {"index.lock", "HEAD.lock", "config.lock", "packed-refs.lock"})
     std::filesystem::remove(git_dir_ / lock, ec);
+  // refs/heads/main.lock, a lane's refs/kda/... lock, and the lanes' own work trees' index and HEAD.
+  for (const char* under : {"refs", "worktrees"}) {
+    std::vector<std::filesystem::path> locks;
+    for (auto it = std::filesystem::recursive_directory_iterator(git_dir_ / under, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+      if (it->path().extension() == ".lock") locks.push_back(it->path());
+    for (const auto& l : locks) std::filesystem::remove(l, ec);
+    ec.clear();
+  }
 }
 
 Result<std::string> GitWorkspace::commit_all(const std::string& message) {
@@ -100,6 +111,28 @@ Result<std::string> GitWorkspace::diff(const std::string& from, const std::strin
   if (out.size() > cap)
     out = out.substr(0, cap) + "\n[diff truncated: " + std::to_string(out.size() - cap) + " bytes]\n";
   return out;
+}
+
+Status GitWorkspace::prune_worktrees() { return git({"worktree", "prune"}).status(); }
+
+Result<GitWorkspace> GitWorkspace::add_worktree(const std::filesystem::path& work_tree, const std::string& commit) {
+  std::error_code ec;
+  std::filesystem::remove_all(work_tree, ec);
+  if (ec) return Status::io("removing " + work_tree.string() + ": " + ec.message());
+  std::filesystem::create_directories(work_tree.parent_path(), ec);
+  if (ec) return Status::io("creating " + work_tree.parent_path().string() + ": " + ec.message());
+  const std::filesystem::path admin = git_dir_ / "worktrees" / work_tree.filename();
+  std::filesystem::remove_all(admin, ec);  // a record prune kept (its directory was there) is replaced
+  KDA_RETURN_IF_ERROR(git({"worktree", "add", "-q", "--detach", work_tree.string(), commit}).status());
+  if (!std::filesystem::is_directory(admin, ec))
+    return Status::internal("git worktree add " + work_tree.string() + ": no record at " + admin.string());
+  std::filesystem::remove(work_tree / ".git", ec);
+  if (ec) return Status::io("removing " + (work_tree / ".git").string() + ": " + ec.message());
+  return GitWorkspace(work_tree, admin);
+}
+
+Status GitWorkspace::keep(const std::string& name, const std::string& commit) {
+  return git({"update-ref", "refs/" + name, commit}).status();
 }
 
 }  // namespace kda::loop

@@ -33,6 +33,18 @@ class GitWorkspace {
   Result<std::vector<std::string>> changed_paths(const std::string& from, const std::string& to);
   Result<std::string> diff(const std::string& from, const std::string& to, size_t cap = 200000);
 
+  // Writer lanes that work at the same time (docs/run.md "Lanes"): each gets a work tree of its own
+  // (git worktree, detached at `commit`), with its own index and HEAD and the objects shared, so its
+  // commits are this repository's. Its record is <git>/worktrees/<the path's last component>; the
+  // .git file git leaves in the work tree is removed (kda names the git directory itself, and a
+  // lane's files are the solution's alone). Call prune_worktrees() first: it forgets work trees
+  // whose directory is gone, which every work tree of an earlier round is (and, with its .git file
+  // removed, every one added since, so prune only before adding).
+  Status prune_worktrees();
+  Result<GitWorkspace> add_worktree(const std::filesystem::path& work_tree, const std::string& commit);
+  // refs/<name> at `commit`: a lane's commit stays reachable after its work tree is gone.
+  Status keep(const std::string& name, const std::string& commit);
+
  private:
   Result<std::string> git(const std::vector<std::string>& args);
   std::filesystem::path dir_;

@@ -349,6 +349,48 @@ TEST(GitWorkspace, CommitDiffReset) {
   std::filesystem::remove_all(*d);
 }
 
+// Writer lanes' work trees: each at the same commit with its own index and HEAD, commits the run's
+// repository sees, no .git file in the tree, kept by a ref after the tree and its record are gone;
+// a leftover work tree (a killed round's) is replaced.
+TEST(GitWorkspace, WorkTreesOfTheirOwnForLanes) {
+  auto d = fs::make_temp_dir(std::filesystem::temp_directory_path(), "kda-gitwt");
+  ASSERT_TRUE(d.ok());
+  GitWorkspace ws(*d / "ws", *d / "git");
+  ASSERT_TRUE(ws.init().ok());
+  ASSERT_TRUE(fs::write_file_atomic(*d / "ws" / "a.txt", "1").ok());
+  auto c0 = ws.commit_all("zero");
+  ASSERT_TRUE(c0.ok());
+  ASSERT_TRUE(ws.prune_worktrees().ok());
+  auto l1 = ws.add_worktree(*d / "lanes" / "lane1", *c0);
+  auto l2 = ws.add_worktree(*d / "lanes" / "lane2", *c0);
+  ASSERT_TRUE(l1.ok()) << l1.status().message();
+  ASSERT_TRUE(l2.ok()) << l2.status().message();
+  EXPECT_EQ(*fs::read_file(*d / "lanes/lane2/a.txt"), "1");
+  EXPECT_FALSE(std::filesystem::exists(*d / "lanes/lane1/.git"));
+  ASSERT_TRUE(fs::write_file_atomic(*d / "lanes/lane1/b.txt", "lane 1").ok());
+  ASSERT_TRUE(fs::write_file_atomic(*d / "lanes/lane2/a.txt", "lane 2").ok());
+  auto c1 = l1->commit_all("lane 1");
+  auto c2 = l2->commit_all("lane 2");
+  ASSERT_TRUE(c1.ok()) << c1.status().message();
+  ASSERT_TRUE(c2.ok()) << c2.status().message();
+  EXPECT_EQ(*ws.changed_paths(*c0, *c1), std::vector<std::string>{"b.txt"});
+  EXPECT_EQ(*ws.changed_paths(*c0, *c2), std::vector<std::string>{"a.txt"});
+  EXPECT_EQ(*ws.head(), *c0) << "the run's own HEAD did not move";
+  ASSERT_TRUE(l1->keep("kda/rounds/001/lane1", *c1).ok());
+  std::filesystem::remove_all(*d / "lanes");
+  ASSERT_TRUE(ws.prune_worktrees().ok());
+  EXPECT_FALSE(std::filesystem::exists(*d / "git/worktrees"));
+  EXPECT_TRUE(ws.reset_to(*c1).ok()) << "a lane's commit outlives its work tree";
+  EXPECT_EQ(*fs::read_file(*d / "ws/b.txt"), "lane 1");
+  // A work tree left by a killed round (its record still there) is replaced, not refused.
+  auto again = ws.add_worktree(*d / "lanes" / "lane1", *c0);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  auto replaced = ws.add_worktree(*d / "lanes" / "lane1", *c1);
+  ASSERT_TRUE(replaced.ok()) << replaced.status().message();
+  EXPECT_EQ(*replaced->head(), *c1);
+  std::filesystem::remove_all(*d);
+}
+
 }  // namespace
 }  // namespace kda::loop
 

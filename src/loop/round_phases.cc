@@ -4,6 +4,8 @@
 #include "loop/round_decision.h"
 #include "loop/runner.h"
 
+#include <thread>
+
 namespace kda::loop::detail {
 
 std::string Runner::previous_round_block() const {
@@ -56,51 +58,102 @@ Status Runner::round_writer() {
   if (lanes == 1) {
     KDA_ASSIGN_OR_RETURN(state_.candidate_commit, writer_session(contract));
   } else {
-    for (int k = 1; k <= lanes; ++k) {
-      InLane in(lane_, k);
-      KDA_RETURN_IF_ERROR(fs::ensure_dir(round_dir()));
-      KDA_ASSIGN_OR_RETURN(std::string commit, writer_session(contract));
-      state_.lane_commits.push_back(commit);
-    }
+    KDA_ASSIGN_OR_RETURN(state_.lane_commits, lane_writers(contract));
     state_.candidate_commit = state_.lane_commits.front();  // until verify promotes the best lane
   }
   KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kVerify));
   return save_state();
 }
 
-// The writer's session of the round (of lane_, with lanes), from the incumbent's files; its commit.
-Result<std::string> Runner::writer_session(const std::string& contract) {
-  GitWorkspace ws = workspace();
-  KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
+Result<std::vector<std::string>> Runner::lane_writers(const std::string& contract) {
+  const int lanes = state_.options.lanes;
+  // Phase 1: each lane's work tree at the incumbent (an earlier round's, or a killed one's, go
+  // first), its scratch directory, its tools and a writer backend of its own.
+  GitWorkspace run_repo = workspace();
+  const stdfs::path lanes_dir = dir_ / "lanes";
+  std::error_code ec;
+  stdfs::remove_all(lanes_dir, ec);
+  if (ec) return Status::io("removing " + lanes_dir.string() + ": " + ec.message());
+  KDA_RETURN_IF_ERROR(run_repo.prune_worktrees());
+  std::vector<Lane> lane(lanes);
+  for (int k = 1; k <= lanes; ++k) {
+    Lane& l = lane[k - 1];
+    l.k = k;
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(round_dir(k)));
+    KDA_ASSIGN_OR_RETURN(l.git, run_repo.add_worktree(lanes_dir / fmt::format("lane{}", k), state_.incumbent_commit));
+    l.scratch = dir_ / "scratch" / fmt::format("lane{}", k);
+    KDA_RETURN_IF_ERROR(fs::ensure_dir(l.scratch));
+    l.tools = make_tools(k, l.workspace());
+    auto backend = env_.make_backend(state_.options.writer);
+    if (!backend.ok()) return backend.status().with_context(fmt::format("lane {}'s writer backend", k));
+    l.backend = std::move(*backend);
+  }
+
+  // Phase 2: the writers at once, a thread each.
+  std::vector<Result<std::string>> commits(lanes, Status::internal("lane writer did not run"));
+  {
+    std::vector<std::thread> threads;
+    for (int k = 0; k < lanes; ++k)
+      threads.emplace_back([&, k] {
+        try {
+          commits[k] = writer_session(contract, &lane[k]);
+        } catch (const std::exception& e) {
+          commits[k] = Status::internal(fmt::format("lane {}'s writer: {}", k + 1, e.what()));
+        }
+      });
+    for (auto& t : threads) t.join();
+  }
+
+  // Phase 3: the commits in lane order (the first failure, after every lane ended, is the round's);
+  // the work trees go, each commit stays under refs/kda/.
+  std::vector<std::string> out;
+  for (auto& c : commits) {
+    if (!c.ok()) return c.status();
+    out.push_back(*c);
+  }
+  stdfs::remove_all(lanes_dir, ec);
+  KDA_RETURN_IF_ERROR(run_repo.prune_worktrees());
+  return out;
+}
+
+// The writer's session of the round, from the incumbent's files: in the run's workspace, or in a
+// lane's work tree (which add_worktree put at the incumbent); its commit.
+Result<std::string> Runner::writer_session(const std::string& contract, Lane* lane) {
+  const int k = lane != nullptr ? lane->k : 0;
+  GitWorkspace ws = lane != nullptr ? *lane->git : workspace();
+  if (lane == nullptr) KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
+  const stdfs::path scratch = lane != nullptr ? lane->scratch : dir_ / "scratch";
+  KdaToolHost& tools = lane != nullptr ? *lane->tools : *tools_;
   const int lanes = state_.options.lanes;
   std::string prompt = contract;
-  if (lane_ > 0)
+  if (k > 0)
     prompt += fmt::format(
-        "\n## Lane {} of {}\nThis round has {} writer lanes, each starting from the incumbent's files and verified by "
-        "kda on its own; only the best verified lane can become the incumbent. Where the plan ranks several "
-        "directions, take direction {} (counting from 1, wrapping around), so the lanes try different things.\n",
-        lane_, lanes, lanes, lane_);
-  prompt += "\nThe frozen plan:\n" + plan_text() + "\nYour workspace: " + (dir_ / "workspace").string() +
-            "; scratch: " + (dir_ / "scratch").string() + "; earlier rounds' evidence: " + (dir_ / "rounds").string() +
-            ".\n";
-  const std::string phase = lane_ > 0 ? fmt::format("round.lane{}", lane_) : std::string("round");
-  tools_->begin_round(state_.options.max_evals_per_round);
-  auto r = session(agent::Role::kWriter, phase, state_.round, prompt);
-  tools_->end_round();
+        "\n## Lane {} of {}\nThis round has {} writer lanes, each starting from the incumbent's files in a work tree "
+        "of its own and verified by kda on its own; only the best verified lane can become the incumbent. Where the "
+        "plan ranks several directions, take direction {} (counting from 1, wrapping around), so the lanes try "
+        "different things.\n",
+        k, lanes, lanes, k);
+  prompt += "\nThe frozen plan:\n" + plan_text() + "\nYour workspace: " + ws.dir().string() +
+            "; scratch: " + scratch.string() + "; earlier rounds' evidence: " + (dir_ / "rounds").string() + ".\n";
+  const std::string phase = k > 0 ? fmt::format("round.lane{}", k) : std::string("round");
+  tools.begin_round(state_.options.max_evals_per_round);
+  auto r = session(agent::Role::kWriter, phase, state_.round, prompt, lane);
+  tools.end_round();
   if (!r.ok()) return r.status();
   json writer = {
       {"final_text", r->final_text}, {"turns", r->turns}, {"timed_out", r->timed_out}, {"events", r->events.size()}};
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "writer.json", writer.dump(2)));
-  if (tools_->finished())
-    KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "finish.json", tools_->finished()->to_json().dump(2)));
-  const std::string what = lane_ > 0 ? fmt::format("round {} lane {} candidate", state_.round, lane_)
-                                     : fmt::format("round {} candidate", state_.round);
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir(k) / "writer.json", writer.dump(2)));
+  if (tools.finished())
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir(k) / "finish.json", tools.finished()->to_json().dump(2)));
+  const std::string what = k > 0 ? fmt::format("round {} lane {} candidate", state_.round, k)
+                                 : fmt::format("round {} candidate", state_.round);
   KDA_ASSIGN_OR_RETURN(std::string commit, ws.commit_all(candidate_id(state_.round) + ": " + what));
+  if (k > 0) KDA_RETURN_IF_ERROR(ws.keep(fmt::format("kda/rounds/{}/lane{}", round_name(state_.round), k), commit));
   json event = {{"event", "writer done"},
                 {"round", state_.round},
                 {"candidate_commit", commit},
-                {"finished", tools_->finished().has_value()}};
-  if (lane_ > 0) event["lane"] = lane_;
+                {"finished", tools.finished().has_value()}};
+  if (k > 0) event["lane"] = k;
   KDA_RETURN_IF_ERROR(log("state", "kda", event));
   return commit;
 }

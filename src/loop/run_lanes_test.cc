@@ -49,11 +49,14 @@ TEST_F(RunLoopTest, TwoLanesEndWithTheBetterLane) {
   EXPECT_NE(read_json(run_ / "rounds/001/finish.json")["summary"].get<std::string>().find("blocking"),
             std::string::npos);
 
-  // Both lanes' writers started from c000; the second lane's prompt says which lane it is.
+  // Both lanes' writers started from c000; the second lane's prompt says which lane it is and names its
+  // own work tree and directory (the lanes write at the same time, so in either order).
   ASSERT_GE(prompts_.size(), 7u);
-  const std::string& lane2_prompt = prompts_[5];
+  const std::string& lane2_prompt = prompts_[4].find("## Lane 2 of 2") != std::string::npos ? prompts_[4] : prompts_[5];
   EXPECT_NE(lane2_prompt.find("## Lane 2 of 2"), std::string::npos);
   EXPECT_NE(lane2_prompt.find("rounds/001/lanes/2"), std::string::npos) << "this round: names the lane's directory";
+  EXPECT_NE(lane2_prompt.find("Your workspace: " + (run_ / "lanes/lane2").string()), std::string::npos);
+  EXPECT_FALSE(stdfs::exists(run_ / "lanes/lane2")) << "a lane's work tree goes when its writer is done";
   // The reviewer saw every lane.
   const std::string& review_prompt = prompts_[6];
   EXPECT_NE(review_prompt.find("- lane 1: verified yes, geomean 1.500x"), std::string::npos) << review_prompt;
@@ -109,10 +112,11 @@ TEST_F(RunLoopTest, ARunKilledInALaneResumesToTheSameEnd) {
                 {write_kernel(2.5), finish("blocking", {geomean_claim(2.5)})});
   LoopOptions o = options("2x");
   o.lanes = 2;
-  fail_session_at_ = 6;  // 4 plan sessions, lane 1, then lane 2
+  fail_session_at_ = 6;  // 4 plan sessions, then the lanes (at once: the second to start fails)
   auto first = start_run(run_, o, env());
   ASSERT_FALSE(first.ok());
-  EXPECT_EQ(session_log_.back(), "writer:round.lane2:1");
+  ASSERT_EQ(session_log_.size(), 6u);
+  EXPECT_EQ(session_log_[5].rfind("writer:round.lane", 0), 0u) << session_log_[5];
   fail_session_at_ = -1;
   auto resumed = resume_run(run_, env());
   ASSERT_TRUE(resumed.ok()) << resumed.status().message();
@@ -120,6 +124,60 @@ TEST_F(RunLoopTest, ARunKilledInALaneResumesToTheSameEnd) {
   EXPECT_EQ(resumed->incumbent, "c001");
   EXPECT_DOUBLE_EQ(resumed->incumbent_speedup, 2.5);
   EXPECT_EQ(std::count(session_log_.begin(), session_log_.end(), "writer:round.lane1:1"), 2);
+}
+
+// The lanes' writers run at the same time, each in a work tree of its own: both sessions start before
+// either ends, neither sees the other's files, and their `evaluate` calls take turns.
+TEST_F(RunLoopTest, TheLanesWritersRunAtTheSameTimeInWorkTreesOfTheirOwn) {
+  const json other_file = {{"write_file", {{"path", "lane1_notes.txt"}, {"content", "lane 1 only\n"}}}};
+  add_two_lanes(sessions_,
+                {other_file,
+                 write_kernel(1.5),
+                 {{"sleep_ms", 400}},
+                 {{"tool", "evaluate"}},
+                 {{"sleep_ms", 400}},
+                 finish("loop order", {geomean_claim(1.5)})},
+                {write_kernel(2.5),
+                 {{"sleep_ms", 400}},
+                 {{"tool", "evaluate"}},
+                 {{"sleep_ms", 400}},
+                 finish("blocking", {geomean_claim(2.5)})});
+  LoopOptions o = options("2x");
+  o.lanes = 2;
+  eval_ms_ = 100;
+  auto r = start_run(run_, o, env());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->incumbent, "c001");
+  EXPECT_DOUBLE_EQ(r->incumbent_speedup, 2.5);
+
+  // Both lanes' writer sessions started before either ended; every session record names its lane.
+  std::vector<std::string> order;
+  for (const auto& rec : audit_records(run_)) {
+    const json& d = rec["data"];
+    if (rec["type"] == "session" && d.value("phase", "").starts_with("round.lane"))
+      order.push_back(d["event"].get<std::string>() + ":" + d["phase"].get<std::string>());
+    if (rec["type"] == "agent_event" && rec["actor"] == "writer" && d["kind"] == "tool_call") {
+      EXPECT_TRUE(d.contains("lane")) << d.dump();
+    }
+  }
+  ASSERT_EQ(order.size(), 4u);
+  EXPECT_EQ(order[0].rfind("start:", 0), 0u);
+  EXPECT_EQ(order[1].rfind("start:", 0), 0u) << order[1];
+  EXPECT_EQ(evals_overlapped_.load(), 0) << "evaluations take turns";
+
+  // Lane 2 never saw lane 1's file: its diff is its kernel alone; lane 1's diff has both.
+  const std::string diff2 = *fs::read_file(run_ / "rounds/001/lanes/2/diff.patch");
+  const std::string diff1 = *fs::read_file(run_ / "rounds/001/lanes/1/diff.patch");
+  EXPECT_EQ(diff2.find("lane1_notes.txt"), std::string::npos) << diff2;
+  EXPECT_NE(diff1.find("lane1_notes.txt"), std::string::npos) << diff1;
+  EXPECT_FALSE(stdfs::exists(run_ / "workspace/lane1_notes.txt"));
+  EXPECT_FALSE(stdfs::exists(run_ / "lanes"));
+
+  // Each lane's commit stays reachable after its work tree went.
+  auto state = load_state(run_ / "state.json");
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(stdfs::exists(run_ / "git/refs/kda/rounds/001/lane1"));
+  EXPECT_TRUE(stdfs::exists(run_ / "git/refs/kda/rounds/001/lane2"));
 }
 
 TEST_F(RunLoopTest, LanesOutOfRangeAreRefusedOnLoad) {

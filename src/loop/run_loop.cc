@@ -235,17 +235,22 @@ Status Runner::load_runtime() {
   } else {
     KDA_ASSIGN_OR_RETURN(criteria_, parse_target(state_.options.target));
   }
-  tools_ = std::make_unique<KdaToolHost>(KdaToolHost::Hooks{
-      .evaluate = [this] { return tool_evaluate(); },
+  tools_ = make_tools(0, dir_ / "workspace");
+  return {};
+}
+
+std::unique_ptr<KdaToolHost> Runner::make_tools(int lane, const stdfs::path& workspace) {
+  return std::make_unique<KdaToolHost>(KdaToolHost::Hooks{
+      .evaluate = [this, lane, workspace] { return tool_evaluate(lane, workspace); },
       .ledger = [this] { return ledger_.to_json(); },
-      .profile = state_.options.max_profiles_per_round > 0
-                     ? std::function<Result<ProfileTaken>(const ProfileRequest&)>(
-                           [this](const ProfileRequest& req) { return tool_profile(req); })
-                     : nullptr,
+      .profile = state_.options.max_profiles_per_round > 0 ? std::function<Result<ProfileTaken>(const ProfileRequest&)>(
+                                                                 [this, lane, workspace](const ProfileRequest& req) {
+                                                                   return tool_profile(req, lane, workspace);
+                                                                 })
+                                                           : nullptr,
       .ncu = env_.ncu,
       .max_profiles_per_round = state_.options.max_profiles_per_round,
   });
-  return {};
 }
 
 Status Runner::save_state() {
@@ -259,12 +264,14 @@ Status Runner::save_state() {
 }
 
 Status Runner::log(const std::string& type, const std::string& actor, const json& data) {
+  std::lock_guard<std::mutex> hold(shared_);
   if (!audit_) return Status::internal("audit log not open");
   return audit_->append(type, actor, data);
 }
 
 void Runner::status_line(const std::string& what) {
   if (!env_.status) return;
+  std::lock_guard<std::mutex> hold(shared_);
   const double elapsed =
       elapsed_base_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const int64_t tokens = state_.usage.input_tokens + state_.usage.output_tokens;
@@ -327,18 +334,23 @@ Result<std::unique_ptr<agent::Backend>>& Runner::backend_for(agent::Role role) {
   return *slot;
 }
 
-Result<agent::SessionResult> Runner::session(agent::Role role, const std::string& phase, int index,
-                                             std::string prompt) {
-  auto& backend = backend_for(role);
-  if (!backend.ok()) return backend.status();
+Result<agent::SessionResult> Runner::session(agent::Role role, const std::string& phase, int index, std::string prompt,
+                                             Lane* lane) {
+  agent::Backend* backend = lane != nullptr ? lane->backend.get() : nullptr;
+  if (backend == nullptr) {
+    auto& made = backend_for(role);
+    if (!made.ok()) return made.status();
+    backend = made->get();
+  }
+  const stdfs::path scratch = lane != nullptr ? lane->scratch : dir_ / "scratch";
   agent::SessionRequest req;
   req.role = role;
   req.phase = phase;
   req.index = index;
   req.system_prompt = role == agent::Role::kWriter ? kWriterSystem : kReviewerSystem;
   req.prompt = std::move(prompt);
-  req.workspace = dir_ / "workspace";
-  if (role == agent::Role::kWriter) req.writable = {dir_ / "workspace", dir_ / "scratch"};
+  req.workspace = lane != nullptr ? lane->workspace() : dir_ / "workspace";
+  if (role == agent::Role::kWriter) req.writable = {req.workspace, scratch};
   req.readable = {dir_ / "task", dir_ / "plan", dir_ / "rounds", dir_ / "ledger.json", dir_ / "scratch"};
   // Every prompt names where its evidence is: the file tools take these absolute paths as given.
   req.prompt += fmt::format(
@@ -347,16 +359,19 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
       "rounds (rounds/NNN: contract.md, diff.patch, verify.json, eval.json, traces.jsonl, review.md, verdict.json, "
       "profiles/): {}\nledger: {}\nscratch: {}\nworkspace (the solution): {}\n",
       (dir_ / "task").string(), (dir_ / "plan").string(), (dir_ / "rounds").string(), (dir_ / "ledger.json").string(),
-      (dir_ / "scratch").string(), (dir_ / "workspace").string());
+      scratch.string(), req.workspace.string());
+  const int k = lane != nullptr ? lane->k : lane_;
   if (phase.starts_with("round") || phase == "review" || phase == "alignment")  // "round.lane2" too
-    req.prompt += "this round: " + round_dir().string() + "\n";
+    req.prompt += "this round: " + round_dir(k).string() + "\n";
   if (role == agent::Role::kWriter)
-    req.prompt += "you may write: " + (dir_ / "workspace").string() + " and " + (dir_ / "scratch").string() + "\n";
+    req.prompt += "you may write: " + req.workspace.string() + " and " + scratch.string() + "\n";
   const std::string actor = agent::role_name(role);
-  session_audit_error_.clear();
-  req.on_event = [this, actor](const agent::AgentEvent& e) {
-    Status st = log("agent_event", actor, {{"kind", e.kind}, {"ok", e.ok}, {"detail", e.detail}});
-    if (!st.ok() && session_audit_error_.empty()) session_audit_error_ = st.message();
+  std::string audit_error;  // the first append of this session's events that failed
+  req.on_event = [this, actor, k, &audit_error](const agent::AgentEvent& e) {
+    json record = {{"kind", e.kind}, {"ok", e.ok}, {"detail", e.detail}};
+    if (k > 0) record["lane"] = k;
+    Status st = log("agent_event", actor, record);
+    if (!st.ok() && audit_error.empty()) audit_error = st.message();
   };
   // The session's tools: workspace file tools (read-only for the reviewer; kda's own files are
   // protected even if a writable root ever contained them) in front of kda's tools.
@@ -371,7 +386,7 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
   KnowledgeTools knowledge({.roots = {req.workspace, dir_}});  // wiki_search/show, ncu_analyze/diff (read-only)
   agent::CompositeToolHost all_tools;
   all_tools.add(&files);
-  all_tools.add(tools_.get());
+  all_tools.add(lane != nullptr ? lane->tools.get() : tools_.get());
   all_tools.add(&knowledge);
   req.tools = &all_tools;
   KDA_RETURN_IF_ERROR(log("session", "kda",
@@ -379,17 +394,20 @@ Result<agent::SessionResult> Runner::session(agent::Role role, const std::string
                            {"role", actor},
                            {"phase", phase},
                            {"index", index},
-                           {"backend", (*backend)->name()},
+                           {"backend", backend->name()},
                            {"prompt_sha256", sha256_hex(req.prompt)}}));
   status_line(fmt::format("{} session ({})", actor, phase));
-  auto r = (*backend)->run_session(req);
+  auto r = backend->run_session(req);
   if (!r.ok()) {
     (void)log("session", "kda",
               {{"event", "error"}, {"role", actor}, {"phase", phase}, {"error", r.status().message()}});
     return r.status().with_context(std::string(actor) + " backend");
   }
-  if (!session_audit_error_.empty()) return Status::io("audit log: " + session_audit_error_);
-  state_.usage += r->usage;
+  if (!audit_error.empty()) return Status::io("audit log: " + audit_error);
+  {
+    std::lock_guard<std::mutex> hold(shared_);
+    state_.usage += r->usage;
+  }
   KDA_RETURN_IF_ERROR(log("session", "kda",
                           {{"event", "end"},
                            {"role", actor},
@@ -424,8 +442,13 @@ Result<eval::EvalReport> Runner::run_eval(const task::Solution& s, const std::st
   const auto t0 = std::chrono::steady_clock::now();
   eval::EvalOptions o = eval_options(workloads, trials);
   if (baseline != nullptr) o.baseline = *baseline;  // timed head-to-head in the baseline's place
+  std::unique_lock<std::mutex> turn(device_);
   auto r = env_.evaluate(*pack_, s, o);
-  state_.eval_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  turn.unlock();
+  {
+    std::lock_guard<std::mutex> hold(shared_);
+    state_.eval_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   if (!r.ok()) {
     (void)log("evaluation", "verifier", {{"why", why}, {"error", r.status().message()}});
     return r.status().with_context("evaluator");
@@ -438,10 +461,12 @@ Result<eval::EvalReport> Runner::run_eval(const task::Solution& s, const std::st
   return r;
 }
 
-Result<agent::ToolOutcome> Runner::tool_evaluate() {
-  auto s = task::load_solution(dir_ / "workspace");
+Result<agent::ToolOutcome> Runner::tool_evaluate(int lane, const stdfs::path& workspace) {
+  auto s = task::load_solution(workspace);
   if (!s.ok()) return agent::ToolOutcome{"the workspace solution does not load: " + s.status().message(), true, {}};
-  KDA_ASSIGN_OR_RETURN(eval::EvalReport r, run_eval(*s, "dev", std::nullopt, "writer evaluate tool"));
+  KDA_ASSIGN_OR_RETURN(eval::EvalReport r, run_eval(*s, "dev", std::nullopt,
+                                                    lane > 0 ? fmt::format("writer evaluate tool, lane {}", lane)
+                                                             : std::string("writer evaluate tool")));
   json summary = eval_summary(r);
   return agent::ToolOutcome{eval_table(summary), false, summary};
 }
@@ -449,19 +474,24 @@ Result<agent::ToolOutcome> Runner::tool_evaluate() {
 // The writer's `profile` tool: the workspace's solution on one workload under ncu, the report in
 // rounds/NNN/profiles/<uuid8>[-<k>].ncu-rep with a record beside it (.json), one audit record.
 // Counts as evaluator time for --gpu-minutes.
-Result<ProfileTaken> Runner::tool_profile(const ProfileRequest& req) {
-  auto s = task::load_solution(dir_ / "workspace");
+Result<ProfileTaken> Runner::tool_profile(const ProfileRequest& req, int lane, const stdfs::path& workspace) {
+  auto s = task::load_solution(workspace);
   if (!s.ok()) return Status::bad_input("the workspace solution does not load: " + s.status().message());
   ProfileSetup setup;
-  setup.dir = dir_ / round_dir_rel() / "profiles";
+  setup.dir = round_dir(lane) / "profiles";
   setup.runner_binary = env_.runner_binary;
   setup.seed = static_cast<uint64_t>(state_.round) * 100 + static_cast<uint64_t>(req.index);
   setup.cuda_arch = state_.options.cuda_arch;
   setup.extra = {{"round", state_.round}, {"index", req.index}};
   setup.record_relative_to = dir_;
   setup.starting = [this](const std::string& stem) { status_line("profiling (writer profile tool, " + stem + ")"); };
+  std::unique_lock<std::mutex> turn(device_);
   KDA_ASSIGN_OR_RETURN(ProfileRun run, run_profile(*pack_, *s, req, setup));
-  state_.eval_s += run.record["wall_s"].get<double>();
+  turn.unlock();
+  {
+    std::lock_guard<std::mutex> hold(shared_);
+    state_.eval_s += run.record["wall_s"].get<double>();
+  }
   KDA_RETURN_IF_ERROR(log("profile", "verifier", run.record));
   if (!run.status.ok()) return run.status;
   return ProfileTaken{run.workload, run.run.report, run.run.report.string()};

@@ -9,7 +9,10 @@
 
 #include <algorithm>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
+#include <thread>
 
 #include "agent/scripted_backend.h"
 #include "audit/audit_log.h"
@@ -172,7 +175,12 @@ class RunLoopTest : public ::testing::Test {
     LoopEnv e;
     e.runner_binary = "/nonexistent/kda-runner";
     e.evaluate = [this](const task::TaskPack& p, const task::Solution& s, const eval::EvalOptions& o) {
-      return fake_(p, s, o);
+      // The loop's evaluations take turns (a round's lanes write at the same time): count any overlap.
+      if (++evals_in_flight_ > 1) ++evals_overlapped_;
+      if (eval_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(eval_ms_));
+      auto r = fake_(p, s, o);
+      --evals_in_flight_;
+      return r;
     };
     e.make_backend = [this](const std::string& spec) -> Result<std::unique_ptr<agent::Backend>> {
       ++sessions_made_;
@@ -192,10 +200,14 @@ class RunLoopTest : public ::testing::Test {
     Counting(std::unique_ptr<agent::Backend> inner, RunLoopTest* t) : inner_(std::move(inner)), t_(t) {}
     std::string name() const override { return "counting"; }
     Result<agent::SessionResult> run_session(const agent::SessionRequest& r) override {
-      ++t_->session_calls_;
-      t_->session_log_.push_back(std::string(agent::role_name(r.role)) + ":" + r.phase + ":" + std::to_string(r.index));
-      t_->prompts_.push_back(r.prompt);
-      if (t_->session_calls_ == t_->fail_session_at_) return Status::io("injected backend failure");
+      {
+        std::lock_guard<std::mutex> hold(t_->sessions_mu_);  // a round's lanes run at the same time
+        ++t_->session_calls_;
+        t_->session_log_.push_back(std::string(agent::role_name(r.role)) + ":" + r.phase + ":" +
+                                   std::to_string(r.index));
+        t_->prompts_.push_back(r.prompt);
+        if (t_->session_calls_ == t_->fail_session_at_) return Status::io("injected backend failure");
+      }
       return inner_->run_session(r);
     }
 
@@ -217,6 +229,9 @@ class RunLoopTest : public ::testing::Test {
 
   stdfs::path tmp_, run_;
   FakeEval fake_;
+  std::atomic<int> evals_in_flight_{0}, evals_overlapped_{0};
+  int eval_ms_ = 0;  // each fake evaluation takes this long
+  std::mutex sessions_mu_;
   std::vector<json> sessions_;
   int sessions_made_ = 0;
   int session_calls_ = 0;

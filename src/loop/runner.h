@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <cmath>
+#include <mutex>
 #include <optional>
 #include <set>
 
@@ -59,6 +60,19 @@ struct HeadToHead {
   std::string detail;  // appended to the improvement's
 };
 
+// A writer lane of a round with lanes (docs/run.md "Lanes"). The lanes write at the same time, so
+// each has what a writer session changes of its own: a work tree (a git worktree of the run's
+// repository at the incumbent), a scratch directory, kda's tools (the round's evaluation and profile
+// budgets, finish_round) and a writer backend.
+struct Lane {
+  int k = 0;  // 1-based
+  std::optional<GitWorkspace> git;
+  stdfs::path scratch;
+  std::unique_ptr<KdaToolHost> tools;
+  std::unique_ptr<agent::Backend> backend;
+  const stdfs::path& workspace() const { return git->dir(); }
+};
+
 class Runner {
  public:
   Runner(stdfs::path dir, LoopEnv env) : dir_(std::move(dir)), env_(std::move(env)) {
@@ -84,8 +98,11 @@ class Runner {
   Status freeze_plan();
   Status round_writer();
   Status round_verify();
-  // One writer session from the incumbent into round_dir() (the lane's, with lanes); its commit.
-  Result<std::string> writer_session(const std::string& contract);
+  // One writer session from the incumbent into round_dir(), or into a lane's work tree and directory;
+  // its commit.
+  Result<std::string> writer_session(const std::string& contract, Lane* lane = nullptr);
+  // The round's lanes, their writers at once; their commits in lane order.
+  Result<std::vector<std::string>> lane_writers(const std::string& contract);
   // Verifies state_.candidate_commit into round_dir()/verify.json and returns that record; nullopt
   // when an integrity violation stopped the run.
   Result<std::optional<json>> verify_candidate();
@@ -116,22 +133,29 @@ class Runner {
   void status_line(const std::string& what);
   std::optional<std::string> budget_exceeded() const;
   Result<std::unique_ptr<agent::Backend>>& backend_for(agent::Role role);
-  Result<agent::SessionResult> session(agent::Role role, const std::string& phase, int index, std::string prompt);
+  // An agent session; a lane's writer works in the lane's work tree with its tools and backend.
+  Result<agent::SessionResult> session(agent::Role role, const std::string& phase, int index, std::string prompt,
+                                       Lane* lane = nullptr);
   eval::EvalOptions eval_options(const std::string& workloads, std::optional<int> trials) const;
   Result<eval::EvalReport> run_eval(const task::Solution& s, const std::string& workloads, std::optional<int> trials,
                                     const std::string& why, const task::Solution* baseline = nullptr);
-  Result<agent::ToolOutcome> tool_evaluate();
-  Result<ProfileTaken> tool_profile(const ProfileRequest& req);
+  // kda's tools for a writer working in `workspace` (the run's, or lane `lane`'s work tree).
+  std::unique_ptr<KdaToolHost> make_tools(int lane, const stdfs::path& workspace);
+  Result<agent::ToolOutcome> tool_evaluate(int lane, const stdfs::path& workspace);
+  Result<ProfileTaken> tool_profile(const ProfileRequest& req, int lane, const stdfs::path& workspace);
   json round_profiles() const;
   Result<std::vector<std::string>> protected_problems();
   Status protect(const std::string& rel);
   Status write_final_solution(const task::Solution& s);
   Status export_final(const std::optional<eval::EvalReport>& final_report);
-  // The round's directory, or the current lane's inside it (rounds/NNN/lanes/K) while lane_ > 0.
-  std::string round_dir_rel() const {
-    return "rounds/" + round_name(state_.round) + (lane_ > 0 ? "/lanes/" + std::to_string(lane_) : "");
+  // The round's directory, or lane K's inside it (rounds/NNN/lanes/K); without an argument, the
+  // lane a verify step is working on (lane_).
+  std::string round_dir_rel(int lane) const {
+    return "rounds/" + round_name(state_.round) + (lane > 0 ? "/lanes/" + std::to_string(lane) : "");
   }
-  stdfs::path round_dir() const { return dir_ / round_dir_rel(); }
+  std::string round_dir_rel() const { return round_dir_rel(lane_); }
+  stdfs::path round_dir(int lane) const { return dir_ / round_dir_rel(lane); }
+  stdfs::path round_dir() const { return round_dir(lane_); }
   GitWorkspace workspace() const { return GitWorkspace(dir_ / "workspace", dir_ / "git"); }
   std::string contract_text() const;
   std::string previous_round_block() const;
@@ -159,8 +183,11 @@ class Runner {
   std::chrono::steady_clock::time_point started_;
   double elapsed_base_ = 0;
   int lock_fd_ = -1;
-  std::string session_audit_error_;
-  int lane_ = 0;  // the lane a step is working on (1-based), 0 outside lanes
+  // The round's lanes write at the same time: `shared_` guards what their sessions change of the run
+  // (the audit log, usage, evaluator time, the status line) and `device_` makes their evaluations and
+  // profiles take turns (one timing at a time on a GPU; a pool spreads each one over its devices).
+  std::mutex shared_, device_;
+  int lane_ = 0;  // the lane a verify step is working on (1-based), 0 outside lanes
   // The lanes' official dev evaluations taken as one batch (evaluate_lanes), by solution hash, until
   // each lane's verification takes its own.
   std::map<std::string, eval::EvalReport> lane_reports_;
