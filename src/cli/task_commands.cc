@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "eval/inputs.h"
 #include "task/manifest.h"
 #include "task/task_pack.h"
 #include "task/validate.h"
@@ -81,7 +82,8 @@ json tensor_json(const task::TensorSpec& t) {
 int run_validate(const Args& args, Io& io) {
   std::vector<stdfs::path> paths;
   for (const auto& p : args.positionals("path")) paths.emplace_back(p);
-  task::ValidationReport report = task::validate_paths(paths, {.schema_only = args.flag("schema-only")});
+  task::ValidationReport report = task::validate_paths(
+      paths, {.schema_only = args.flag("schema-only"), .generator_stresses = eval::generator_stresses});
   print_problems(report.problems, io.err);
   for (const auto& w : report.warnings.items()) io.err << "warning: " << w.to_string() << "\n";
   if (args.flag("json")) {

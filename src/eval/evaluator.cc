@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "contest/stress.h"
 #include "eval/arena.h"
 #include "eval/attestation.h"
 #include "eval/input_digest.h"
@@ -53,6 +54,9 @@ Status check_candidate(const task::TaskPack& pack, const task::Solution& candida
 }
 
 Status check_options(const task::TaskPack& pack, EvalOptions& opts) {
+  for (const auto& s : pack.settings.stress)  // a pack's mistake, before any candidate is judged by it
+    if (contest::find_stress(pack.settings.inputs_generator, s) == nullptr)
+      return Status::bad_input(unknown_stress(pack, s));
   KDA_RETURN_IF_ERROR(check_gpu_machine(pack));
   if (!opts.seed) opts.seed = fresh_secret_seed();
   if (opts.reference != "pack" && opts.reference != "torch")

@@ -23,6 +23,7 @@ constexpr std::array<GateInfo, kGateCount> kGates{{
     {GateId::kTimingClock, "timing-clock", "the runner's clock within the evaluator's around each request"},
     {GateId::kDeterminism, "determinism", "the same inputs twice give the same outputs"},
     {GateId::kProbes, "probes", "correct on off-distribution inputs"},
+    {GateId::kStress, "stress", "correct on the pack's stress inputs (real runs' extremes)"},
     {GateId::kTimedRecheck, "timed-output-recheck", "outputs of timed calls re-checked after in-place input refills"},
     {GateId::kMemoization, "fresh-vs-repeat", "timed calls on never-seen inputs no slower than on repeated ones"},
     {GateId::kGpuActivity, "gpu-activity", "every timed call launched a kernel of its own"},

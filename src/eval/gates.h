@@ -23,6 +23,7 @@ enum class GateId {
   kTimingClock,        // the runner's clock never exceeds the evaluator's around a request
   kDeterminism,        // the same inputs twice give the same outputs
   kProbes,             // correct on off-distribution inputs (task.toml [probes])
+  kStress,             // correct on the pack's stress inputs (task.toml [inputs] stress)
   kTimedRecheck,       // outputs of timed calls re-checked after in-place input refills
   kMemoization,        // timed calls on never-seen inputs are not slower than on repeated ones
   kGpuActivity,        // every timed call launched a kernel (CUDA)

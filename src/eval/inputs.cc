@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "contest/generators.h"
+#include "contest/stress.h"
 #include "eval/fingerprint.h"
 #include "tensor/generate.h"
 #include "tensor/safetensors.h"
@@ -60,9 +61,22 @@ Status set_scalar(tensor::Tensor& t, const nlohmann::json& v, const std::string&
 
 }  // namespace
 
+std::optional<std::vector<std::string>> generator_stresses(std::string_view generator) {
+  if (contest::find_generator(generator) == nullptr) return std::nullopt;
+  return contest::stress_names(generator);
+}
+
+std::string unknown_stress(const task::TaskPack& pack, std::string_view name) {
+  const std::string& g = pack.settings.inputs_generator;
+  std::string known;
+  for (const auto& n : contest::stress_names(g)) known += (known.empty() ? "" : ", ") + n;
+  return fmt::format("{}: task.toml [inputs] stress '{}' is not a stress of generator '{}' ({})",
+                     (pack.root / "task.toml").string(), name, g, known.empty() ? "it has none" : "known: " + known);
+}
+
 Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
                                               uint64_t trial_seed, BlobCache& blobs, bool host_values,
-                                              std::optional<uint64_t> generator_seed) {
+                                              std::optional<uint64_t> generator_seed, std::string_view stress) {
   const auto& def = pack.definition;
   const auto& w = *rw.workload;
   MaterializedInputs out;
@@ -76,6 +90,12 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
     KDA_RETURN_IF_ERROR(
         (*gen)(rw.axes, contest::workload_seed_from_uuid(w.uuid), generator_seed.value_or(trial_seed), generated)
             .with_context("generator " + pack.settings.inputs_generator + " for workload " + w.uuid));
+  }
+  if (!stress.empty()) {
+    const contest::Stress* st = contest::find_stress(pack.settings.inputs_generator, stress);
+    if (st == nullptr) return Status::bad_input(unknown_stress(pack, stress));
+    KDA_RETURN_IF_ERROR(st->apply(rw.axes, derive_seed(trial_seed, w.uuid, 0, 0x57E55), generated)
+                            .with_context(fmt::format("stress {} for workload {}", stress, w.uuid)));
   }
   for (size_t i = 0; i < def.inputs.size(); ++i) {
     const auto& spec = def.inputs[i];

@@ -56,9 +56,19 @@ struct MaterializedInputs {
 // host_values = false skips the host fill of plain random inputs (they are described by `random`).
 // generator_seed: the trial seed handed to the pack's generator instead of `trial_seed` (knock-out
 // tests only: with a constant one, generated inputs are a function of the public uuid again).
+// stress: one of the generator's stresses (task.toml [inputs] stress, contest/stress.h), applied to its
+// draw with a seed of its own derived from trial_seed; "" for none. An unknown one is kBadInput.
 Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const ResolvedWorkload& rw,
                                               uint64_t trial_seed, BlobCache& blobs, bool host_values = true,
-                                              std::optional<uint64_t> generator_seed = std::nullopt);
+                                              std::optional<uint64_t> generator_seed = std::nullopt,
+                                              std::string_view stress = {});
+
+// The stresses of an input generator this kda has (contest/stress.h), in table order; nullopt when it
+// has no such generator (kda task validate checks packs with it).
+std::optional<std::vector<std::string>> generator_stresses(std::string_view generator);
+
+// The error for a task.toml [inputs] stress name the pack's generator does not have (the known ones listed).
+std::string unknown_stress(const task::TaskPack& pack, std::string_view name);
 
 // Copies the "fingerprint" of `from` into `to` for plain random inputs: the first and last 16
 // elements and every 64th element (eval/fingerprint.h). A cache keyed on a sparse sample of the inputs then sees the

@@ -55,7 +55,8 @@ enum Purpose : uint64_t {
   kFreshAt = 10,
   kReloadAt = 11,
   kInputsWarm = 12,
-  kInputsConfirm = 13
+  kInputsConfirm = 13,
+  kStressSet = 14
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -257,6 +258,9 @@ class Session {
   // One correctness trial per probe kind of task.toml [probes], on transformed inputs; the probes
   // gate records what they did, or why none applied to this workload.
   std::optional<Failure> probe_trials();
+  // One correctness trial per stress of task.toml [inputs] stress, on the generator's draw so
+  // transformed; a failure names the stress (stress_mismatch).
+  std::optional<Failure> stress_trials();
   // How the workload's inputs are drawn, for the correctness gate's record: what was fresh.
   std::string fresh_wording() const;
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
@@ -271,9 +275,9 @@ class Session {
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).
-  Result<MaterializedInputs> materialize(uint64_t seed, bool host_values) {
+  Result<MaterializedInputs> materialize(uint64_t seed, bool host_values, std::string_view stress = {}) {
     PhaseTimer timer(phases_.materialize_s);
-    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values, generator_seed());
+    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values, generator_seed(), stress);
     if (in.ok()) {
       in->id = ++next_set_id_;
       in->seed = seed;
@@ -380,7 +384,7 @@ class Session {
   // Screening: the checks a candidate passed, by (built library, workload, inputs seed, check): a
   // later rung re-timing the same configuration does not repeat them on the same inputs.
   std::set<std::tuple<std::string, std::string, uint64_t, int>> verified_;
-  enum CheckKind : int { kCheckCorrectness = 0, kCheckDeterminism = 1, kCheckProbe = 2 };
+  enum CheckKind : int { kCheckCorrectness = 0, kCheckDeterminism = 1, kCheckProbe = 2, kCheckStress = 3 };
   bool screen_first_look() const { return screening_ && screen_checks_ == ScreenChecks::kCorrectness; }
   bool verified_before(uint64_t seed, CheckKind kind) const {
     return screening_ && verified_.contains({cand_lib_.library.string(), current_uuid_, seed, kind});

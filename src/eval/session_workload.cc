@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "eval/arena.h"
+#include "contest/stress.h"
 #include "eval/attestation.h"
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
@@ -164,6 +165,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
                     fresh_wording(),
                     verified_earlier > 0 ? fmt::format(" ({} of them {})", verified_earlier, kVerifiedBefore) : ""));
   if (auto f = probe_trials()) return fail(*f);
+  if (auto f = stress_trials()) return fail(*f);
   if (auto f = timing_phase(wr)) return fail(*f);
   wr.reference_ms = summarize(reference_samples_).median;
   wr.gates = gates_.records("did not run");
@@ -257,6 +259,50 @@ std::optional<Failure> Session::probe_trials() {
     gates_.ran(GateId::kProbes);
     mark_verified(seed, kCheckProbe);
     gates_.note(GateId::kProbes, "correct on off-distribution inputs: " + detail);
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::stress_trials() {
+  const std::vector<std::string>& stresses = pack_.settings.stress;
+  if (!gate_on("stress")) {
+    gate_off(GateId::kStress);
+    return std::nullopt;
+  }
+  if (stresses.empty()) {
+    gates_.skip(GateId::kStress, "the task names no stress inputs (task.toml [inputs] stress)");
+    return std::nullopt;
+  }
+  if (screening_ && screen_checks_ == ScreenChecks::kCorrectness) {
+    gates_.skip(GateId::kStress, kScreenRungZero);
+    return std::nullopt;
+  }
+  std::string detail;
+  for (size_t k = 0; k < stresses.size(); ++k) {
+    const uint64_t seed = derive_seed(*options_.seed, current_uuid_, k, kStressSet);
+    if (verified_before(seed, kCheckStress)) {
+      if (gates_.runs(GateId::kStress) == 0) gates_.skip(GateId::kStress, kVerifiedBefore);
+      continue;
+    }
+    auto in = materialize(seed, /*host_values=*/true, stresses[k]);
+    if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
+    auto ref = reference_outputs(*in);
+    if (!ref.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}};
+    std::vector<tensor::Tensor> got;
+    const CallRequest call;  // flushed, uploaded, downloaded, untimed
+    if (auto f = checked_call(cand_, *in, 800 + k, &got, call, nullptr, nullptr)) return f;
+    const contest::Stress* st = contest::find_stress(pack_.settings.inputs_generator, stresses[k]);
+    const std::string what = st != nullptr ? std::string(st->what) : std::string();
+    if (auto f = compare(got, **ref, *in, nullptr))
+      return Failure{Verdict::kIncorrectNumerical,
+                     "stress_mismatch",
+                     fmt::format("stress input '{}' ({}): {}", stresses[k], what, f->message),
+                     {},
+                     GateId::kStress};
+    detail += fmt::format("{}{}", detail.empty() ? "" : ", ", stresses[k]);
+    gates_.ran(GateId::kStress);
+    mark_verified(seed, kCheckStress);
+    gates_.note(GateId::kStress, "correct on the stress inputs: " + detail);
   }
   return std::nullopt;
 }

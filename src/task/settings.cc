@@ -178,7 +178,7 @@ nlohmann::json TaskSettings::to_json() const {
   j["baseline"] = {{"name", baseline_name}};
   j["reference"] = {{"solution", reference_dir},
                     {"cpu_solution", cpu_reference_dir ? nlohmann::json(*cpu_reference_dir) : nlohmann::json(nullptr)}};
-  j["inputs"] = {{"generator", inputs_generator}};
+  j["inputs"] = {{"generator", inputs_generator}, {"stress", stress}};
   nlohmann::json probe_json = nlohmann::json::object();
   for (const auto& [input, list] : probes) {
     auto& arr = probe_json[input] = nlohmann::json::array();
@@ -260,6 +260,9 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
 
   TableReader in(root, "inputs", file, diags);
   if (auto g = in.string("generator")) s.inputs_generator = *g;
+  in.string_list("stress", s.stress);
+  if (const toml::node* n = root.at_path("inputs.stress").node(); n != nullptr && s.inputs_generator.empty())
+    in.error(*n, "stress", "stress inputs transform a generator's draws: set [inputs] generator too");
   in.reject_unknown();
 
   // [probes]: every key is an input name (checked against the definition when the pack loads).

@@ -68,6 +68,9 @@ struct TaskSettings {
   std::optional<std::string> cpu_reference_dir;
   // [inputs]
   std::string inputs_generator;  // empty: plain FlashInfer-Bench inputs
+  // [inputs] stress: the generator's stresses (contest/stress.h), one extra correctness trial each on
+  // stressed inputs; the names are checked against the generator when an evaluation starts.
+  std::vector<std::string> stress;
   // [probes]: input name -> the probes that transform it (floating-point, plain random inputs only)
   std::vector<std::pair<std::string, std::vector<Probe>>> probes;
 

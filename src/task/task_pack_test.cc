@@ -285,6 +285,7 @@ solution = "ref"
 cpu_solution = "ref_cpu"
 [inputs]
 generator = "dsa_topk_indexer"
+stress = ["ties"]
 )toml",
                               "task.toml", d);
   ASSERT_TRUE(s.has_value()) << (d.empty() ? "" : d.items()[0].to_string());
@@ -303,6 +304,8 @@ generator = "dsa_topk_indexer"
   EXPECT_EQ(s->reference_dir, "ref");
   EXPECT_EQ(s->cpu_reference_dir, "ref_cpu");
   EXPECT_EQ(s->inputs_generator, "dsa_topk_indexer");
+  EXPECT_EQ(s->stress, std::vector<std::string>{"ties"});  // names checked against the generator by the evaluator
+  EXPECT_EQ(s->to_json()["inputs"]["stress"], nlohmann::json::array({"ties"}));
   EXPECT_EQ(s->to_json()["evaluation"]["checker"], "topk_indices");
 }
 
@@ -332,6 +335,9 @@ TEST(Settings, TypesRangesAndKeysNamed) {
   EXPECT_TRUE(names(toml_problems("[policy]\ndeterminism = \"maybe\"\n"), "task.toml", "/policy/determinism"));
   EXPECT_TRUE(names(toml_problems("[probes]\nx = [\"drift\"]\n"), "task.toml", "/probes/x"));
   EXPECT_TRUE(names(toml_problems("[probes]\nx = \"offset\"\n"), "task.toml", "/probes/x"));
+  EXPECT_TRUE(names(toml_problems("[inputs]\nstress = [\"decay_near_one\"]\n"), "task.toml", "/inputs/stress"));
+  EXPECT_TRUE(names(toml_problems("[inputs]\ngenerator = \"gdn_decode\"\nstress = \"decay_near_one\"\n"), "task.toml",
+                    "/inputs/stress"));
   EXPECT_TRUE(names(toml_problems("[roofline]\nbytes = \"n * pow(2)\"\n"), "task.toml", "/roofline/bytes"));
   EXPECT_TRUE(names(toml_problems("[baseline]\nname = 3\n"), "task.toml", "/baseline/name"));
   EXPECT_TRUE(names(toml_problems("[reference]\ncpu_solution = \"\"\n"), "task.toml", "/reference/cpu_solution"));

@@ -12,6 +12,7 @@
 #include "task/trace.h"
 #include "task/workload.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::task {
 
@@ -149,10 +150,21 @@ void validate_dataset(const stdfs::path& root, const ValidationOptions& options,
     check_lines(load_trace_lines(p, report.problems), p.string(), ctx, false, report);
 }
 
-void validate_pack(const stdfs::path& dir, ValidationReport& report) {
+void validate_pack(const stdfs::path& dir, const ValidationOptions& options, ValidationReport& report) {
   ++report.counts.packs;
   auto pack = load_task_pack(dir, report.problems);
   if (!pack) return;
+  if (const auto& g = pack->settings.inputs_generator; !g.empty() && options.generator_stresses) {
+    const std::string file = (dir / "task.toml").string();
+    const auto stresses = options.generator_stresses(g);
+    if (!stresses)
+      report.problems.add(file, 0, "/inputs/generator", "inputs.generator: no generator '" + g + "' in this kda");
+    for (const auto& s : pack->settings.stress)
+      if (stresses && std::find(stresses->begin(), stresses->end(), s) == stresses->end())
+        report.problems.add(file, 0, "/inputs/stress",
+                            "inputs.stress: '" + s + "' is not a stress of generator '" + g + "' (known: " +
+                                (stresses->empty() ? std::string("none") : util::join(*stresses, ", ")) + ")");
+  }
   ++report.counts.definitions;
   report.counts.workloads += static_cast<int>(pack->workloads.size() + pack->holdout.size());
   report.counts.solutions += 1 + static_cast<int>(pack->baselines.size()) + (pack->cpu_reference ? 1 : 0);
@@ -312,7 +324,7 @@ ValidationReport validate_paths(const std::vector<stdfs::path>& paths, const Val
     std::string file = path.string();
     switch (detect_path_kind(path)) {
       case PathKind::kDataset: validate_dataset(path, options, report); break;
-      case PathKind::kTaskPack: validate_pack(path, report); break;
+      case PathKind::kTaskPack: validate_pack(path, options, report); break;
       case PathKind::kSolutionDir:
       case PathKind::kSolution: {
         auto s = load_solution(path, report.problems);

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -52,6 +55,10 @@ struct ValidationReport {
 struct ValidationOptions {
   // Schemas and cross-references only: safetensors inputs are not opened (a dataset without its blobs).
   bool schema_only = false;
+  // The input generators this kda has, and each one's stresses: a pack's [inputs] generator and stress
+  // are checked against it (nullopt: no such generator). Empty: not checked (the task module knows no
+  // generators; `kda task validate` passes the contest module's registries).
+  std::function<std::optional<std::vector<std::string>>(std::string_view generator)> generator_stresses;
 };
 
 // Validates each path (dataset directory, task pack, solution directory, or a single file). Single

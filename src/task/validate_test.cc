@@ -72,6 +72,29 @@ TEST(Validate, PackIsValid) {
   EXPECT_EQ(r.counts.blobs, 1);
 }
 
+// A pack's generator and stresses are checked against the generators the caller knows (kda task validate
+// passes eval::generator_stresses), each unknown name a problem at its key.
+TEST(Validate, PackGeneratorAndStressesAreCheckedAgainstTheKnownOnes) {
+  stdfs::path root = copy_of("pack_vector_add");
+  const std::string base = *fs::read_file(root / "task.toml");
+  ValidationOptions o;
+  o.generator_stresses = [](std::string_view g) -> std::optional<std::vector<std::string>> {
+    if (g != "vec") return std::nullopt;
+    return std::vector<std::string>{"spikes", "zeros"};
+  };
+  ASSERT_TRUE(
+      fs::write_file_atomic(root / "task.toml", base + "[inputs]\ngenerator = \"vec\"\nstress = [\"zeros\"]\n").ok());
+  EXPECT_TRUE(validate_paths({root}, o).valid()) << all_problems(validate_paths({root}, o).problems);
+  ASSERT_TRUE(
+      fs::write_file_atomic(root / "task.toml", base + "[inputs]\ngenerator = \"vec\"\nstress = [\"ties\"]\n").ok());
+  auto r = validate_paths({root}, o);
+  EXPECT_TRUE(names(r.problems, "task.toml", "/inputs/stress"));
+  EXPECT_NE(all_problems(r.problems).find("known: spikes, zeros"), std::string::npos) << all_problems(r.problems);
+  ASSERT_TRUE(fs::write_file_atomic(root / "task.toml", base + "[inputs]\ngenerator = \"vek\"\n").ok());
+  EXPECT_TRUE(names(validate_paths({root}, o).problems, "task.toml", "/inputs/generator"));
+  EXPECT_TRUE(validate_paths({root}).valid()) << "without the registries nothing is checked";
+}
+
 TEST(Validate, BadDatasetListsEveryProblem) {
   ValidationReport r = validate_paths({kFixtures / "bad_dataset"});
   EXPECT_FALSE(r.valid());

@@ -1,0 +1,191 @@
+#include "contest/stress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "contest/gdn_gen.h"
+#include "contest/seeded_rng.h"
+#include "tensor/float_convert.h"
+
+namespace kda::contest {
+namespace {
+
+using tensor::DType;
+using tensor::Tensor;
+
+constexpr uint64_t kStreamStress = 201;
+
+Result<Tensor*> need(std::map<std::string, Tensor>& inputs, const std::string& name, DType dtype) {
+  auto it = inputs.find(name);
+  if (it == inputs.end() || it->second.dtype() != dtype)
+    return Status::internal("stress: the generator gave no " + std::string(tensor::dtype_name(dtype)) + " input '" +
+                            name + "'");
+  return &it->second;
+}
+
+double log_uniform(SeededRng& rng, double lo, double hi) {
+  return std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * (1.0 - rng.unit_open0()));
+}
+
+// --- GDN (gdn_decode, gdn_prefill): g = exp(-exp(A_log) softplus(a + dt_bias)), beta = sigmoid(b).
+
+// Slow decay: A_log = 0 and dt_bias = ln r, r log-uniform in [1e-5, 1e-3] per head, so that
+// softplus(a + dt_bias) ~ r e^a and g = exp(-r e^a) lies in about [0.992, 0.999999] for the drawn a (a
+// state remembers thousands of tokens; a half-precision decay rounds these to 1 or to 1 - 2^-11).
+Status gdn_decay_near_one(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * A_log, need(in, "A_log", DType::kFloat32));
+  KDA_ASSIGN_OR_RETURN(Tensor * dt_bias, need(in, "dt_bias", DType::kFloat32));
+  SeededRng rng(seed, kStreamStress);
+  for (int64_t h = 0; h < A_log->numel(); ++h) {
+    A_log->data_as<float>()[h] = 0.0f;
+    dt_bias->data_as<float>()[h] = static_cast<float>(std::log(log_uniform(rng, 1e-5, 1e-3)));
+  }
+  return Status::ok_status();
+}
+
+// Fast decay: A_log = ln U[1, 2] and dt_bias = 4, so that softplus(a + 4) ~ 4 + a and the rate
+// exp(A_log) softplus(.) lies in about [2, 12]: g in [6e-6, 0.14], a state loses ~400-1000 bits in 64
+// tokens (a chunked form's cumulative decay underflows single precision; its ratios overflow).
+Status gdn_decay_near_zero(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * A_log, need(in, "A_log", DType::kFloat32));
+  KDA_ASSIGN_OR_RETURN(Tensor * dt_bias, need(in, "dt_bias", DType::kFloat32));
+  SeededRng rng(seed, kStreamStress);
+  for (int64_t h = 0; h < A_log->numel(); ++h) {
+    A_log->data_as<float>()[h] = static_cast<float>(std::log(1.0 + (1.0 - rng.unit_open0())));
+    dt_bias->data_as<float>()[h] = 4.0f;
+  }
+  return Status::ok_status();
+}
+
+// Saturated beta: b = +-U[6, 10] (either sign, per token and head), so beta is within 0.25 % of 0 or 1
+// (beta = 1 makes the update a projection: the key's old value is replaced outright).
+Status gdn_beta_saturated(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * b, need(in, "b", DType::kBFloat16));
+  SeededRng rng(seed, kStreamStress);
+  uint16_t* d = b->data_as<uint16_t>();
+  for (int64_t i = 0; i < b->numel(); ++i) {
+    const double mag = 6.0 + 4.0 * rng.unit_open0();
+    d[i] = tensor::double_to_bfloat16(rng.below(2) == 0 ? mag : -mag);
+  }
+  return Status::ok_status();
+}
+
+// Near-parallel keys: every token's key of head h is the head's one direction plus noise of 1 % per
+// component (renormalised), and one token in four repeats the direction exactly; q stays as drawn. The
+// delta rule then rewrites one value slot over and over (k k^T nearly the same every step).
+Status gdn_keys_parallel(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * k, need(in, "k", DType::kBFloat16));
+  if (k->ndim() < 2 || k->shape().back() != kGdnHeadSize)
+    return Status::internal("stress keys_parallel: k is not [..., heads, 128]");
+  const int64_t heads = k->shape()[k->ndim() - 2];
+  const int64_t tokens = k->numel() / (heads * kGdnHeadSize);
+  SeededRng rng(seed, kStreamStress);
+  std::vector<double> base(static_cast<size_t>(heads * kGdnHeadSize)), row(kGdnHeadSize);
+  for (int64_t h = 0; h < heads; ++h) {
+    double n2 = 0;
+    for (int64_t c = 0; c < kGdnHeadSize; ++c) n2 += std::pow(base[h * kGdnHeadSize + c] = rng.normal(), 2);
+    for (int64_t c = 0; c < kGdnHeadSize; ++c) base[h * kGdnHeadSize + c] /= std::sqrt(n2);
+  }
+  uint16_t* d = k->data_as<uint16_t>();
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      const bool exact = rng.below(4) == 0;
+      double n2 = 0;
+      for (int64_t c = 0; c < kGdnHeadSize; ++c) {
+        row[c] = base[h * kGdnHeadSize + c] + (exact ? 0.0 : 0.01 * rng.normal() / std::sqrt(double(kGdnHeadSize)));
+        n2 += row[c] * row[c];
+      }
+      for (int64_t c = 0; c < kGdnHeadSize; ++c)
+        d[(t * heads + h) * kGdnHeadSize + c] = tensor::double_to_bfloat16(row[c] / std::sqrt(n2));
+    }
+  return Status::ok_status();
+}
+
+// Rewrites cu_seqlens from sequence lengths (sum total_seq_len).
+Status set_lengths(Tensor& cu, const std::vector<int64_t>& len) {
+  if (cu.numel() != static_cast<int64_t>(len.size()) + 1)
+    return Status::internal("stress: cu_seqlens has another size");
+  int64_t* c = cu.data_as<int64_t>();
+  c[0] = 0;
+  for (size_t n = 0; n < len.size(); ++n) c[n + 1] = c[n] + len[n];
+  return Status::ok_status();
+}
+
+// Chunk boundaries: sequence lengths of 64 m - 1, 64 m and 64 m + 1 (m >= 1) wherever the tokens allow,
+// the last sequence taking what is left (the edges of a 64-token chunk: a partial last chunk, an exact
+// one, one token over).
+Status gdn_chunk_boundaries(const std::map<std::string, int64_t>& axes, uint64_t seed,
+                            std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * cu, need(in, "cu_seqlens", DType::kInt64));
+  const int64_t T = axes.at("total_seq_len"), N = cu->numel() - 1;
+  if (T < N) return Status::ok_status();  // every sequence has at most one token: no chunk to cross
+  SeededRng rng(seed, kStreamStress);
+  std::vector<int64_t> len(static_cast<size_t>(N), 1);
+  int64_t left = T;
+  for (int64_t n = 0; n + 1 < N; ++n) {
+    const int64_t room = left - (N - 1 - n);  // the most this one may take, the others keeping one token
+    const int64_t fair_m = std::max<int64_t>(1, left / (N - n) / 64);  // room for the sequences after it
+    const int64_t max_m = std::min<int64_t>({(room - 1) / 64, fair_m, 4});
+    len[n] = max_m < 1 ? 1 : 64 * rng.between(1, max_m) + rng.between(-1, 1);
+    len[n] = std::clamp<int64_t>(len[n], 1, room);
+    left -= len[n];
+  }
+  len[N - 1] = left;
+  return set_lengths(*cu, len);
+}
+
+// Empty sequences: a third of the sequences (at least one, never all) hold no token, their tokens given to
+// the others; their input state stays as drawn (warm or zero) and their new state must be zero.
+Status gdn_empty_sequences(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * cu, need(in, "cu_seqlens", DType::kInt64));
+  const int64_t N = cu->numel() - 1;
+  if (N < 2) return Status::ok_status();
+  SeededRng rng(seed, kStreamStress);
+  std::vector<int64_t> len(static_cast<size_t>(N));
+  const int64_t* c = cu->data_as<int64_t>();
+  for (int64_t n = 0; n < N; ++n) len[n] = c[n + 1] - c[n];
+  std::vector<int64_t> order(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) order[n] = n;
+  const int64_t empty = std::max<int64_t>(1, N / 3);
+  for (int64_t i = 0; i < empty; ++i)
+    std::swap(order[i], order[i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(N - i)))]);
+  int64_t freed = 0;
+  for (int64_t i = 0; i < empty; ++i) freed += std::exchange(len[order[i]], 0);
+  len[order[empty + static_cast<int64_t>(rng.below(static_cast<uint64_t>(N - empty)))]] += freed;
+  return set_lengths(*cu, len);
+}
+
+constexpr Stress kStresses[] = {
+    {"gdn_decode", "decay_near_one", "gates g in ~[0.992, 0.999999]: slow decay, long memory", gdn_decay_near_one},
+    {"gdn_decode", "decay_near_zero", "gates g in ~[6e-6, 0.14]: hundreds of bits of decay per 64 tokens",
+     gdn_decay_near_zero},
+    {"gdn_decode", "beta_saturated", "beta within 0.25 % of 0 or 1 (b = +-6..10)", gdn_beta_saturated},
+    {"gdn_prefill", "decay_near_one", "gates g in ~[0.992, 0.999999]: slow decay, long memory", gdn_decay_near_one},
+    {"gdn_prefill", "decay_near_zero", "gates g in ~[6e-6, 0.14]: hundreds of bits of decay per 64 tokens",
+     gdn_decay_near_zero},
+    {"gdn_prefill", "beta_saturated", "beta within 0.25 % of 0 or 1 (b = +-6..10)", gdn_beta_saturated},
+    {"gdn_prefill", "keys_parallel", "each head's keys one direction plus 1 % noise, one in four repeated exactly",
+     gdn_keys_parallel},
+    {"gdn_prefill", "chunk_boundaries", "sequence lengths 64m-1, 64m, 64m+1", gdn_chunk_boundaries},
+    {"gdn_prefill", "empty_sequences", "a third of the sequences empty (their new state zero)", gdn_empty_sequences},
+};
+
+}  // namespace
+
+std::span<const Stress> stresses() { return kStresses; }
+
+const Stress* find_stress(std::string_view generator, std::string_view name) {
+  for (const auto& s : kStresses)
+    if (s.generator == generator && s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<std::string> stress_names(std::string_view generator) {
+  std::vector<std::string> out;
+  for (const auto& s : kStresses)
+    if (s.generator == generator) out.emplace_back(s.name);
+  return out;
+}
+
+}  // namespace kda::contest

@@ -1,0 +1,181 @@
+// Stress inputs (contest/stress.h): each stress does what its row says on real generator draws, keeps the
+// shapes and the cu_seqlens invariants, and is fresh per seed and the same for the same seed.
+#include "contest/stress.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "contest/gdn_gen.h"
+#include "contest/generators.h"
+#include "tensor/float_convert.h"
+
+namespace kda::contest {
+namespace {
+
+using tensor::Tensor;
+
+std::map<std::string, Tensor> draw(const std::string& generator, const std::map<std::string, int64_t>& axes,
+                                   uint64_t trial = 7) {
+  std::map<std::string, Tensor> out;
+  const Generator* g = find_generator(generator);
+  EXPECT_NE(g, nullptr);
+  EXPECT_TRUE((*g)(axes, 11, trial, out).ok());
+  return out;
+}
+
+std::map<std::string, Tensor> stressed(const std::string& generator, const std::string& name,
+                                       const std::map<std::string, int64_t>& axes, uint64_t seed = 5) {
+  auto in = draw(generator, axes);
+  const Stress* s = find_stress(generator, name);
+  EXPECT_NE(s, nullptr) << generator << " " << name;
+  if (s != nullptr) EXPECT_TRUE(s->apply(axes, seed, in).ok());
+  return in;
+}
+
+const std::map<std::string, int64_t> kPrefill = {{"total_seq_len", 700}, {"num_seqs", 6}, {"len_cu_seqlens", 7}};
+const std::map<std::string, int64_t> kDecode = {{"batch_size", 16}};
+
+// Gates of every (token, head) of an input set.
+std::vector<double> gates(const std::map<std::string, Tensor>& in) {
+  const Tensor& a = in.at("a");
+  const int64_t heads = a.shape().back();
+  std::vector<double> g;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    g.push_back(gdn_decay(a.get_as_double(i), in.at("A_log").get_as_double(i % heads),
+                          in.at("dt_bias").get_as_double(i % heads)));
+  return g;
+}
+
+std::vector<int64_t> lengths(const Tensor& cu) {
+  std::vector<int64_t> len;
+  for (int64_t n = 0; n + 1 < cu.numel(); ++n) len.push_back(cu.get_as_double(n + 1) - cu.get_as_double(n));
+  return len;
+}
+
+TEST(Stress, EveryRowNamesAKnownGeneratorOnceAndUnknownNamesAreNotFound) {
+  std::set<std::pair<std::string_view, std::string_view>> seen;
+  for (const auto& s : stresses()) {
+    EXPECT_NE(find_generator(s.generator), nullptr) << s.generator;
+    EXPECT_TRUE(seen.insert({s.generator, s.name}).second) << s.name;
+    EXPECT_FALSE(s.what.empty());
+  }
+  EXPECT_EQ(find_stress("gdn_decode", "chunk_boundaries"), nullptr);  // prefill's only
+  EXPECT_EQ(find_stress("gdn_prefill", "no_such"), nullptr);
+  EXPECT_EQ(stress_names("gdn_decode"),
+            (std::vector<std::string>{"decay_near_one", "decay_near_zero", "beta_saturated"}));
+}
+
+TEST(Stress, DecayNearOneKeepsTheStateForThousandsOfTokens) {
+  for (const auto& [gen, axes] : {std::pair{"gdn_prefill", kPrefill}, std::pair{"gdn_decode", kDecode}}) {
+    const auto g = gates(stressed(gen, "decay_near_one", axes));
+    const auto [lo, hi] = std::minmax_element(g.begin(), g.end());
+    EXPECT_GT(*lo, 0.98) << gen;
+    EXPECT_LT(*hi, 1.0) << gen;
+    EXPECT_GT(*hi, 0.9999) << gen;
+  }
+  // The random draw's gates reach well below: the stress is not the default.
+  const auto plain = gates(draw("gdn_prefill", kPrefill));
+  EXPECT_LT(*std::min_element(plain.begin(), plain.end()), 0.9);
+}
+
+TEST(Stress, DecayNearZeroLosesHundredsOfBitsIn64Tokens) {
+  const auto in = stressed("gdn_prefill", "decay_near_zero", kPrefill);
+  const auto g = gates(in);
+  EXPECT_LT(*std::max_element(g.begin(), g.end()), 0.3);
+  const int64_t heads = in.at("a").shape().back();
+  for (int64_t h = 0; h < heads; ++h) {
+    double bits = 0;
+    for (int64_t t = 0; t < 64; ++t) bits -= std::log2(g[t * heads + h]);
+    EXPECT_GT(bits, 300) << "head " << h;
+  }
+}
+
+TEST(Stress, BetaSaturatedSitsAtBothEnds) {
+  const auto in = stressed("gdn_decode", "beta_saturated", kDecode);
+  int low = 0, high = 0;
+  for (int64_t i = 0; i < in.at("b").numel(); ++i) {
+    const double beta = gdn_beta(in.at("b").get_as_double(i));
+    low += beta < 0.003;
+    high += beta > 0.997;
+  }
+  EXPECT_EQ(low + high, in.at("b").numel());
+  EXPECT_GT(low, 0);
+  EXPECT_GT(high, 0);
+}
+
+TEST(Stress, KeysParallelAreUnitAndAlmostOneDirectionPerHead) {
+  const auto in = stressed("gdn_prefill", "keys_parallel", kPrefill);
+  const Tensor& k = in.at("k");
+  const int64_t T = k.shape()[0], H = k.shape()[1], D = k.shape()[2];
+  int exact = 0;
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 1; t < T; ++t) {
+      double dot = 0, n2 = 0;
+      for (int64_t c = 0; c < D; ++c) {
+        const double x = k.get_as_double((t * H + h) * D + c), y = k.get_as_double(h * D + c);
+        dot += x * y;
+        n2 += x * x;
+      }
+      EXPECT_NEAR(n2, 1.0, 0.02);
+      EXPECT_GT(dot, 0.99);
+      exact += k.get_bits((t * H + h) * D) == k.get_bits(h * D) && dot > 0.99999;
+    }
+  EXPECT_GT(exact, 0) << "some keys repeat exactly";
+}
+
+TEST(Stress, ChunkBoundariesPutLengthsAtTheEdgesOf64AndCoverEveryToken) {
+  for (uint64_t seed : {1, 2, 3}) {
+    const auto in = stressed("gdn_prefill", "chunk_boundaries", kPrefill, seed);
+    const auto len = lengths(in.at("cu_seqlens"));
+    ASSERT_EQ(len.size(), 6u);
+    EXPECT_EQ(in.at("cu_seqlens").get_as_double(0), 0);
+    EXPECT_EQ(in.at("cu_seqlens").get_as_double(6), 700);
+    for (size_t n = 0; n + 1 < len.size(); ++n) {
+      EXPECT_GE(len[n], 63);
+      EXPECT_TRUE(len[n] % 64 == 63 || len[n] % 64 == 0 || len[n] % 64 == 1) << len[n];
+    }
+    EXPECT_GE(len.back(), 1);
+  }
+  // Fewer tokens than 64 per sequence: still a valid split.
+  const std::map<std::string, int64_t> tight = {{"total_seq_len", 10}, {"num_seqs", 4}, {"len_cu_seqlens", 5}};
+  const auto len = lengths(stressed("gdn_prefill", "chunk_boundaries", tight).at("cu_seqlens"));
+  int64_t sum = 0;
+  for (int64_t l : len) {
+    EXPECT_GE(l, 1);
+    sum += l;
+  }
+  EXPECT_EQ(sum, 10);
+}
+
+TEST(Stress, EmptySequencesEmptyAThirdAndKeepEveryToken) {
+  const auto len = lengths(stressed("gdn_prefill", "empty_sequences", kPrefill).at("cu_seqlens"));
+  int64_t sum = 0, empty = 0;
+  for (int64_t l : len) {
+    EXPECT_GE(l, 0);
+    sum += l;
+    empty += l == 0;
+  }
+  EXPECT_EQ(sum, 700);
+  EXPECT_EQ(empty, 2);
+}
+
+TEST(Stress, FreshPerSeedAndTheSameForTheSameSeed) {
+  for (const auto& s : stresses()) {
+    const auto& axes = s.generator == "gdn_decode" ? kDecode : kPrefill;
+    const auto a = stressed(std::string(s.generator), std::string(s.name), axes, 5);
+    const auto b = stressed(std::string(s.generator), std::string(s.name), axes, 5);
+    const auto c = stressed(std::string(s.generator), std::string(s.name), axes, 6);
+    bool differs = false;
+    for (const auto& [name, t] : a) {
+      EXPECT_TRUE(t.bitwise_equal(b.at(name))) << s.name << " " << name;
+      EXPECT_EQ(t.shape(), c.at(name).shape());
+      differs = differs || !t.bitwise_equal(c.at(name));
+    }
+    EXPECT_TRUE(differs) << s.name;
+  }
+}
+
+}  // namespace
+}  // namespace kda::contest
