@@ -156,6 +156,108 @@ Status gdn_empty_sequences(const std::map<std::string, int64_t>&, uint64_t seed,
   return set_lengths(*cu, len);
 }
 
+// --- DSA top-k indexer (dsa_topk_indexer).
+
+// Longest rows: every row at seq_len 64 * max_num_pages, its block table M distinct pages of [0, P) (pages
+// no draw referenced hold the generator's finite filler): the most work a row can ask for, in every row.
+Status dsa_longest_rows(const std::map<std::string, int64_t>& axes, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * seq_lens, need(in, "seq_lens", DType::kInt32));
+  KDA_ASSIGN_OR_RETURN(Tensor * table, need(in, "block_table", DType::kInt32));
+  const int64_t B = table->shape()[0], M = table->shape()[1], P = axes.at("num_pages");
+  SeededRng rng(seed, kStreamStress);
+  std::vector<int32_t> pages(static_cast<size_t>(P));
+  for (int64_t p = 0; p < P; ++p) pages[p] = static_cast<int32_t>(p);
+  for (int64_t b = 0; b < B; ++b) {
+    seq_lens->data_as<int32_t>()[b] = static_cast<int32_t>(64 * M);
+    for (int64_t m = 0; m < M; ++m) {  // a partial shuffle: M distinct pages
+      std::swap(pages[m], pages[m + static_cast<int64_t>(rng.below(static_cast<uint64_t>(P - m)))]);
+      table->data_as<int32_t>()[b * M + m] = pages[m];
+    }
+  }
+  return Status::ok_status();
+}
+
+// Tied pages: in every row, half of the other pages it references become byte copies of its first page
+// (keys and scales), so the same slot of each scores exactly the same: a top-k full of ties.
+Status dsa_tied_pages(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * seq_lens, need(in, "seq_lens", DType::kInt32));
+  KDA_ASSIGN_OR_RETURN(Tensor * table, need(in, "block_table", DType::kInt32));
+  KDA_ASSIGN_OR_RETURN(Tensor * cache, need(in, "k_index_cache_fp8", DType::kInt8));
+  const int64_t B = table->shape()[0], M = table->shape()[1], P = cache->shape()[0];
+  const int64_t page_bytes = cache->nbytes() / P;
+  SeededRng rng(seed, kStreamStress);
+  std::byte* bytes = cache->data();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t used = std::min<int64_t>(M, (seq_lens->data_as<int32_t>()[b] + 63) / 64);
+    const int32_t* row = table->data_as<int32_t>() + b * M;
+    for (int64_t m = 1; m < used; ++m)
+      if (rng.below(2) == 0 && row[m] != row[0])
+        std::copy_n(bytes + row[0] * page_bytes, page_bytes, bytes + row[m] * page_bytes);
+  }
+  return Status::ok_status();
+}
+
+// --- DSA sparse attention (dsa_sparse_attention): -1 entries are ignored wherever they occur, duplicates count.
+
+// The valid (non -1) entries of row t of sparse_indices.
+std::vector<int32_t> valid_entries(const Tensor& idx, int64_t t) {
+  const int64_t K = idx.shape()[1];
+  std::vector<int32_t> v;
+  for (int64_t j = 0; j < K; ++j)
+    if (const int32_t x = idx.data_as<int32_t>()[t * K + j]; x != -1) v.push_back(x);
+  return v;
+}
+
+// Padded rows: each token keeps 1-64 of its entries, at random places of its row, -1 everywhere else (the
+// padding not only at the tail): a softmax over a handful of keys, most of the row skipped.
+Status dsa_padded_rows(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * idx, need(in, "sparse_indices", DType::kInt32));
+  const int64_t T = idx->shape()[0], K = idx->shape()[1];
+  SeededRng rng(seed, kStreamStress);
+  std::vector<int64_t> slots(static_cast<size_t>(K));
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<int32_t> v = valid_entries(*idx, t);
+    if (v.empty()) continue;
+    const int64_t keep = std::min<int64_t>(static_cast<int64_t>(v.size()), rng.between(1, 64));
+    int32_t* row = idx->data_as<int32_t>() + t * K;
+    std::fill(row, row + K, -1);
+    for (int64_t j = 0; j < K; ++j) slots[j] = j;
+    for (int64_t i = 0; i < keep; ++i) {
+      std::swap(slots[i], slots[i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(K - i)))]);
+      row[slots[i]] = v[i];
+    }
+  }
+  return Status::ok_status();
+}
+
+// Duplicate indices: a quarter of each row's valid entries repeat another entry of the row (each copy counts
+// in the softmax, as the definition says).
+Status dsa_duplicate_indices(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * idx, need(in, "sparse_indices", DType::kInt32));
+  const int64_t T = idx->shape()[0], K = idx->shape()[1];
+  SeededRng rng(seed, kStreamStress);
+  for (int64_t t = 0; t < T; ++t) {
+    const std::vector<int32_t> v = valid_entries(*idx, t);
+    if (v.size() < 2) continue;
+    int32_t* row = idx->data_as<int32_t>() + t * K;
+    for (int64_t j = 0; j < K; ++j)
+      if (row[j] != -1 && rng.below(4) == 0) row[j] = v[rng.below(v.size())];
+  }
+  return Status::ok_status();
+}
+
+// --- MoE (moe_ds_routing).
+
+// Saturated logits: routing logits N(0, 12^2), so that about one expert in twelve has sigmoid(logit) = 1 in
+// fp32 and group scores and choices tie (broken by the bias, then by the lower index, as the reference does).
+Status moe_saturated_logits(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * logits, need(in, "routing_logits", DType::kFloat32));
+  SeededRng rng(seed, kStreamStress);
+  float* d = logits->data_as<float>();
+  for (int64_t i = 0; i < logits->numel(); ++i) d[i] = static_cast<float>(12.0 * rng.normal());
+  return Status::ok_status();
+}
+
 constexpr Stress kStresses[] = {
     {"gdn_decode", "decay_near_one", "gates g in ~[0.992, 0.999999]: slow decay, long memory", gdn_decay_near_one},
     {"gdn_decode", "decay_near_zero", "gates g in ~[6e-6, 0.14]: hundreds of bits of decay per 64 tokens",
@@ -169,6 +271,15 @@ constexpr Stress kStresses[] = {
      gdn_keys_parallel},
     {"gdn_prefill", "chunk_boundaries", "sequence lengths 64m-1, 64m, 64m+1", gdn_chunk_boundaries},
     {"gdn_prefill", "empty_sequences", "a third of the sequences empty (their new state zero)", gdn_empty_sequences},
+    {"dsa_topk_indexer", "longest_rows", "every row at 64 x max_num_pages tokens over distinct pages",
+     dsa_longest_rows},
+    {"dsa_topk_indexer", "tied_pages", "half of each row's pages byte copies of its first: a top-k full of ties",
+     dsa_tied_pages},
+    {"dsa_sparse_attention", "padded_rows", "1-64 entries a row at random places, -1 everywhere else", dsa_padded_rows},
+    {"dsa_sparse_attention", "duplicate_indices", "a quarter of each row's entries repeat another of the row",
+     dsa_duplicate_indices},
+    {"moe_ds_routing", "saturated_logits", "routing logits N(0, 12^2): sigmoid scores of 1 and tied choices",
+     moe_saturated_logits},
 };
 
 }  // namespace

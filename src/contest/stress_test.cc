@@ -161,9 +161,100 @@ TEST(Stress, EmptySequencesEmptyAThirdAndKeepEveryToken) {
   EXPECT_EQ(empty, 2);
 }
 
+const std::map<std::string, int64_t> kIndexer = {{"batch_size", 3}, {"max_num_pages", 4}, {"num_pages", 20}};
+const std::map<std::string, int64_t> kSparse = {{"num_tokens", 3}, {"num_pages", 100}};
+const std::map<std::string, int64_t> kMoe = {{"seq_len", 64}};
+
+TEST(Stress, LongestRowsUseEverySlotWithDistinctPages) {
+  const auto in = stressed("dsa_topk_indexer", "longest_rows", kIndexer);
+  for (int64_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(in.at("seq_lens").data_as<int32_t>()[b], 256);
+    std::set<int32_t> pages;
+    for (int64_t m = 0; m < 4; ++m) {
+      const int32_t p = in.at("block_table").data_as<int32_t>()[b * 4 + m];
+      EXPECT_GE(p, 0);
+      EXPECT_LT(p, 20);
+      pages.insert(p);
+    }
+    EXPECT_EQ(pages.size(), 4u) << "row " << b;
+  }
+}
+
+TEST(Stress, TiedPagesCopyARowsFirstPage) {
+  const auto before = draw("dsa_topk_indexer", kIndexer);
+  const auto in = stressed("dsa_topk_indexer", "tied_pages", kIndexer);
+  const Tensor& cache = in.at("k_index_cache_fp8");
+  const int64_t page = cache.nbytes() / cache.shape()[0];
+  int copies = 0;
+  for (int64_t b = 0; b < 3; ++b) {
+    const int32_t* row = in.at("block_table").data_as<int32_t>() + b * 4;
+    const int64_t used = (in.at("seq_lens").data_as<int32_t>()[b] + 63) / 64;
+    for (int64_t m = 1; m < used; ++m)
+      copies += row[m] != row[0] && std::equal(cache.data() + row[m] * page, cache.data() + (row[m] + 1) * page,
+                                               cache.data() + row[0] * page);
+  }
+  EXPECT_GT(copies, 0);
+  EXPECT_TRUE(in.at("block_table").bitwise_equal(before.at("block_table")));
+}
+
+TEST(Stress, PaddedRowsKeepAFewOfTheirEntriesScatteredAmongMinusOnes) {
+  const auto before = draw("dsa_sparse_attention", kSparse);
+  const auto in = stressed("dsa_sparse_attention", "padded_rows", kSparse);
+  const Tensor& idx = in.at("sparse_indices");
+  const int64_t K = idx.shape()[1];
+  for (int64_t t = 0; t < idx.shape()[0]; ++t) {
+    std::set<int32_t> was;
+    for (int64_t j = 0; j < K; ++j) was.insert(before.at("sparse_indices").data_as<int32_t>()[t * K + j]);
+    int64_t valid = 0, last_valid = -1;
+    for (int64_t j = 0; j < K; ++j)
+      if (const int32_t x = idx.data_as<int32_t>()[t * K + j]; x != -1) {
+        EXPECT_TRUE(was.contains(x));
+        ++valid;
+        last_valid = j;
+      }
+    EXPECT_GE(valid, 1);
+    EXPECT_LE(valid, 64);
+    EXPECT_GT(last_valid, valid - 1) << "the kept entries are not all at the head of the row";
+  }
+}
+
+TEST(Stress, DuplicateIndicesRepeatEntriesOfTheSameRow) {
+  const auto before = draw("dsa_sparse_attention", kSparse);
+  const auto in = stressed("dsa_sparse_attention", "duplicate_indices", kSparse);
+  const Tensor& idx = in.at("sparse_indices");
+  const int64_t K = idx.shape()[1];
+  for (int64_t t = 0; t < idx.shape()[0]; ++t) {
+    std::set<int32_t> was, now;
+    int64_t valid_before = 0, valid_now = 0;
+    for (int64_t j = 0; j < K; ++j) {
+      const int32_t a = before.at("sparse_indices").data_as<int32_t>()[t * K + j],
+                    x = idx.data_as<int32_t>()[t * K + j];
+      if (a != -1) was.insert(a), ++valid_before;
+      if (x != -1) now.insert(x), ++valid_now;
+    }
+    EXPECT_EQ(valid_now, valid_before);
+    EXPECT_LT(now.size(), was.size()) << "some entries repeat";
+    for (int32_t x : now) EXPECT_TRUE(was.contains(x));
+  }
+}
+
+TEST(Stress, SaturatedLogitsGiveSigmoidScoresOfOne) {
+  const auto in = stressed("moe_ds_routing", "saturated_logits", kMoe);
+  const Tensor& l = in.at("routing_logits");
+  int64_t one = 0;
+  for (int64_t i = 0; i < l.numel(); ++i) one += 1.0f / (1.0f + std::exp(-l.data_as<float>()[i])) == 1.0f;
+  EXPECT_GT(one, l.numel() / 25);
+  EXPECT_LT(one, l.numel() / 6);
+}
+
 TEST(Stress, FreshPerSeedAndTheSameForTheSameSeed) {
+  const std::map<std::string_view, std::map<std::string, int64_t>> axes_of = {{"gdn_decode", kDecode},
+                                                                              {"gdn_prefill", kPrefill},
+                                                                              {"dsa_topk_indexer", kIndexer},
+                                                                              {"dsa_sparse_attention", kSparse},
+                                                                              {"moe_ds_routing", kMoe}};
   for (const auto& s : stresses()) {
-    const auto& axes = s.generator == "gdn_decode" ? kDecode : kPrefill;
+    const auto& axes = axes_of.at(s.generator);
     const auto a = stressed(std::string(s.generator), std::string(s.name), axes, 5);
     const auto b = stressed(std::string(s.generator), std::string(s.name), axes, 5);
     const auto c = stressed(std::string(s.generator), std::string(s.name), axes, 6);
