@@ -246,6 +246,9 @@ TEST(Evaluate, GatesThatDoNotApplyAreSkippedWithWhy) {
     }
     EXPECT_EQ(gate_of(w, GateId::kProbes)->status, GateStatus::kSkipped);
     EXPECT_NE(gate_of(w, GateId::kProbes)->detail.find("no probes"), std::string::npos);
+    EXPECT_EQ(gate_of(w, GateId::kGraphContract)->status, GateStatus::kSkipped);
+    EXPECT_NE(gate_of(w, GateId::kGraphContract)->detail.find("host backend"), std::string::npos);
+    EXPECT_FALSE(w.kda.contains("graph_safe"));
     for (GateId id : {GateId::kCorrectness, GateId::kGuardBands, GateId::kInputCheck, GateId::kUnwritten,
                       GateId::kDeterminism, GateId::kImportAudit, GateId::kThreads, GateId::kTimingClock})
       EXPECT_EQ(gate_of(w, id)->status, GateStatus::kPass) << gate_name(id);

@@ -46,6 +46,17 @@ TEST(Protocol, MessagesRoundTripAndRefuseWrongTypes) {
   EXPECT_NE(bad.status().message().find("call: field \"timed\" has the wrong type"), std::string::npos)
       << bad.status().message();
   EXPECT_FALSE(CallRequest::from_json(nlohmann::json::array()).ok());
+  EXPECT_EQ(defaults->graph, CallRequest::Graph::kNone);
+  for (auto g : {CallRequest::Graph::kCapture, CallRequest::Graph::kReplay}) {  // the deployment contract's calls
+    CallRequest c;
+    c.graph = g;
+    auto again = CallRequest::from_json(nlohmann::json::parse(c.to_json().dump()));
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->graph, g);
+  }
+  auto bad_graph = CallRequest::from_json({{"seq", 3}, {"graph", "record"}});
+  ASSERT_FALSE(bad_graph.ok());
+  EXPECT_NE(bad_graph.status().message().find("graph 'record'"), std::string::npos);
 
   PrepareRequest prep{.inputs = {{.random = true, .seed = 5, .stream = 2, .fingerprint_seed = 9}, {.random = false}},
                       .digest_key = 42};

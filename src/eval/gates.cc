@@ -30,6 +30,8 @@ constexpr std::array<GateInfo, kGateCount> kGates{{
     {GateId::kHostCpu, "host-cpu", "timed calls do not compute on the host"},
     {GateId::kLaunchAttestation, "launch-attestation", "every kernel that ran was compiled from the candidate"},
     {GateId::kRoofline, "roofline", "no latency below the workload's bytes/FLOPs floor"},
+    {GateId::kGraphContract, "graph-contract",
+     "one call captured into a CUDA graph; its replays on fresh inputs in the same buffers are correct"},
 }};
 
 const GateInfo& info(GateId id) { return kGates[static_cast<size_t>(id)]; }

@@ -30,8 +30,9 @@ enum class GateId {
   kHostCpu,            // timed calls do not compute on the host behind a decoy kernel (CUDA)
   kLaunchAttestation,  // every kernel that ran was compiled from the candidate's sources (CUDA)
   kRoofline,           // no latency below the workload's bytes/FLOPs floor
+  kGraphContract,      // the call captured into a CUDA graph, its replays on fresh inputs correct (CUDA)
 };
-inline constexpr int kGateCount = static_cast<int>(GateId::kRoofline) + 1;
+inline constexpr int kGateCount = static_cast<int>(GateId::kGraphContract) + 1;
 
 enum class GateStatus { kPass, kFail, kSkipped };
 

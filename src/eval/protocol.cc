@@ -87,7 +87,10 @@ json CallRequest::to_json() const {
           {"timed", timed},
           {"profile_range", profile_range},
           {"defer_records", defer_records},
-          {"poison", p}};
+          {"poison", p},
+          {"graph", graph == Graph::kCapture  ? "capture"
+                    : graph == Graph::kReplay ? "replay"
+                                              : ""}};
 }
 
 Result<CallRequest> CallRequest::from_json(const json& j) {
@@ -103,6 +106,12 @@ Result<CallRequest> CallRequest::from_json(const json& j) {
   f.get("profile_range", r.profile_range);
   f.get("defer_records", r.defer_records);
   f.get("poison", r.poison);  // [[index, seed], ...]
+  std::string graph;
+  f.get("graph", graph);
+  if (graph == "capture") r.graph = CallRequest::Graph::kCapture;
+  if (graph == "replay") r.graph = CallRequest::Graph::kReplay;
+  if (!graph.empty() && r.graph == CallRequest::Graph::kNone)
+    return Status::bad_input("call: graph '" + graph + "' is not capture or replay");
   return f.done(std::move(r));
 }
 

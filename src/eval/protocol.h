@@ -100,6 +100,13 @@ struct CallRequest {
   // Device-side inputs only: (output index, seed) pairs to poison on the device before the call
   // (eval::poison_block tiled over the slot), instead of uploading host-poisoned outputs.
   std::vector<std::pair<uint32_t, uint64_t>> poison;
+  // cuda, the deployment contract (docs/integrity-gates.md "CUDA graph contract"): kCapture records the
+  // call into a CUDA graph on the harness stream (global capture mode: a synchronisation, a legacy-stream
+  // copy or an allocation anywhere breaks it), instantiates and launches it; kReplay launches that graph
+  // instead of calling the entry point (the inputs uploaded into the same buffers). The host backend
+  // refuses both.
+  enum class Graph { kNone, kCapture, kReplay };
+  Graph graph = Graph::kNone;
 
   nlohmann::json to_json() const;
   static Result<CallRequest> from_json(const nlohmann::json& j);

@@ -56,7 +56,8 @@ enum Purpose : uint64_t {
   kReloadAt = 11,
   kInputsWarm = 12,
   kInputsConfirm = 13,
-  kStressSet = 14
+  kStressSet = 14,
+  kGraphSet = 15
 };
 
 // Accumulates wall time into a phase of the report (where the evaluator's time goes).
@@ -261,6 +262,13 @@ class Session {
   // One correctness trial per stress of task.toml [inputs] stress, on the generator's draw so
   // transformed; a failure names the stress (stress_mismatch).
   std::optional<Failure> stress_trials();
+  // The deployment contract (CUDA, after timing): one call captured into a CUDA graph on fresh inputs,
+  // then replayed on kGraphReplays more fresh sets written into the same buffers, every launch's
+  // outputs checked. Required by task.toml [contract] graph = true (a failure rejects the workload);
+  // otherwise its result is recorded (kda.graph_safe) and the candidate runner replaced after a failure.
+  std::optional<Failure> graph_contract(WorkloadResult& wr);
+  // The contract's launches, capture first; nullopt when all were correct.
+  std::optional<Failure> graph_launches(int* nodes);
   // How the workload's inputs are drawn, for the correctness gate's record: what was fresh.
   std::string fresh_wording() const;
   std::optional<Failure> attest_kernels(const std::set<std::string>& seen);

@@ -167,6 +167,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   if (auto f = probe_trials()) return fail(*f);
   if (auto f = stress_trials()) return fail(*f);
   if (auto f = timing_phase(wr)) return fail(*f);
+  if (auto f = graph_contract(wr)) return fail(*f);
   wr.reference_ms = summarize(reference_samples_).median;
   wr.gates = gates_.records("did not run");
   return wr;
@@ -304,6 +305,72 @@ std::optional<Failure> Session::stress_trials() {
     mark_verified(seed, kCheckStress);
     gates_.note(GateId::kStress, "correct on the stress inputs: " + detail);
   }
+  return std::nullopt;
+}
+
+// Replays after the capture's own launch: other draws of the same shapes (other sequence splits, routings
+// and block tables where the pack's generator draws them fresh).
+constexpr int kGraphReplays = 2;
+
+std::optional<Failure> Session::graph_launches(int* nodes) {
+  for (int k = 0; k <= kGraphReplays; ++k) {
+    const uint64_t seed = derive_seed(*options_.seed, current_uuid_, static_cast<uint64_t>(k), kGraphSet);
+    auto in = materialize(seed, host_values_);
+    if (!in.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", in.status().message(), {}};
+    auto ref = reference_outputs(*in);
+    if (!ref.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", ref.status().message(), {}};
+    CallRequest call;  // flushed, uploaded, downloaded, untimed
+    call.graph = k == 0 ? CallRequest::Graph::kCapture : CallRequest::Graph::kReplay;
+    std::vector<tensor::Tensor> got;
+    json extra;
+    const std::string which = k == 0 ? std::string("the capture (a call recorded into a CUDA graph, then launched)")
+                                     : fmt::format("replay {} of the captured graph on fresh inputs", k);
+    if (auto f = checked_call(cand_, *in, 900 + static_cast<uint64_t>(k), &got, call, nullptr, &extra)) {
+      f->message = which + ": " + f->message;
+      if (f->reason == "runtime_error") f->reason = k == 0 ? "graph_capture" : "graph_replay";
+      return f;
+    }
+    if (k == 0) *nodes = extra.value("graph_nodes", 0);
+    if (auto f = compare(got, **ref, *in, nullptr))
+      return Failure{Verdict::kIncorrectNumerical, "graph_replay_mismatch", which + ": " + f->message, {}};
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
+  const bool required = pack_.settings.graph_contract;
+  if (!gate_on("graph-contract")) {
+    gate_off(GateId::kGraphContract);
+    return std::nullopt;
+  }
+  if (!cuda()) {
+    gates_.skip(GateId::kGraphContract, "host backend: CUDA graphs are a CUDA deployment's");
+    return std::nullopt;
+  }
+  if (screening_) {
+    gates_.skip(GateId::kGraphContract, "screening: the contract is checked in official evaluations");
+    return std::nullopt;
+  }
+  int nodes = 0;
+  std::optional<Failure> broke = graph_launches(&nodes);
+  wr.kda["graph_safe"] = !broke.has_value();
+  if (!broke) {
+    gates_.ran(GateId::kGraphContract);
+    gates_.note(GateId::kGraphContract,
+                fmt::format("captured into a CUDA graph of {} node(s) and launched on {} fresh input sets in the same "
+                            "buffers, every output checked{}",
+                            nodes, kGraphReplays + 1, required ? "" : " (informational: [contract] graph = false)"));
+    return std::nullopt;
+  }
+  if (required) {
+    broke->gate = GateId::kGraphContract;
+    broke->message = "CUDA graph contract: " + broke->message;
+    return broke;
+  }
+  wr.kda["graph_contract"] = broke->message;
+  gates_.skip(GateId::kGraphContract,
+              "not required by the task ([contract] graph = false); it does not hold: " + broke->message);
+  if (cand_.alive()) cand_.stop();  // a broken capture or a stale replay may leave the context unusable
   return std::nullopt;
 }
 

@@ -132,6 +132,7 @@ class CudaBackend final : public Backend {
     if (digest_scratch_ != nullptr) cudaFree(digest_scratch_);
     release_staging();
     release_layout();
+    drop_graph();
   }
 
   // (Announced before init: where CUPTI then fails, timed calls carry no records either way, and the
@@ -203,6 +204,7 @@ class CudaBackend final : public Backend {
   }
 
   Status set_layout(const eval::ArenaLayout& layout, eval::SharedArena& arena) override {
+    drop_graph();  // it holds the previous layout's pointers
     arena_ = &arena;
     layout_ = layout;
     prepared_ = false;
@@ -308,7 +310,8 @@ class CudaBackend final : public Backend {
     const int64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     cudaEventRecord(start_, stream_);
     std::string entry_error;
-    const bool entry_ok = call_entry(stream_, &r.rc, &entry_error);
+    const bool entry_ok = req.graph == CallRequest::Graph::kNone ? call_entry(stream_, &r.rc, &entry_error)
+                                                                 : graph_call(req.graph, &r.rc, &entry_error, r.extra);
     const int64_t cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);  // the candidate's host work: its entry point alone
     // Driver functions the call asked for by name and was refused (entry_point_guard.h).
     if (auto refused = take_refused_entry_points(); !refused.empty()) r.extra["driver_entry_points_refused"] = refused;
@@ -574,6 +577,65 @@ class CudaBackend final : public Backend {
     return copy_range(s.offset + s.nbytes, s.offset + s.nbytes + eval::kGuardBytes, kind);
   }
 
+  // The deployment contract's call (CallRequest::graph). kCapture: the entry point recorded into a graph
+  // on the harness stream in global capture mode, instantiated and launched; what broke a capture goes
+  // to extra["graph_error"] (the call's own error, then the capture's). kReplay: the captured graph
+  // launched again. Either launches on the harness stream; the caller waits as for any call.
+  bool graph_call(CallRequest::Graph mode, int* rc, std::string* error, nlohmann::json& extra) {
+    if (mode == CallRequest::Graph::kReplay) {
+      if (graph_exec_ == nullptr) {
+        *error = "graph replay: no graph was captured in this layout";
+        return false;
+      }
+      if (cudaError_t e = cudaGraphLaunch(graph_exec_, stream_); e != cudaSuccess) {
+        *error = "graph replay: cudaGraphLaunch: " + cuda_error(e);
+        return false;
+      }
+      *rc = 0;
+      return true;
+    }
+    drop_graph();
+    if (cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal); e != cudaSuccess) {
+      *error = "graph capture: cudaStreamBeginCapture: " + cuda_error(e);
+      return false;
+    }
+    std::string call_error;
+    const bool call_ok = call_entry(stream_, rc, &call_error);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    (void)cudaGetLastError();  // a broken capture is reported below, not left for the next call
+    std::string broke;
+    if (!call_ok) broke = "the call failed while captured: " + call_error;
+    if (ended != cudaSuccess)
+      broke += (broke.empty() ? "" : "; ") + std::string("cudaStreamEndCapture: ") + cuda_error(ended);
+    if (broke.empty() && graph == nullptr) broke = "cudaStreamEndCapture gave no graph";
+    if (broke.empty()) {
+      size_t nodes = 0;
+      cudaGraphGetNodes(graph, nullptr, &nodes);
+      extra["graph_nodes"] = nodes;
+      if (cudaError_t e = cudaGraphInstantiate(&graph_exec_, graph, 0); e != cudaSuccess) {
+        graph_exec_ = nullptr;
+        broke = "cudaGraphInstantiate: " + cuda_error(e);
+      }
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!broke.empty()) {
+      extra["graph_error"] = broke;
+      *error = "graph capture: " + broke;
+      return false;
+    }
+    if (cudaError_t e = cudaGraphLaunch(graph_exec_, stream_); e != cudaSuccess) {
+      *error = "graph capture: cudaGraphLaunch: " + cuda_error(e);
+      extra["graph_error"] = *error;
+      return false;
+    }
+    return true;
+  }
+  void drop_graph() {
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+  }
+
   static CallReply& fail(CallReply& r, std::string msg) {
     r.ok = false;
     r.error = std::move(msg);
@@ -581,6 +643,7 @@ class CudaBackend final : public Backend {
   }
 
   cudaStream_t stream_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;  // the contract's captured call (graph_call), for this layout
   cudaEvent_t start_ = nullptr, stop_ = nullptr, harness_done_ = nullptr, call_done_ = nullptr;
   void* flush_buf_ = nullptr;
   size_t flush_bytes_ = 0;

@@ -71,6 +71,10 @@ class HostBackend final : public Backend {
 
   CallReply call(const CallRequest& req) override {
     CallReply r;
+    if (req.graph != CallRequest::Graph::kNone) {
+      r.error = "CUDA graph capture needs the CUDA backend";
+      return r;
+    }
     const auto t_enter = std::chrono::steady_clock::now();
     if (req.flush) flush();
     auto t0 = std::chrono::steady_clock::now();

@@ -179,6 +179,7 @@ nlohmann::json TaskSettings::to_json() const {
   j["reference"] = {{"solution", reference_dir},
                     {"cpu_solution", cpu_reference_dir ? nlohmann::json(*cpu_reference_dir) : nlohmann::json(nullptr)}};
   j["inputs"] = {{"generator", inputs_generator}, {"stress", stress}};
+  j["contract"] = {{"graph", graph_contract}};
   nlohmann::json probe_json = nlohmann::json::object();
   for (const auto& [input, list] : probes) {
     auto& arr = probe_json[input] = nlohmann::json::array();
@@ -198,8 +199,8 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
   }
   size_t before = diags.size();
   TaskSettings s;
-  static const std::vector<std::string> kTables{"evaluation", "timing",    "policy", "roofline",
-                                                "baseline",   "reference", "inputs", "probes"};
+  static const std::vector<std::string> kTables{"evaluation", "timing", "policy", "roofline", "baseline",
+                                                "reference",  "inputs", "probes", "contract"};
   for (const auto& [k, v] : root) {
     std::string key(k.str());
     if (std::find(kTables.begin(), kTables.end(), key) == kTables.end())
@@ -257,6 +258,10 @@ std::optional<TaskSettings> settings_from_toml(std::string_view text, const std:
   if (auto d = rs.string("solution")) s.reference_dir = *d;
   s.cpu_reference_dir = rs.string("cpu_solution");
   rs.reject_unknown();
+
+  TableReader ct(root, "contract", file, diags);
+  ct.boolean("graph", s.graph_contract);
+  ct.reject_unknown();
 
   TableReader in(root, "inputs", file, diags);
   if (auto g = in.string("generator")) s.inputs_generator = *g;

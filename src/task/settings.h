@@ -58,6 +58,10 @@ struct TaskSettings {
   bool threads = false;
   PersistentState persistent_state = PersistentState::kScratch;
   Determinism determinism = Determinism::kBitwise;
+  // [contract] graph: the deployment contract is required (CUDA): one call captured into a CUDA graph
+  // and replayed on fresh inputs in the same buffers must be correct. false: measured and reported
+  // (the trace's kda.graph_safe), never a rejection.
+  bool graph_contract = false;
   // [roofline]: formulas over axis names (parsed; see expression.h)
   std::optional<Expression> roofline_bytes;
   std::optional<Expression> roofline_flops;

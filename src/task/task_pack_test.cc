@@ -286,6 +286,8 @@ cpu_solution = "ref_cpu"
 [inputs]
 generator = "dsa_topk_indexer"
 stress = ["ties"]
+[contract]
+graph = true
 )toml",
                               "task.toml", d);
   ASSERT_TRUE(s.has_value()) << (d.empty() ? "" : d.items()[0].to_string());
@@ -306,6 +308,8 @@ stress = ["ties"]
   EXPECT_EQ(s->inputs_generator, "dsa_topk_indexer");
   EXPECT_EQ(s->stress, std::vector<std::string>{"ties"});  // names checked against the generator by the evaluator
   EXPECT_EQ(s->to_json()["inputs"]["stress"], nlohmann::json::array({"ties"}));
+  EXPECT_TRUE(s->graph_contract);
+  EXPECT_EQ(s->to_json()["contract"]["graph"], true);
   EXPECT_EQ(s->to_json()["evaluation"]["checker"], "topk_indices");
 }
 
@@ -336,6 +340,8 @@ TEST(Settings, TypesRangesAndKeysNamed) {
   EXPECT_TRUE(names(toml_problems("[probes]\nx = [\"drift\"]\n"), "task.toml", "/probes/x"));
   EXPECT_TRUE(names(toml_problems("[probes]\nx = \"offset\"\n"), "task.toml", "/probes/x"));
   EXPECT_TRUE(names(toml_problems("[inputs]\nstress = [\"decay_near_one\"]\n"), "task.toml", "/inputs/stress"));
+  EXPECT_TRUE(names(toml_problems("[contract]\ngraph = \"yes\"\n"), "task.toml", "/contract/graph"));
+  EXPECT_TRUE(names(toml_problems("[contract]\ngraphs = true\n"), "task.toml", "/contract/graphs"));
   EXPECT_TRUE(names(toml_problems("[inputs]\ngenerator = \"gdn_decode\"\nstress = \"decay_near_one\"\n"), "task.toml",
                     "/inputs/stress"));
   EXPECT_TRUE(names(toml_problems("[roofline]\nbytes = \"n * pow(2)\"\n"), "task.toml", "/roofline/bytes"));
