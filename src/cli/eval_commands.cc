@@ -294,6 +294,7 @@ int run_eval(const Args& args, Io& io) {
   }
   opts.sandbox = !args.flag("no-sandbox");
   opts.device_inputs = !args.flag("host-inputs");
+  opts.require_graph_contract = args.flag("graph-contract");
   opts.reference =
       args.given("reference") || !pack->python_reference_only ? args.value_or("reference", "pack") : "torch";
   if (opts.reference == "torch") {
@@ -412,6 +413,9 @@ CommandSpec eval_command() {
             .help = "sealed pack manifest (kda task seal): refuse to evaluate if the pack changed"},
            {.name = "call-timeout", .metavar = "S", .help = "override task.toml [timing] call_timeout_s"},
            {.name = "no-baseline", .help = "do not time the baseline"},
+           {.name = "graph-contract",
+            .help = "require the CUDA graph contract whatever task.toml [contract] says: one call captured into a CUDA "
+                    "graph and replayed on fresh inputs in the same buffers must be correct (docs/integrity-gates.md)"},
            {.name = "baseline",
             .metavar = "DIR",
             .help = "time this solution as the baseline instead of the pack's (a head-to-head on the same inputs)"},

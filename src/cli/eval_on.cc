@@ -30,7 +30,7 @@ using nlohmann::json;
 Status check_on_options(const Args& args, bool local) {
   KDA_RETURN_IF_ERROR(refuse_with_on(args,
                                      {"against", "baseline", "no-baseline", "seed", "sealed", "no-sandbox",
-                                      "host-inputs", "arch", "call-timeout", "definition"},
+                                      "host-inputs", "arch", "call-timeout", "definition", "graph-contract"},
                                      "the servers evaluate as `kda eval` does by default (run without --on for it)"));
   if (args.value_or("reference", "pack") != "pack")
     return Status::bad_input("--reference cannot go with --on: each server judges by its dataset's reference");

@@ -33,6 +33,9 @@ struct EvalOptions {
   std::optional<task::Solution> baseline;
   std::optional<int> trials, warmup, iterations;  // override task.toml
   std::optional<double> call_timeout_s;           // override task.toml [timing] call_timeout_s
+  // Require the CUDA graph contract (gate graph-contract) whatever task.toml [contract] graph says:
+  // `kda eval --graph-contract`, for a kernel that is to be deployed inside a captured graph.
+  bool require_graph_contract = false;
   // The manifest sealed when a run started: any changed, added or removed file of the pack
   // (definition, tolerances, workloads, reference, baselines) fails the evaluation.
   std::optional<task::Manifest> sealed;

@@ -94,8 +94,10 @@ Result<MaterializedInputs> materialize_inputs(const task::TaskPack& pack, const 
   if (!stress.empty()) {
     const contest::Stress* st = contest::find_stress(pack.settings.inputs_generator, stress);
     if (st == nullptr) return Status::bad_input(unknown_stress(pack, stress));
-    KDA_RETURN_IF_ERROR(st->apply(rw.axes, derive_seed(trial_seed, w.uuid, 0, 0x57E55), generated)
-                            .with_context(fmt::format("stress {} for workload {}", stress, w.uuid)));
+    // Fixed per uuid where the generator's draws are (the fresh-inputs knock-out), fresh otherwise.
+    KDA_RETURN_IF_ERROR(
+        st->apply(rw.axes, derive_seed(generator_seed.value_or(trial_seed), w.uuid, 0, 0x57E55), generated)
+            .with_context(fmt::format("stress {} for workload {}", stress, w.uuid)));
   }
   for (size_t i = 0; i < def.inputs.size(); ++i) {
     const auto& spec = def.inputs[i];

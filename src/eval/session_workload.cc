@@ -338,7 +338,7 @@ std::optional<Failure> Session::graph_launches(int* nodes) {
 }
 
 std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
-  const bool required = pack_.settings.graph_contract;
+  const bool required = pack_.settings.graph_contract || options_.require_graph_contract;
   if (!gate_on("graph-contract")) {
     gate_off(GateId::kGraphContract);
     return std::nullopt;
@@ -359,7 +359,7 @@ std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
     gates_.note(GateId::kGraphContract,
                 fmt::format("captured into a CUDA graph of {} node(s) and launched on {} fresh input sets in the same "
                             "buffers, every output checked{}",
-                            nodes, kGraphReplays + 1, required ? "" : " (informational: [contract] graph = false)"));
+                            nodes, kGraphReplays + 1, required ? "" : " (informational: not required)"));
     return std::nullopt;
   }
   if (required) {
@@ -368,8 +368,9 @@ std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
     return broke;
   }
   wr.kda["graph_contract"] = broke->message;
-  gates_.skip(GateId::kGraphContract,
-              "not required by the task ([contract] graph = false); it does not hold: " + broke->message);
+  gates_.skip(
+      GateId::kGraphContract,
+      "not required (task.toml [contract] graph = false, no --graph-contract); it does not hold: " + broke->message);
   if (cand_.alive()) cand_.stop();  // a broken capture or a stale replay may leave the context unusable
   return std::nullopt;
 }
