@@ -137,7 +137,8 @@ done
 for h in tests/fixtures/hacks/cuda/*/; do
   task=$(python3 -c "import json;print(json.load(open('$h/expected.json'))['task'])")
   wl=$(python3 -c "import json;print(json.load(open('$h/expected.json')).get('workloads','dev'))")
-  record 60 "$h" --task "$task" --workloads "$wl" --trials 1 --iterations 5
+  args=$(python3 -c "import json;print(' '.join(json.load(open('$h/expected.json')).get('eval_args',['--trials','1','--iterations','5'])))")
+  record 60 "$h" --task "$task" --workloads "$wl" $args
 done
 ( cmake --build --preset gpu -j 16 --target gpu-tests > "$OUT/gpu_tests_build.log" 2>&1 && ctest --test-dir $B -L gpu --output-on-failure ) || echo "gpu ctest failed"
 fi

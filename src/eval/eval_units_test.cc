@@ -16,6 +16,7 @@
 #include "eval/inputs.h"
 #include "eval/probes.h"
 #include "eval/protocol.h"
+#include "eval/round_trips.h"
 #include "eval/runner_client.h"
 #include "eval/solution_build.h"
 #include "eval/stats.h"
@@ -111,6 +112,36 @@ Tensor vec(std::vector<float> v) {
 
 // Large inputs are transformed over several threads: every element, once (packed fp4 too, two per
 // byte), and the outliers' RMS does not depend on the number of threads.
+// The runner's CUPTI summaries of four timed calls: one clean, one with a device-wide wait and a
+// pageable read-back, one with a pinned copy only (legal in a graph), one with two stream waits.
+TEST(RoundTrips, HostWaitsAndPageableCopiesAreCountedByCallAndNamed) {
+  HostRoundTrips rt;
+  rt.add({{"kernels", {"k"}}});
+  rt.add(
+      {{"host_waits", {{"cudaDeviceSynchronize", 1}}}, {"copies", {{"DtoH pageable", {{"count", 1}, {"bytes", 2}}}}}});
+  rt.add({{"copies", {{"HtoD pinned", {{"count", 1}, {"bytes", 64}}}, {"DtoD", {{"count", 3}, {"bytes", 9}}}}}});
+  rt.add({{"host_waits", {{"cudaStreamSynchronize", 2}}}});
+  EXPECT_EQ(rt.of_calls, 4);
+  EXPECT_EQ(rt.calls, 2);
+  EXPECT_EQ(rt.host_waits.at("cudaDeviceSynchronize"), 1);
+  EXPECT_EQ(rt.host_waits.at("cudaStreamSynchronize"), 2);
+  ASSERT_EQ(rt.pageable_copies.size(), 1u);
+  EXPECT_EQ(rt.pageable_copies.at("DtoH pageable"), std::make_pair(int64_t{1}, int64_t{2}));
+  const std::string said = describe_round_trips(rt.to_json());
+  EXPECT_NE(said.find("2 of 4 timed calls"), std::string::npos) << said;
+  EXPECT_NE(said.find("cudaDeviceSynchronize x1"), std::string::npos) << said;
+  EXPECT_NE(said.find("cudaStreamSynchronize x2"), std::string::npos) << said;
+  EXPECT_NE(said.find("DtoH pageable copy x1 (2 B)"), std::string::npos) << said;
+  EXPECT_EQ(said.find("pinned"), std::string::npos) << said;
+
+  HostRoundTrips clean;
+  clean.add({{"copies", {{"HtoD pinned", {{"count", 1}, {"bytes", 64}}}}}});
+  clean.add({{"host_waits", {{"cudaEventSynchronize", 0}}}});
+  EXPECT_EQ(clean.calls, 0);
+  EXPECT_EQ(describe_round_trips(clean.to_json()), "");
+  EXPECT_EQ(describe_round_trips(nlohmann::json::object()), "");
+}
+
 TEST(Probes, LargeInputsAreTransformedWhole) {
   for (DType d : {DType::kFloat32, DType::kFloat4E2M1}) {
     Tensor base(d, {(int64_t{3} << 20) + 5});

@@ -262,6 +262,7 @@ class Session {
   // One correctness trial per stress of task.toml [inputs] stress, on the generator's draw so
   // transformed; a failure names the stress (stress_mismatch).
   std::optional<Failure> stress_trials();
+  void import_audit_record();
   // The deployment contract (CUDA, after timing): one call captured into a CUDA graph on fresh inputs,
   // then replayed on kGraphReplays more fresh sets written into the same buffers, every launch's
   // outputs checked. Required by task.toml [contract] graph = true (a failure rejects the workload);

@@ -20,6 +20,7 @@
 #include "eval/inputs.h"
 #include "eval/probes.h"
 #include "eval/roofline.h"
+#include "eval/round_trips.h"
 #include "eval/runner_client.h"
 #include "eval/solution_build.h"
 #include "eval/static_gate.h"
@@ -75,6 +76,7 @@ struct Session::TimingTotals {
   std::set<std::string> kernels_seen;
   std::map<std::string, std::vector<double>> kernel_ms_by_name;  // each timed call's time in each kernel
   json cupti = json::array();
+  HostRoundTrips round_trips;
 };
 
 std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
@@ -128,6 +130,7 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     wr.kda["kernels"] = std::vector<std::string>(tot.kernels_seen.begin(), tot.kernels_seen.end());
     wr.kda["kernel_ms_by_name"] = kernel_medians(tot.kernel_ms_by_name);
     wr.kda["cupti_samples"] = tot.cupti;
+    wr.kda["host_round_trips"] = tot.round_trips.to_json();
     if (auto f = attest_kernels(tot.kernels_seen)) return f;
   }
   return roofline_gate(wr);
@@ -360,6 +363,7 @@ std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialC
     calls.kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);
   }
   if (tot.cupti.size() < 4) tot.cupti.push_back(extra);
+  tot.round_trips.add(extra);
   calls.cand_ms.push_back(static_cast<double>(extra.value("cupti_span_ns", int64_t{0})) /
                           1e6);  // the latency: span over all streams
   return std::nullopt;

@@ -23,6 +23,7 @@
 #include "eval/inputs.h"
 #include "eval/probes.h"
 #include "eval/roofline.h"
+#include "eval/round_trips.h"
 #include "eval/runner_client.h"
 #include "eval/solution_build.h"
 #include "eval/static_gate.h"
@@ -34,6 +35,19 @@
 namespace kda::eval::detail {
 
 namespace {
+
+// Runs one step and writes its wall time (seconds) to kda[key], where key is not null.
+template <class Step>
+std::optional<Failure> timed_into(json& kda, const char* key, Step&& step) {
+  double s = 0;
+  std::optional<Failure> f;
+  {
+    PhaseTimer timer(s);
+    f = step();
+  }
+  if (key != nullptr) kda[key] = s;
+  return f;
+}
 
 // The workload's arena layout: every tensor in its own guarded slot.
 ArenaLayout workload_layout(const task::Definition& def, const ResolvedWorkload& rw) {
@@ -51,6 +65,18 @@ ArenaLayout workload_layout(const task::Definition& def, const ResolvedWorkload&
 }
 
 }  // namespace
+
+// The import audit ran once on the candidate's library (static_gate.h); each workload's gates record it.
+void Session::import_audit_record() {
+  if (!gate_on("import-audit"))
+    gate_off(GateId::kImportAudit);
+  else if (cand_lib_.python_source())
+    gates_.skip(GateId::kImportAudit, "a Python solution: no compiled library whose dynamic imports could be read");
+  else
+    gates_.ran(GateId::kImportAudit);
+  for (const auto& g : report_.static_gates)
+    if (g.name == gate_name(GateId::kImportAudit) && g.passed()) gates_.note(GateId::kImportAudit, g.detail);
+}
 
 WorkloadResult Session::evaluate_workload(const task::Workload& w) {
   WorkloadResult wr;
@@ -78,14 +104,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
       gates_.skip(GateId::kImportAudit, "the candidate does not build");
     return fail(*candidate_blocked_);
   }
-  if (!gate_on("import-audit"))
-    gate_off(GateId::kImportAudit);
-  else if (cand_lib_.python_source())
-    gates_.skip(GateId::kImportAudit, "a Python solution: no compiled library whose dynamic imports could be read");
-  else
-    gates_.ran(GateId::kImportAudit);
-  for (const auto& g : report_.static_gates)
-    if (g.name == gate_name(GateId::kImportAudit) && g.passed()) gates_.note(GateId::kImportAudit, g.detail);
+  import_audit_record();
 
   layout_ = workload_layout(pack_.definition, *rw);
 
@@ -165,7 +184,9 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
                     fresh_wording(),
                     verified_earlier > 0 ? fmt::format(" ({} of them {})", verified_earlier, kVerifiedBefore) : ""));
   if (auto f = probe_trials()) return fail(*f);
-  if (auto f = stress_trials()) return fail(*f);
+  // What the stress inputs cost this workload, a failing one's too (kda.stress_s).
+  const char* stress_key = pack_.settings.stress.empty() ? nullptr : "stress_s";
+  if (auto f = timed_into(wr.kda, stress_key, [&] { return stress_trials(); })) return fail(*f);
   if (auto f = timing_phase(wr)) return fail(*f);
   if (auto f = graph_contract(wr)) return fail(*f);
   wr.reference_ms = summarize(reference_samples_).median;
@@ -352,14 +373,27 @@ std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
     return std::nullopt;
   }
   int nodes = 0;
-  std::optional<Failure> broke = graph_launches(&nodes);
+  // What the contract costs this workload: the capture, the replays, their references (kda.graph_contract_s).
+  std::optional<Failure> broke = timed_into(wr.kda, "graph_contract_s", [&] { return graph_launches(&nodes); });
+  // A call that waits on the host or copies through pageable memory only when no capture is under way
+  // (cudaStreamIsCapturing) captures cleanly: CUPTI's records of its plain timed calls show it.
+  const std::string round_trips = describe_round_trips(wr.kda.value("host_round_trips", json::object()));
+  if (!broke && !round_trips.empty())
+    broke = Failure{Verdict::kRuntimeError,
+                    "host_round_trip",
+                    "the capture held, but outside it " + round_trips +
+                        "; an engine's plain calls would stall on them as these did",
+                    {}};
+  else if (broke && !round_trips.empty())
+    broke->message += "; " + round_trips;
   wr.kda["graph_safe"] = !broke.has_value();
   if (!broke) {
+    const int calls = wr.kda.value("host_round_trips", json::object()).value("of_calls", 0);
     gates_.ran(GateId::kGraphContract);
     gates_.note(GateId::kGraphContract,
                 fmt::format("captured into a CUDA graph of {} node(s) and launched on {} fresh input sets in the same "
-                            "buffers, every output checked{}",
-                            nodes, kGraphReplays + 1, required ? "" : " (informational: not required)"));
+                            "buffers, every output checked; no host wait or pageable copy in {} timed call(s){}",
+                            nodes, kGraphReplays + 1, calls, required ? "" : " (informational: not required)"));
     return std::nullopt;
   }
   if (required) {

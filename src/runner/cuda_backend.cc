@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <mutex>
 #include <map>
 #include <set>
@@ -30,10 +31,34 @@ namespace {
 
 struct Activity {
   uint64_t start = 0, end = 0;
-  std::string kind;  // kernel | memcpy | memset
-  std::string name;  // kernel name (mangled)
+  std::string kind;  // kernel | memcpy | memset | sync (a host thread waiting: its API call's span)
+  std::string name;  // kernel name (mangled); a copy's direction and host memory; the sync's API
   uint32_t stream = 0;
+  uint64_t bytes = 0;  // memcpy
 };
+
+// A copy named as the deployment contract reads it: direction, and the host memory's kind where one
+// side is the host (a pageable copy is staged by the driver and waits for the host).
+std::string copy_name(const CUpti_ActivityMemcpy6& m) {
+  static constexpr const char* kDirection[] = {"copy", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                               "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+  const char* dir = m.copyKind < std::size(kDirection) ? kDirection[m.copyKind] : "copy";
+  const bool pageable =
+      m.srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE || m.dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  const bool pinned = m.srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED || m.dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  return std::string(dir) + (pageable ? " pageable" : pinned ? " pinned" : "");
+}
+
+// The host waits a synchronisation record names (a stream waiting on an event is not one: it is
+// recorded on the device, and a graph keeps it as an edge).
+const char* sync_name(CUpti_ActivitySynchronizationType type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "cudaEventSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "cudaStreamSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "cudaDeviceSynchronize";
+    default: return nullptr;
+  }
+}
 
 // Records of the harness's own work before a call (upload, poison, the L2 flush) end before the
 // call's window opens. The flush kernel is the last of them, and on the H200 its CUPTI end time was
@@ -41,9 +66,17 @@ struct Activity {
 // then attributed to the candidate and rejected as foreign (softmax 8192 x 2048, run 30). A kernel of
 // the runner's own namespace that started before the window is the harness's; a candidate's kernel
 // cannot start before the call that launches it.
-bool harness_record(const Activity& a, uint64_t window_begin) {
-  if (a.end <= window_begin) return true;
-  return a.start < window_begin && a.kind == "kernel" && a.name.starts_with("_ZN3kda6runner");
+//
+// A synchronisation is a host thread's: the candidate's are those its entry point made, between the
+// window's start and the entry point's return (the runner's own wait for the call comes after).
+struct Window {
+  uint64_t seq = 0, begin = 0, entry_end = 0, end = UINT64_MAX;  // CUPTI timestamps around a timed call
+};
+
+bool harness_record(const Activity& a, const Window& w) {
+  if (a.kind == "sync") return a.start < w.begin || a.start >= w.entry_end;
+  if (a.end <= w.begin) return true;
+  return a.start < w.begin && a.kind == "kernel" && a.name.starts_with("_ZN3kda6runner");
 }
 
 std::mutex g_activity_mu;
@@ -82,12 +115,19 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
-        a = {m->start, m->end, "memcpy", "", m->streamId};
+        a = {m->start, m->end, "memcpy", copy_name(*m), m->streamId, m->bytes};
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
         a = {m->start, m->end, "memset", "", m->streamId};
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+        auto* y = reinterpret_cast<CUpti_ActivitySynchronization2*>(rec);
+        const char* name = sync_name(y->type);
+        if (name == nullptr) continue;
+        a = {y->start, y->end, "sync", name, y->streamId};
         break;
       }
       default: continue;
@@ -171,7 +211,8 @@ class CudaBackend final : public Backend {
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS)
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) != CUPTI_SUCCESS)
       cupti_ok_ = false;
     return {};
   }
@@ -313,6 +354,8 @@ class CudaBackend final : public Backend {
     const bool entry_ok = req.graph == CallRequest::Graph::kNone ? call_entry(stream_, &r.rc, &entry_error)
                                                                  : graph_call(req.graph, &r.rc, &entry_error, r.extra);
     const int64_t cpu1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);  // the candidate's host work: its entry point alone
+    uint64_t entry_end = 0;
+    if (req.timed && cupti_ok_) cuptiGetTimestamp(&entry_end);
     // Driver functions the call asked for by name and was refused (entry_point_guard.h).
     if (auto refused = take_refused_entry_points(); !refused.empty()) r.extra["driver_entry_points_refused"] = refused;
     // The call's work on the harness stream is polled for, then the device-wide synchronisation waits
@@ -338,13 +381,14 @@ class CudaBackend final : public Backend {
       // and the next call's harness work starts after it.
       uint64_t call_end = 0;
       cuptiGetTimestamp(&call_end);
-      pending_.push_back({req.seq, call_begin, call_end});
+      pending_.push_back({req.seq, call_begin, entry_end, call_end});
       r.extra["deferred"] = true;
       r.extra["seq"] = req.seq;
     } else if (req.timed && cupti_ok_) {
       auto acts = drain_activities();
       attribute_pending(acts);  // records of earlier deferred calls, kept for the next collect
-      std::erase_if(acts, [&](const Activity& a) { return harness_record(a, call_begin); });
+      const Window window{req.seq, call_begin, entry_end};
+      std::erase_if(acts, [&](const Activity& a) { return harness_record(a, window); });
       summarize(acts, r.extra);
       t_records = clock_ns(CLOCK_MONOTONIC);
     }
@@ -439,14 +483,23 @@ class CudaBackend final : public Backend {
     return kind == cudaMemcpyHostToDevice ? cudaMemcpy(mirror_ + begin, arena_->data() + begin, end - begin, kind)
                                           : cudaMemcpy(arena_->data() + begin, mirror_ + begin, end - begin, kind);
   }
-  // The CUPTI summary of one call's records: span (first start to last end, any stream), kernel time
-  // in all and by kernel name, names, record and stream counts.
+  // The CUPTI summary of one call's records: span (first start to last end, any stream, device work
+  // only), kernel time in all and by kernel name, names, record and stream counts; the call's copies by
+  // direction and host memory, and the host waits its entry point made, by API.
   static void summarize(const std::vector<Activity>& acts, nlohmann::json& extra) {
     uint64_t lo = UINT64_MAX, hi = 0, kernel_ns = 0;
+    size_t device_records = 0;
     std::set<std::string> names;
     std::map<std::string, int64_t> by_name;
     std::set<uint32_t> streams;
+    std::map<std::string, std::pair<int64_t, uint64_t>> copy_totals;  // direction and memory -> copies, bytes
+    std::map<std::string, int64_t> waits;                             // API -> host waits
     for (const auto& a : acts) {
+      if (a.kind == "sync") {
+        ++waits[a.name];
+        continue;
+      }
+      ++device_records;
       lo = std::min(lo, a.start);
       hi = std::max(hi, a.end);
       streams.insert(a.stream);
@@ -454,14 +507,21 @@ class CudaBackend final : public Backend {
         names.insert(a.name);
         kernel_ns += a.end - a.start;
         by_name[a.name] += static_cast<int64_t>(a.end - a.start);
+      } else if (a.kind == "memcpy") {
+        auto& [count, bytes] = copy_totals[a.name];
+        ++count;
+        bytes += a.bytes;
       }
     }
     extra["kernel_ns"] = static_cast<int64_t>(kernel_ns);
     extra["kernel_ns_by_name"] = by_name;
-    extra["cupti_activities"] = acts.size();
-    extra["cupti_span_ns"] = acts.empty() ? 0 : static_cast<int64_t>(hi - lo);
+    extra["cupti_activities"] = device_records;
+    extra["cupti_span_ns"] = device_records == 0 ? 0 : static_cast<int64_t>(hi - lo);
     extra["kernels"] = std::vector<std::string>(names.begin(), names.end());
     extra["streams"] = streams.size();
+    for (const auto& [what, totals] : copy_totals)
+      extra["copies"][what] = {{"count", totals.first}, {"bytes", totals.second}};
+    if (!waits.empty()) extra["host_waits"] = waits;
   }
 
   // Summarises each pending window's records (those that overlap it; records outside every window
@@ -470,7 +530,7 @@ class CudaBackend final : public Backend {
     for (const Window& w : pending_) {
       std::vector<Activity> mine;
       for (const auto& a : acts)
-        if (!harness_record(a, w.begin) && a.start < w.end) mine.push_back(a);
+        if (!harness_record(a, w) && a.start < w.end) mine.push_back(a);
       nlohmann::json entry{{"seq", w.seq}};
       summarize(mine, entry);
       ready_.push_back(std::move(entry));
@@ -654,9 +714,6 @@ class CudaBackend final : public Backend {
   void* pinned_ = nullptr;        // the page-locked output region of the arena (cudaHostRegister), or null
   uintptr_t pinned_end_ = 0;      // one past its last byte
   Staging staging_;
-  struct Window {
-    uint64_t seq = 0, begin = 0, end = 0;  // CUPTI timestamps around a deferred timed call
-  };
   std::vector<Window> pending_;                     // deferred calls not yet summarised
   nlohmann::json ready_ = nlohmann::json::array();  // summaries not yet collected
   uint64_t mirror_bytes_ = 0;
