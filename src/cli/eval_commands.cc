@@ -57,6 +57,8 @@ std::string achieved_text(const task::TaskPack& pack, const eval::WorkloadResult
   // The error budget: the share of the pack's tolerance the worst element used (correctness trials).
   if (const auto it = w.kda.find("tolerance_used"); it != w.kda.end() && it->is_number())
     s += fmt::format("{}{:.3g} % of tol", s.empty() ? "" : "; ", 100 * it->get<double>());
+  if (const auto it = w.kda.find("baseline_tolerance_used"); it != w.kda.end() && it->is_number())
+    s += fmt::format(" (baseline {:.3g} %)", 100 * it->get<double>());
   return s;
 }
 

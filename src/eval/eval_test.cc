@@ -391,6 +391,24 @@ TEST(Evaluate, FastSolutionIsFasterThanSlowOne) {
   EXPECT_GT(fast.score_geomean, slow.score_geomean);
 }
 
+// The error budget beside the baseline's: the pack's baseline judged as the candidate spends exactly
+// the baseline's share of the tolerance (same code, same inputs), output by output; screen text shows both.
+TEST(Evaluate, TheBaselinesErrorBudgetIsBesideTheCandidates) {
+  auto o = fast_options();
+  o.workloads = "all";
+  auto r = run("tasks/host/softmax", source_dir() / "tasks/host/softmax/baselines/naive", o);
+  ASSERT_TRUE(r.all_passed);
+  for (const auto& w : r.workloads) {
+    SCOPED_TRACE(w.uuid);
+    ASSERT_TRUE(w.kda.contains("tolerance_used"));
+    ASSERT_TRUE(w.kda.contains("baseline_tolerance_used"));
+    EXPECT_DOUBLE_EQ(w.kda["baseline_tolerance_used"].get<double>(), w.kda["tolerance_used"].get<double>());
+    ASSERT_EQ(w.kda["baseline_outputs"].size(), 1u);
+    EXPECT_EQ(w.kda["baseline_outputs"][0]["name"], r.workloads.front().check->outputs.at(0).name);
+    EXPECT_GE(w.kda["baseline_outputs"][0]["max_absolute_error"].get<double>(), 0.0);
+  }
+}
+
 TEST(Evaluate, SeedReproducesAndTraceFollowsFlashInferRules) {
   auto pack = task::load_task_pack(source_dir() / "tasks/host/softmax");
   ASSERT_TRUE(pack.ok());

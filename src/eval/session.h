@@ -263,6 +263,8 @@ class Session {
   // transformed; a failure names the stress (stress_mismatch).
   std::optional<Failure> stress_trials();
   void import_audit_record();
+  void baseline_error_budget(const MaterializedInputs& inputs, const std::vector<tensor::Tensor>& ref,
+                             WorkloadResult& wr);
   // The deployment contract (CUDA, after timing): one call captured into a CUDA graph on fresh inputs,
   // then replayed on kGraphReplays more fresh sets written into the same buffers, every launch's
   // outputs checked. Required by task.toml [contract] graph = true (a failure rejects the workload);

@@ -66,6 +66,34 @@ ArenaLayout workload_layout(const task::Definition& def, const ResolvedWorkload&
 
 }  // namespace
 
+// The baseline's error budget on the candidate's correctness inputs, beside the candidate's: the most of
+// the tolerance its worst element spent over the trials, overall and per output
+// (kda.baseline_tolerance_used, kda.baseline_outputs), so that a candidate spending more of it than the
+// incumbent shows. Not while screening; a baseline call that fails adds nothing (timing reports it).
+void Session::baseline_error_budget(const MaterializedInputs& inputs, const std::vector<tensor::Tensor>& ref,
+                                    WorkloadResult& wr) {
+  if (!have_baseline_ || screening_) return;
+  std::vector<tensor::Tensor> got;
+  const CallRequest call;  // flushed, uploaded, downloaded, untimed
+  if (checked_call(base_, inputs, 600, &got, call, nullptr, nullptr)) return;
+  std::optional<CheckResult> check;
+  compare(got, ref, inputs, &check);
+  if (!check || !std::isfinite(check->tolerance_used)) return;
+  auto worse = [](json& into, const char* key, double v) {
+    if (!into.contains(key) || into[key].get<double>() < v) into[key] = v;
+  };
+  worse(wr.kda, "baseline_tolerance_used", check->tolerance_used);
+  json& outs = wr.kda["baseline_outputs"];
+  if (!outs.is_array()) outs = json::array();
+  for (size_t i = 0; i < check->outputs.size(); ++i) {
+    const OutputCheck& o = check->outputs[i];
+    if (outs.size() <= i) outs.push_back({{"name", o.name}});
+    worse(outs[i], "max_absolute_error", o.max_abs);
+    worse(outs[i], "max_relative_error", o.max_rel);
+    worse(outs[i], "tolerance_used", o.tolerance_used);
+  }
+}
+
 // The import audit ran once on the candidate's library (static_gate.h); each workload's gates record it.
 void Session::import_audit_record() {
   if (!gate_on("import-audit"))
@@ -145,6 +173,7 @@ WorkloadResult Session::evaluate_workload(const task::Workload& w) {
     }
     gates_.ran(GateId::kCorrectness);
     if (wr.check) tolerance_used = std::max(tolerance_used, wr.check->tolerance_used);
+    baseline_error_budget(*inputs, **ref, wr);
     mark_verified(check_seeds[t], kCheckCorrectness);
     if (t == 0 && !gate_on("determinism")) {
       gate_off(GateId::kDeterminism);

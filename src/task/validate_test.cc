@@ -605,5 +605,21 @@ TEST(Cli, ListAndShow) {
   EXPECT_EQ(broken.exit_code, 2);
 }
 
+// The contest packs are what a serving engine adopts kernels from: each requires the CUDA graph contract
+// and names stress inputs (issue 47), so a candidate that breaks either is rejected there, not reported.
+TEST(Validate, EveryContestPackRequiresTheGraphContractAndHasStresses) {
+  int packs = 0;
+  for (const auto& d : stdfs::directory_iterator(stdfs::path(KDA_SOURCE_DIR) / "tasks/contest")) {
+    if (!stdfs::exists(d.path() / "task.toml")) continue;
+    SCOPED_TRACE(d.path().filename().string());
+    auto pack = load_task_pack(d.path());
+    ASSERT_TRUE(pack.ok()) << pack.status().message();
+    EXPECT_TRUE(pack->settings.graph_contract);
+    EXPECT_FALSE(pack->settings.stress.empty());
+    ++packs;
+  }
+  EXPECT_EQ(packs, 5);
+}
+
 }  // namespace
 }  // namespace kda::task
