@@ -1,5 +1,7 @@
 // Unit tests of the loop's pieces: verdict grammar, target/criteria, state and ledger JSON, kda's
 // tools, the backend factory and the git workspace.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,6 +14,7 @@
 #include "loop/git_workspace.h"
 #include "loop/kda_tools.h"
 #include "loop/round_decision.h"
+#include "loop/round_record.h"
 #include "loop/run_state.h"
 #include "loop/tuner_writer.h"
 #include "loop/verdict.h"
@@ -468,28 +471,30 @@ namespace kda::loop {
 namespace {
 
 TEST(RoundDecision, AcceptsOnlyAVerifiedImprovedAdvancedRound) {
-  const RoundEvidence good{.verified = true, .improvement = true, .decision = "CONTINUE", .progress = "ADVANCED"};
+  const RoundEvidence good{
+      .verified = true, .improvement = true, .decision = Decision::kContinue, .progress = Progress::kAdvanced};
   EXPECT_TRUE(decide_round(good).accepted);
   RoundEvidence unverified = good, same = good, stalled = good;
   unverified.verified = false;
   same.improvement = false;
-  stalled.progress = "STALLED";
+  stalled.progress = Progress::kStalled;
   for (const RoundEvidence& e : {unverified, same, stalled}) EXPECT_FALSE(decide_round(e).accepted);
   EXPECT_EQ(decide_round(good).next, RoundDecision::Next::kNextRound);
 }
 
 TEST(RoundDecision, StallsCountAndStopBeforeTheReviewersWord) {
-  RoundEvidence e{.verified = true, .improvement = true, .decision = "COMPLETE", .progress = "STALLED"};
+  RoundEvidence e{
+      .verified = true, .improvement = true, .decision = Decision::kComplete, .progress = Progress::kStalled};
   e.stalls_before = 1;
   RoundDecision d = decide_round(e);
   EXPECT_EQ(d.stalls, 2);
   EXPECT_EQ(d.next, RoundDecision::Next::kCompletionCheck);
   e.stalls_before = 2;
-  e.decision = "STOP";
+  e.decision = Decision::kStop;
   d = decide_round(e);
   EXPECT_EQ(d.next, RoundDecision::Next::kStop);
   EXPECT_EQ(d.stop_reason, "three stalled rounds in a row");  // the stall rule comes first
-  e.progress = "ADVANCED";
+  e.progress = Progress::kAdvanced;
   d = decide_round(e);
   EXPECT_EQ(d.stalls, 0);
   EXPECT_EQ(d.stop_reason, "the reviewer decided STOP");
@@ -531,6 +536,75 @@ TEST(TunerWriter, TheBestSingleAloneOnlyWhereTheGuardFoundItSlowerNowhere) {
   r.dispatcher_passed = false;  // a dispatcher that failed is never written
   r.guard = {{"ran", true}, {"best_single_worst_ratio", 0.5}};
   EXPECT_FALSE(emit_dispatcher(r, TunerStage::kCoarse));
+}
+
+// verify.json and verdict.json through their one serialiser: what is written reads back the same, a
+// protected-file violation keeps its short form, unknown verdict names read as CONTINUE / STALLED.
+TEST(RoundRecord, VerifyAndVerdictRecordsReadBackWhatWasWritten) {
+  VerifyRecord r;
+  r.add_check("finish_round", true, "called");
+  r.add_check("all_passed", false, "3/4 PASSED");
+  r.claims.push_back({.metric = "geomean_speedup", .claimed = 2.0, .status = "false", .detail = "claimed 2"});
+  r.claims.push_back({.metric = "speedup",
+                      .claimed = 1.1,
+                      .workload = "abc",
+                      .status = "confirmed",
+                      .measured = 1.3,
+                      .accepted_range = eval::Interval{1.2, 1.4},
+                      .conservative = true});
+  r.geomean = 1.7;
+  r.incumbent_speedup = 1.5;
+  r.eval = {{"all_passed", false}};
+  r.geomean_ci95 = eval::Interval{1.6, 1.8};
+  r.lane = 2;
+  r.lanes = {{.lane = 1, .commit = "aa", .geomean = 1.2},
+             {.lane = 2, .commit = "bb", .verified = true, .chosen = true}};
+  EXPECT_EQ(r.rejections, std::vector<std::string>{"all_passed: 3/4 PASSED"});
+  EXPECT_TRUE(r.finished());
+  EXPECT_FALSE(r.all_passed());
+  ASSERT_NE(r.first_failed(), nullptr);
+  EXPECT_EQ(r.first_failed()->name, "all_passed");
+  const nlohmann::json j = r.to_json();
+  auto back = VerifyRecord::from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->to_json(), j);
+  EXPECT_EQ(back->claims[1].measured, 1.3);
+  EXPECT_TRUE(back->claims[1].conservative);
+  EXPECT_FALSE(back->claims[0].measured.has_value());
+  EXPECT_EQ(back->lanes[1].commit, "bb");
+  EXPECT_TRUE(back->lanes[1].chosen);
+  EXPECT_EQ(j["geomean_ci95"], nlohmann::json::array({1.6, 1.8}));
+
+  VerifyRecord stopped;
+  stopped.add_check("protected_files", false, "state.json changed");
+  stopped.violation = "state.json changed";
+  EXPECT_EQ(stopped.to_json().size(), 3u);  // checks, verified, violation: nothing was measured
+  EXPECT_EQ(VerifyRecord::from_json(stopped.to_json())->violation, "state.json changed");
+  EXPECT_FALSE(VerifyRecord::from_json(nlohmann::json::array()).ok());
+
+  VerdictRecord v{.decision = Decision::kStop, .progress = Progress::kRegressed, .well_formed = true};
+  auto vb = VerdictRecord::from_json(v.to_json());
+  ASSERT_TRUE(vb.ok());
+  EXPECT_EQ(vb->decision, Decision::kStop);
+  EXPECT_EQ(vb->progress, Progress::kRegressed);
+  auto odd = VerdictRecord::from_json({{"decision", "stop"}, {"progress", "GREAT"}});
+  EXPECT_EQ(odd->decision, Decision::kContinue);
+  EXPECT_EQ(odd->progress, Progress::kStalled);
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("kda_round_record_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(fs::write_file_atomic(dir / "verify.json", "[1]").ok());
+  auto bad = VerifyRecord::read(dir / "verify.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("verify.json: not a JSON object"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Verdict, NamesReadBothWays) {
+  for (Decision d : {Decision::kContinue, Decision::kComplete, Decision::kStop})
+    EXPECT_EQ(decision_from_name(decision_name(d)), d);
+  for (Progress p : {Progress::kAdvanced, Progress::kStalled, Progress::kRegressed})
+    EXPECT_EQ(progress_from_name(progress_name(p)), p);
+  EXPECT_FALSE(decision_from_name("Continue").has_value());
 }
 
 }  // namespace

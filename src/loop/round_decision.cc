@@ -8,15 +8,15 @@ namespace kda::loop {
 
 RoundDecision decide_round(const RoundEvidence& e) {
   RoundDecision d;
-  d.accepted = e.verified && e.improvement && e.progress == "ADVANCED";
-  d.stalls = e.progress == "ADVANCED" ? 0 : e.stalls_before + 1;
+  d.accepted = e.verified && e.improvement && e.progress == Progress::kAdvanced;
+  d.stalls = e.progress == Progress::kAdvanced ? 0 : e.stalls_before + 1;
   if (d.stalls >= 3) {
     d.next = RoundDecision::Next::kStop;
     d.stop_reason = "three stalled rounds in a row";
-  } else if (e.decision == "STOP") {
+  } else if (e.decision == Decision::kStop) {
     d.next = RoundDecision::Next::kStop;
     d.stop_reason = "the reviewer decided STOP";
-  } else if (e.decision == "COMPLETE") {
+  } else if (e.decision == Decision::kComplete) {
     d.next = RoundDecision::Next::kCompletionCheck;
   }
   return d;

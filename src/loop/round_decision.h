@@ -7,14 +7,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loop/verdict.h"
+
 namespace kda::loop {
 
 struct RoundEvidence {
-  bool verified = false;              // verify.json: every verifier check passed
-  bool improvement = false;           // verify.json: better than the incumbent, and confirmed
-  std::string decision = "CONTINUE";  // the reviewer's: CONTINUE | COMPLETE | STOP
-  std::string progress = "STALLED";   // the reviewer's: ADVANCED | STALLED | ...
-  int stalls_before = 0;              // consecutive rounds without ADVANCED before this one
+  bool verified = false;                    // verify.json: every verifier check passed
+  bool improvement = false;                 // verify.json: better than the incumbent, and confirmed
+  Decision decision = Decision::kContinue;  // the reviewer's
+  Progress progress = Progress::kStalled;   // the reviewer's
+  int stalls_before = 0;                    // consecutive rounds without ADVANCED before this one
 };
 
 struct RoundDecision {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "loop/round_record.h"
 #include "util/fs.h"
 
 namespace kda::loop {
@@ -28,11 +29,6 @@ constexpr RoundOutcome kOutcomeRegressed{"regression",
                                          "verified and measured, but the reviewer judged it a regression"};
 constexpr RoundOutcome kOutcomeNotAdvanced{"not_advanced", "verified and faster, but the reviewer did not advance it"};
 
-json read_json_or_null(const std::filesystem::path& file) {
-  auto text = fs::read_file(file);
-  return text.ok() ? json::parse(*text, nullptr, false) : json();
-}
-
 }  // namespace
 
 std::string round_name(int round) { return fmt::format("{:03d}", round); }
@@ -41,38 +37,35 @@ std::string lane_candidate_id(int round, int lane) { return candidate_id(round) 
 
 RoundExplanation explain_round(const std::filesystem::path& run_dir, int round, const Ledger& ledger) {
   const std::filesystem::path dir = run_dir / "rounds" / round_name(round);
-  const json v = read_json_or_null(dir / "verify.json");
-  const json d = read_json_or_null(dir / "verdict.json");
+  const auto v = VerifyRecord::read(dir / "verify.json");
+  const auto d = VerdictRecord::read(dir / "verdict.json");
   RoundExplanation e;
-  if (!v.is_object()) return e;
+  if (!v.ok()) return e;
   e.measured = true;
   const Candidate* c = ledger.find(candidate_id(round));
   e.accepted = c != nullptr && c->accepted;
   e.outcome = kOutcomeNotAdvanced;
   if (e.accepted) {
     e.outcome = kOutcomeAccepted;
-  } else if (!v.value("verified", false)) {
+  } else if (!v->verified) {
     e.outcome = kOutcomeRejected;
-    for (const auto& chk : v.value("checks", json::array())) {
-      if (chk.value("passed", true)) continue;
+    if (const VerifyCheck* failed = v->first_failed()) {
       for (const auto& [check, outcome] : kRejectedBy)
-        if (chk.value("name", "") == check) e.outcome = outcome;
-      e.detail = chk.value("detail", "");
-      break;
+        if (failed->name == check) e.outcome = outcome;
+      e.detail = failed->detail;
     }
-  } else if (!v.value("improvement", false)) {
+  } else if (!v->improvement) {
     e.outcome = kOutcomeNotImproved;
-    e.detail = v.value("improvement_detail", "");
-  } else if (d.is_object() && d.value("progress", "") == "REGRESSED") {
+    e.detail = v->improvement_detail;
+  } else if (d.ok() && d->progress == Progress::kRegressed) {
     e.outcome = kOutcomeRegressed;
   }
   if (e.detail.empty())
-    e.detail = fmt::format("geomean {:.3f}x against the incumbent's {:.3f}x", v.value("geomean", 0.0),
-                           v.value("incumbent_speedup", 0.0));
-  e.geomean = v.value("geomean", 0.0);
-  if (d.is_object()) {
-    e.review = d.value("decision", "") + ", " + d.value("progress", "");
-    if (!d.value("well_formed", true)) e.review += "; malformed verdict: " + d.value("complaint", "");
+    e.detail = fmt::format("geomean {:.3f}x against the incumbent's {:.3f}x", v->geomean, v->incumbent_speedup);
+  e.geomean = v->geomean;
+  if (d.ok()) {
+    e.review = std::string(decision_name(d->decision)) + ", " + progress_name(d->progress);
+    if (!d->well_formed) e.review += "; malformed verdict: " + d->complaint;
   }
   return e;
 }

@@ -160,36 +160,30 @@ Result<std::string> Runner::writer_session(const std::string& contract, Lane* la
 
 Status Runner::round_review() {
   const bool alignment = state_.options.alignment_every > 0 && state_.round % state_.options.alignment_every == 0;
-  const std::string verify_text = read_or_empty(round_dir() / "verify.json");
-  json verify = json::parse(verify_text, nullptr, false);
+  const Result<VerifyRecord> verify = VerifyRecord::read(round_dir() / "verify.json");
   std::string finish = read_or_empty(round_dir() / "finish.json");
   std::string diff = read_or_empty(round_dir() / "diff.patch");
   if (diff.size() > 30000) diff = diff.substr(0, 30000) + "\n[diff truncated]\n";
   std::string evidence;
-  if (verify.is_object()) {
-    for (const auto& c : verify["checks"])
-      evidence += fmt::format("- {} {}: {}\n", c["passed"].get<bool>() ? "pass" : "FAIL", c["name"].get<std::string>(),
-                              c["detail"].get<std::string>());
-    for (const auto& c : verify["claims"])
-      evidence += fmt::format("- claim {} {}: {}\n", c["metric"].get<std::string>(), c["status"].get<std::string>(),
-                              c["detail"].get<std::string>());
-    if (verify.contains("eval") && verify["eval"].is_object() && verify["eval"].contains("workloads"))
-      evidence += "\nkda's measurement (dev workloads, fresh seeds):\n" + eval_table(verify["eval"]);
-    evidence += fmt::format("\nverified: {}; improvement over the incumbent ({:.3f}x): {}\n",
-                            verify["verified"].get<bool>() ? "yes" : "NO", state_.incumbent_speedup,
-                            verify["improvement"].get<bool>() ? "yes" : "no");
-    if (verify.contains("lanes")) {
+  if (verify.ok()) {
+    for (const auto& c : verify->checks)
+      evidence += fmt::format("- {} {}: {}\n", c.passed ? "pass" : "FAIL", c.name, c.detail);
+    for (const auto& c : verify->claims) evidence += fmt::format("- claim {} {}: {}\n", c.metric, c.status, c.detail);
+    if (verify->eval.is_object() && verify->eval.contains("workloads"))
+      evidence += "\nkda's measurement (dev workloads, fresh seeds):\n" + eval_table(verify->eval);
+    evidence +=
+        fmt::format("\nverified: {}; improvement over the incumbent ({:.3f}x): {}\n", verify->verified ? "yes" : "NO",
+                    state_.incumbent_speedup, verify->improvement ? "yes" : "no");
+    if (verify->lane > 0) {
       evidence += fmt::format(
           "\nThis round had {} writer lanes, each verified on its own (rounds/{}/lanes/K: diff.patch, verify.json, "
           "finish.json); the candidate above is lane {}, the best verified one:\n",
-          verify["lanes"].size(), round_name(state_.round), verify["lane"].get<int>());
-      for (const auto& l : verify["lanes"])
-        evidence +=
-            fmt::format("- lane {}{}: verified {}, geomean {:.3f}x, improvement {}; {}{}\n", l["lane"].get<int>(),
-                        l["chosen"].get<bool>() ? " (chosen)" : "", l["verified"].get<bool>() ? "yes" : "NO",
-                        l["geomean"].get<double>(), l["improvement"].get<bool>() ? "yes" : "no",
-                        l["summary"].get<std::string>().substr(0, 300),
-                        l["rejections"].empty() ? "" : "; rejected: " + l["rejections"].dump());
+          verify->lanes.size(), round_name(state_.round), verify->lane);
+      for (const auto& l : verify->lanes)
+        evidence += fmt::format("- lane {}{}: verified {}, geomean {:.3f}x, improvement {}; {}{}\n", l.lane,
+                                l.chosen ? " (chosen)" : "", l.verified ? "yes" : "NO", l.geomean,
+                                l.improvement ? "yes" : "no", l.summary.substr(0, 300),
+                                l.rejections.empty() ? "" : "; rejected: " + json(l.rejections).dump());
     }
   }
   std::string history;
@@ -212,11 +206,12 @@ Status Runner::round_review() {
                        session(agent::Role::kReviewer, alignment ? "alignment" : "review", state_.round, prompt));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "review.md", r.final_text));
   ReviewVerdict v = parse_review_verdict(r.final_text);
-  json vj = {{"decision", decision_name(v.decision)},
-             {"progress", progress_name(v.progress)},
-             {"well_formed", v.well_formed},
-             {"complaint", v.complaint},
-             {"alignment", alignment}};
+  const json vj = VerdictRecord{.decision = v.decision,
+                                .progress = v.progress,
+                                .well_formed = v.well_formed,
+                                .complaint = v.complaint,
+                                .alignment = alignment}
+                      .to_json();
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verdict.json", vj.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verdict.json"));
   KDA_RETURN_IF_ERROR(log("verdict", "reviewer", {{"round", state_.round}, {"verdict", vj}}));
@@ -231,18 +226,17 @@ Status Runner::round_review() {
 // Deterministic from the round's files and the state, so a kill before the state is saved just
 // makes the resumed run decide the same way again.
 Status Runner::round_decide() {
-  json verify = json::parse(read_or_empty(round_dir() / "verify.json"), nullptr, false);
-  json verdict = json::parse(read_or_empty(round_dir() / "verdict.json"), nullptr, false);
-  if (!verify.is_object() || !verdict.is_object())
-    return Status::internal("round " + std::to_string(state_.round) + ": verify.json or verdict.json unreadable");
-  const bool verified = verify.value("verified", false);
-  const bool improvement = verify.value("improvement", false);
-  const std::string decision = verdict.value("decision", "CONTINUE");
-  const std::string progress = verdict.value("progress", "STALLED");
+  auto verify = VerifyRecord::read(round_dir() / "verify.json");
+  auto verdict = VerdictRecord::read(round_dir() / "verdict.json");
+  if (!verify.ok() || !verdict.ok())
+    return Status::internal("round " + std::to_string(state_.round) + ": verify.json or verdict.json unreadable: " +
+                            (verify.ok() ? verdict.status().message() : verify.status().message()));
+  const bool verified = verify->verified;
+  const bool improvement = verify->improvement;
   const RoundDecision d = decide_round({.verified = verified,
                                         .improvement = improvement,
-                                        .decision = decision,
-                                        .progress = progress,
+                                        .decision = verdict->decision,
+                                        .progress = verdict->progress,
                                         .stalls_before = state_.stalls});
   const bool accepted = d.accepted;
 
@@ -252,42 +246,33 @@ Status Runner::round_decide() {
   c.round = state_.round;
   c.commit = state_.candidate_commit;
   if (auto s = task::load_solution(dir_ / "workspace"); s.ok()) c.solution_hash = task::solution_hash(*s);
-  c.eval = verify.value("eval", json::object());
-  c.verdicts = {{"verify",
-                 {{"verified", verified},
-                  {"improvement", improvement},
-                  {"rejections", verify.value("rejections", json::array())}}},
-                {"review", verdict}};
+  c.eval = verify->eval.is_object() ? verify->eval : json::object();
+  c.verdicts = {{"verify", {{"verified", verified}, {"improvement", improvement}, {"rejections", verify->rejections}}},
+                {"review", verdict->to_json()}};
   c.accepted = accepted;
   json finish = json::parse(read_or_empty(round_dir() / "finish.json"), nullptr, false);
   c.notes = finish.is_object() ? finish.value("summary", "") : "";
-  if (verify.contains("lanes"))
-    c.notes = fmt::format("lane {} of {}: ", verify["lane"].get<int>(), verify["lanes"].size()) + c.notes;
+  if (verify->lane > 0) c.notes = fmt::format("lane {} of {}: ", verify->lane, verify->lanes.size()) + c.notes;
   ledger_.upsert(c);
   // The lanes not chosen stay in the ledger as candidates of their own (never accepted).
-  for (const auto& l : verify.value("lanes", json::array())) {
-    if (l.value("chosen", false)) continue;
-    const int k = l["lane"].get<int>();
+  for (const LaneRecord& l : verify->lanes) {
+    if (l.chosen) continue;
     Candidate other;
-    other.id = lane_candidate_id(state_.round, k);
+    other.id = lane_candidate_id(state_.round, l.lane);
     other.parent = state_.incumbent_id;
     other.round = state_.round;
-    other.commit = l["commit"].get<std::string>();
-    json lv = json::parse(read_or_empty(round_dir() / "lanes" / std::to_string(k) / "verify.json"), nullptr, false);
-    other.eval = lv.is_object() ? lv.value("eval", json::object()) : json::object();
+    other.commit = l.commit;
+    auto lv = VerifyRecord::read(round_dir() / "lanes" / std::to_string(l.lane) / "verify.json");
+    other.eval = lv.ok() && lv->eval.is_object() ? lv->eval : json::object();
     other.verdicts = {
-        {"verify", {{"verified", l["verified"]}, {"improvement", l["improvement"]}, {"rejections", l["rejections"]}}}};
-    other.notes =
-        fmt::format("lane {} of {}, not chosen: ", k, verify["lanes"].size()) + l["summary"].get<std::string>();
+        {"verify", {{"verified", l.verified}, {"improvement", l.improvement}, {"rejections", l.rejections}}}};
+    other.notes = fmt::format("lane {} of {}, not chosen: ", l.lane, verify->lanes.size()) + l.summary;
     ledger_.upsert(other);
   }
   if (accepted) {
     state_.incumbent_id = c.id;
     state_.incumbent_commit = c.commit;
-    std::optional<eval::Interval> ci;
-    if (const auto it = verify.find("geomean_ci95"); it != verify.end() && it->is_array() && it->size() == 2)
-      ci = eval::Interval{(*it)[0].get<double>(), (*it)[1].get<double>()};
-    set_incumbent_score(verify.value("geomean", 0.0), ci);
+    set_incumbent_score(verify->geomean, verify->geomean_ci95);
   }
   ledger_.incumbent = state_.incumbent_id;
   KDA_ASSIGN_OR_RETURN(state_.protected_files["ledger.json"], save_json(dir_ / "ledger.json", ledger_.to_json()));
@@ -298,14 +283,15 @@ Status Runner::round_decide() {
                            {"round", state_.round},
                            {"accepted", accepted},
                            {"incumbent", state_.incumbent_id},
-                           {"decision", decision},
-                           {"progress", progress},
+                           {"decision", decision_name(verdict->decision)},
+                           {"progress", progress_name(verdict->progress)},
                            {"stalls", state_.stalls}}));
   GitWorkspace ws = workspace();
   KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
   if (accepted) {
     status_line(fmt::format("round {} accepted: geomean {:.3f}x (reviewer {}, {})", state_.round,
-                            state_.incumbent_speedup, decision, progress));
+                            state_.incumbent_speedup, decision_name(verdict->decision),
+                            progress_name(verdict->progress)));
   } else {
     const RoundExplanation e = explain_round(state_.round);
     status_line(fmt::format("round {} not accepted: {}: {} (reviewer {})", state_.round, e.outcome.code,

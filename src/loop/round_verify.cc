@@ -24,9 +24,6 @@ std::optional<double> claim_measurement(const eval::EvalReport& r, const std::st
   return std::nullopt;
 }
 
-// An interval as verify.json and state.json write it: [low, high].
-json interval_json(const eval::Interval& i) { return json::array({i.low, i.high}); }
-
 // The values a claim may take and still be confirmed by one measurement: its 95 % interval over
 // trials, widened to at least +-tolerance around the measured value.
 struct ClaimRange {
@@ -65,172 +62,160 @@ std::optional<std::string> invalid_claim(const Claim& c, const eval::EvalReport&
 
 }  // namespace
 
-void VerifyChecks::add(const std::string& name, bool passed, const std::string& detail) {
-  list.push_back({{"name", name}, {"passed", passed}, {"detail", detail}});
-  if (!passed) rejections.push_back(name + ": " + detail);
-}
-
 Status Runner::round_verify() {
   if (state_.options.lanes == 1 || state_.lane_commits.empty()) {
-    KDA_ASSIGN_OR_RETURN(std::optional<json> verify, verify_candidate());
+    KDA_ASSIGN_OR_RETURN(std::optional<VerifyRecord> verify, verify_candidate());
     if (!verify) return {};  // stopped: an integrity violation
   } else {
     KDA_RETURN_IF_ERROR(evaluate_lanes());
-    json lanes = json::array();
+    std::vector<LaneRecord> lanes;
     for (int k = 1; k <= static_cast<int>(state_.lane_commits.size()); ++k) {
       InLane in(lane_, k);
       state_.candidate_commit = state_.lane_commits[k - 1];
-      KDA_ASSIGN_OR_RETURN(std::optional<json> verify, verify_candidate());
+      KDA_ASSIGN_OR_RETURN(std::optional<VerifyRecord> verify, verify_candidate());
       if (!verify) return {};
       json finish = json::parse(read_or_empty(round_dir() / "finish.json"), nullptr, false);
-      lanes.push_back({{"lane", k},
-                       {"commit", state_.candidate_commit},
-                       {"verified", (*verify)["verified"]},
-                       {"improvement", (*verify)["improvement"]},
-                       {"improvement_detail", (*verify)["improvement_detail"]},
-                       {"geomean", (*verify)["geomean"]},
-                       {"rejections", (*verify)["rejections"]},
-                       {"summary", finish.is_object() ? finish.value("summary", "") : ""}});
+      lanes.push_back({.lane = k,
+                       .commit = state_.candidate_commit,
+                       .verified = verify->verified,
+                       .improvement = verify->improvement,
+                       .improvement_detail = verify->improvement_detail,
+                       .geomean = verify->geomean,
+                       .rejections = verify->rejections,
+                       .summary = finish.is_object() ? finish.value("summary", "") : ""});
     }
     lane_reports_.clear();
-    KDA_RETURN_IF_ERROR(promote_best_lane(lanes));
+    KDA_RETURN_IF_ERROR(promote_best_lane(std::move(lanes)));
   }
   KDA_RETURN_IF_ERROR(state_.move_to(Phase::kRound, Step::kReview));
   return save_state();
 }
 
-Result<std::optional<json>> Runner::verify_candidate() {
-  VerifyChecks checks;
-  KDA_ASSIGN_OR_RETURN(std::optional<std::string> violation, verify_protected(checks));
+Result<std::optional<VerifyRecord>> Runner::verify_candidate() {
+  VerifyRecord rec;
+  KDA_ASSIGN_OR_RETURN(std::optional<std::string> violation, verify_protected(rec));
   if (violation) {
     KDA_RETURN_IF_ERROR(stop("integrity violation in round " + std::to_string(state_.round) + ": " + *violation));
-    return std::optional<json>();
+    return std::optional<VerifyRecord>();
   }
 
   std::optional<FinishRound> finish;
   if (auto t = fs::read_file(round_dir() / "finish.json"); t.ok())
     finish = FinishRound::from_json(json::parse(*t, nullptr, false));
-  checks.add("finish_round", finish.has_value(), finish ? "called" : "the writer did not call finish_round");
+  rec.add_check("finish_round", finish.has_value(), finish ? "called" : "the writer did not call finish_round");
 
-  KDA_ASSIGN_OR_RETURN(std::optional<task::Solution> solution, verify_scope(checks));
+  KDA_ASSIGN_OR_RETURN(std::optional<task::Solution> solution, verify_scope(rec));
   std::optional<eval::EvalReport> report;
   if (solution) {
-    KDA_ASSIGN_OR_RETURN(report, verify_evaluate(*solution, checks));
+    KDA_ASSIGN_OR_RETURN(report, verify_evaluate(*solution, rec));
   }
-  json claims = json::array();
   if (finish && report) {
-    KDA_ASSIGN_OR_RETURN(claims, verify_claims(*finish, *report, *solution, checks));
+    KDA_ASSIGN_OR_RETURN(rec.claims, verify_claims(*finish, *report, *solution, rec));
   }
-  const bool verified = checks.rejections.empty();
-  KDA_ASSIGN_OR_RETURN(Improvement better, verify_improvement(report ? &*report : nullptr, verified, solution));
-
-  json verify = {{"checks", checks.list},
-                 {"claims", claims},
-                 {"verified", verified},
-                 {"improvement", better.improvement},
-                 {"improvement_detail", better.detail},
-                 {"incumbent_speedup", state_.incumbent_speedup},
-                 {"geomean", report ? report->score_geomean : 0.0},
-                 {"eval", report ? eval_summary(*report) : json()},
-                 {"rejections", checks.rejections},
-                 {"profiles", round_profiles()}};
-  if (report && report->geomean_ci) verify["geomean_ci95"] = interval_json(*report->geomean_ci);
+  rec.verified = rec.rejections.empty();
+  KDA_ASSIGN_OR_RETURN(Improvement better, verify_improvement(report ? &*report : nullptr, rec.verified, solution));
+  rec.improvement = better.improvement;
+  rec.improvement_detail = better.detail;
+  rec.incumbent_speedup = state_.incumbent_speedup;
+  rec.geomean = report ? report->score_geomean : 0.0;
+  rec.eval = report ? eval_summary(*report) : json();
+  rec.profiles = round_profiles();
+  if (report) rec.geomean_ci95 = report->geomean_ci;
   if (state_.incumbent_ci_high > 0)
-    verify["incumbent_ci95"] = interval_json({state_.incumbent_ci_low, state_.incumbent_ci_high});
-  if (better.head_to_head.is_object()) verify["head_to_head"] = better.head_to_head;
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
+    rec.incumbent_ci95 = eval::Interval{state_.incumbent_ci_low, state_.incumbent_ci_high};
+  rec.head_to_head = better.head_to_head;
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", rec.to_json().dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
+  const json claims = rec.to_json()["claims"];
   json record = {{"round", state_.round},
-                 {"verified", verified},
-                 {"improvement", better.improvement},
-                 {"rejections", checks.rejections},
+                 {"verified", rec.verified},
+                 {"improvement", rec.improvement},
+                 {"rejections", rec.rejections},
                  {"claims", claims}};
   if (lane_ > 0) record["lane"] = lane_;
   KDA_RETURN_IF_ERROR(log("verdict", "verifier", record));
   for (const auto& c : claims)
     if (c["status"] == "false")
       KDA_RETURN_IF_ERROR(log("false_claim", "verifier", {{"round", state_.round}, {"claim", c}}));
-  return std::optional<json>(std::move(verify));
+  return std::optional<VerifyRecord>(std::move(rec));
 }
 
 // The best lane: an improvement before a verified lane before the rest, then the higher geomean,
 // then the lower lane number. Its files become the round's own, so the review and the decision read
 // one candidate as without lanes, and verify.json lists every lane for the reviewer and the ledger.
-Status Runner::promote_best_lane(const json& lanes) {
+Status Runner::promote_best_lane(std::vector<LaneRecord> lanes) {
   size_t best = 0;
-  auto rank = [](const json& l) {
-    return std::tuple(l["improvement"].get<bool>(), l["verified"].get<bool>(), l["geomean"].get<double>());
-  };
+  auto rank = [](const LaneRecord& l) { return std::tuple(l.improvement, l.verified, l.geomean); };
   for (size_t i = 1; i < lanes.size(); ++i)
     if (rank(lanes[i]) > rank(lanes[best])) best = i;
-  const int chosen = lanes[best]["lane"].get<int>();
+  const int chosen = lanes[best].lane;
   const stdfs::path from = round_dir() / "lanes" / std::to_string(chosen);
   for (const char* file : {"writer.json", "finish.json", "diff.patch", "traces.jsonl", "eval.json"}) {
     auto text = fs::read_file(from / file);
     if (text.ok()) KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / file, *text));
   }
-  json verify = json::parse(read_or_empty(from / "verify.json"), nullptr, false);
-  if (!verify.is_object()) return Status::internal("lane " + std::to_string(chosen) + ": verify.json unreadable");
-  verify["lane"] = chosen;
-  verify["lanes"] = lanes;
-  for (auto& l : verify["lanes"]) l["chosen"] = l["lane"].get<int>() == chosen;
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
+  auto verify = VerifyRecord::read(from / "verify.json");
+  if (!verify.ok()) return Status::internal("lane " + std::to_string(chosen) + ": " + verify.status().message());
+  for (auto& l : lanes) l.chosen = l.lane == chosen;
+  verify->lane = chosen;
+  verify->lanes = lanes;
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify->to_json().dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
-  state_.candidate_commit = lanes[best]["commit"].get<std::string>();
+  state_.candidate_commit = lanes[best].commit;
   KDA_RETURN_IF_ERROR(workspace().reset_to(state_.candidate_commit));
   KDA_RETURN_IF_ERROR(log("state", "kda",
                           {{"event", "lane chosen"},
                            {"round", state_.round},
                            {"lane", chosen},
                            {"candidate_commit", state_.candidate_commit},
-                           {"lanes", lanes}}));
+                           {"lanes", verify->to_json()["lanes"]}}));
   status_line(fmt::format("round {}: lane {} of {} chosen (geomean {:.3f}x, {})", state_.round, chosen, lanes.size(),
-                          lanes[best]["geomean"].get<double>(),
-                          lanes[best]["improvement"].get<bool>() ? "an improvement"
-                          : lanes[best]["verified"].get<bool>()  ? "verified, no improvement"
-                                                                 : "none verified"));
+                          lanes[best].geomean,
+                          lanes[best].improvement ? "an improvement"
+                          : lanes[best].verified  ? "verified, no improvement"
+                                                  : "none verified"));
   return {};
 }
 
 // Protected files: a change is an integrity violation (the agent escaped its sandbox). Returns
 // what changed, after recording it in verify.json and the log and resetting the workspace to the
 // incumbent; nullopt when nothing did, with the workspace at the candidate.
-Result<std::optional<std::string>> Runner::verify_protected(VerifyChecks& checks) {
+Result<std::optional<std::string>> Runner::verify_protected(VerifyRecord& rec) {
   GitWorkspace ws = workspace();
   KDA_ASSIGN_OR_RETURN(std::vector<std::string> tampered, protected_problems());
   if (!tampered.empty()) {
     const std::string what = util::join(tampered, "; ");
-    checks.add("protected_files", false, what);
-    json verify = {{"checks", checks.list}, {"verified", false}, {"violation", what}};
-    KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify.dump(2)));
+    rec.add_check("protected_files", false, what);
+    rec.violation = what;
+    KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", rec.to_json().dump(2)));
     KDA_RETURN_IF_ERROR(log("violation", "verifier", {{"round", state_.round}, {"what", what}}));
     KDA_RETURN_IF_ERROR(ws.reset_to(state_.incumbent_commit));
     return std::optional<std::string>(what);
   }
-  checks.add("protected_files", true, "task/, plan/, state.json, audit log, verdicts and ledger unchanged");
+  rec.add_check("protected_files", true, "task/, plan/, state.json, audit log, verdicts and ledger unchanged");
   KDA_RETURN_IF_ERROR(ws.reset_to(state_.candidate_commit));
   return std::optional<std::string>();
 }
 
 // The diff (kept as diff.patch) may touch only the solution's files, and the solution must load and
 // name the task's definition. Returns the candidate solution, or nullopt where it does not load.
-Result<std::optional<task::Solution>> Runner::verify_scope(VerifyChecks& checks) {
+Result<std::optional<task::Solution>> Runner::verify_scope(VerifyRecord& rec) {
   GitWorkspace ws = workspace();
   KDA_ASSIGN_OR_RETURN(std::vector<std::string> changed,
                        ws.changed_paths(state_.incumbent_commit, state_.candidate_commit));
   KDA_ASSIGN_OR_RETURN(std::string diff, ws.diff(state_.incumbent_commit, state_.candidate_commit));
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "diff.patch", diff));
   auto solution = task::load_solution(dir_ / "workspace");
-  checks.add("solution_loads", solution.ok(), solution.ok() ? "solution.json loads" : solution.status().message());
+  rec.add_check("solution_loads", solution.ok(), solution.ok() ? "solution.json loads" : solution.status().message());
   if (solution.ok())
-    checks.add("definition", solution->definition == pack_->definition.name,
-               "solution.definition is '" + solution->definition + "'");
+    rec.add_check("definition", solution->definition == pack_->definition.name,
+                  "solution.definition is '" + solution->definition + "'");
   std::vector<std::string> out_of_scope;
   for (const auto& p : changed)
     if (p != "solution.json" && !(solution.ok() && solution->source(p) != nullptr)) out_of_scope.push_back(p);
-  checks.add("diff_scope", out_of_scope.empty(),
-             out_of_scope.empty() ? fmt::format("{} file(s) changed", changed.size())
-                                  : "changed files outside the solution: " + util::join(out_of_scope, " "));
+  rec.add_check("diff_scope", out_of_scope.empty(),
+                out_of_scope.empty() ? fmt::format("{} file(s) changed", changed.size())
+                                     : "changed files outside the solution: " + util::join(out_of_scope, " "));
   if (!solution.ok()) return std::optional<task::Solution>();
   return std::optional<task::Solution>(std::move(*solution));
 }
@@ -270,7 +255,7 @@ Status Runner::evaluate_lanes() {
 
 // The official evaluation on fresh seeds and the dev set, kept as traces.jsonl and eval.json (the
 // lane's report from the batch evaluate_lanes took, where it took one of this very solution).
-Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution, VerifyChecks& checks) {
+Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution, VerifyRecord& rec) {
   const std::string why = "round " + std::to_string(state_.round);
   eval::EvalReport report;
   if (auto it = lane_reports_.find(task::solution_hash(solution)); it != lane_reports_.end()) {
@@ -292,7 +277,7 @@ Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution,
   KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "eval.json", eval::report_json(report, *pack_).dump(2)));
   size_t passed = 0;
   for (const auto& w : report.workloads) passed += w.verdict == eval::Verdict::kPassed;
-  checks.add("all_passed", report.all_passed, fmt::format("{}/{} PASSED", passed, report.workloads.size()));
+  rec.add_check("all_passed", report.all_passed, fmt::format("{}/{} PASSED", passed, report.workloads.size()));
   // The error budget (task.toml [evaluation] max_tolerance_used): a round whose worst element spent
   // more of the tolerance than the task allows is rejected, however fast it is.
   if (const auto limit = pack_->settings.max_tolerance_used) {
@@ -303,7 +288,7 @@ Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution,
         worst = &w;
     if (worst) {
       const double used = worst->kda["tolerance_used"].get<double>();
-      checks.add(
+      rec.add_check(
           "error_budget", used <= *limit,
           fmt::format("the worst element spent {:.3g} % of the tolerance (workload {}); the task allows {:.3g} %",
                       100 * used, worst->uuid.substr(0, 8), 100 * *limit));
@@ -316,21 +301,21 @@ Result<eval::EvalReport> Runner::verify_evaluate(const task::Solution& solution,
 // trials, at least +-claim_tolerance); one outside it is measured once more before it is called
 // false (two evaluations on the 2-core host once differed by 27 %, each with a tight interval),
 // and the two ranges are joined. Invalid and false claims reject the round.
-Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalReport& report,
-                                   const task::Solution& solution, VerifyChecks& checks) {
-  json claims = json::array();
+Result<std::vector<ClaimRecord>> Runner::verify_claims(const FinishRound& finish, const eval::EvalReport& report,
+                                                       const task::Solution& solution, VerifyRecord& rec) {
+  std::vector<ClaimRecord> claims;
   std::optional<eval::EvalReport> second;  // the re-measurement, taken only for a claim that looks false
   const double tol = state_.options.claim_tolerance;
   for (const auto& c : finish.claims) {
-    json cj = {{"metric", c.metric}, {"claimed", c.value}, {"workload", c.workload}};
+    ClaimRecord cr{.metric = c.metric, .claimed = c.value, .workload = c.workload};
     const std::optional<double> measured = claim_measurement(report, c.metric, c.workload);
     if (auto why = invalid_claim(c, report)) {
-      cj["status"] = "invalid";
-      cj["detail"] = *why;
-      checks.add("claim", false, *why);
+      cr.status = "invalid";
+      cr.detail = *why;
+      rec.add_check("claim", false, *why);
     } else if (!measured || !(*measured > 0)) {
-      cj["status"] = "unverifiable";
-      cj["detail"] = "kda has no measurement for this claim";
+      cr.status = "unverifiable";
+      cr.detail = "kda has no measurement for this claim";
     } else {
       ClaimRange range = claim_range(report, c.metric, c.workload, tol);
       // A claim is false only where it claims more than kda measured: a speedup above the accepted
@@ -338,7 +323,6 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
       // conservative, not false: the round's progress is judged on kda's own measurement.
       const bool lower_is_better = c.metric == "latency_ms";
       auto holds = [&](const ClaimRange& r) { return lower_is_better ? c.value >= r.low : c.value <= r.high; };
-      bool remeasured = false;
       if (!holds(range)) {
         if (!second) {
           KDA_ASSIGN_OR_RETURN(second, run_eval(solution, "dev", std::nullopt,
@@ -346,30 +330,28 @@ Result<json> Runner::verify_claims(const FinishRound& finish, const eval::EvalRe
         }
         if (second->all_passed) {
           const ClaimRange again = claim_range(*second, c.metric, c.workload, tol);
-          cj["remeasured"] = again.measured;
+          cr.remeasured = again.measured;
           range.low = std::min(range.low, again.low);
           range.high = std::max(range.high, again.high);
-          remeasured = true;
         }
       }
-      cj["measured"] = *measured;
-      cj["accepted_range"] = {range.low, range.high};
-      if (range.ci) cj["measured_ci95"] = interval_json(*range.ci);
+      cr.measured = *measured;
+      cr.accepted_range = eval::Interval{range.low, range.high};
+      cr.measured_ci95 = range.ci;
       const bool inside = c.value >= range.low && c.value <= range.high;
-      cj["status"] = holds(range) ? "confirmed" : "false";
-      if (holds(range) && !inside) cj["conservative"] = true;
-      cj["detail"] =
-          fmt::format(
-              "claimed {:.4g}, measured {:.4g} ({:+.0f}%); accepted {:.4g}..{:.4g}{}{}", c.value, *measured,
-              (c.value / *measured - 1) * 100, range.low, range.high,
-              range.ci ? fmt::format(" (the 95% interval over trials {:.4g}..{:.4g}, at least +-{:.0f}%)",
-                                     range.ci->low, range.ci->high, tol * 100)
-                       : fmt::format(" (+-{:.0f}%)", tol * 100),
-              remeasured ? fmt::format("; measured again: {:.4g}", cj["remeasured"].get<double>()) : std::string()) +
-          (cj.value("conservative", false) ? "; conservative: it claims less than kda measured" : "");
-      if (cj["status"] == "false") checks.add("claim", false, c.metric + " " + cj["detail"].get<std::string>());
+      cr.status = holds(range) ? "confirmed" : "false";
+      cr.conservative = holds(range) && !inside;
+      cr.detail =
+          fmt::format("claimed {:.4g}, measured {:.4g} ({:+.0f}%); accepted {:.4g}..{:.4g}{}{}", c.value, *measured,
+                      (c.value / *measured - 1) * 100, range.low, range.high,
+                      range.ci ? fmt::format(" (the 95% interval over trials {:.4g}..{:.4g}, at least +-{:.0f}%)",
+                                             range.ci->low, range.ci->high, tol * 100)
+                               : fmt::format(" (+-{:.0f}%)", tol * 100),
+                      cr.remeasured ? fmt::format("; measured again: {:.4g}", *cr.remeasured) : std::string()) +
+          (cr.conservative ? "; conservative: it claims less than kda measured" : "");
+      if (cr.status == "false") rec.add_check("claim", false, c.metric + " " + cr.detail);
     }
-    claims.push_back(cj);
+    claims.push_back(std::move(cr));
   }
   return claims;
 }
@@ -485,7 +467,7 @@ Result<std::optional<HeadToHead>> Runner::confirm_head_to_head(const task::Solut
               {"geomean", est              ? est->geomean
                           : ratios.empty() ? 0.0
                                            : ratios.front()}};
-  if (est) h.record["geomean_ci95"] = interval_json(est->ci);
+  if (est) h.record["geomean_ci95"] = json::array({est->ci.low, est->ci.high});
   std::string each;
   for (double r : ratios) each += fmt::format("{}{:.4g}x", each.empty() ? "" : " ", r);
   h.detail = fmt::format(

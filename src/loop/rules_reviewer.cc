@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "loop/round_record.h"
 #include "util/fs.h"
 #include "util/strings.h"
 
@@ -146,31 +147,24 @@ const char* rule_name(Rule r) {
 
 Result<ReviewEvidence> read_round_evidence(const stdfs::path& round_dir) {
   ReviewEvidence e;
-  const stdfs::path vfile = round_dir / "verify.json";
-  KDA_ASSIGN_OR_RETURN(std::string vtext, fs::read_file(vfile));
-  json v = json::parse(vtext, nullptr, false);
-  if (!v.is_object()) return Status::bad_input(vfile.string() + ": not a JSON object");
+  KDA_ASSIGN_OR_RETURN(VerifyRecord v, VerifyRecord::read(round_dir / "verify.json"));
   e.have_verify = true;
-  e.violation = v.contains("violation");
-  e.verified = v.value("verified", false);
-  e.improvement = v.value("improvement", false);
-  e.improvement_detail = v.value("improvement_detail", "");
-  e.geomean = v.value("geomean", 0.0);
-  e.incumbent_speedup = v.value("incumbent_speedup", 0.0);
-  if (v.contains("eval") && v["eval"].is_object()) e.all_passed = v["eval"].value("all_passed", false);
-  for (const auto& c : v.value("checks", json::array())) {
-    const std::string name = c.value("name", "");
-    if (name == "finish_round") e.finished = c.value("passed", false);
-    if (name == "protected_files" && !c.value("passed", true)) e.violation = true;
+  e.violation = v.violation.has_value();
+  e.verified = v.verified;
+  e.improvement = v.improvement;
+  e.improvement_detail = v.improvement_detail;
+  e.geomean = v.geomean;
+  e.incumbent_speedup = v.incumbent_speedup;
+  e.all_passed = v.all_passed();
+  e.finished = v.finished();
+  for (const auto& c : v.checks)
+    if (c.name == "protected_files" && !c.passed) e.violation = true;
+  for (const auto& c : v.claims) {
+    e.claims_confirmed += c.status == "confirmed";
+    e.claims_false += c.status == "false" || c.status == "invalid";  // invalid: names what kda does not measure
+    e.claims_unverifiable += c.status == "unverifiable";
   }
-  for (const auto& c : v.value("claims", json::array())) {
-    const std::string st = c.value("status", "");
-    e.claims_confirmed += st == "confirmed";
-    e.claims_false += st == "false" || st == "invalid";  // invalid: names what kda does not measure
-    e.claims_unverifiable += st == "unverifiable";
-  }
-  for (const auto& r : v.value("rejections", json::array()))
-    if (r.is_string()) e.rejections.push_back(r.get<std::string>());
+  e.rejections = v.rejections;
   if (auto f = fs::read_file(round_dir / "finish.json"); f.ok()) {
     json fj = json::parse(*f, nullptr, false);
     if (fj.is_object() && fj.contains("summary") && fj["summary"].is_string())

@@ -23,6 +23,7 @@
 #include "loop/git_workspace.h"
 #include "loop/kda_tools.h"
 #include "loop/round_outcome.h"
+#include "loop/round_record.h"
 #include "loop/knowledge_tools.h"
 #include "loop/verdict.h"
 #include "task/manifest.h"
@@ -42,12 +43,6 @@ std::string eval_table(const json& summary);
 // The file's text, or "" when it cannot be read.
 std::string read_or_empty(const stdfs::path& p);
 
-// The checks of a round's verify step, in order, and the rejections among them (verify.json).
-struct VerifyChecks {
-  json list = json::array();
-  std::vector<std::string> rejections;
-  void add(const std::string& name, bool passed, const std::string& detail);
-};
 // Whether a verified candidate is an improvement over the incumbent, and why (verify.json).
 struct Improvement {
   bool improvement = false;
@@ -105,17 +100,17 @@ class Runner {
   Result<std::vector<std::string>> lane_writers(const std::string& contract);
   // Verifies state_.candidate_commit into round_dir()/verify.json and returns that record; nullopt
   // when an integrity violation stopped the run.
-  Result<std::optional<json>> verify_candidate();
+  Result<std::optional<VerifyRecord>> verify_candidate();
   // With lanes: the lanes verified, the best one promoted into the round's own files (verify.json
   // gains "lane" and "lanes") and made the round's candidate.
-  Status promote_best_lane(const json& lanes);
-  // the parts of round_verify (round_verify.cc)
-  Result<std::optional<std::string>> verify_protected(VerifyChecks& checks);
-  Result<std::optional<task::Solution>> verify_scope(VerifyChecks& checks);
-  Result<eval::EvalReport> verify_evaluate(const task::Solution& solution, VerifyChecks& checks);
+  Status promote_best_lane(std::vector<LaneRecord> lanes);
+  // the parts of round_verify (round_verify.cc), each adding its checks to the round's record
+  Result<std::optional<std::string>> verify_protected(VerifyRecord& rec);
+  Result<std::optional<task::Solution>> verify_scope(VerifyRecord& rec);
+  Result<eval::EvalReport> verify_evaluate(const task::Solution& solution, VerifyRecord& rec);
   Status evaluate_lanes();
-  Result<json> verify_claims(const FinishRound& finish, const eval::EvalReport& report, const task::Solution& solution,
-                             VerifyChecks& checks);
+  Result<std::vector<ClaimRecord>> verify_claims(const FinishRound& finish, const eval::EvalReport& report,
+                                                 const task::Solution& solution, VerifyRecord& rec);
   std::optional<std::string> same_code_as_incumbent(const eval::EvalReport* report) const;
   Result<Improvement> verify_improvement(const eval::EvalReport* report, bool verified,
                                          const std::optional<task::Solution>& solution);

@@ -25,23 +25,30 @@ std::vector<std::string> keyed_lines(std::string_view text, std::string_view key
 
 }  // namespace
 
-const char* decision_name(Decision d) {
-  switch (d) {
-    case Decision::kContinue: return "CONTINUE";
-    case Decision::kComplete: return "COMPLETE";
-    case Decision::kStop: return "STOP";
-  }
-  return "CONTINUE";
+// The verdict vocabularies: each name once, read and written through these tables.
+constexpr std::pair<Decision, const char*> kDecisions[] = {
+    {Decision::kContinue, "CONTINUE"}, {Decision::kComplete, "COMPLETE"}, {Decision::kStop, "STOP"}};
+constexpr std::pair<Progress, const char*> kProgress[] = {
+    {Progress::kAdvanced, "ADVANCED"}, {Progress::kStalled, "STALLED"}, {Progress::kRegressed, "REGRESSED"}};
+
+template <class E, size_t N>
+const char* name_in(const std::pair<E, const char*> (&table)[N], E e) {
+  for (const auto& [value, name] : table)
+    if (value == e) return name;
+  return table[0].second;
 }
 
-const char* progress_name(Progress p) {
-  switch (p) {
-    case Progress::kAdvanced: return "ADVANCED";
-    case Progress::kStalled: return "STALLED";
-    case Progress::kRegressed: return "REGRESSED";
-  }
-  return "STALLED";
+template <class E, size_t N>
+std::optional<E> value_in(const std::pair<E, const char*> (&table)[N], std::string_view name) {
+  for (const auto& [value, n] : table)
+    if (name == n) return value;
+  return std::nullopt;
 }
+
+const char* decision_name(Decision d) { return name_in(kDecisions, d); }
+const char* progress_name(Progress p) { return name_in(kProgress, p); }
+std::optional<Decision> decision_from_name(std::string_view name) { return value_in(kDecisions, name); }
+std::optional<Progress> progress_from_name(std::string_view name) { return value_in(kProgress, name); }
 
 ReviewVerdict parse_review_verdict(std::string_view text) {
   ReviewVerdict v;
@@ -49,36 +56,22 @@ ReviewVerdict parse_review_verdict(std::string_view text) {
   const auto progress = keyed_lines(text, "PROGRESS:");
   std::string problems;
   auto add = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
-  Decision d = Decision::kContinue;
-  Progress p = Progress::kStalled;
-  if (decisions.size() != 1) {
+  std::optional<Decision> d;
+  std::optional<Progress> p;
+  if (decisions.size() != 1)
     add("expected exactly one 'DECISION:' line, found " + std::to_string(decisions.size()));
-  } else if (decisions[0] == "CONTINUE") {
-    d = Decision::kContinue;
-  } else if (decisions[0] == "COMPLETE") {
-    d = Decision::kComplete;
-  } else if (decisions[0] == "STOP") {
-    d = Decision::kStop;
-  } else {
+  else if (!(d = decision_from_name(decisions[0])))
     add("DECISION '" + decisions[0] + "' is not CONTINUE, COMPLETE or STOP");
-  }
-  if (progress.size() != 1) {
+  if (progress.size() != 1)
     add("expected exactly one 'PROGRESS:' line, found " + std::to_string(progress.size()));
-  } else if (progress[0] == "ADVANCED") {
-    p = Progress::kAdvanced;
-  } else if (progress[0] == "STALLED") {
-    p = Progress::kStalled;
-  } else if (progress[0] == "REGRESSED") {
-    p = Progress::kRegressed;
-  } else {
+  else if (!(p = progress_from_name(progress[0])))
     add("PROGRESS '" + progress[0] + "' is not ADVANCED, STALLED or REGRESSED");
-  }
   if (!problems.empty()) {
     v.complaint = "malformed reviewer verdict (" + problems + "): counted as CONTINUE / STALLED";
     return v;
   }
-  v.decision = d;
-  v.progress = p;
+  v.decision = *d;
+  v.progress = *p;
   v.well_formed = true;
   return v;
 }

@@ -6,6 +6,7 @@
 // `PLAN: APPROVE|REVISE`; anything else counts as REVISE with a complaint.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,8 +14,10 @@ namespace kda::loop {
 
 enum class Decision { kContinue, kComplete, kStop };
 enum class Progress { kAdvanced, kStalled, kRegressed };
-const char* decision_name(Decision d);  // "CONTINUE" | "COMPLETE" | "STOP"
-const char* progress_name(Progress p);  // "ADVANCED" | "STALLED" | "REGRESSED"
+const char* decision_name(Decision d);                              // "CONTINUE" | "COMPLETE" | "STOP"
+const char* progress_name(Progress p);                              // "ADVANCED" | "STALLED" | "REGRESSED"
+std::optional<Decision> decision_from_name(std::string_view name);  // exact, upper case
+std::optional<Progress> progress_from_name(std::string_view name);
 
 struct ReviewVerdict {
   Decision decision = Decision::kContinue;
