@@ -67,22 +67,19 @@ Result<exec::ClusterOptions> up_options(const Args& args) {
 int run_up(const Args& args, Io& io) {
   auto o = up_options(args);
   if (!o.ok()) {
-    io.err << "kda cluster up: " << o.status().message() << "\n";
-    return exit_code_for(o.status());
+    return fail(io, "kda cluster up", o.status());
   }
   if (args.flag("dry-run")) {
     auto files = exec::checked_job_files(*o);
     if (!files.ok()) {
-      io.err << "kda cluster up: " << files.status().message() << "\n";
-      return exit_code_for(files.status());
+      return fail(io, "kda cluster up", files.status());
     }
     io.out << "# job.sh\n" << files->job_script << "\n# node.sh\n" << files->node_script;
     return kExitOk;
   }
   auto id = exec::cluster_up(*o);
   if (!id.ok()) {
-    io.err << "kda cluster up: " << id.status().message() << "\n";
-    return exit_code_for(id.status());
+    return fail(io, "kda cluster up", id.status());
   }
   io.err << "kda cluster up: submitted job " << *id << "\n";
   auto wait = args.number("wait");
@@ -104,8 +101,7 @@ int run_status(const Args& args, Io& io) {
   const stdfs::path dir = args.value_or("dir", "");
   auto st = exec::cluster_status(dir);
   if (!st.ok()) {
-    io.err << "kda cluster status: " << st.status().message() << "\n";
-    return exit_code_for(st.status());
+    return fail(io, "kda cluster status", st.status());
   }
   if (args.flag("json"))
     io.out << status_json(*st).dump(2) << "\n";
@@ -118,8 +114,7 @@ int run_down(const Args& args, Io& io) {
   const stdfs::path dir = args.value_or("dir", "");
   Status st = exec::cluster_down(dir);
   if (!st.ok()) {
-    io.err << "kda cluster down: " << st.message() << "\n";
-    return exit_code_for(st);
+    return fail(io, "kda cluster down", st);
   }
   io.err << "kda cluster down: the job has left the queue\n";
   return kExitOk;

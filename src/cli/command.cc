@@ -20,6 +20,11 @@ int exit_code_for(const Status& status) {
   return kExitInternal;
 }
 
+int fail(Io& io, std::string_view command, const Status& status) {
+  io.err << command << ": " << status.message() << "\n";
+  return exit_code_for(status);
+}
+
 OptionSpec json_option() { return {.name = "json", .help = "print the result as JSON on stdout"}; }
 
 namespace {

@@ -63,6 +63,10 @@ struct Io {
   std::ostream& err;
 };
 
+// A command's failure: "<command>: <message>" on stderr, and the exit code the status maps to
+// (fail(io, "kda eval", st)).
+int fail(Io& io, std::string_view command, const Status& status);
+
 struct CommandSpec {
   std::string name;         // words after "kda", e.g. "task validate"
   std::string summary;      // one line

@@ -117,15 +117,13 @@ int run_on(const Args& args, Io& io, const task::TaskPack& pack, const task::Sol
 #ifdef KDA_HAVE_EXEC
   auto r = evaluate_on(args, io, pack, solution);
   if (!r.ok()) {
-    io.err << "kda eval: " << r.status().message() << "\n";
-    return exit_code_for(r.status());
+    return fail(io, "kda eval", r.status());
   }
   if (auto traces = args.value("traces")) {
     std::string lines;
     for (const auto& t : r->traces) lines += t.dump() + "\n";
     if (Status st = fs::write_file_atomic(*traces, lines); !st.ok()) {
-      io.err << "kda eval: " << st.message() << "\n";
-      return exit_code_for(st);
+      return fail(io, "kda eval", st);
     }
   }
   const eval::EvalReport& rep = r->report;
@@ -167,8 +165,7 @@ int run_against(const task::TaskPack& pack, const task::Solution& a, const task:
     if (!args.flag("quiet")) io.err << fmt::format("kda eval: head-to-head {} of {}\n", i + 1, pairs);
     auto r = eval::evaluate(pack, a, opts);
     if (!r.ok()) {
-      io.err << "kda eval: " << r.status().message() << "\n";
-      return exit_code_for(r.status());
+      return fail(io, "kda eval", r.status());
     }
     if (!r->all_passed) {
       io.err << fmt::format("kda eval: run {} of {}: not every workload PASSED; no ratio\n", i + 1, pairs);
@@ -271,15 +268,13 @@ Status counted_options(const Args& args, eval::EvalOptions& opts) {
 int run_eval(const Args& args, Io& io) {
   auto solution = task::load_solution(args.positional("solution"));
   if (!solution.ok()) {
-    io.err << "kda eval: " << solution.status().message() << "\n";
-    return exit_code_for(solution.status());
+    return fail(io, "kda eval", solution.status());
   }
   for (const auto& name : task::unlisted_option_files(*solution, args.positional("solution")))
     io.err << "kda eval: warning: " << task::unlisted_option_warning(name) << "\n";
   auto pack = load_task(args, *solution);
   if (!pack.ok()) {
-    io.err << "kda eval: " << pack.status().message() << "\n";
-    return exit_code_for(pack.status());
+    return fail(io, "kda eval", pack.status());
   }
   if (args.given("on")) return run_on(args, io, *pack, *solution);
   eval::EvalOptions opts;
@@ -360,15 +355,13 @@ int run_eval(const Args& args, Io& io) {
   }
   auto report = eval::evaluate(*pack, *solution, opts);
   if (!report.ok()) {
-    io.err << "kda eval: " << report.status().message() << "\n";
-    return exit_code_for(report.status());
+    return fail(io, "kda eval", report.status());
   }
   if (auto traces = args.value("traces")) {
     std::string lines;
     for (const auto& w : report->workloads) lines += eval::trace_json(*report, w, *pack).dump() + "\n";
     if (Status st = fs::write_file_atomic(*traces, lines); !st.ok()) {
-      io.err << "kda eval: " << st.message() << "\n";
-      return exit_code_for(st);
+      return fail(io, "kda eval", st);
     }
   }
   if (args.flag("json"))

@@ -70,8 +70,7 @@ int run_mcp(const Args& args, Io& io) {
   if (socket) {
     auto remote = mcp::SocketToolHost::connect(*socket);
     if (!remote.ok()) {
-      io.err << "kda mcp: " << remote.status().message() << "\n";
-      return exit_code_for(remote.status());
+      return fail(io, "kda mcp", remote.status());
     }
     host = std::move(*remote);
   } else {
@@ -115,8 +114,7 @@ int run_mcp(const Args& args, Io& io) {
       profiles_root = so.profiles_dir;
       auto opened = loop::WorkspaceSession::open(std::move(so));
       if (!opened.ok()) {
-        io.err << "kda mcp: " << opened.status().message() << "\n";
-        return exit_code_for(opened.status());
+        return fail(io, "kda mcp", opened.status());
       }
       session = std::move(*opened);
       kda_tools = std::make_unique<loop::KdaToolHost>(session->hooks());
@@ -152,8 +150,7 @@ int run_mcp(const Args& args, Io& io) {
   io.out.flush();
   Status s = server.serve(STDIN_FILENO, STDOUT_FILENO);
   if (!s.ok()) {
-    io.err << "kda mcp: " << s.message() << "\n";
-    return exit_code_for(s);
+    return fail(io, "kda mcp", s);
   }
   return kExitOk;
 }

@@ -29,11 +29,6 @@ namespace stdfs = std::filesystem;
 
 std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
 
-int fail(Io& io, const Status& st) {
-  io.err << "kda ncu: " << st.message() << "\n";
-  return exit_code_for(st);
-}
-
 std::vector<stdfs::path> as_paths(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
 // ---- profile ----------------------------------------------------------------------------------------------
@@ -54,23 +49,24 @@ int run_profile(const Args& args, Io& io) {
       j["error"] = st.message();
       io.out << dump(j) << "\n";
     }
-    return fail(io, st);
+    return fail(io, "kda ncu", st);
   };
   // Phase: inputs (task, solution, workload, the tool).
   const std::string task_dir = args.value_or("task", "");
-  if (task_dir.empty()) return fail(io, Status::bad_input("--task: required (a task pack directory)"));
+  if (task_dir.empty()) return fail(io, "kda ncu", Status::bad_input("--task: required (a task pack directory)"));
   auto pack = task::load_task_pack(task_dir);
-  if (!pack.ok()) return fail(io, pack.status());
+  if (!pack.ok()) return fail(io, "kda ncu", pack.status());
   auto solution = task::load_solution(args.positional("solution"));
-  if (!solution.ok()) return fail(io, solution.status());
+  if (!solution.ok()) return fail(io, "kda ncu", solution.status());
   const std::string uuid = args.value_or("workload", "");
   if (uuid.empty())
     return fail(
-        io, Status::bad_input("--workload: required (a uuid from " + (pack->root / "workloads.jsonl").string() + ")"));
+        io, "kda ncu",
+        Status::bad_input("--workload: required (a uuid from " + (pack->root / "workloads.jsonl").string() + ")"));
   auto ncu = eval::find_tool(args.value_or("ncu", ""), "ncu", "--ncu");
-  if (!ncu.ok()) return fail(io, ncu.status());
+  if (!ncu.ok()) return fail(io, "kda ncu", ncu.status());
   auto run_args = parse_tool_run_args(args);
-  if (!run_args.ok()) return fail(io, run_args.status());
+  if (!run_args.ok()) return fail(io, "kda ncu", run_args.status());
 
   stdfs::path report = args.value("out") ? stdfs::path(*args.value("out"))
                                          : default_report_path(args.value_or("run-dir", ""), solution->name, uuid);
@@ -84,12 +80,12 @@ int run_profile(const Args& args, Io& io) {
   // --metrics alone collects only those metrics (one pass); --set with --metrics collects both.
   o.collection.metrics = util::split_list(args.value_or("metrics", ""));
   if (args.value("metrics") && o.collection.metrics.empty())
-    return fail(io,
+    return fail(io, "kda ncu",
                 Status::bad_input("--metrics: names no metric (a comma-separated list, e.g. gpu__time_duration.sum)"));
   o.collection.set = args.value_or("set", o.collection.metrics.empty() ? "full" : "");
   o.collection.cache_control = args.value_or("cache-control", "all");
   o.collection.clock_control = args.value_or("clock-control", "none");
-  if (Status st = eval::validate(o.collection); !st.ok()) return fail(io, st);
+  if (Status st = eval::validate(o.collection); !st.ok()) return fail(io, "kda ncu", st);
   o.runner_binary = eval::default_runner_binary();
   o.seed = static_cast<uint64_t>(run_args->seed.value_or(1));
   o.warmup = static_cast<int>(run_args->warmup.value_or(2));
@@ -99,7 +95,7 @@ int run_profile(const Args& args, Io& io) {
     if (!quiet) io.err << "kda ncu profile: " << line << "\n";
   };
   auto prof = eval::run_ncu_profile(*pack, *solution, o);
-  if (!prof.ok()) return fail(io, prof.status());
+  if (!prof.ok()) return fail(io, "kda ncu", prof.status());
   report = prof->report;
   json j{{"solution", solution->name},
          {"task", pack->root.string()},
@@ -126,17 +122,18 @@ int run_profile(const Args& args, Io& io) {
 // ---- analyze ----------------------------------------------------------------------------------------------
 int run_analyze(const Args& args, Io& io) {
   auto report = ncu::load_report(as_paths(args.positionals("report")));
-  if (!report.ok()) return fail(io, report.status());
+  if (!report.ok()) return fail(io, "kda ncu", report.status());
   ncu::AnalyzeOptions options;
   options.kernel_regex = args.value_or("kernel", "");
   auto max = args.integer("max-priorities");
-  if (!max.ok()) return fail(io, max.status());
+  if (!max.ok()) return fail(io, "kda ncu", max.status());
   if (*max) {
-    if (**max < 1 || **max > 5) return fail(io, Status::bad_input("--max-priorities: must be between 1 and 5"));
+    if (**max < 1 || **max > 5)
+      return fail(io, "kda ncu", Status::bad_input("--max-priorities: must be between 1 and 5"));
     options.max_priorities = static_cast<size_t>(**max);
   }
   auto analysis = ncu::analyze(*report, options);
-  if (!analysis.ok()) return fail(io, analysis.status());
+  if (!analysis.ok()) return fail(io, "kda ncu", analysis.status());
   json j = ncu::to_json(*analysis);
   std::string md = ncu::to_markdown(*analysis);
   // Phase: write the artefacts a profile step or an agent picks up.
@@ -145,7 +142,7 @@ int run_analyze(const Args& args, Io& io) {
     Status st = fs::ensure_dir(dir);
     if (st.ok()) st = fs::write_file_atomic(dir / "REPORT.md", md);
     if (st.ok()) st = fs::write_file_atomic(dir / "analysis.json", dump(j) + "\n");
-    if (!st.ok()) return fail(io, st.with_context("--out " + *out));
+    if (!st.ok()) return fail(io, "kda ncu", st.with_context("--out " + *out));
     io.err << "wrote " << (dir / "REPORT.md").string() << " and " << (dir / "analysis.json").string() << "\n";
   }
   if (args.flag("json"))
@@ -158,11 +155,11 @@ int run_analyze(const Args& args, Io& io) {
 // ---- diff -------------------------------------------------------------------------------------------------
 int run_diff(const Args& args, Io& io) {
   auto before = ncu::load_report(stdfs::path(args.positional("before")));
-  if (!before.ok()) return fail(io, before.status());
+  if (!before.ok()) return fail(io, "kda ncu", before.status());
   auto after = ncu::load_report(stdfs::path(args.positional("after")));
-  if (!after.ok()) return fail(io, after.status());
+  if (!after.ok()) return fail(io, "kda ncu", after.status());
   auto min_move = args.number("min-move");
-  if (!min_move.ok()) return fail(io, min_move.status());
+  if (!min_move.ok()) return fail(io, "kda ncu", min_move.status());
   ncu::ReportDiff diff = ncu::diff_reports(*before, *after);
   if (args.flag("json"))
     io.out << dump(ncu::to_json(diff)) << "\n";

@@ -28,8 +28,7 @@ int run_report(const Args& args, Io& io) {
   const stdfs::path input = args.positional("input");
   auto page = report::render(input);
   if (!page.ok()) {
-    io.err << "kda report: " << page.status().message() << "\n";
-    return exit_code_for(page.status());
+    return fail(io, "kda report", page.status());
   }
   // Every number on the page is checked against its file before the page is written: a mismatch is
   // kda's own bug, and no page goes out with it.
@@ -41,8 +40,7 @@ int run_report(const Args& args, Io& io) {
   }
   const stdfs::path out = args.value_or("output", report::default_output(input, page->kind).string());
   if (Status st = fs::write_file_atomic(out, page->html); !st.ok()) {
-    io.err << "kda report: " << st.message() << "\n";
-    return exit_code_for(st);
+    return fail(io, "kda report", st);
   }
   if (args.flag("json")) {
     io.out << nlohmann::json{{"kind", report::kind_name(page->kind)},

@@ -232,8 +232,7 @@ int run_run(const Args& args, Io& io) {
     outcome = loop::start_run(dir, o, env);
   }
   if (!outcome.ok()) {
-    io.err << "kda run: " << outcome.status().message() << "\n";
-    return exit_code_for(outcome.status());
+    return fail(io, "kda run", outcome.status());
   }
   if (args.flag("json"))
     io.out << outcome->to_json().dump(2) << "\n";

@@ -22,11 +22,6 @@ namespace {
 using nlohmann::json;
 namespace stdfs = std::filesystem;
 
-int fail(Io& io, const Status& st) {
-  io.err << "kda sanitize: " << st.message() << "\n";
-  return exit_code_for(st);
-}
-
 // dev | all | uuid[,uuid...], from the visible workloads only (never the holdout).
 Result<std::vector<std::string>> select_uuids(const task::TaskPack& pack, const std::string& which) {
   std::vector<std::string> out;
@@ -99,30 +94,31 @@ Result<WorkloadOutcome> judge(const eval::ToolRunResult& r, const std::string& t
 int run_sanitize(const Args& args, Io& io) {
   // Phase: inputs.
   const std::string task_dir = args.value_or("task", "");
-  if (task_dir.empty()) return fail(io, Status::bad_input("--task: required (a task pack directory)"));
+  if (task_dir.empty()) return fail(io, "kda sanitize", Status::bad_input("--task: required (a task pack directory)"));
   auto pack = task::load_task_pack(task_dir);
-  if (!pack.ok()) return fail(io, pack.status());
+  if (!pack.ok()) return fail(io, "kda sanitize", pack.status());
   auto solution = task::load_solution(args.positional("solution"));
-  if (!solution.ok()) return fail(io, solution.status());
+  if (!solution.ok()) return fail(io, "kda sanitize", solution.status());
   const std::string tool = args.value_or("tool", "memcheck");
   if (tool != "memcheck" && tool != "racecheck" && tool != "initcheck" && tool != "synccheck")
-    return fail(io, Status::bad_input("--tool " + tool + ": expected memcheck, racecheck, initcheck or synccheck"));
+    return fail(io, "kda sanitize",
+                Status::bad_input("--tool " + tool + ": expected memcheck, racecheck, initcheck or synccheck"));
   auto uuids = select_uuids(*pack, args.value_or("workloads", "dev"));
-  if (!uuids.ok()) return fail(io, uuids.status());
+  if (!uuids.ok()) return fail(io, "kda sanitize", uuids.status());
   auto sanitizer = eval::find_tool(args.value_or("sanitizer", ""), "compute-sanitizer", "--sanitizer");
-  if (!sanitizer.ok()) return fail(io, sanitizer.status());
+  if (!sanitizer.ok()) return fail(io, "kda sanitize", sanitizer.status());
   auto run_args = parse_tool_run_args(args);
-  if (!run_args.ok()) return fail(io, run_args.status());
+  if (!run_args.ok()) return fail(io, "kda sanitize", run_args.status());
 
   // The tool's logs: kept in --log-dir when given, else in a private temporary directory.
   stdfs::path log_dir;
   const bool keep_logs = args.value("log-dir").has_value();
   if (keep_logs) {
     log_dir = *args.value("log-dir");
-    if (Status st = fs::ensure_dir(log_dir); !st.ok()) return fail(io, st.with_context("--log-dir"));
+    if (Status st = fs::ensure_dir(log_dir); !st.ok()) return fail(io, "kda sanitize", st.with_context("--log-dir"));
   } else {
     auto tmp = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-sanitize");
-    if (!tmp.ok()) return fail(io, tmp.status());
+    if (!tmp.ok()) return fail(io, "kda sanitize", tmp.status());
     log_dir = *tmp;
   }
   struct Cleanup {
@@ -167,7 +163,7 @@ int run_sanitize(const Args& args, Io& io) {
                        {"error", judged.status().message()}}
                       .dump(2)
                << "\n";
-      return fail(io, judged.status());
+      return fail(io, "kda sanitize", judged.status());
     }
     if (!quiet) io.err << fmt::format("kda sanitize: [{}/{}] {} {}\n", i + 1, uuids->size(), uuid, judged->verdict);
     outcomes.push_back(std::move(*judged));

@@ -118,18 +118,15 @@ int run_serve(const Args& args, Io& io) {
   }
   auto options = serve_options(args, io);
   if (!options.ok()) {
-    io.err << "kda serve: " << options.status().message() << "\n";
-    return exit_code_for(options.status());
+    return fail(io, "kda serve", options.status());
   }
   auto data = serve::load_dataset(args.value_or("local", ""));
   if (!data.ok()) {
-    io.err << "kda serve: " << data.status().message() << "\n";
-    return exit_code_for(data.status());
+    return fail(io, "kda serve", data.status());
   }
   auto server = serve::Server::create(std::move(*options), std::move(*data));
   if (!server.ok()) {
-    io.err << "kda serve: " << server.status().message() << "\n";
-    return exit_code_for(server.status());
+    return fail(io, "kda serve", server.status());
   }
   Status st;
   {
@@ -137,8 +134,7 @@ int run_serve(const Args& args, Io& io) {
     st = (*server)->run();
   }
   if (!st.ok()) {
-    io.err << "kda serve: " << st.message() << "\n";
-    return exit_code_for(st);
+    return fail(io, "kda serve", st);
   }
   return kExitOk;
 }

@@ -18,11 +18,6 @@ namespace {
 using nlohmann::json;
 namespace stdfs = std::filesystem;
 
-int fail(Io& io, const Status& st) {
-  io.err << "kda solution init: " << st.message() << "\n";
-  return exit_code_for(st);
-}
-
 // The directory form of a solution: solution.json names the sources, the sources sit beside it.
 Status write_solution_dir(const task::Solution& s, const stdfs::path& out) {
   std::error_code ec;
@@ -48,15 +43,15 @@ Status write_solution_dir(const task::Solution& s, const stdfs::path& out) {
 
 int run_init(const Args& args, Io& io) {
   auto pack = task::load_task_pack(args.positional("pack"));
-  if (!pack.ok()) return fail(io, pack.status());
+  if (!pack.ok()) return fail(io, "kda solution init", pack.status());
   task::ScaffoldOptions o;
   o.language = args.value_or("language", "");
   o.name = args.value_or("name", "");
   o.author = args.value_or("author", "you");
   auto sol = task::scaffold_solution(*pack, o);
-  if (!sol.ok()) return fail(io, sol.status());
+  if (!sol.ok()) return fail(io, "kda solution init", sol.status());
   const stdfs::path out = args.value_or("out", sol->name);
-  if (Status st = write_solution_dir(*sol, out); !st.ok()) return fail(io, st);
+  if (Status st = write_solution_dir(*sol, out); !st.ok()) return fail(io, "kda solution init", st);
   if (args.flag("json")) {
     json files = json::array({"solution.json"});
     for (const auto& f : sol->sources) files.push_back(f.path);
@@ -84,8 +79,7 @@ int run_export(const Args& args, Io& io) {
   const stdfs::path in = args.positional("solution");
   auto sol = task::load_solution(in);
   if (!sol.ok()) {
-    io.err << "kda solution export: " << sol.status().message() << "\n";
-    return exit_code_for(sol.status());
+    return fail(io, "kda solution export", sol.status());
   }
   const json j = sol->to_json();
   if (const auto errors = task::fib_solution_errors(j); !errors.empty()) {
@@ -100,8 +94,7 @@ int run_export(const Args& args, Io& io) {
     return kExitOk;
   }
   if (Status st = fs::write_file_atomic(out, text); !st.ok()) {
-    io.err << "kda solution export: " << st.message() << "\n";
-    return exit_code_for(st);
+    return fail(io, "kda solution export", st);
   }
   io.err << fmt::format("{}: {} ({} source(s) inline)\n", out, sol->name, sol->sources.size());
   return kExitOk;

@@ -295,19 +295,16 @@ int run_seal(const Args& args, Io& io) {
   const std::string pack = args.positional("pack");
   auto loaded = task::load_task_pack(pack);
   if (!loaded.ok()) {
-    io.err << "kda task seal: " << loaded.status().message() << "\n";
-    return exit_code_for(loaded.status());
+    return fail(io, "kda task seal", loaded.status());
   }
   auto m = task::pack_manifest(pack);
   if (!m.ok()) {
-    io.err << "kda task seal: " << m.status().message() << "\n";
-    return exit_code_for(m.status());
+    return fail(io, "kda task seal", m.status());
   }
   const std::string text = m->to_json().dump(2) + "\n";
   if (auto out = args.value("output")) {
     if (Status st = fs::write_file_atomic(*out, text); !st.ok()) {
-      io.err << "kda task seal: " << st.message() << "\n";
-      return exit_code_for(st);
+      return fail(io, "kda task seal", st);
     }
     io.err << "sealed " << pack << ": " << m->files.size() << " files, digest " << m->digest() << "\n";
     return kExitOk;

@@ -51,12 +51,8 @@ Status tune_on(const Args& args, Io& io, const task::TaskPack& pack, tune::TuneO
 #endif
 
 int run_tune(const Args& args, Io& io) {
-  auto fail = [&io](const Status& st) {
-    io.err << "kda tune: " << st.message() << "\n";
-    return exit_code_for(st);
-  };
   auto pack = task::load_task_pack(args.value_or("task", ""));
-  if (!pack.ok()) return fail(pack.status());
+  if (!pack.ok()) return fail(io, "kda tune", pack.status());
   tune::TuneOptions o;
   const std::filesystem::path solution = args.positional("solution");
   // Default outside the pack: a pack sealed by a run must not change under it.
@@ -82,18 +78,18 @@ int run_tune(const Args& args, Io& io) {
        {IntOpt{"max-configs", &o.max_configs, 0}, IntOpt{"jobs", &o.jobs, 0},
         IntOpt{"screen-iterations", &o.screen_iterations, 1}, IntOpt{"screen-trials", &o.screen_trials, 1}}) {
     auto v = args.integer(opt.name);
-    if (!v.ok()) return fail(v.status());
+    if (!v.ok()) return fail(io, "kda tune", v.status());
     if (!*v) continue;
     if (**v < opt.min || **v > 1000000)
-      return fail(Status::bad_input(fmt::format("--{} must be >= {}", opt.name, opt.min)));
+      return fail(io, "kda tune", Status::bad_input(fmt::format("--{} must be >= {}", opt.name, opt.min)));
     *opt.target = static_cast<int>(**v);
   }
   auto seed = args.integer("seed");
-  if (!seed.ok()) return fail(seed.status());
+  if (!seed.ok()) return fail(io, "kda tune", seed.status());
   if (*seed) o.eval.seed = static_cast<uint64_t>(**seed);
   auto minutes = args.number("max-minutes");
   if (!minutes.ok() || (*minutes && **minutes < 0))
-    return fail(Status::bad_input("--max-minutes: expected a non-negative number of minutes"));
+    return fail(io, "kda tune", Status::bad_input("--max-minutes: expected a non-negative number of minutes"));
   if (*minutes) o.max_minutes = **minutes;
   const bool quiet = args.flag("quiet");
   o.progress = [&io, quiet](const std::string& line) {
@@ -102,13 +98,14 @@ int run_tune(const Args& args, Io& io) {
 #ifdef KDA_HAVE_EXEC
   std::unique_ptr<Pool> pool;  // --on: outlives the tuning (its local server stops with it)
   if (args.given("on"))
-    if (Status st = tune_on(args, io, *pack, o, pool); !st.ok()) return fail(st);
+    if (Status st = tune_on(args, io, *pack, o, pool); !st.ok()) return fail(io, "kda tune", st);
 #else
   if (args.given("on"))
-    return fail(Status::bad_input("--on: this kda was built without the dispatcher (SQLite and cpp-httplib)"));
+    return fail(io, "kda tune",
+                Status::bad_input("--on: this kda was built without the dispatcher (SQLite and cpp-httplib)"));
 #endif
   auto result = tune::tune(*pack, solution, o);
-  if (!result.ok()) return fail(result.status());
+  if (!result.ok()) return fail(io, "kda tune", result.status());
   if (args.flag("json")) {
     io.out << result->to_json().dump(2) << "\n";
   } else {

@@ -56,11 +56,6 @@ Result<wiki::Filters> filters_of(const Args& a) {
   return f;
 }
 
-int fail(Io& io, const Status& s) {
-  io.err << "kda wiki: " << s.message() << "\n";
-  return exit_code_for(s);
-}
-
 Result<std::unique_ptr<wiki::Index>> open_from(const Args& a, Io& io) {
   return wiki::open_index(stdfs::path(a.value_or("db", "")), &io.err);
 }
@@ -90,15 +85,15 @@ json hit_json(const wiki::SearchHit& h) {
 
 int run_ingest(const Args& a, Io& io) {
   auto index = open_from(a, io);
-  if (!index.ok()) return fail(io, index.status());
+  if (!index.ok()) return fail(io, "kda wiki", index.status());
   wiki::IngestOptions opt;
   opt.repo = a.value_or("repo", "");
   opt.kind = a.value_or("kind", "");
-  if (Status st = check_kind(opt.kind); !st.ok()) return fail(io, st);
+  if (Status st = check_kind(opt.kind); !st.ok()) return fail(io, "kda wiki", st);
   std::vector<stdfs::path> paths;
   for (const auto& p : a.positionals("path")) paths.emplace_back(p);
   auto st = (*index)->ingest(paths, opt, &io.err);
-  if (!st.ok()) return fail(io, st.status());
+  if (!st.ok()) return fail(io, "kda wiki", st.status());
   if (a.flag("json")) {
     io.out << json{{"files_seen", st->files_seen},
                    {"files_indexed", st->files_indexed},
@@ -125,17 +120,17 @@ int run_ingest(const Args& a, Io& io) {
 
 int run_search(const Args& a, Io& io) {
   auto limit = a.integer("limit");
-  if (!limit.ok()) return fail(io, limit.status());
+  if (!limit.ok()) return fail(io, "kda wiki", limit.status());
   wiki::SearchRequest req;
   for (const auto& w : a.positionals("query")) req.query += (req.query.empty() ? "" : " ") + w;
   req.limit = static_cast<int>(limit->value_or(10));
   auto filters = filters_of(a);
-  if (!filters.ok()) return fail(io, filters.status());
+  if (!filters.ok()) return fail(io, "kda wiki", filters.status());
   req.filters = *filters;
   auto index = open_from(a, io);
-  if (!index.ok()) return fail(io, index.status());
+  if (!index.ok()) return fail(io, "kda wiki", index.status());
   auto hits = (*index)->search(req);
-  if (!hits.ok()) return fail(io, hits.status());
+  if (!hits.ok()) return fail(io, "kda wiki", hits.status());
   if (a.flag("json")) {
     json arr = json::array();
     for (const auto& h : *hits) arr.push_back(hit_json(h));
@@ -174,9 +169,9 @@ int run_search(const Args& a, Io& io) {
 
 int run_show(const Args& a, Io& io) {
   auto index = open_from(a, io);
-  if (!index.ok()) return fail(io, index.status());
+  if (!index.ok()) return fail(io, "kda wiki", index.status());
   auto r = (*index)->show(a.positional("id"));
-  if (!r.ok()) return fail(io, r.status());
+  if (!r.ok()) return fail(io, "kda wiki", r.status());
   if (a.flag("json")) {
     io.out << json{{"id", r->id},
                    {"title", r->title},
@@ -223,13 +218,13 @@ int run_show(const Args& a, Io& io) {
 
 int run_grep(const Args& a, Io& io) {
   auto limit = a.integer("limit");
-  if (!limit.ok()) return fail(io, limit.status());
+  if (!limit.ok()) return fail(io, "kda wiki", limit.status());
   auto filters = filters_of(a);
-  if (!filters.ok()) return fail(io, filters.status());
+  if (!filters.ok()) return fail(io, "kda wiki", filters.status());
   auto index = open_from(a, io);
-  if (!index.ok()) return fail(io, index.status());
+  if (!index.ok()) return fail(io, "kda wiki", index.status());
   auto hits = (*index)->grep(a.positional("regex"), *filters, static_cast<int>(limit->value_or(100)));
-  if (!hits.ok()) return fail(io, hits.status());
+  if (!hits.ok()) return fail(io, "kda wiki", hits.status());
   if (a.flag("json")) {
     json arr = json::array();
     for (const auto& h : *hits)
@@ -245,9 +240,9 @@ int run_grep(const Args& a, Io& io) {
 
 int run_stats(const Args& a, Io& io) {
   auto index = open_from(a, io);
-  if (!index.ok()) return fail(io, index.status());
+  if (!index.ok()) return fail(io, "kda wiki", index.status());
   auto s = (*index)->stats();
-  if (!s.ok()) return fail(io, s.status());
+  if (!s.ok()) return fail(io, "kda wiki", s.status());
   if (a.flag("json")) {
     io.out << json{{"files", s->files},
                    {"chunks", s->chunks},
@@ -272,22 +267,22 @@ int run_stats(const Args& a, Io& io) {
 
 int run_eval(const Args& a, Io& io) {
   auto k = a.integer("k");
-  if (!k.ok()) return fail(io, k.status());
+  if (!k.ok()) return fail(io, "kda wiki", k.status());
   auto repeat = a.integer("repeat");
-  if (!repeat.ok()) return fail(io, repeat.status());
+  if (!repeat.ok()) return fail(io, "kda wiki", repeat.status());
   auto min_rate = a.number("min-hit-rate");
-  if (!min_rate.ok()) return fail(io, min_rate.status());
+  if (!min_rate.ok()) return fail(io, "kda wiki", min_rate.status());
   // Every file first, so a bad one fails before any search.
   std::vector<std::pair<std::string, std::vector<wiki::EvalQuery>>> sets;
   for (const std::string& file : a.positionals("queries")) {
     auto text = fs::read_file(file);
-    if (!text.ok()) return fail(io, text.status());
+    if (!text.ok()) return fail(io, "kda wiki", text.status());
     auto queries = wiki::parse_eval_queries(*text, file, static_cast<int>(k->value_or(5)));
-    if (!queries.ok()) return fail(io, queries.status());
+    if (!queries.ok()) return fail(io, "kda wiki", queries.status());
     sets.emplace_back(file, std::move(*queries));
   }
   auto index = open_from(a, io);
-  if (!index.ok()) return fail(io, index.status());
+  if (!index.ok()) return fail(io, "kda wiki", index.status());
   auto ranks = [](const wiki::RankStats& s) {
     return json{{"n", s.n}, {"hit1", s.hit1}, {"hit5", s.hit5}, {"hit10", s.hit10}, {"mrr", s.mrr}};
   };
@@ -295,7 +290,7 @@ int run_eval(const Args& a, Io& io) {
   bool below = false;
   for (const auto& [file, queries] : sets) {
     auto r = wiki::evaluate(**index, queries, static_cast<int>(repeat->value_or(3)));
-    if (!r.ok()) return fail(io, r.status());
+    if (!r.ok()) return fail(io, "kda wiki", r.status());
     below = below || (*min_rate && r->hit_rate < **min_rate);
     if (a.flag("json")) {
       json per = json::array();
@@ -341,17 +336,17 @@ int run_queries(const Args& a, Io& io) {
   const std::filesystem::path root = a.positional("dir");
   o.repo = a.value_or("repo", std::filesystem::absolute(root).lexically_normal().filename().string());
   auto count = a.integer("count");
-  if (!count.ok()) return fail(io, count.status());
+  if (!count.ok()) return fail(io, "kda wiki", count.status());
   auto seed = a.integer("seed");
-  if (!seed.ok()) return fail(io, seed.status());
+  if (!seed.ok()) return fail(io, "kda wiki", seed.status());
   if (*count) o.max_queries = static_cast<size_t>(std::max<long long>(0, **count));
   if (*seed) o.seed = static_cast<uint64_t>(**seed);
   auto qs = wiki::generate_queries(root, o);
-  if (!qs.ok()) return fail(io, qs.status());
+  if (!qs.ok()) return fail(io, "kda wiki", qs.status());
   std::string lines;
   for (const auto& q : *qs) lines += wiki::query_jsonl(q) + "\n";
   if (auto file = a.value("output")) {
-    if (Status st = fs::write_file_atomic(*file, lines); !st.ok()) return fail(io, st);
+    if (Status st = fs::write_file_atomic(*file, lines); !st.ok()) return fail(io, "kda wiki", st);
     io.err << fmt::format("wiki queries: {} queries from {} (repo {}) written to {}\n", qs->size(), root.string(),
                           o.repo, *file);
   } else {
