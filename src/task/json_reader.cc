@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "util/json_text.h"
+
 namespace kda::task {
 
 std::string child_pointer(const std::string& pointer, std::string_view key) {
@@ -122,37 +124,12 @@ std::optional<double> JsonReader::number(const ojson& obj, const std::string& po
 
 namespace {
 
-// Deepest [ / { nesting outside strings. The parser itself is iterative, but converting and dumping documents
-// recurse, so hostile nesting is refused before parsing.
-int max_nesting(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '[' || c == '{')
-      deepest = std::max(deepest, ++depth);
-    else if (c == ']' || c == '}')
-      --depth;
-  }
-  return deepest;
-}
-
 constexpr int kMaxNesting = 128;
 
 }  // namespace
 
 std::optional<ojson> parse_json_text(std::string_view text, const std::string& file, int line, Diagnostics& diags) {
-  if (max_nesting(text) > kMaxNesting) {
+  if (util::json_nesting_depth(text) > kMaxNesting) {
     diags.add(file, line, "", "invalid JSON: nested deeper than " + std::to_string(kMaxNesting) + " levels");
     return std::nullopt;
   }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/fs.h"
+#include "util/json_text.h"
 
 namespace kda::tensor {
 
@@ -30,29 +31,6 @@ uint64_t load_le64(const char* p) {
 
 void store_le64(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-
-// Bracket depth outside strings; rejects absurd nesting before the JSON parser sees it.
-bool nesting_within(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
 }
 
 // A JSON value as a non-negative integer (rejects floats, negatives and booleans).
@@ -182,7 +160,8 @@ Result<SafetensorsHeader> parse_safetensors_header(std::string_view prefix, uint
   if (prefix.size() < 8 + n) return Status::bad_input(src + ": header is truncated");
   const std::string_view text = prefix.substr(8, n);
   if (text.empty() || text.front() != '{') return Status::bad_input(src + ": header does not start with '{'");
-  if (!nesting_within(text, kMaxJsonDepth)) return Status::bad_input(src + ": header JSON is nested too deeply");
+  if (util::json_nesting_depth(text) > kMaxJsonDepth)
+    return Status::bad_input(src + ": header JSON is nested too deeply");
 
   json root;
   try {

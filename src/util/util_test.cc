@@ -9,6 +9,7 @@
 
 #include "util/diagnostics.h"
 #include "util/fs.h"
+#include "util/json_text.h"
 #include "util/parallel.h"
 #include "util/random.h"
 #include "util/sha256.h"
@@ -47,6 +48,14 @@ TEST(Parallel, RangesCoverEverythingOnceAligned) {
     for (uint64_t i = b; i < e; ++i) ++seen[i];
   });
   for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << i;
+}
+
+TEST(JsonText, NestingDepthCountsBracketsOutsideStringsOnly) {
+  EXPECT_EQ(util::json_nesting_depth("3"), 0);
+  EXPECT_EQ(util::json_nesting_depth(R"({"a": [1, {"b": []}]})"), 4);
+  EXPECT_EQ(util::json_nesting_depth(R"({"a": "[[[{{{"})"), 1);            // brackets in a string
+  EXPECT_EQ(util::json_nesting_depth(R"({"a": "\"[[[[", "b": [1]})"), 2);  // an escaped quote does not end it
+  EXPECT_EQ(util::json_nesting_depth(std::string(1000, '[') + std::string(1000, ']')), 1000);
 }
 
 TEST(Strings, Utf8HelpersKeepWholeCharacters) {
