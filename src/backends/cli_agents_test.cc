@@ -202,6 +202,44 @@ TEST(CliCommon, MissingCliIsNotFoundAndNamesWhereItLooked) {
   EXPECT_EQ(r.status().kind(), ErrorKind::kNotFound);
 }
 
+// A CLI session's start-up, shared by the Claude Code and Codex backends: its directory lives as long
+// as the session (unless kept), and kda's MCP server is the config's or none without tools.
+TEST(CliCommon, ASessionsDirectoriesGoWithItUnlessKept) {
+  auto root = fs::make_temp_dir(stdfs::temp_directory_path(), "kda-cli-session");
+  ASSERT_TRUE(root.ok());
+  CliAgentConfig config;
+  config.binary = "/bin/true";
+  config.sessions_dir = *root / "sessions";
+  SessionRequest request;
+  request.role = Role::kReviewer;
+  stdfs::path dir;
+  {
+    auto s = CliSession::start(config, request, "KDA_CLAUDE_BIN", "claude");
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    dir = (*s)->dirs.root;
+    EXPECT_TRUE(stdfs::is_directory((*s)->dirs.home));
+    EXPECT_NE(dir.filename().string().find("claude-reviewer"), std::string::npos) << dir;
+    EXPECT_EQ((*s)->binary, "/bin/true");
+    EXPECT_EQ((*s)->socket, nullptr);                      // no tools in the request
+    EXPECT_TRUE((*s)->mcp_args(config, request).empty());  // and no server named
+    config.mcp_server_args = {"mcp", "--workspace", "/w"};
+    EXPECT_EQ((*s)->mcp_args(config, request), config.mcp_server_args);
+  }
+  EXPECT_FALSE(stdfs::exists(dir));
+  config.keep_session_dirs = true;
+  {
+    auto s = CliSession::start(config, request, "KDA_CLAUDE_BIN", "claude");
+    ASSERT_TRUE(s.ok());
+    dir = (*s)->dirs.root;
+  }
+  EXPECT_TRUE(stdfs::exists(dir));
+  config.binary = "/nonexistent/codex";
+  auto missing = CliSession::start(config, request, "KDA_CODEX_BIN", "codex");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().kind(), ErrorKind::kNotFound);
+  stdfs::remove_all(*root);
+}
+
 class AgentSandboxTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -159,23 +159,16 @@ std::string guard_command(const stdfs::path& kda, const SessionRequest& request,
 }
 
 Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& request) {
-  KDA_ASSIGN_OR_RETURN(stdfs::path binary, find_agent_cli(config_.binary, "KDA_CLAUDE_BIN", "claude"));
-  const stdfs::path kda = kda_executable(config_);
-  KDA_ASSIGN_OR_RETURN(SessionDirs dirs,
-                       make_session_dirs(config_.sessions_dir, std::string("claude-") + role_name(request.role)));
-  SessionDirsCleanup cleanup{dirs, config_.keep_session_dirs};
-
-  SessionResult result;
-  EventSink sink(&result, &request);
+  KDA_ASSIGN_OR_RETURN(std::unique_ptr<CliSession> session,
+                       CliSession::start(config_, request, "KDA_CLAUDE_BIN", "claude"));
+  const stdfs::path& binary = session->binary;
+  const stdfs::path& kda = session->kda;
+  const SessionDirs& dirs = session->dirs;
   const bool reviewer = request.role == Role::kReviewer;
-  // kda's tools, served from this process.
-  KDA_ASSIGN_OR_RETURN(std::unique_ptr<mcp::ToolSocketServer> socket, serve_session_tools(request, dirs, sink));
 
   std::vector<std::string> argv = {
       binary.string(), "-p", request.prompt, "--output-format", "stream-json", "--verbose", "--no-session-persistence"};
-  std::vector<std::string> mcp_args = config_.mcp_server_args;
-  if (mcp_args.empty() && socket)
-    mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+  const std::vector<std::string> mcp_args = session->mcp_args(config_, request);
   if (!mcp_args.empty()) {
     json mcp_config = {{"mcpServers", {{"kda", {{"type", "stdio"}, {"command", kda.string()}, {"args", mcp_args}}}}}};
     KDA_RETURN_IF_ERROR(fs::write_file_atomic(dirs.kda / "mcp.json", mcp_config.dump(2)));
@@ -213,7 +206,7 @@ Result<SessionResult> ClaudeCodeBackend::run_session(const SessionRequest& reque
                            config_.base_url.empty() ? "https://api.anthropic.com" : config_.base_url, "claude-code"));
   // Claude reports an API error as a synthetic assistant turn, so count actions, not turns.
   return run_cli_attempts<ClaudeStreamParser>(
-      "claude-code", config_, request, argv, env, landlock ? &*landlock : nullptr, sink, result,
+      "claude-code", config_, request, argv, env, landlock ? &*landlock : nullptr, session->sink, session->result,
       [](const ClaudeStreamParser& p) { return p.actions() > 0 || (p.saw_result() && !p.is_error()); });
 }
 

@@ -115,16 +115,12 @@ class CodexBackend final : public Backend {
 };
 
 Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
-  KDA_ASSIGN_OR_RETURN(stdfs::path binary, find_agent_cli(config_.binary, "KDA_CODEX_BIN", "codex"));
-  const stdfs::path kda = kda_executable(config_);
-  KDA_ASSIGN_OR_RETURN(SessionDirs dirs,
-                       make_session_dirs(config_.sessions_dir, std::string("codex-") + role_name(request.role)));
-  SessionDirsCleanup cleanup{dirs, config_.keep_session_dirs};
-
-  SessionResult result;
-  EventSink sink(&result, &request);
+  KDA_ASSIGN_OR_RETURN(std::unique_ptr<CliSession> session,
+                       CliSession::start(config_, request, "KDA_CODEX_BIN", "codex"));
+  const stdfs::path& binary = session->binary;
+  const stdfs::path& kda = session->kda;
+  const SessionDirs& dirs = session->dirs;
   const bool reviewer = request.role == Role::kReviewer;
-  KDA_ASSIGN_OR_RETURN(std::unique_ptr<mcp::ToolSocketServer> socket, serve_session_tools(request, dirs, sink));
 
   const std::string base_url = config_.base_url.empty() ? "https://api.openai.com/v1" : config_.base_url;
   KDA_ASSIGN_OR_RETURN(std::optional<sandbox::PreparedLandlock> landlock,
@@ -154,9 +150,7 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
     for (const auto& w : request.writable) roots.push_back(w.string());
     if (!reviewer && !roots.empty()) config_arg("sandbox_workspace_write.writable_roots=" + toml_string_array(roots));
   }
-  std::vector<std::string> mcp_args = config_.mcp_server_args;
-  if (mcp_args.empty() && socket)
-    mcp_args = {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+  const std::vector<std::string> mcp_args = session->mcp_args(config_, request);
   if (!mcp_args.empty()) {
     config_arg("mcp_servers.kda.command=" + toml_string(kda.string()));
     config_arg("mcp_servers.kda.args=" + toml_string_array(mcp_args));
@@ -175,7 +169,8 @@ Result<SessionResult> CodexBackend::run_session(const SessionRequest& request) {
   if (const std::string key = getenv_or_empty(key_var); !key.empty()) env.push_back(key_var + "=" + key);
 
   return run_cli_attempts<CodexStreamParser>("codex", config_, request, argv, env, landlock ? &*landlock : nullptr,
-                                             sink, result, [](const CodexStreamParser& p) { return p.items() > 0; });
+                                             session->sink, session->result,
+                                             [](const CodexStreamParser& p) { return p.items() > 0; });
 }
 
 }  // namespace

@@ -243,6 +243,29 @@ Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const Session
   return mcp::ToolSocketServer::start(request.tools, dirs.socket, std::move(so));
 }
 
+Result<std::unique_ptr<CliSession>> CliSession::start(const CliAgentConfig& config, const SessionRequest& request,
+                                                      const char* env_var, const std::string& cli) {
+  KDA_ASSIGN_OR_RETURN(stdfs::path binary, find_agent_cli(config.binary, env_var, cli));
+  KDA_ASSIGN_OR_RETURN(SessionDirs dirs, make_session_dirs(config.sessions_dir, cli + "-" + role_name(request.role)));
+  std::unique_ptr<CliSession> s(new CliSession(request));  // from here the directories go with it
+  s->binary = std::move(binary);
+  s->kda = kda_executable(config);
+  s->dirs = std::move(dirs);
+  s->keep_dirs = config.keep_session_dirs;
+  KDA_ASSIGN_OR_RETURN(s->socket, serve_session_tools(request, s->dirs, s->sink));
+  return s;
+}
+
+std::vector<std::string> CliSession::mcp_args(const CliAgentConfig& config, const SessionRequest& request) const {
+  if (!config.mcp_server_args.empty() || !socket) return config.mcp_server_args;
+  return {"mcp", "--connect", dirs.socket.string(), "--role", role_name(request.role)};
+}
+
+CliSession::~CliSession() {
+  socket.reset();
+  if (!keep_dirs) remove_session_dirs(dirs);
+}
+
 Result<std::optional<sandbox::PreparedLandlock>> prepare_cli_landlock(const CliAgentConfig& config,
                                                                       const SessionRequest& request,
                                                                       const SessionDirs& dirs, std::string_view api_url,

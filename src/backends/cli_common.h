@@ -117,19 +117,33 @@ using util::shell_quote;
 // kda's own executable (the MCP proxy and the guard hook): config.kda_binary, else /proc/self/exe.
 std::filesystem::path kda_executable(const CliAgentConfig& config);
 
-// Removes a session's directories when the session ends, unless the config keeps them.
-struct SessionDirsCleanup {
-  const SessionDirs& dirs;
-  bool keep = false;
-  ~SessionDirsCleanup() {
-    if (!keep) remove_session_dirs(dirs);
-  }
-};
-
 // kda's tools for one session, served on dirs.socket (reviewers: read-only tools); every call is
 // reported to `sink`. Null when the request carries no tools.
 Result<std::unique_ptr<mcp::ToolSocketServer>> serve_session_tools(const SessionRequest& request,
                                                                    const SessionDirs& dirs, EventSink& sink);
+
+// What every CLI session starts with: the CLI found (config.binary, $<env_var>, the install cache,
+// PATH), kda's own executable, a fresh session directory (removed when the session ends unless the
+// config keeps it), the event sink and kda's tools served on the session's socket.
+struct CliSession {
+  std::filesystem::path binary, kda;
+  SessionDirs dirs;
+  bool keep_dirs = false;
+  SessionResult result;
+  EventSink sink;
+  std::unique_ptr<mcp::ToolSocketServer> socket;  // null when the request carries no tools
+
+  // `cli`: the executable's name ("claude", "codex"), also the session directory's prefix.
+  static Result<std::unique_ptr<CliSession>> start(const CliAgentConfig& config, const SessionRequest& request,
+                                                   const char* env_var, const std::string& cli);
+  // The kda MCP server's arguments: the config's, else a proxy to this session's socket; empty when
+  // the session serves no tools and the config names no server.
+  std::vector<std::string> mcp_args(const CliAgentConfig& config, const SessionRequest& request) const;
+  ~CliSession();  // the tool server first, then the directories it lives in
+
+ private:
+  CliSession(const SessionRequest& request) : sink(&result, &request) {}
+};
 
 // The prepared Landlock around the CLI (agent_landlock_policy, TCP to the port of `api_url`).
 // nullopt when config.os_sandbox is off, or Landlock is unavailable and not required; an error
