@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "contest/gdn_gen.h"
+#include "contest/moe_gen.h"
 #include "contest/seeded_rng.h"
 #include "tensor/float_convert.h"
 
@@ -258,6 +260,54 @@ Status moe_saturated_logits(const std::map<std::string, int64_t>&, uint64_t seed
   return Status::ok_status();
 }
 
+// Hot experts: routing_bias +1 on eight experts, two in each of four groups drawn from the seed, 0 elsewhere.
+// Sigmoid scores stay below 1, so every token picks those eight (group scores and choices included). A shard of
+// 32 experts holds two of them, each with every token, or none (all its outputs zero); its other experts get no
+// token. The routing weights still come from the unbiased scores.
+Status moe_hot_experts(const std::map<std::string, int64_t>&, uint64_t seed, std::map<std::string, Tensor>& in) {
+  KDA_ASSIGN_OR_RETURN(Tensor * bias, need(in, "routing_bias", DType::kBFloat16));
+  if (bias->numel() != kMoeExperts) return Status::internal("stress hot_experts: routing_bias is not [256]");
+  SeededRng rng(seed, kStreamStress);
+  const int64_t per_group = kMoeExperts / kMoeGroups;
+  std::vector<int64_t> groups(kMoeGroups);
+  for (int64_t g = 0; g < kMoeGroups; ++g) groups[g] = g;
+  for (int64_t i = 0; i < kMoeGroups - 1; ++i) std::swap(groups[i], groups[i + rng.below(kMoeGroups - i)]);
+  for (int64_t e = 0; e < kMoeExperts; ++e) bias->set_from_double(e, 0.0);
+  for (int k = 0; k < kMoeTopKGroups; ++k) {
+    const int64_t first = static_cast<int64_t>(rng.below(per_group));
+    const int64_t second = (first + 1 + static_cast<int64_t>(rng.below(per_group - 1))) % per_group;
+    bias->set_from_double(groups[k] * per_group + first, 1.0);
+    bias->set_from_double(groups[k] * per_group + second, 1.0);
+  }
+  return Status::ok_status();
+}
+
+// Extreme block scales: every 128-block scale of the hidden states and both weight tensors (generic random N(0,1)
+// otherwise) set to 2^u, u uniform in [-10, 10] per block: positive, as a quantiser's amax / 448 is, and
+// neighbouring blocks of one dot product up to 2^20 apart, so a kernel that applies a scale per row or tile, or
+// sums blocks before scaling them, is off. The scales are drawn here (on the host); the fp8 values stay the
+// session's.
+Status moe_extreme_scales(const std::map<std::string, int64_t>& axes, uint64_t seed,
+                          std::map<std::string, Tensor>& in) {
+  const auto t = axes.find("seq_len");
+  if (t == axes.end() || t->second < 1) return Status::bad_input("stress extreme_scales: axis seq_len missing or < 1");
+  constexpr int64_t kHiddenBlocks = 7168 / 128, kGemm1Blocks = 4096 / 128, kIntermediateBlocks = 2048 / 128;
+  const std::pair<const char*, std::vector<int64_t>> scales[] = {
+      {"hidden_states_scale", {kHiddenBlocks, t->second}},
+      {"gemm1_weights_scale", {kMoeLocalExperts, kGemm1Blocks, kHiddenBlocks}},
+      {"gemm2_weights_scale", {kMoeLocalExperts, kHiddenBlocks, kIntermediateBlocks}}};
+  SeededRng rng(seed, kStreamStress);
+  for (const auto& [name, shape] : scales) {
+    Tensor s(DType::kFloat32, shape);
+    float* d = s.data_as<float>();
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      d[i] = static_cast<float>(std::exp2(-10.0 + 20.0 * rng.unit_open0()));
+    }
+    in[name] = std::move(s);
+  }
+  return Status::ok_status();
+}
+
 constexpr Stress kStresses[] = {
     {"gdn_decode", "decay_near_one", "gates g in ~[0.992, 0.999999]: slow decay, long memory", gdn_decay_near_one},
     {"gdn_decode", "decay_near_zero", "gates g in ~[6e-6, 0.14]: hundreds of bits of decay per 64 tokens",
@@ -280,6 +330,10 @@ constexpr Stress kStresses[] = {
      dsa_duplicate_indices},
     {"moe_ds_routing", "saturated_logits", "routing logits N(0, 12^2): sigmoid scores of 1 and tied choices",
      moe_saturated_logits},
+    {"moe_ds_routing", "hot_experts", "every token on the same 8 experts: 2 hot local experts or none, the rest idle",
+     moe_hot_experts},
+    {"moe_ds_routing", "extreme_scales", "every fp8 block scale 2^u, u in [-10, 10]: blocks up to 2^20 apart",
+     moe_extreme_scales},
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "contest/gdn_gen.h"
 #include "contest/generators.h"
+#include "contest/moe_gen.h"
 #include "tensor/float_convert.h"
 
 namespace kda::contest {
@@ -245,6 +246,50 @@ TEST(Stress, SaturatedLogitsGiveSigmoidScoresOfOne) {
   for (int64_t i = 0; i < l.numel(); ++i) one += 1.0f / (1.0f + std::exp(-l.data_as<float>()[i])) == 1.0f;
   EXPECT_GT(one, l.numel() / 25);
   EXPECT_LT(one, l.numel() / 6);
+}
+
+TEST(Stress, HotExpertsSendEveryTokenToTheSameEightExperts) {
+  for (uint64_t seed : {5u, 6u, 7u}) {
+    const auto in = stressed("moe_ds_routing", "hot_experts", kMoe, seed);
+    const Tensor& l = in.at("routing_logits");
+    const Tensor& b = in.at("routing_bias");
+    std::vector<float> bias(kMoeExperts);
+    for (int64_t e = 0; e < kMoeExperts; ++e) bias[e] = static_cast<float>(b.get_as_double(e));
+    const int64_t tokens = l.shape()[0];
+    std::vector<int> ids(tokens * kMoeTopK);
+    std::vector<float> weights(tokens * kMoeTopK);
+    moe_route(l.data_as<float>(), bias.data(), tokens, kMoeExperts, 2.5f, ids.data(), weights.data());
+    std::set<int> chosen(ids.begin(), ids.end());
+    EXPECT_EQ(chosen.size(), 8u) << seed;  // every token, the same eight
+    std::set<int> groups;
+    for (int e : chosen) groups.insert(e / (kMoeExperts / kMoeGroups));
+    EXPECT_EQ(groups.size(), 4u);
+    int64_t shards_with_tokens = 0;  // local_expert_offset 0, 32, ...: a shard has two hot experts or none
+    for (int64_t offset = 0; offset < kMoeExperts; offset += kMoeLocalExperts) {
+      const MoeLocalLoad load = moe_local_load(ids, offset);
+      EXPECT_TRUE(load.experts_touched == 0 || load.experts_touched == 2) << offset;
+      shards_with_tokens += load.experts_touched > 0;
+    }
+    EXPECT_EQ(shards_with_tokens, 4);
+  }
+}
+
+TEST(Stress, ExtremeScalesSpreadEveryBlockScaleOverTwentyBinades) {
+  const auto in = stressed("moe_ds_routing", "extreme_scales", kMoe);
+  ASSERT_EQ(in.at("hidden_states_scale").shape(), (std::vector<int64_t>{56, 64}));
+  ASSERT_EQ(in.at("gemm1_weights_scale").shape(), (std::vector<int64_t>{32, 32, 56}));
+  ASSERT_EQ(in.at("gemm2_weights_scale").shape(), (std::vector<int64_t>{32, 56, 16}));
+  for (const char* name : {"hidden_states_scale", "gemm1_weights_scale", "gemm2_weights_scale"}) {
+    const Tensor& s = in.at(name);
+    double lo = 1e30, hi = 0;
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      lo = std::min(lo, s.get_as_double(i));
+      hi = std::max(hi, s.get_as_double(i));
+    }
+    EXPECT_GE(lo, std::exp2(-10.0)) << name;  // positive, as a quantiser's scales are
+    EXPECT_LE(hi, std::exp2(10.0)) << name;
+    EXPECT_GT(hi / lo, std::exp2(16.0)) << name;
+  }
 }
 
 TEST(Stress, FreshPerSeedAndTheSameForTheSameSeed) {
