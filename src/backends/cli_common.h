@@ -142,7 +142,7 @@ struct CliSession {
   ~CliSession();  // the tool server first, then the directories it lives in
 
  private:
-  CliSession(const SessionRequest& request) : sink(&result, &request) {}
+  explicit CliSession(const SessionRequest& request) : sink(&result, &request) {}
 };
 
 // The prepared Landlock around the CLI (agent_landlock_policy, TCP to the port of `api_url`).

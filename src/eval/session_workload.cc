@@ -406,7 +406,8 @@ std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
   std::optional<Failure> broke = timed_into(wr.kda, "graph_contract_s", [&] { return graph_launches(&nodes); });
   // A call that waits on the host or copies through pageable memory only when no capture is under way
   // (cudaStreamIsCapturing) captures cleanly: CUPTI's records of its plain timed calls show it.
-  const std::string round_trips = describe_round_trips(wr.kda.value("host_round_trips", json::object()));
+  const json host_round_trips = wr.kda.value("host_round_trips", json::object());
+  const std::string round_trips = describe_round_trips(host_round_trips);
   if (!broke && !round_trips.empty())
     broke = Failure{Verdict::kRuntimeError,
                     "host_round_trip",
@@ -417,7 +418,7 @@ std::optional<Failure> Session::graph_contract(WorkloadResult& wr) {
     broke->message += "; " + round_trips;
   wr.kda["graph_safe"] = !broke.has_value();
   if (!broke) {
-    const int calls = wr.kda.value("host_round_trips", json::object()).value("of_calls", 0);
+    const int calls = host_round_trips.value("of_calls", 0);
     gates_.ran(GateId::kGraphContract);
     gates_.note(GateId::kGraphContract,
                 fmt::format("captured into a CUDA graph of {} node(s) and launched on {} fresh input sets in the same "

@@ -124,9 +124,10 @@ Result<std::optional<VerifyRecord>> Runner::verify_candidate() {
   if (state_.incumbent_ci_high > 0)
     rec.incumbent_ci95 = eval::Interval{state_.incumbent_ci_low, state_.incumbent_ci_high};
   rec.head_to_head = better.head_to_head;
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", rec.to_json().dump(2)));
+  const json written = rec.to_json();
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", written.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
-  const json claims = rec.to_json()["claims"];
+  const json& claims = written["claims"];
   json record = {{"round", state_.round},
                  {"verified", rec.verified},
                  {"improvement", rec.improvement},
@@ -159,7 +160,8 @@ Status Runner::promote_best_lane(std::vector<LaneRecord> lanes) {
   for (auto& l : lanes) l.chosen = l.lane == chosen;
   verify->lane = chosen;
   verify->lanes = lanes;
-  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", verify->to_json().dump(2)));
+  const json written = verify->to_json();
+  KDA_RETURN_IF_ERROR(fs::write_file_atomic(round_dir() / "verify.json", written.dump(2)));
   KDA_RETURN_IF_ERROR(protect(round_dir_rel() + "/verify.json"));
   state_.candidate_commit = lanes[best].commit;
   KDA_RETURN_IF_ERROR(workspace().reset_to(state_.candidate_commit));
@@ -168,7 +170,7 @@ Status Runner::promote_best_lane(std::vector<LaneRecord> lanes) {
                            {"round", state_.round},
                            {"lane", chosen},
                            {"candidate_commit", state_.candidate_commit},
-                           {"lanes", verify->to_json()["lanes"]}}));
+                           {"lanes", written["lanes"]}}));
   status_line(fmt::format("round {}: lane {} of {} chosen (geomean {:.3f}x, {})", state_.round, chosen, lanes.size(),
                           lanes[best].geomean,
                           lanes[best].improvement ? "an improvement"
