@@ -18,6 +18,7 @@
 #include "eval/protocol.h"
 #include "eval/round_trips.h"
 #include "eval/runner_client.h"
+#include "eval/screen_cache.h"
 #include "eval/solution_build.h"
 #include "eval/stats.h"
 #include "task/solution.h"
@@ -655,3 +656,49 @@ TEST(Arena, GuardsPoisonAndInputCompare) {
 
 }  // namespace
 }  // namespace kda::eval
+
+// What a screening session keeps: reference outputs and input sets within one byte budget (a set that
+// does not fit is simply not kept), kept sets come back as copies with a new id, checks are per library.
+TEST(ScreenCache, KeepsWithinItsBudgetAndCountsWhatItReuses) {
+  using kda::eval::detail::ScreenCache;
+  using kda::tensor::DType;
+  ScreenCache cache(/*byte_budget=*/1024);
+  auto outputs = std::make_shared<const std::vector<kda::tensor::Tensor>>(
+      std::vector<kda::tensor::Tensor>{kda::tensor::Tensor(DType::kFloat32, {128})});  // 512 bytes
+  EXPECT_EQ(cache.reference("w1", 7), nullptr);
+  cache.computed_reference("w1", 7, outputs);
+  EXPECT_EQ(cache.reference("w1", 7), outputs);
+  EXPECT_EQ(cache.reference("w2", 7), nullptr);  // another workload, the same seed
+  kda::eval::MaterializedInputs in;
+  in.tensors.emplace_back(DType::kFloat32, std::vector<int64_t>{128});
+  in.seed = 9;
+  in.id = 3;
+  cache.keep_set("w1", in, ScreenCache::SetKind::kRaw);  // 512 more: the budget is full
+  uint64_t next_id = 40;
+  auto kept = cache.set("w1", 9, ScreenCache::SetKind::kRaw, &next_id);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->id, 41u);
+  EXPECT_EQ(next_id, 41u);
+  EXPECT_FALSE(cache.set("w1", 9, ScreenCache::SetKind::kProbe, &next_id).has_value());
+  in.seed = 10;
+  cache.keep_set("w1", in, ScreenCache::SetKind::kRaw);  // over the budget: not kept
+  EXPECT_FALSE(cache.set("w1", 10, ScreenCache::SetKind::kRaw, &next_id).has_value());
+  cache.computed_reference("w1", 8, outputs);  // over the budget: counted, not kept
+  EXPECT_EQ(cache.reference("w1", 8), nullptr);
+  EXPECT_EQ(cache.stats().reference_calls, 2);
+  EXPECT_EQ(cache.stats().reference_reused, 1);
+  EXPECT_EQ(cache.stats().input_sets_reused, 1);
+
+  EXPECT_FALSE(cache.probe_what("w1", 5).has_value());
+  cache.set_probe_what("w1", 5, "");
+  ASSERT_TRUE(cache.probe_what("w1", 5).has_value());
+  EXPECT_TRUE(cache.probe_what("w1", 5)->empty());
+
+  cache.mark_verified("lib_a.so", "w1", 9, ScreenCache::Check::kCorrectness);
+  EXPECT_TRUE(cache.verified("lib_a.so", "w1", 9, ScreenCache::Check::kCorrectness));
+  EXPECT_FALSE(cache.verified("lib_a.so", "w1", 9, ScreenCache::Check::kDeterminism));
+  EXPECT_FALSE(cache.verified("lib_b.so", "w1", 9, ScreenCache::Check::kCorrectness));
+  EXPECT_FALSE(cache.first_look());
+  cache.checks = kda::eval::ScreenChecks::kCorrectness;
+  EXPECT_TRUE(cache.first_look());
+}

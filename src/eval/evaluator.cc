@@ -112,17 +112,17 @@ Result<EvalReport> evaluate(const task::TaskPack& pack, const task::Solution& ca
     Status st = check_candidate(pack, *opts.baseline);
     if (!st.ok()) return Status::bad_input("--baseline: " + st.message());
   }
-  Session s(pack, candidate, opts);
-  return s.run();
+  Session s(pack, opts);
+  return s.run(candidate);
 }
 
 struct Screener::Impl {
   const task::TaskPack& pack;
   EvalOptions options;  // the session reads these: timing is set per candidate
-  task::Solution none;  // the session's candidate until the first
+  ScreenCache cache;    // what the session reuses from one candidate to the next
   Session session;
-  Impl(const task::TaskPack& p, EvalOptions o) : pack(p), options(std::move(o)), session(pack, none, options) {
-    session.enable_screening();
+  Impl(const task::TaskPack& p, EvalOptions o) : pack(p), options(std::move(o)), session(pack, options) {
+    session.enable_screening(&cache);
   }
 };
 
@@ -141,7 +141,7 @@ Screener::~Screener() = default;
 Result<EvalReport> Screener::evaluate(const task::Solution& candidate, const std::string& workloads, int trials,
                                       int warmup, int iterations, ScreenChecks checks) {
   KDA_RETURN_IF_ERROR(check_candidate(impl_->pack, candidate));
-  impl_->session.set_screen_checks(checks);
+  impl_->cache.checks = checks;
   impl_->options.workloads = workloads;
   impl_->options.trials = trials;
   impl_->options.warmup = warmup;
@@ -149,6 +149,6 @@ Result<EvalReport> Screener::evaluate(const task::Solution& candidate, const std
   return impl_->session.rerun(candidate);
 }
 
-ScreenStats Screener::stats() const { return impl_->session.screen_stats(); }
+ScreenStats Screener::stats() const { return impl_->cache.stats(); }
 
 }  // namespace kda::eval

@@ -22,6 +22,20 @@ uint64_t derive_seed(uint64_t master, const std::string& uuid, uint64_t trial, u
   return s;
 }
 
+ArenaLayout workload_layout(const task::Definition& def, const ResolvedWorkload& rw) {
+  auto slots = [](const auto& specs, const auto& shapes, bool inputs) {
+    std::vector<Slot> out;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      Slot s{specs[i].name, specs[i].dtype, shapes[i], inputs && !specs[i].shape.has_value()};
+      s.nbytes = static_cast<uint64_t>(
+          tensor::dtype_storage_bytes(specs[i].dtype, tensor::checked_numel(s.shape).value_or(0)));
+      out.push_back(s);
+    }
+    return out;
+  };
+  return plan_layout(slots(def.inputs, rw.input_shapes, true), slots(def.outputs, rw.output_shapes, false));
+}
+
 Result<ResolvedWorkload> resolve_workload(const task::TaskPack& pack, const task::Workload& w) {
   ResolvedWorkload rw;
   rw.workload = &w;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/arena.h"
 #include "task/task_pack.h"
 #include "tensor/tensor.h"
 #include "util/status.h"
@@ -24,6 +25,10 @@ struct ResolvedWorkload {
 };
 
 Result<ResolvedWorkload> resolve_workload(const task::TaskPack& pack, const task::Workload& w);
+
+// The workload's arena layout: every input and output tensor in its own guarded slot (an input
+// without a fixed shape in the definition is marked variable).
+ArenaLayout workload_layout(const task::Definition& def, const ResolvedWorkload& rw);
 
 // Safetensors blobs, read once per evaluation.
 class BlobCache {

@@ -26,6 +26,7 @@
 #include "eval/input_digest.h"
 #include "eval/inputs.h"
 #include "eval/runner_client.h"
+#include "eval/screen_cache.h"
 #include "eval/solution_build.h"
 #include "eval/torch_oracle.h"
 
@@ -125,9 +126,6 @@ std::optional<Failure> sandbox_refusal(const std::string& message, const std::st
 // the 90 % that convicts; with two, 0.43-0.56 on average (host rmsnorm, 10 evaluations x 8 workloads).
 constexpr int kHostFreshPerTrial = 2;
 constexpr int kHostFreshEvery = 25;
-// A screening session remembers reference outputs and input sets up to this many bytes together
-// (then computes the rest per candidate): the largest CUDA rmsnorm workload's sets take 64 MiB each.
-constexpr uint64_t kScreenBytes = uint64_t{8} << 30;
 
 // Where in a trial's n timed iterations the host's fresh input sets are called, drawn from the secret
 // seed; never the last call of either half (the A and B rechecks) nor B's first call (fresh by
@@ -163,51 +161,89 @@ inline std::set<int> forced_reloads(int n, const std::vector<int>& fresh, uint64
   return out;
 }
 
-// One evaluation: owns the builds and the three runners.
+// What an evaluation built for its candidate (Session::build_all's value): the candidate's library and
+// the baseline's, with what the static gates and the build record say. The reference's library is the
+// session's own (a screening session builds it once).
+struct Builds {
+  const task::Solution* candidate = nullptr;  // its sources: a Python solution's kernels are attested by them
+  BuiltLibrary library;                       // the candidate's
+  std::optional<BuiltLibrary> baseline;       // none without a baseline (screening, --no-baseline)
+  std::string baseline_name;
+  std::optional<Failure> blocked;  // compile error or static-gate violation: every workload fails
+  json info;                       // the report's build record
+  std::vector<Gate> static_gates;
+};
+
+// One workload's evaluation: what evaluate_workload makes and passes through the layout, the
+// correctness trials, the probes, the stresses, the timing and the graph contract.
+struct WorkloadRun {
+  const Builds& builds;
+  std::string uuid;
+  ResolvedWorkload resolved;
+  ArenaLayout layout;
+  GateLedger gates;           // what each gate did on this workload
+  GateLedger baseline_gates;  // the same checks on the baseline's calls (not reported)
+  // Input sets the candidate has been called on: a call on any other is fresh.
+  std::set<uint64_t> cand_called;
+  // Which input set each runner holds, and the digests of its device-side inputs.
+  struct Loaded {
+    uint64_t id = 0;
+    std::vector<Digest128> digests;
+  };
+  std::map<const RunnerClient*, Loaded> loaded;
+  std::map<uint64_t, std::vector<Digest128>> set_digests;  // per input set: what the first runner generated
+  bool host_values = true;                                 // materialise plain random inputs on the host too
+  std::vector<double> reference_samples;                   // the reference's own latencies
+};
+
+// One evaluation session: the pack, the options, the reference's build and the three runners, which
+// outlive a candidate in a screening session. A candidate's evaluation is run(candidate): its builds
+// (build_all) and each workload's WorkloadRun are values passed from phase to phase.
 class Session {
  public:
-  Session(const task::TaskPack& pack, const task::Solution& candidate, const EvalOptions& options)
-      : pack_(pack), candidate_(&candidate), options_(options) {}
+  Session(const task::TaskPack& pack, const EvalOptions& options) : pack_(pack), options_(options) {}
 
-  Result<EvalReport> run();
+  Result<EvalReport> run(const task::Solution& candidate);
 
   // Screening (Screener): the session stays open across candidates. The reference is built once,
-  // its outputs are remembered per input set (the master seed is fixed for the session, so every
-  // candidate meets the same sets), and the candidate runner loads each next library in place.
-  void enable_screening() { screening_ = true; }
-  void set_screen_checks(ScreenChecks c) { screen_checks_ = c; }
+  // what `cache` keeps (its outputs, the input sets, the checks passed) is reused, and the candidate
+  // runner loads each next library in place. The cache outlives the session's use of it.
+  void enable_screening(ScreenCache* cache) { screen_ = cache; }
   // The next candidate: everything about the previous one is forgotten but the runners.
   Result<EvalReport> rerun(const task::Solution& candidate);
-  ScreenStats screen_stats() const { return screen_stats_; }
 
  private:
   void progress(const std::string& line) const {
     if (options_.progress) options_.progress(line);
   }
-  Status build_all();
+  // Builds the reference (unless kept), the baseline and the candidate. A reference or baseline that
+  // does not build is the pack's error; a candidate that does not is Builds::blocked.
+  Result<Builds> build_all(const task::Solution& candidate);
   // Starts every runner that is not alive (the torch reference first, on its own), overlapping
   // the others' start-up: all are spawned before any hello is awaited (loading the CUDA libraries),
   // and all are sent their load before any load reply is awaited (creating the CUDA contexts). A
   // reference or baseline that does not start is the harness's failure (harness_error_), a
   // candidate that does not, the candidate's.
-  std::optional<Failure> ensure_runners();
+  std::optional<Failure> ensure_runners(const Builds& builds);
   // Tells every live runner among `which` the workload's layout, all at once (device allocations).
-  std::optional<Failure> send_layouts(std::initializer_list<RunnerClient*> which = {});
-  WorkloadResult evaluate_workload(const task::Workload& w);
+  std::optional<Failure> send_layouts(const ArenaLayout& layout, std::initializer_list<RunnerClient*> which = {});
+  WorkloadResult evaluate_workload(const Builds& builds, const task::Workload& w);
+  // The correctness trials: fresh secret inputs per trial; on the first, the same call twice (determinism).
+  std::optional<Failure> correctness_trials(WorkloadRun& run, WorkloadResult& wr);
 
   // Reference outputs for `inputs` (and the reference's own latency sample).
   // Shared and immutable: a screening session hands the same outputs to every candidate.
-  using Outputs = std::shared_ptr<const std::vector<tensor::Tensor>>;
-  Result<Outputs> reference_outputs(const MaterializedInputs& inputs);
+  using Outputs = ScreenCache::Outputs;
+  Result<Outputs> reference_outputs(WorkloadRun& run, const MaterializedInputs& inputs);
   // One checked candidate call: guards, poison, input checksum, threads, outputs.
-  std::optional<Failure> checked_call(RunnerClient& runner, const MaterializedInputs& inputs, uint64_t salt,
-                                      std::vector<tensor::Tensor>* outputs, CallRequest call, double* elapsed_ms,
-                                      json* reply_extra);
+  std::optional<Failure> checked_call(WorkloadRun& run, RunnerClient& runner, const MaterializedInputs& inputs,
+                                      uint64_t salt, std::vector<tensor::Tensor>* outputs, CallRequest call,
+                                      double* elapsed_ms, json* reply_extra);
   std::optional<Failure> classify(const CallOutcome& o) const;
   // After a call: the inputs are as loaded (device-side ones by the runner's digests, the rest in
   // the arena), else input_mutated.
-  std::optional<Failure> input_check(RunnerClient& runner, const MaterializedInputs& inputs, const json& got_digests,
-                                     GateLedger& led);
+  std::optional<Failure> input_check(WorkloadRun& run, RunnerClient& runner, const MaterializedInputs& inputs,
+                                     const json& got_digests, GateLedger& led);
   // Adds one call request's wall time, and the runner's own accounting of it, to the phases.
   void account_call(const CallOutcome& o) {
     phases_.call_wall_s += o.wall_s;
@@ -222,12 +258,12 @@ class Session {
   // The timed trials and the gates on them (session_timing.cc): per trial its input sets, the
   // warm-up, the interleaved timed calls, the deferred CUPTI records, the host-CPU gate; then the
   // fresh-versus-repeat gate, the latencies, launch attestation and the roofline gate.
-  std::optional<Failure> timing_phase(WorkloadResult& wr);
+  std::optional<Failure> timing_phase(WorkloadRun& run, WorkloadResult& wr);
   enum class SetUse;
   struct TrialInputs;
   struct TrialCalls;
   struct TimingTotals;
-  std::optional<Failure> timed_trial(int t, int n_iter, TimingTotals& tot, WorkloadResult& wr);
+  std::optional<Failure> timed_trial(WorkloadRun& run, int t, int n_iter, TimingTotals& tot, WorkloadResult& wr);
   // Host timing reads the runner processes as much as the code. On the 2-core host the naive
   // baseline against itself showed (i) process bias: one candidate process ran 97 x 1031 at 100-126 us
   // in all eight trials where its baseline ran 88-91 us (0.88x), and at 0.2 us pairs read 1.00x-1.16x,
@@ -248,94 +284,79 @@ class Session {
   static constexpr int kHostMaxTrials = 8;
   bool short_host_call(const TimingTotals& tot) const;
   bool host_trials_spread(const TimingTotals& tot) const;
-  std::optional<Failure> fresh_timing_runners();
-  std::optional<Failure> trial_inputs(int t, int n_iter, TrialInputs& in);
-  std::optional<Failure> timed_calls(int t, int n_iter, TrialInputs& in, TrialCalls& calls, TimingTotals& tot);
+  std::optional<Failure> fresh_timing_runners(WorkloadRun& run);
+  std::optional<Failure> trial_inputs(WorkloadRun& run, int t, int n_iter, TrialInputs& in);
+  std::optional<Failure> timed_calls(WorkloadRun& run, int t, int n_iter, TrialInputs& in, TrialCalls& calls,
+                                     TimingTotals& tot);
   // One timed CUDA call's CUPTI summary: GPU activity and a kernel, or no_gpu_activity; its latency.
-  std::optional<Failure> gpu_call_checks(const json& extra, int i, TrialCalls& calls, TimingTotals& tot);
-  std::optional<Failure> merge_deferred_records(TrialCalls& calls, TimingTotals& tot);
-  std::optional<Failure> host_cpu_gate(const TrialCalls& calls, int t, WorkloadResult& wr);
-  std::optional<Failure> roofline_gate(WorkloadResult& wr);
+  std::optional<Failure> gpu_call_checks(WorkloadRun& run, const json& extra, int i, TrialCalls& calls,
+                                         TimingTotals& tot);
+  std::optional<Failure> merge_deferred_records(WorkloadRun& run, TrialCalls& calls, TimingTotals& tot);
+  std::optional<Failure> host_cpu_gate(WorkloadRun& run, const TrialCalls& calls, int t, WorkloadResult& wr);
+  std::optional<Failure> roofline_gate(WorkloadRun& run, WorkloadResult& wr);
   // One correctness trial per probe kind of task.toml [probes], on transformed inputs; the probes
   // gate records what they did, or why none applied to this workload.
-  std::optional<Failure> probe_trials();
+  std::optional<Failure> probe_trials(WorkloadRun& run);
   // One correctness trial per stress of task.toml [inputs] stress, on the generator's draw so
   // transformed; a failure names the stress (stress_mismatch).
-  std::optional<Failure> stress_trials();
-  void import_audit_record();
-  void baseline_error_budget(const MaterializedInputs& inputs, const std::vector<tensor::Tensor>& ref,
+  std::optional<Failure> stress_trials(WorkloadRun& run);
+  void import_audit_record(WorkloadRun& run);
+  void baseline_error_budget(WorkloadRun& run, const MaterializedInputs& inputs, const std::vector<tensor::Tensor>& ref,
                              WorkloadResult& wr);
   // The deployment contract (CUDA, after timing): one call captured into a CUDA graph on fresh inputs,
   // then replayed on kGraphReplays more fresh sets written into the same buffers, every launch's
   // outputs checked. Required by task.toml [contract] graph = true (a failure rejects the workload);
   // otherwise its result is recorded (kda.graph_safe) and the candidate runner replaced after a failure.
-  std::optional<Failure> graph_contract(WorkloadResult& wr);
+  std::optional<Failure> graph_contract(WorkloadRun& run, WorkloadResult& wr);
   // The contract's launches, capture first; nullopt when all were correct.
-  std::optional<Failure> graph_launches(int* nodes);
+  std::optional<Failure> graph_launches(WorkloadRun& run, int* nodes);
   // How the workload's inputs are drawn, for the correctness gate's record: what was fresh.
-  std::string fresh_wording() const;
-  std::optional<Failure> attest_kernels(const std::set<std::string>& seen);
-  std::optional<Failure> attest_python_kernels(const std::set<std::string>& seen);
+  std::string fresh_wording(const WorkloadRun& run) const;
+  std::optional<Failure> attest_kernels(WorkloadRun& run, const std::set<std::string>& seen);
+  std::optional<Failure> attest_python_kernels(WorkloadRun& run, const std::set<std::string>& seen);
   // kCollect: the runner's CUPTI summaries of the trial's deferred timed calls, by call seq.
   std::optional<Failure> collect_records(RunnerClient& runner, std::map<uint64_t, json>* by_seq);
   // Fresh-versus-repeat: a candidate whose repeated input sets run much faster than never-seen ones
   // remembers outputs (VIOLATION_MEMOIZATION); records the comparison in wr.kda either way.
-  std::optional<Failure> memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr);
+  std::optional<Failure> memoization_gate(WorkloadRun& run, const FreshRepeat& fr, bool paired, WorkloadResult& wr);
   // Host: a suspicion of remembered outputs measured again before it convicts (session_timing.cc).
-  std::optional<Failure> confirm_memoization(FreshRepeat& confirm);
+  std::optional<Failure> confirm_memoization(WorkloadRun& run, FreshRepeat& confirm);
 
   // Inputs of one (workload, trial, purpose): host values only where something needs them (always
   // with host_values, for inputs the evaluator transforms before they are uploaded).
-  Result<MaterializedInputs> materialize(uint64_t seed, bool host_values, std::string_view stress = {}) {
+  Result<MaterializedInputs> materialize(const WorkloadRun& run, uint64_t seed, bool host_values,
+                                         std::string_view stress = {}) {
     PhaseTimer timer(phases_.materialize_s);
-    auto in = materialize_inputs(pack_, resolved_, seed, blobs_, host_values, generator_seed(), stress);
+    auto in = materialize_inputs(pack_, run.resolved, seed, blobs_, host_values, generator_seed(), stress);
     if (in.ok()) {
       in->id = ++next_set_id_;
       in->seed = seed;
     }
     return in;
   }
-  // Screening: input sets kept by (workload, seed, kind) within the session's byte budget, shared
-  // with the reference outputs (the same sets recur for every candidate). A kept set comes back as
-  // a copy with a new id: to the runners it is a set like any other.
-  enum SetKind : int { kRawSet = 0, kProbeSet = 1 };
-  std::optional<MaterializedInputs> kept_set(uint64_t seed, SetKind kind) {
-    if (!screening_) return std::nullopt;
-    auto it = set_cache_.find({current_uuid_, seed, kind});
-    if (it == set_cache_.end()) return std::nullopt;
-    ++screen_stats_.input_sets_reused;
-    MaterializedInputs copy = *it->second;
-    copy.id = ++next_set_id_;
-    return copy;
+  // Screening: an input set of this workload kept from an earlier candidate (a copy with a new id).
+  std::optional<MaterializedInputs> kept_set(const WorkloadRun& run, uint64_t seed, ScreenCache::SetKind kind) {
+    return screen_ ? screen_->set(run.uuid, seed, kind, &next_set_id_) : std::nullopt;
   }
-  // Takes the tensors' bytes from the session's budget; false (nothing taken) when they do not fit.
-  bool reserve_screen_bytes(const std::vector<tensor::Tensor>& tensors) {
-    uint64_t bytes = 0;
-    for (const auto& t : tensors) bytes += static_cast<uint64_t>(t.nbytes());
-    if (screen_bytes_ + bytes > kScreenBytes) return false;
-    screen_bytes_ += bytes;
-    return true;
-  }
-  void keep_set(const MaterializedInputs& in, SetKind kind) {
-    if (!screening_ || !reserve_screen_bytes(in.tensors)) return;
-    set_cache_.emplace(std::make_tuple(current_uuid_, in.seed, static_cast<int>(kind)),
-                       std::make_shared<const MaterializedInputs>(in));
+  void keep_set(const WorkloadRun& run, const MaterializedInputs& in, ScreenCache::SetKind kind) {
+    if (screen_) screen_->keep_set(run.uuid, in, kind);
   }
   // Several sets at once, over the host's cores (the structured generators of the contest packs
   // run on the host: 5-15 s of a contest pack's dev evaluation on the H200, run 26). The first is
   // made alone, so the safetensors blobs are in the cache before the others only read it.
-  Result<std::vector<MaterializedInputs>> materialize_all(const std::vector<uint64_t>& seeds);
+  Result<std::vector<MaterializedInputs>> materialize_all(const WorkloadRun& run, const std::vector<uint64_t>& seeds);
   // Makes `in` the runner's current input set unless it already is: on the host (and for runners
   // without device-side inputs) by writing the arena, which the next call uploads whole
   // (*full_upload); otherwise with kPrepare, the runner generating the random inputs on the device.
-  std::optional<Failure> load_inputs(RunnerClient& r, const MaterializedInputs& in, bool* full_upload);
+  std::optional<Failure> load_inputs(WorkloadRun& run, RunnerClient& r, const MaterializedInputs& in,
+                                     bool* full_upload);
   bool device_inputs(const RunnerClient& r) const {
     return cuda() && options_.device_inputs && r.has_capability("device_inputs");
   }
-  uint64_t guard_seed() const { return derive_seed(*options_.seed, current_uuid_, 0, kGuard); }
-  std::vector<tensor::Tensor> read_outputs(RunnerClient& r) {
+  uint64_t guard_seed(const WorkloadRun& run) const { return derive_seed(*options_.seed, run.uuid, 0, kGuard); }
+  static std::vector<tensor::Tensor> read_outputs(const WorkloadRun& run, RunnerClient& r) {
     std::vector<tensor::Tensor> out;
-    for (const auto& s : layout_.outputs) out.push_back(r.arena().read(s));
+    for (const auto& s : run.layout.outputs) out.push_back(r.arena().read(s));
     return out;
   }
   std::vector<std::string> output_names() const {
@@ -347,7 +368,8 @@ class Session {
   int trials() const { return options_.trials.value_or(pack_.settings.trials); }
   int warmup() const { return options_.warmup.value_or(pack_.settings.warmup); }
   int iterations() const { return options_.iterations.value_or(pack_.settings.iterations); }
-  bool cuda() const { return report_.backend == "cuda"; }
+  bool cuda() const { return pack_.backend == task::Backend::kCuda; }
+  const char* backend_name() const { return cuda() ? "cuda" : "host"; }
   // False only in knock-out tests (EvalOptions::disabled_gates).
   bool gate_on(const char* name) const { return !options_.disabled_gates.contains(name); }
   // Knock-out "fresh-inputs": the pack's generator gets trial seed 0 (what the bench tools pass), so
@@ -355,71 +377,52 @@ class Session {
   std::optional<uint64_t> generator_seed() const {
     return gate_on("fresh-inputs") ? std::nullopt : std::optional<uint64_t>(0);
   }
-  uint64_t outputs_begin() const { return layout_.outputs.empty() ? 0 : layout_.outputs.front().offset - kGuardBytes; }
-
-  const task::TaskPack& pack_;
-  const task::Solution* candidate_;
-  const EvalOptions& options_;
-  EvalReport report_;
-  BuiltLibrary ref_lib_, base_lib_, cand_lib_;
-  bool have_baseline_ = false;
-  std::optional<Failure> candidate_blocked_;  // compile error or static-gate violation: every workload fails
-  RunnerClient ref_, base_, cand_;
-  ArenaLayout layout_;
-  ResolvedWorkload resolved_;
-  BlobCache blobs_;
-  uint64_t seq_ = 0;
-  std::string current_uuid_;
-  std::vector<double> reference_samples_;
-  std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
-  // What each gate did on the current workload (reset per workload).
-  GateLedger gates_;
-  // Input sets the candidate has been called on in this workload: a call on any other is fresh.
-  std::set<uint64_t> cand_called_;
-  GateLedger baseline_gates_;  // the same checks on the baseline's calls (not reported)
-  static constexpr const char* kOff = "switched off (knock-out test)";
-  void gate_off(GateId id) { gates_.skip(id, kOff); }
-  // Which input set each runner holds, and the digests of its device-side inputs.
-  struct Loaded {
-    uint64_t id = 0;
-    std::vector<Digest128> digests;
-  };
-  std::map<const RunnerClient*, Loaded> loaded_;
-  std::map<uint64_t, std::vector<Digest128>> set_digests_;  // per input set: what the first runner generated
-  uint64_t next_set_id_ = 0;
-  bool host_values_ = true;  // materialise plain random inputs on the host too
-  mutable EvalPhases phases_;
-  // Screening only.
-  bool screening_ = false;
-  ScreenChecks screen_checks_ = ScreenChecks::kAll;
-  // Screening: the checks a candidate passed, by (built library, workload, inputs seed, check): a
-  // later rung re-timing the same configuration does not repeat them on the same inputs.
-  std::set<std::tuple<std::string, std::string, uint64_t, int>> verified_;
-  enum CheckKind : int { kCheckCorrectness = 0, kCheckDeterminism = 1, kCheckProbe = 2, kCheckStress = 3 };
-  bool screen_first_look() const { return screening_ && screen_checks_ == ScreenChecks::kCorrectness; }
-  bool verified_before(uint64_t seed, CheckKind kind) const {
-    return screening_ && verified_.contains({cand_lib_.library.string(), current_uuid_, seed, kind});
+  static uint64_t outputs_begin(const WorkloadRun& run) {
+    return run.layout.outputs.empty() ? 0 : run.layout.outputs.front().offset - kGuardBytes;
   }
-  void mark_verified(uint64_t seed, CheckKind kind) {
-    if (screening_) verified_.insert({cand_lib_.library.string(), current_uuid_, seed, kind});
+  static constexpr const char* kOff = "switched off (knock-out test)";
+  static void gate_off(WorkloadRun& run, GateId id) { run.gates.skip(id, kOff); }
+
+  // Screening only: what the Screener keeps across candidates (null in an official evaluation).
+  bool screening() const { return screen_ != nullptr; }
+  bool screen_first_look() const { return screen_ && screen_->first_look(); }
+  // The checks this candidate's library passed on the same inputs earlier in the screening session.
+  bool verified_before(const WorkloadRun& run, uint64_t seed, ScreenCache::Check check) const {
+    return screen_ && screen_->verified(run.builds.library.library.string(), run.uuid, seed, check);
+  }
+  void mark_verified(const WorkloadRun& run, uint64_t seed, ScreenCache::Check check) {
+    if (screen_) screen_->mark_verified(run.builds.library.library.string(), run.uuid, seed, check);
+  }
+  void count(int64_t ScreenStats::*counter) {
+    if (screen_) ++(screen_->stats().*counter);
   }
   static constexpr const char* kVerifiedBefore =
       "passed by this candidate on the same inputs earlier in this screening session";
   static constexpr const char* kScreenRungZero =
       "screening's first look at a configuration checks correctness only; this check runs when it goes on";
-  std::filesystem::path cand_loaded_;                              // the library the live candidate runner calls
-  std::map<std::pair<std::string, uint64_t>, Outputs> ref_cache_;  // (workload, input set seed)
-  std::map<std::tuple<std::string, uint64_t, int>, std::shared_ptr<const MaterializedInputs>> set_cache_;
-  uint64_t screen_bytes_ = 0;                                           // held by both caches
-  std::map<std::pair<std::string, uint64_t>, std::string> probe_what_;  // what each kept probe set's transforms were
-  ScreenStats screen_stats_;
 
-  std::optional<Failure> baseline_failure(const Failure& f) {
+  std::optional<Failure> baseline_failure(const WorkloadRun& run, const Failure& f) {
     harness_error_ =
-        Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", report_.baseline_name,
-                                     current_uuid_, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
+        Status::internal(fmt::format("baseline '{}' failed on workload {} ({}): {}{}", run.builds.baseline_name,
+                                     run.uuid, f.reason, f.message, f.log.empty() ? "" : "\n" + f.log));
     return Failure{Verdict::kRuntimeError, "harness_error", "the baseline failed", {}};
   }
+
+  // The session's lifetime: what every candidate of a screening session shares.
+  const task::TaskPack& pack_;
+  const EvalOptions& options_;
+  BuiltLibrary ref_lib_;
+  RunnerClient ref_, base_, cand_;
+  std::filesystem::path cand_loaded_;  // the library the live candidate runner calls
+  json environment_ = json::object();  // what the first runner to load said of the machine
+  BlobCache blobs_;
+  uint64_t seq_ = 0;                     // call sequence numbers
+  uint64_t next_set_id_ = 0;             // input set ids
+  std::optional<Status> harness_error_;  // the reference or baseline failed: the evaluation is void
+  ScreenCache* screen_ = nullptr;        // screening only (null in an official evaluation)
+  // Where the evaluator's time goes, reset per candidate (EvalReport::phases, in_call_s).
+  mutable EvalPhases phases_;
+  double in_call_s_ = 0;
 };
 
 // The workloads `which` selects (all | dev | holdout | uuid[,uuid...], unique prefixes too); sets

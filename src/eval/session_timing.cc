@@ -79,23 +79,23 @@ struct Session::TimingTotals {
   HostRoundTrips round_trips;
 };
 
-std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
+std::optional<Failure> Session::timing_phase(WorkloadRun& run, WorkloadResult& wr) {
   const int n_iter = iterations();
   if (n_iter <= 0) {
     for (GateId id : {GateId::kTimedRecheck, GateId::kMemoization, GateId::kGpuActivity, GateId::kHostCpu,
                       GateId::kLaunchAttestation, GateId::kRoofline})
-      gates_.skip(id, "no timed calls (iterations = 0)");
+      run.gates.skip(id, "no timed calls (iterations = 0)");
     return std::nullopt;
   }
-  if (screen_first_look()) gates_.skip(GateId::kTimedRecheck, kScreenRungZero);
+  if (screen_first_look()) run.gates.skip(GateId::kTimedRecheck, kScreenRungZero);
   TimingTotals tot;
   int n_trials = trials(), pairs = 1;
   for (int t = 0; t < n_trials; ++t) {
-    if (t > 0 && !cuda() && !screening_ && gate_on("fresh-runners")) {
-      if (auto f = fresh_timing_runners()) return f;
+    if (t > 0 && !cuda() && !screening() && gate_on("fresh-runners")) {
+      if (auto f = fresh_timing_runners(run)) return f;
       ++pairs;
     }
-    if (auto f = timed_trial(t, n_iter, tot, wr)) return f;
+    if (auto f = timed_trial(run, t, n_iter, tot, wr)) return f;
     if (t == 0 && short_host_call(tot)) n_trials = std::max(n_trials, kShortHostCallPairs);
     if (t + 1 == n_trials && n_trials < kHostMaxTrials && host_trials_spread(tot)) ++n_trials;
   }
@@ -107,12 +107,12 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
                     : fmt::format("a side's trial medians spread more than {:.0f} %", (kHostTrialSpread - 1) * 100)}};
   if (pairs > 1) wr.kda["runner_pairs"] = pairs;
   if (auto f = memoization_gate(
-          cuda() ? fresh_versus_repeat_paired(tot.pairs) : fresh_versus_repeat(tot.fresh_ms, tot.repeat_ms), cuda(),
-          wr))
+          run, cuda() ? fresh_versus_repeat_paired(tot.pairs) : fresh_versus_repeat(tot.fresh_ms, tot.repeat_ms),
+          cuda(), wr))
     return f;
   if (!cuda()) {
-    gates_.skip(GateId::kGpuActivity, "host backend");
-    gates_.skip(GateId::kLaunchAttestation, "host backend");
+    run.gates.skip(GateId::kGpuActivity, "host backend");
+    run.gates.skip(GateId::kLaunchAttestation, "host backend");
   }
   wr.candidate = summarize(tot.cand_all);
   wr.baseline = summarize(tot.base_all);
@@ -131,19 +131,19 @@ std::optional<Failure> Session::timing_phase(WorkloadResult& wr) {
     wr.kda["kernel_ms_by_name"] = kernel_medians(tot.kernel_ms_by_name);
     wr.kda["cupti_samples"] = tot.cupti;
     wr.kda["host_round_trips"] = tot.round_trips.to_json();
-    if (auto f = attest_kernels(tot.kernels_seen)) return f;
+    if (auto f = attest_kernels(run, tot.kernels_seen)) return f;
   }
-  return roofline_gate(wr);
+  return roofline_gate(run, wr);
 }
 
 bool Session::short_host_call(const TimingTotals& tot) const {
-  if (cuda() || screening_ || tot.cand_medians.empty()) return false;
+  if (cuda() || screening() || tot.cand_medians.empty()) return false;
   const double base = tot.base_medians.empty() ? 0 : tot.base_medians.front();
   return std::max(tot.cand_medians.front(), base) < kShortHostCallMs;
 }
 
 bool Session::host_trials_spread(const TimingTotals& tot) const {
-  if (cuda() || screening_) return false;
+  if (cuda() || screening()) return false;
   auto spread = [](const std::vector<double>& v) {
     if (v.size() < 2) return 1.0;
     const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
@@ -152,32 +152,33 @@ bool Session::host_trials_spread(const TimingTotals& tot) const {
   return std::max(spread(tot.cand_medians), spread(tot.base_medians)) > kHostTrialSpread;
 }
 
-std::optional<Failure> Session::fresh_timing_runners() {
+std::optional<Failure> Session::fresh_timing_runners(WorkloadRun& run) {
   cand_.stop();
   base_.stop();
-  loaded_.erase(&cand_);
-  loaded_.erase(&base_);
-  if (auto f = ensure_runners()) return f;
-  return send_layouts({&base_, &cand_});
+  run.loaded.erase(&cand_);
+  run.loaded.erase(&base_);
+  if (auto f = ensure_runners(run.builds)) return f;
+  return send_layouts(run.layout, {&base_, &cand_});
 }
 
-std::optional<Failure> Session::timed_trial(int t, int n_iter, TimingTotals& tot, WorkloadResult& wr) {
+std::optional<Failure> Session::timed_trial(WorkloadRun& run, int t, int n_iter, TimingTotals& tot,
+                                            WorkloadResult& wr) {
   TrialInputs in;
-  if (auto f = trial_inputs(t, n_iter, in)) return f;
+  if (auto f = trial_inputs(run, t, n_iter, in)) return f;
   for (int w = 0; w < warmup(); ++w) {
     const CallRequest call{.download = false};
-    cand_called_.insert(in.warm->id);
-    if (auto f = checked_call(cand_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
-    if (have_baseline_) {
-      if (auto f = checked_call(base_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr))
-        return baseline_failure(*f);
+    run.cand_called.insert(in.warm->id);
+    if (auto f = checked_call(run, cand_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr)) return f;
+    if (run.builds.baseline) {
+      if (auto f = checked_call(run, base_, *in.warm, 1000 + w, nullptr, call, nullptr, nullptr))
+        return baseline_failure(run, *f);
     }
   }
   TrialCalls calls;
-  if (auto f = timed_calls(t, n_iter, in, calls, tot)) return f;
+  if (auto f = timed_calls(run, t, n_iter, in, calls, tot)) return f;
   if (calls.deferred)
-    if (auto f = merge_deferred_records(calls, tot)) return f;
-  if (auto f = host_cpu_gate(calls, t, wr)) return f;
+    if (auto f = merge_deferred_records(run, calls, tot)) return f;
+  if (auto f = host_cpu_gate(run, calls, t, wr)) return f;
   if (cuda()) {
     // A set's first call (fresh) against the median of its later calls.
     for (const MaterializedInputs* set : {in.a, in.b}) {
@@ -207,16 +208,16 @@ std::optional<Failure> Session::timed_trial(int t, int n_iter, TimingTotals& tot
   return std::nullopt;
 }
 
-std::optional<Failure> Session::trial_inputs(int t, int n_iter, TrialInputs& in) {
+std::optional<Failure> Session::trial_inputs(WorkloadRun& run, int t, int n_iter, TrialInputs& in) {
   in.fresh_at = gate_on("fresh-vs-repeat") && !cuda()
-                    ? fresh_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kFreshAt))
+                    ? fresh_iterations(n_iter, derive_seed(*options_.seed, run.uuid, t, kFreshAt))
                     : std::vector<int>{};
-  std::vector<uint64_t> seeds{derive_seed(*options_.seed, current_uuid_, t, kInputsA),
-                              derive_seed(*options_.seed, current_uuid_, t, kInputsB)};
+  std::vector<uint64_t> seeds{derive_seed(*options_.seed, run.uuid, t, kInputsA),
+                              derive_seed(*options_.seed, run.uuid, t, kInputsB)};
   for (int at : in.fresh_at)
-    seeds.push_back(derive_seed(*options_.seed, current_uuid_, t * 1000 + static_cast<uint64_t>(at), kInputsFresh));
-  if (cuda()) seeds.push_back(derive_seed(*options_.seed, current_uuid_, t, kInputsWarm));
-  auto sets = materialize_all(seeds);
+    seeds.push_back(derive_seed(*options_.seed, run.uuid, t * 1000 + static_cast<uint64_t>(at), kInputsFresh));
+  if (cuda()) seeds.push_back(derive_seed(*options_.seed, run.uuid, t, kInputsWarm));
+  auto sets = materialize_all(run, seeds);
   if (!sets.ok())
     return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed: " + sets.status().message(), {}};
   in.sets = std::move(*sets);
@@ -224,15 +225,15 @@ std::optional<Failure> Session::trial_inputs(int t, int n_iter, TrialInputs& in)
   in.b = &in.sets[1];
   in.warm = cuda() ? &in.sets.back() : in.a;
   copy_fingerprint(*in.a, *in.b);
-  auto ref_a = reference_outputs(*in.a);
-  auto ref_b = reference_outputs(*in.b);
+  auto ref_a = reference_outputs(run, *in.a);
+  auto ref_b = reference_outputs(run, *in.b);
   if (!ref_a.ok() || !ref_b.ok())
     return Failure{Verdict::kRuntimeError, "runtime_error", (!ref_a.ok() ? ref_a : ref_b).status().message(), {}};
   in.ref_a = std::move(*ref_a);
   in.ref_b = std::move(*ref_b);
   for (size_t k = 0; k < in.fresh_at.size(); ++k) {
     MaterializedInputs& fm = in.sets[2 + k];
-    auto rf = reference_outputs(fm);
+    auto rf = reference_outputs(run, fm);
     if (!rf.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", rf.status().message(), {}};
     in.fresh.emplace(in.fresh_at[k], std::move(fm));
     in.ref_fresh.emplace(in.fresh_at[k], std::move(*rf));
@@ -240,19 +241,20 @@ std::optional<Failure> Session::trial_inputs(int t, int n_iter, TrialInputs& in)
   return std::nullopt;
 }
 
-std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, TrialCalls& calls, TimingTotals& tot) {
+std::optional<Failure> Session::timed_calls(WorkloadRun& run, int t, int n_iter, TrialInputs& in, TrialCalls& calls,
+                                            TimingTotals& tot) {
   const int half = n_iter / 2;
   calls.deferred = cuda() && cand_.has_capability("deferred_records") &&
-                   (!have_baseline_ || base_.has_capability("deferred_records"));
-  std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, current_uuid_, t, kRecheck),
-                                                 gate_on("random-rechecks") && !screening_ ? kRandomRechecks : 0);
+                   (!run.builds.baseline || base_.has_capability("deferred_records"));
+  std::vector<bool> checked = checked_iterations(n_iter, derive_seed(*options_.seed, run.uuid, t, kRecheck),
+                                                 gate_on("random-rechecks") && !screening() ? kRandomRechecks : 0);
   // Host: each fresh call against the calls on A or B right after they were written into the arena
   // again (a 2 ms host softmax ran up to 3x slower right after its inputs were written), by reloads
   // forced at secret places. (CUDA needs no reload: a load regenerates the inputs on the device
   // before the L2 flush, and its pairs are on one set each.)
   const std::set<int> reload_at =
       cuda() ? std::set<int>{}
-             : forced_reloads(n_iter, in.fresh_at, derive_seed(*options_.seed, current_uuid_, t, kReloadAt));
+             : forced_reloads(n_iter, in.fresh_at, derive_seed(*options_.seed, run.uuid, t, kReloadAt));
   // The call before each change of inputs has its inputs checked (guard bands, digests), so a
   // mutation is still seen: its outputs are no more likely to be wrong than any other call's, and
   // reading them back and comparing them was most of what a fresh set cost the µs packs.
@@ -264,8 +266,8 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
     const bool use_f = fp >= 0;
     const bool use_b = !use_f && i >= half && half > 0;
     if (reload_at.contains(i)) {
-      loaded_[&cand_].id = 0;
-      loaded_[&base_].id = 0;
+      run.loaded[&cand_].id = 0;
+      run.loaded[&base_].id = 0;
     }
     const MaterializedInputs& set = use_f ? in.fresh.at(fp) : use_b ? *in.b : *in.a;
     const std::vector<tensor::Tensor>& want = use_f ? *in.ref_fresh.at(fp) : use_b ? *in.ref_b : *in.ref_a;
@@ -285,10 +287,10 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
       double ms = 0;
       json extra;
       std::vector<tensor::Tensor> outs;
-      const bool first = cand_called_.insert(set.id).second;
+      const bool first = run.cand_called.insert(set.id).second;
       calls.use.push_back(first ? SetUse::kFresh : reload_at.contains(i) ? SetUse::kReloaded : SetUse::kRepeat);
       calls.set.push_back(set.id);
-      if (auto f = checked_call(cand_, set, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra))
+      if (auto f = checked_call(run, cand_, set, 2000 + t * 100000 + i, recheck ? &outs : nullptr, call, &ms, &extra))
         return f;
       if (recheck) {
         if (auto f = compare(outs, want, set, nullptr))
@@ -299,27 +301,27 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
                                      i, t, use_f ? ", a never-seen set" : "", f->message),
                          {},
                          GateId::kTimedRecheck};
-        gates_.ran(GateId::kTimedRecheck);
+        run.gates.ran(GateId::kTimedRecheck);
       }
       if (calls.deferred) {
         calls.cand_extra.push_back(std::move(extra));
         return std::nullopt;
       }
-      if (cuda()) return gpu_call_checks(extra, i, calls, tot);
+      if (cuda()) return gpu_call_checks(run, extra, i, calls, tot);
       calls.cand_ms.push_back(ms);
       return std::nullopt;
     };
     auto run_baseline = [&]() -> std::optional<Failure> {
-      if (!have_baseline_) return std::nullopt;
+      if (!run.builds.baseline) return std::nullopt;
       double bms = 0;
       json bextra;
       CallRequest bcall = call;
       bcall.download = false;
       // The baseline stays on A or B where the candidate gets a fresh set: its time is only the
       // speedup's denominator, and a fresh set would cost it two device regenerations.
-      if (auto f = checked_call(base_, use_b || (use_f && i >= half && half > 0) ? *in.b : *in.a, 3000 + t * 100000 + i,
-                                nullptr, bcall, &bms, &bextra))
-        return baseline_failure(*f);
+      if (auto f = checked_call(run, base_, use_b || (use_f && i >= half && half > 0) ? *in.b : *in.a,
+                                3000 + t * 100000 + i, nullptr, bcall, &bms, &bextra))
+        return baseline_failure(run, *f);
       if (calls.deferred) {
         calls.base_extra.push_back(std::move(bextra));
         return std::nullopt;
@@ -337,7 +339,8 @@ std::optional<Failure> Session::timed_calls(int t, int n_iter, TrialInputs& in, 
   return std::nullopt;
 }
 
-std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialCalls& calls, TimingTotals& tot) {
+std::optional<Failure> Session::gpu_call_checks(WorkloadRun& run, const json& extra, int i, TrialCalls& calls,
+                                                TimingTotals& tot) {
   if (extra.value("cupti_activities", 0) == 0)
     return Failure{Verdict::kNoGpuActivity,
                    "no_gpu_activity",
@@ -353,7 +356,7 @@ std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialC
                                extra.value("cupti_activities", 0)),
                    {},
                    GateId::kGpuActivity};
-  gates_.ran(GateId::kGpuActivity);
+  run.gates.ran(GateId::kGpuActivity);
   for (const auto& k : extra.value("kernels", json::array())) tot.kernels_seen.insert(k.get<std::string>());
   if (const auto it = extra.find("kernel_ns_by_name"); it != extra.end() && it->is_object())
     for (const auto& [name, ns] : it->items())
@@ -369,11 +372,11 @@ std::optional<Failure> Session::gpu_call_checks(const json& extra, int i, TrialC
   return std::nullopt;
 }
 
-std::optional<Failure> Session::merge_deferred_records(TrialCalls& calls, TimingTotals& tot) {
+std::optional<Failure> Session::merge_deferred_records(WorkloadRun& run, TrialCalls& calls, TimingTotals& tot) {
   std::map<uint64_t, json> got_cand, got_base;
   if (auto f = collect_records(cand_, &got_cand)) return f;
-  if (have_baseline_)
-    if (auto f = collect_records(base_, &got_base)) return baseline_failure(*f);
+  if (run.builds.baseline)
+    if (auto f = collect_records(base_, &got_base)) return baseline_failure(run, *f);
   // A call the runner has no summary for keeps its reply alone: no CUPTI records, no_gpu_activity.
   auto merge = [](json& e, const std::map<uint64_t, json>& got) {
     if (auto it = got.find(e.value("seq", uint64_t{0})); it != got.end() && it->second.is_object())
@@ -381,7 +384,7 @@ std::optional<Failure> Session::merge_deferred_records(TrialCalls& calls, Timing
   };
   for (size_t i = 0; i < calls.cand_extra.size(); ++i) {
     merge(calls.cand_extra[i], got_cand);
-    if (auto f = gpu_call_checks(calls.cand_extra[i], static_cast<int>(i), calls, tot)) return f;
+    if (auto f = gpu_call_checks(run, calls.cand_extra[i], static_cast<int>(i), calls, tot)) return f;
   }
   for (json& e : calls.base_extra) {
     merge(e, got_base);
@@ -390,20 +393,20 @@ std::optional<Failure> Session::merge_deferred_records(TrialCalls& calls, Timing
   return std::nullopt;
 }
 
-std::optional<Failure> Session::host_cpu_gate(const TrialCalls& calls, int t, WorkloadResult& wr) {
+std::optional<Failure> Session::host_cpu_gate(WorkloadRun& run, const TrialCalls& calls, int t, WorkloadResult& wr) {
   if (!cuda()) {
-    gates_.skip(GateId::kHostCpu, "host backend: the work is on the host by design");
+    run.gates.skip(GateId::kHostCpu, "host backend: the work is on the host by design");
     return std::nullopt;
   }
   if (calls.cpu_ms.empty()) {
-    gates_.skip(GateId::kHostCpu, "the runner reported no CPU time for the timed calls");
+    run.gates.skip(GateId::kHostCpu, "the runner reported no CPU time for the timed calls");
     return std::nullopt;
   }
   const double cpu = summarize(calls.cpu_ms).median, gpu = summarize(calls.kernel_ms).median;
   wr.kda["host_cpu_ms_median"] = cpu;
   wr.kda["kernel_ms_median"] = gpu;
   if (!gate_on("host-cpu")) {
-    gate_off(GateId::kHostCpu);
+    gate_off(run, GateId::kHostCpu);
   } else if (cpu > kHostCpuFloorMs && cpu > kHostCpuRatio * gpu) {
     return Failure{Verdict::kNoGpuActivity,
                    "host_cpu_time",
@@ -413,23 +416,23 @@ std::optional<Failure> Session::host_cpu_gate(const TrialCalls& calls, int t, Wo
                    {},
                    GateId::kHostCpu};
   } else {
-    gates_.ran(GateId::kHostCpu);
+    run.gates.ran(GateId::kHostCpu);
   }
   return std::nullopt;
 }
 
 // The roofline floor: nothing honest runs faster than moving its bytes at peak bandwidth.
-std::optional<Failure> Session::roofline_gate(WorkloadResult& wr) {
-  auto floor = roofline_floor_ms(pack_, resolved_.axes, report_.backend);
+std::optional<Failure> Session::roofline_gate(WorkloadRun& run, WorkloadResult& wr) {
+  auto floor = roofline_floor_ms(pack_, run.resolved.axes, backend_name());
   if (!floor) {
-    gates_.skip(GateId::kRoofline,
-                fmt::format("no roofline floor for this workload on the {} backend", report_.backend));
+    run.gates.skip(GateId::kRoofline,
+                   fmt::format("no roofline floor for this workload on the {} backend", backend_name()));
     return std::nullopt;
   }
   wr.roofline_floor_ms = *floor;
   wr.kda["roofline_fraction"] = wr.latency_ms > 0 ? *floor / wr.latency_ms : 0;
   if (!gate_on("roofline")) {
-    gate_off(GateId::kRoofline);
+    gate_off(run, GateId::kRoofline);
   } else if (wr.latency_ms < 0.9 * *floor) {
     return Failure{
         Verdict::kBelowRoofline,
@@ -438,14 +441,16 @@ std::optional<Failure> Session::roofline_gate(WorkloadResult& wr) {
         {},
         GateId::kRoofline};
   } else {
-    gates_.ran(GateId::kRoofline);
-    gates_.note(GateId::kRoofline, fmt::format("{:.4f} ms against a floor of {:.4f} ms ({:.0f}% of the floor's speed)",
-                                               wr.latency_ms, *floor, 100.0 * *floor / wr.latency_ms));
+    run.gates.ran(GateId::kRoofline);
+    run.gates.note(GateId::kRoofline,
+                   fmt::format("{:.4f} ms against a floor of {:.4f} ms ({:.0f}% of the floor's speed)", wr.latency_ms,
+                               *floor, 100.0 * *floor / wr.latency_ms));
   }
   return std::nullopt;
 }
 
-std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool paired, WorkloadResult& wr) {
+std::optional<Failure> Session::memoization_gate(WorkloadRun& run, const FreshRepeat& fr, bool paired,
+                                                 WorkloadResult& wr) {
   wr.kda["fresh_vs_repeat"] = {{"fresh_n", fr.n_fresh},
                                {"repeat_n", fr.n_repeat},
                                {"fresh_median_ms", fr.fresh_median_ms},
@@ -455,14 +460,14 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
   // Screening times each candidate too briefly for a verdict: on the host its 3 fresh and 4 reloaded
   // calls convicted 2 of 58 honest GEMM configurations (tasks/host/gemm, 2-core machine), where the
   // official evaluation's 9 and 12 passed them. The tuned solution's official evaluation decides.
-  if (screening_) {
-    gates_.skip(GateId::kMemoization,
-                "screening session: too few calls per candidate for a verdict; the official "
-                "evaluation of the tuned solution gives it");
+  if (screening()) {
+    run.gates.skip(GateId::kMemoization,
+                   "screening session: too few calls per candidate for a verdict; the official "
+                   "evaluation of the tuned solution gives it");
     return std::nullopt;
   }
   if (!fr.applies) {
-    gates_.skip(
+    run.gates.skip(
         GateId::kMemoization,
         paired ? fmt::format("{} input set(s) timed on their first call and on later ones: too few to compare (at "
                              "least {}: two per trial)",
@@ -473,7 +478,7 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
     return std::nullopt;
   }
   if (!gate_on("fresh-vs-repeat")) {
-    gate_off(GateId::kMemoization);
+    gate_off(run, GateId::kMemoization);
     return std::nullopt;
   }
   const std::string evidence =
@@ -489,8 +494,8 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
                 "faster in {:.0f}% of pairs",
                 fr.repeat_median_ms, fr.n_repeat, fr.fresh_median_ms, fr.n_fresh, fr.ratio, 100.0 * fr.repeat_faster);
   if (!fr.memoized) {
-    gates_.ran(GateId::kMemoization);
-    gates_.note(GateId::kMemoization, evidence);
+    run.gates.ran(GateId::kMemoization);
+    run.gates.note(GateId::kMemoization, evidence);
     return std::nullopt;
   }
   if (paired)
@@ -500,7 +505,7 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
                    {},
                    GateId::kMemoization};
   FreshRepeat again;
-  if (auto f = confirm_memoization(again)) return f;
+  if (auto f = confirm_memoization(run, again)) return f;
   wr.kda["fresh_vs_repeat_confirm"] = {{"pairs", again.n_fresh},
                                        {"fresh_median_ms", again.fresh_median_ms},
                                        {"repeat_median_ms", again.repeat_median_ms},
@@ -516,10 +521,10 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
                    both + " - outputs are remembered, not computed",
                    {},
                    GateId::kMemoization};
-  gates_.ran(GateId::kMemoization);
-  gates_.note(GateId::kMemoization, both +
-                                        " - not confirmed side by side: the first difference came with the calls' "
-                                        "places in the trial, not with remembered outputs");
+  run.gates.ran(GateId::kMemoization);
+  run.gates.note(GateId::kMemoization, both +
+                                           " - not confirmed side by side: the first difference came with the calls' "
+                                           "places in the trial, not with remembered outputs");
   return std::nullopt;
 }
 
@@ -532,26 +537,26 @@ std::optional<Failure> Session::memoization_gate(const FreshRepeat& fr, bool pai
 // of the two comes first alternating, so drift falls on both sides alike. A cache of any kind still
 // answers the repeat from memory: the seen set is called once more just before its timed repeat (a
 // one-entry cache then holds its outputs). Every call's outputs are checked.
-std::optional<Failure> Session::confirm_memoization(FreshRepeat& confirm) {
+std::optional<Failure> Session::confirm_memoization(WorkloadRun& run, FreshRepeat& confirm) {
   std::vector<uint64_t> seeds;
   for (int j = 0; j <= kMemoConfirmPairs; ++j)
-    seeds.push_back(derive_seed(*options_.seed, current_uuid_, static_cast<uint64_t>(j), kInputsConfirm));
-  auto sets = materialize_all(seeds);
+    seeds.push_back(derive_seed(*options_.seed, run.uuid, static_cast<uint64_t>(j), kInputsConfirm));
+  auto sets = materialize_all(run, seeds);
   if (!sets.ok())
     return Failure{Verdict::kRuntimeError, "runtime_error", "input generation failed: " + sets.status().message(), {}};
   std::vector<Outputs> refs;
   for (const auto& set : *sets) {
-    auto r = reference_outputs(set);
+    auto r = reference_outputs(run, set);
     if (!r.ok()) return Failure{Verdict::kRuntimeError, "runtime_error", r.status().message(), {}};
     refs.push_back(std::move(*r));
   }
   uint64_t salt = 7000000;
   // One timed, checked call on set k; `reload` writes it into the arena again even where it is loaded.
   auto call = [&](size_t k, bool reload, double* ms) -> std::optional<Failure> {
-    if (reload) loaded_[&cand_].id = 0;
+    if (reload) run.loaded[&cand_].id = 0;
     std::vector<tensor::Tensor> outs;
     const CallRequest req{.download = true, .download_outputs = true, .timed = true};
-    if (auto f = checked_call(cand_, (*sets)[k], salt++, &outs, req, ms, nullptr)) return f;
+    if (auto f = checked_call(run, cand_, (*sets)[k], salt++, &outs, req, ms, nullptr)) return f;
     if (auto f = compare(outs, *refs[k], (*sets)[k], nullptr))
       return Failure{Verdict::kStaleOutput,
                      "recheck_mismatch",
@@ -601,43 +606,45 @@ static Failure foreign_kernel_failure(std::string message) {
 // compiled from the candidate's own sources (the build records their mangled names). A kernel
 // from an embedded cubin, a statically linked library or any other module is foreign unless the
 // task's policy allows libraries.
-std::optional<Failure> Session::attest_kernels(const std::set<std::string>& seen) {
+std::optional<Failure> Session::attest_kernels(WorkloadRun& run, const std::set<std::string>& seen) {
   if (!gate_on("launch-attestation")) {
-    gate_off(GateId::kLaunchAttestation);
+    gate_off(run, GateId::kLaunchAttestation);
     return std::nullopt;
   }
   if (!pack_.settings.libraries.empty()) {
-    gates_.skip(GateId::kLaunchAttestation, "task policy allows kernel libraries");
+    run.gates.skip(GateId::kLaunchAttestation, "task policy allows kernel libraries");
     return std::nullopt;
   }
-  if (cand_lib_.python_source()) return attest_python_kernels(seen);
+  if (run.builds.library.python_source()) return attest_python_kernels(run, seen);
   std::set<std::string> own;
-  for (const auto& r : cand_lib_.info.value("resources", json::array())) own.insert(r.value("mangled", std::string{}));
+  for (const auto& r : run.builds.library.info.value("resources", json::array()))
+    own.insert(r.value("mangled", std::string{}));
   own.erase("");
   if (own.empty()) {
-    gates_.skip(GateId::kLaunchAttestation, "the build recorded no kernel names");
+    run.gates.skip(GateId::kLaunchAttestation, "the build recorded no kernel names");
     return std::nullopt;
   }
   std::vector<std::string> foreign = foreign_kernels(seen, own);
-  if (!cand_lib_.python_module.empty()) {  // binding torch: torch's copy and fill kernels too (kTorchBindingRule)
+  if (!run.builds.library.python_module
+           .empty()) {  // binding torch: torch's copy and fill kernels too (kTorchBindingRule)
     foreign = foreign_python_kernels({foreign.begin(), foreign.end()}, {}, &kTorchBindingRule);
   }
   if (!foreign.empty())
     return foreign_kernel_failure(
         fmt::format("kernel(s) launched during timed calls that the candidate's sources do not define: {}",
                     util::join(foreign, ", ")));
-  gates_.ran(GateId::kLaunchAttestation);
-  gates_.note(GateId::kLaunchAttestation,
-              fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size()));
+  run.gates.ran(GateId::kLaunchAttestation);
+  run.gates.note(GateId::kLaunchAttestation,
+                 fmt::format("{} kernel(s) launched, all compiled from the candidate's sources", seen.size()));
   return std::nullopt;
 }
 
 // A Python solution's kernels are compiled at run time, not by kda's build: its own are the
 // functions its sources decorate with a JIT (Triton names its kernels after them), and its
 // language's rule (kPythonKernelRules) says what else it may launch.
-std::optional<Failure> Session::attest_python_kernels(const std::set<std::string>& seen) {
-  const std::string& language = candidate_->spec.language;
-  const std::set<std::string> jit = jit_kernel_names(candidate_->sources);
+std::optional<Failure> Session::attest_python_kernels(WorkloadRun& run, const std::set<std::string>& seen) {
+  const std::string& language = run.builds.candidate->spec.language;
+  const std::set<std::string> jit = jit_kernel_names(run.builds.candidate->sources);
   const PythonKernelRule* rule = python_kernel_rule(language);
   const std::string why =
       rule != nullptr ? rule->why : "a " + language + " solution may launch only its own @jit kernels";
@@ -648,8 +655,8 @@ std::optional<Failure> Session::attest_python_kernels(const std::set<std::string
                     "functions: {})",
                     util::join(foreign, ", "), why,
                     jit.empty() ? std::string("none") : util::join({jit.begin(), jit.end()}, ", ")));
-  gates_.ran(GateId::kLaunchAttestation);
-  gates_.note(GateId::kLaunchAttestation, fmt::format("{} kernel(s) launched, all allowed: {}", seen.size(), why));
+  run.gates.ran(GateId::kLaunchAttestation);
+  run.gates.note(GateId::kLaunchAttestation, fmt::format("{} kernel(s) launched, all allowed: {}", seen.size(), why));
   return std::nullopt;
 }
 

@@ -26,25 +26,6 @@ enum ToolPurpose : uint64_t { kToolInputs = 101, kToolGuard = 102, kToolPoison =
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Every input and output in its own guarded slot, as the evaluator lays them out.
-ArenaLayout layout_for(const task::TaskPack& pack, const ResolvedWorkload& rw) {
-  std::vector<Slot> ins, outs;
-  for (size_t i = 0; i < pack.definition.inputs.size(); ++i) {
-    const auto& spec = pack.definition.inputs[i];
-    Slot s{spec.name, spec.dtype, rw.input_shapes[i], !spec.shape.has_value()};
-    s.nbytes =
-        static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
-    ins.push_back(s);
-  }
-  for (size_t i = 0; i < pack.definition.outputs.size(); ++i) {
-    const auto& spec = pack.definition.outputs[i];
-    Slot s{spec.name, spec.dtype, rw.output_shapes[i], false};
-    s.nbytes =
-        static_cast<uint64_t>(tensor::dtype_storage_bytes(spec.dtype, tensor::checked_numel(s.shape).value_or(0)));
-    outs.push_back(s);
-  }
-  return plan_layout(ins, outs);
-}
-
 const task::Workload* visible_workload(const task::TaskPack& pack, const std::string& uuid) {
   for (const auto& w : pack.workloads)
     if (w.uuid == uuid) return &w;
@@ -222,7 +203,7 @@ Result<ToolRunResult> run_under_tool(const task::TaskPack& pack, const task::Sol
 
   // Phase: layout and inputs, as the evaluator makes them.
   r.stage = ToolRunStage::kLayout;
-  const ArenaLayout layout = layout_for(pack, rw);
+  const ArenaLayout layout = workload_layout(pack.definition, rw);
   auto laid = runner.set_layout(layout, options.timeout_s);
   if (laid.kind != CallOutcome::Kind::kOk) return finish(&laid);
   BlobCache blobs;
