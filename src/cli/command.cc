@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace kda::cli {
 
@@ -23,6 +24,10 @@ int exit_code_for(const Status& status) {
 int fail(Io& io, std::string_view command, const Status& status) {
   io.err << command << ": " << status.message() << "\n";
   return exit_code_for(status);
+}
+
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 OptionSpec json_option() { return {.name = "json", .help = "print the result as JSON on stdout"}; }

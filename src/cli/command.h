@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "util/status.h"
 
 namespace kda::cli {
@@ -66,6 +68,9 @@ struct Io {
 // A command's failure: "<command>: <message>" on stderr, and the exit code the status maps to
 // (fail(io, "kda eval", st)).
 int fail(Io& io, std::string_view command, const Status& status);
+
+// A command's --json document: two-space indent, invalid UTF-8 replaced rather than thrown on.
+std::string json_text(const nlohmann::json& j);
 
 struct CommandSpec {
   std::string name;         // words after "kda", e.g. "task validate"

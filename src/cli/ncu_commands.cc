@@ -27,8 +27,6 @@ namespace {
 using nlohmann::json;
 namespace stdfs = std::filesystem;
 
-std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
-
 std::vector<stdfs::path> as_paths(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
 // ---- profile ----------------------------------------------------------------------------------------------
@@ -47,7 +45,7 @@ int run_profile(const Args& args, Io& io) {
       json j = extra;
       j["ok"] = false;
       j["error"] = st.message();
-      io.out << dump(j) << "\n";
+      io.out << json_text(j) << "\n";
     }
     return fail(io, "kda ncu", st);
   };
@@ -112,7 +110,7 @@ int run_profile(const Args& args, Io& io) {
   j["ok"] = true;
   j["analysis"] = ncu::to_json(*analysis);
   if (args.flag("json")) {
-    io.out << dump(j) << "\n";
+    io.out << json_text(j) << "\n";
   } else {
     io.out << "report: " << report.string() << "\n\n" << ncu::to_markdown(*analysis);
   }
@@ -141,12 +139,12 @@ int run_analyze(const Args& args, Io& io) {
     stdfs::path dir(*out);
     Status st = fs::ensure_dir(dir);
     if (st.ok()) st = fs::write_file_atomic(dir / "REPORT.md", md);
-    if (st.ok()) st = fs::write_file_atomic(dir / "analysis.json", dump(j) + "\n");
+    if (st.ok()) st = fs::write_file_atomic(dir / "analysis.json", json_text(j) + "\n");
     if (!st.ok()) return fail(io, "kda ncu", st.with_context("--out " + *out));
     io.err << "wrote " << (dir / "REPORT.md").string() << " and " << (dir / "analysis.json").string() << "\n";
   }
   if (args.flag("json"))
-    io.out << dump(j) << "\n";
+    io.out << json_text(j) << "\n";
   else
     io.out << md;
   return kExitOk;
@@ -162,7 +160,7 @@ int run_diff(const Args& args, Io& io) {
   if (!min_move.ok()) return fail(io, "kda ncu", min_move.status());
   ncu::ReportDiff diff = ncu::diff_reports(*before, *after);
   if (args.flag("json"))
-    io.out << dump(ncu::to_json(diff)) << "\n";
+    io.out << json_text(ncu::to_json(diff)) << "\n";
   else
     io.out << ncu::to_markdown(diff, min_move->value_or(1.0));
   return kExitOk;

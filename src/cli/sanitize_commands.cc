@@ -187,7 +187,7 @@ int run_sanitize(const Args& args, Io& io) {
                                 {"message", w.message},
                                 {"evidence", w.evidence},
                                 {"run", w.run}});
-    io.out << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    io.out << json_text(j) << "\n";
   } else {
     io.out << fmt::format("{:<38} {:<24} {:>7}\n", "workload", "verdict", "errors");
     for (const auto& w : outcomes) {

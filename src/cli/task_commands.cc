@@ -24,8 +24,6 @@ namespace {
 using nlohmann::json;
 namespace stdfs = std::filesystem;
 
-std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
-
 void print_problems(const Diagnostics& d, std::ostream& err) {
   for (const auto& p : d.items()) err << p.to_string() << "\n";
 }
@@ -87,7 +85,7 @@ int run_validate(const Args& args, Io& io) {
   print_problems(report.problems, io.err);
   for (const auto& w : report.warnings.items()) io.err << "warning: " << w.to_string() << "\n";
   if (args.flag("json")) {
-    io.out << dump(report.to_json()) << "\n";
+    io.out << json_text(report.to_json()) << "\n";
   } else {
     const auto& c = report.counts;
     io.out << fmt::format("{}: {} definitions, {} workloads, {} solutions, {} traces, {} packs, {} blobs, {} settings",
@@ -140,7 +138,7 @@ int run_list(const Args& args, Io& io) {
                     pack->definition.name});
   }
   if (args.flag("json")) {
-    io.out << dump({{"tasks_dir", dir.string()}, {"packs", std::move(packs)}}) << "\n";
+    io.out << json_text({{"tasks_dir", dir.string()}, {"packs", std::move(packs)}}) << "\n";
   } else {
     size_t w = 4;
     for (const auto& r : rows) w = std::max(w, r[0].size());
@@ -187,7 +185,7 @@ int show_workload(const task::TaskPack& pack, const std::string& uuid, bool as_j
     }
   }
   if (as_json) {
-    io.out << dump(j) << "\n";
+    io.out << json_text(j) << "\n";
     return kExitOk;
   }
   io.out << "workload " << w->uuid << (j["dev"].get<bool>() ? " (dev)" : "") << "\n";
@@ -245,7 +243,7 @@ int run_show(const Args& args, Io& io) {
            {"dev_workloads", pack->dev_uuids},
            {"holdout_count", pack->holdout.size()},
            {"workloads", workloads}};
-    io.out << dump(j) << "\n";
+    io.out << json_text(j) << "\n";
     return kExitOk;
   }
   std::ostream& o = io.out;

@@ -9,11 +9,11 @@
 namespace kda::contest {
 namespace {
 
-// Independent streams of one (workload, trial) seed. q, k and v are drawn in parts of kTokensPerPart tokens and
+// Independent streams of one (workload, trial) seed. q, k and v are drawn in parts of kGdnTokensPerPart tokens and
 // every warmed state from a part of its own (index n * 8 + h), so that they can be drawn on several threads.
 constexpr uint64_t kStreamQ = 101, kStreamK = 102, kStreamV = 103, kStreamGates = 104, kStreamParams = 105,
                    kStreamState = 106, kStreamSeqs = 107;
-constexpr int64_t kTokensPerPart = 256;
+constexpr int64_t kGdnTokensPerPart = 256;
 
 using tensor::DType;
 using tensor::Tensor;
@@ -89,12 +89,12 @@ void warm_state(SeededRng& rng, double A_log, double dt_bias, float* state) {
     for (int64_t c = 0; c < K; ++c) state[r * K + c] = st[static_cast<size_t>(c * K + r)];
 }
 
-// q or k ([tokens, 4, 128] unit rows) or v ([tokens, 8, 128] normal), drawn in parts of kTokensPerPart tokens.
+// q or k ([tokens, 4, 128] unit rows) or v ([tokens, 8, 128] normal), drawn in parts of kGdnTokensPerPart tokens.
 void fill_tokens(uint64_t seed, uint64_t stream, int64_t tokens, int64_t heads, bool unit, uint16_t* dst) {
-  const int64_t parts = (tokens + kTokensPerPart - 1) / kTokensPerPart;
+  const int64_t parts = (tokens + kGdnTokensPerPart - 1) / kGdnTokensPerPart;
   for_each_part(parts, 2, [&](int64_t part) {
     SeededRng rng(seed, stream, static_cast<uint64_t>(part));
-    const int64_t t0 = part * kTokensPerPart, t1 = std::min(tokens, t0 + kTokensPerPart);
+    const int64_t t0 = part * kGdnTokensPerPart, t1 = std::min(tokens, t0 + kGdnTokensPerPart);
     uint16_t* out = dst + t0 * heads * kGdnHeadSize;
     if (unit)
       fill_unit_rows((t1 - t0) * heads, rng, out);

@@ -10,10 +10,10 @@
 namespace kda::contest {
 namespace {
 
-// Streams of one (workload, trial) seed. The logits are drawn in parts of kTokensPerPart tokens (several threads);
+// Streams of one (workload, trial) seed. The logits are drawn in parts of kMoeTokensPerPart tokens (several threads);
 // sigma comes from its own stream.
 constexpr uint64_t kStreamLogits = 201, kStreamBias = 202, kStreamSigma = 203;
-constexpr int64_t kTokensPerPart = 256;
+constexpr int64_t kMoeTokensPerPart = 256;
 
 }  // namespace
 
@@ -32,10 +32,11 @@ Status generate_moe_ds_routing(const std::map<std::string, int64_t>& axes, uint6
   const double sigma = 1.0 + (1.0 - rs.unit_open0());  // [1, 2)
   tensor::Tensor logits(tensor::DType::kFloat32, {T, kMoeExperts}, tensor::kUninitialized);
   float* lp = logits.data_as<float>();
-  for_each_part((T + kTokensPerPart - 1) / kTokensPerPart, 2, [&](int64_t part) {
+  for_each_part((T + kMoeTokensPerPart - 1) / kMoeTokensPerPart, 2, [&](int64_t part) {
     SeededRng rl(seed, kStreamLogits, static_cast<uint64_t>(part));
-    const int64_t end = std::min(T, (part + 1) * kTokensPerPart) * kMoeExperts;
-    for (int64_t i = part * kTokensPerPart * kMoeExperts; i < end; ++i) lp[i] = static_cast<float>(sigma * rl.normal());
+    const int64_t end = std::min(T, (part + 1) * kMoeTokensPerPart) * kMoeExperts;
+    for (int64_t i = part * kMoeTokensPerPart * kMoeExperts; i < end; ++i)
+      lp[i] = static_cast<float>(sigma * rl.normal());
   });
   tensor::Tensor bias(tensor::DType::kBFloat16, {kMoeExperts});
   uint16_t* bp = bias.data_as<uint16_t>();

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "sqlite/database.h"
+#include "util/clock.h"
 #include "util/sha256.h"
 
 namespace kda::exec {
@@ -35,8 +36,6 @@ CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state, seq);
 )sql";
 
 constexpr const char* kColumns = "id, body, state, attempt, server, instance, result, error, last_reason";
-
-double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 TaskState state_from(std::string_view s) {
   if (s == "running") return TaskState::kRunning;
@@ -114,7 +113,7 @@ Result<TaskQueue::Enqueued> TaskQueue::enqueue(const std::string& id, const json
   KDA_ASSIGN_OR_RETURN(Statement ins,
                        impl_->db->prepare("INSERT OR IGNORE INTO tasks (id, digest, body, state, updated) "
                                           "VALUES (?1, ?2, ?3, 'queued', ?4)"));
-  ins.bind(1, id).bind(2, digest).bind(3, text).bind(4, now_s());
+  ins.bind(1, id).bind(2, digest).bind(3, text).bind(4, util::unix_seconds());
   KDA_ASSIGN_OR_RETURN(int added, impl_->change(std::move(ins)));
   if (added == 1) return Enqueued::kCreated;
   KDA_ASSIGN_OR_RETURN(Statement st, impl_->db->prepare("SELECT digest FROM tasks WHERE id = ?1"));
@@ -133,7 +132,7 @@ Result<std::optional<QueuedTask>> TaskQueue::claim(const std::string& server, co
     QueuedTask t = std::move(queued.front());
     KDA_ASSIGN_OR_RETURN(Statement up, impl_->db->prepare("UPDATE tasks SET state = 'running', attempt = attempt + 1, "
                                                           "server = ?2, instance = ?3, updated = ?4 WHERE id = ?1"));
-    up.bind(1, t.id).bind(2, server).bind(3, instance).bind(4, now_s());
+    up.bind(1, t.id).bind(2, server).bind(3, instance).bind(4, util::unix_seconds());
     KDA_RETURN_IF_ERROR(impl_->change(std::move(up)).status());
     t.state = TaskState::kRunning;
     t.attempt += 1;
@@ -148,7 +147,7 @@ Result<std::optional<QueuedTask>> TaskQueue::claim(const std::string& server, co
 Result<bool> TaskQueue::complete(const std::string& id, int attempt, const json& result) {
   KDA_ASSIGN_OR_RETURN(Statement up, impl_->db->prepare("UPDATE tasks SET state = 'done', result = ?3, updated = ?4 "
                                                         "WHERE id = ?1 AND attempt = ?2 AND state = 'running'"));
-  up.bind(1, id).bind_int(2, attempt).bind(3, result.dump()).bind(4, now_s());
+  up.bind(1, id).bind_int(2, attempt).bind(3, result.dump()).bind(4, util::unix_seconds());
   KDA_ASSIGN_OR_RETURN(int n, impl_->change(std::move(up)));
   return n == 1;
 }
@@ -156,7 +155,7 @@ Result<bool> TaskQueue::complete(const std::string& id, int attempt, const json&
 Result<bool> TaskQueue::fail(const std::string& id, int attempt, const std::string& error) {
   KDA_ASSIGN_OR_RETURN(Statement up, impl_->db->prepare("UPDATE tasks SET state = 'failed', error = ?3, updated = ?4 "
                                                         "WHERE id = ?1 AND attempt = ?2 AND state = 'running'"));
-  up.bind(1, id).bind_int(2, attempt).bind(3, error).bind(4, now_s());
+  up.bind(1, id).bind_int(2, attempt).bind(3, error).bind(4, util::unix_seconds());
   KDA_ASSIGN_OR_RETURN(int n, impl_->change(std::move(up)));
   return n == 1;
 }
@@ -177,7 +176,7 @@ Result<std::optional<TaskState>> TaskQueue::requeue(const std::string& id, int a
       .bind_int(3, charge ? 1 : 0)
       .bind_int(4, max_attempts)
       .bind(5, reason)
-      .bind(6, now_s());
+      .bind(6, util::unix_seconds());
   KDA_ASSIGN_OR_RETURN(int n, impl_->change(std::move(up)));
   if (n != 1) return std::optional<TaskState>();
   KDA_ASSIGN_OR_RETURN(auto t, find(id));
@@ -188,7 +187,7 @@ Result<size_t> TaskQueue::recover() {
   KDA_ASSIGN_OR_RETURN(Statement up, impl_->db->prepare("UPDATE tasks SET state = 'queued', attempt = attempt - 1, "
                                                         "last_reason = 'the dispatcher restarted', updated = ?1 "
                                                         "WHERE state = 'running'"));
-  up.bind(1, now_s());
+  up.bind(1, util::unix_seconds());
   KDA_ASSIGN_OR_RETURN(int n, impl_->change(std::move(up)));
   return static_cast<size_t>(n);
 }

@@ -9,7 +9,7 @@
 
 namespace kda::serve {
 
-namespace fs = std::filesystem;
+namespace stdfs = std::filesystem;
 
 bool Entry::has_visible(const std::string& uuid) const {
   for (const auto& w : workloads)
@@ -47,7 +47,7 @@ std::string fib_digest(const task::TaskPack& pack) {
   return sha256_hex(text);
 }
 
-Result<Dataset> load_fib(const fs::path& dir) {
+Result<Dataset> load_fib(const stdfs::path& dir) {
   Dataset d{.root = dir, .kind = "flashinfer-bench"};
   std::string problems, digest_text;
   for (const auto& [name, file] : task::fib_definition_files(dir)) {
@@ -67,7 +67,7 @@ Result<Dataset> load_fib(const fs::path& dir) {
   return d;
 }
 
-Result<Dataset> load_packs(const fs::path& dir, const std::vector<fs::path>& packs) {
+Result<Dataset> load_packs(const stdfs::path& dir, const std::vector<stdfs::path>& packs) {
   Dataset d{.root = dir, .kind = "packs"};
   std::string problems, digest_text;
   for (const auto& p : packs) {
@@ -96,11 +96,12 @@ Result<Dataset> load_packs(const fs::path& dir, const std::vector<fs::path>& pac
 
 }  // namespace
 
-Result<Dataset> load_dataset(const fs::path& dir) {
+Result<Dataset> load_dataset(const stdfs::path& dir) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return Status::not_found(fmt::format("--local {}: no such directory", dir.string()));
-  if (fs::is_directory(dir / "definitions", ec) && !task::is_task_pack(dir)) return load_fib(dir);
-  std::vector<fs::path> packs;
+  if (!stdfs::is_directory(dir, ec))
+    return Status::not_found(fmt::format("--local {}: no such directory", dir.string()));
+  if (stdfs::is_directory(dir / "definitions", ec) && !task::is_task_pack(dir)) return load_fib(dir);
+  std::vector<stdfs::path> packs;
   if (task::is_task_pack(dir))
     packs.push_back(dir);
   else

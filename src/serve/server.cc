@@ -15,6 +15,7 @@
 
 #include "task/json_reader.h"
 #include "task/solution.h"
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/random.h"
 #include "util/sha256.h"
@@ -31,8 +32,6 @@ namespace {
 
 // The largest trials, warmup or iterations a request's kda_timing may ask for.
 constexpr int64_t kMaxTimingCount = 100000;
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // A task id names a directory: letters, digits, '.', '_' and '-', at most 128, not "." or "..".
 bool valid_task_id(const std::string& id) {
@@ -80,7 +79,7 @@ struct Server::Impl {
   ServeOptions opt;
   Dataset data;
   std::string instance_id = util::random_hex(16);
-  double started_at = unix_now();
+  double started_at = util::unix_seconds();
   std::string token;  // "" = no auth
   httplib::Server http;
   int port = 0;

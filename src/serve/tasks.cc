@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/clock.h"
+
 namespace kda::serve {
 
 nlohmann::json TaskTiming::to_json() const {
@@ -15,8 +17,6 @@ nlohmann::json TaskTiming::to_json() const {
 }
 
 namespace {
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 bool is_finished(TaskState s) { return s == TaskState::kCompleted || s == TaskState::kFailed; }
 
@@ -47,7 +47,7 @@ TaskStore::Submitted TaskStore::submit(Task t) {
     return it->second.digest == t.digest ? Submitted::kSame : Submitted::kConflict;
   if (draining_ || closed_) return Submitted::kClosed;
   t.state = TaskState::kPending;
-  t.submitted_s = unix_now();
+  t.submitted_s = util::unix_seconds();
   queue_.push_back(t.id);
   tasks_.emplace(t.id, std::move(t));
   queued_cv_.notify_one();
@@ -86,7 +86,7 @@ std::optional<Task> TaskStore::next(const std::string& device) {
   queue_.pop_front();
   t.state = TaskState::kRunning;
   t.device = device;
-  t.started_s = unix_now();
+  t.started_s = util::unix_seconds();
   return t;
 }
 
@@ -96,7 +96,7 @@ void TaskStore::complete(const std::string& id, nlohmann::json traces) {
   if (is_finished(t.state)) return;
   t.state = TaskState::kCompleted;
   t.traces = std::move(traces);
-  t.finished_s = unix_now();
+  t.finished_s = util::unix_seconds();
   done_cv_.notify_all();
 }
 
@@ -106,7 +106,7 @@ void TaskStore::fail(const std::string& id, std::string error) {
   if (is_finished(t.state)) return;
   t.state = TaskState::kFailed;
   t.error = std::move(error);
-  t.finished_s = unix_now();
+  t.finished_s = util::unix_seconds();
   done_cv_.notify_all();
 }
 
@@ -122,7 +122,7 @@ void TaskStore::close() {
     Task& t = tasks_.at(id);
     t.state = TaskState::kFailed;
     t.error = "the server shut down before this task ran";
-    t.finished_s = unix_now();
+    t.finished_s = util::unix_seconds();
   }
   queue_.clear();
   queued_cv_.notify_all();

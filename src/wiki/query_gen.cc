@@ -53,7 +53,7 @@ bool boilerplate(const std::string& text) {
   return false;
 }
 
-const std::set<std::string>& stop_words() {
+const std::set<std::string>& comment_stop_words() {
   static const std::set<std::string> k = {
       "the",   "and",  "for",    "with",  "that",  "this",  "are",   "from", "into", "when", "then",  "than",
       "not",   "but",  "can",    "will",  "its",   "all",   "any",   "each", "per",  "use",  "used",  "uses",
@@ -74,7 +74,7 @@ std::vector<std::string> words_of(const std::string& text, const std::string& ow
   std::set<std::string> seen;
   std::string cur;
   auto flush = [&] {
-    if (cur.size() >= 3 && std::isalpha(static_cast<unsigned char>(cur[0])) && !stop_words().contains(cur) &&
+    if (cur.size() >= 3 && std::isalpha(static_cast<unsigned char>(cur[0])) && !comment_stop_words().contains(cur) &&
         cur != own_l && seen.insert(cur).second)
       out.push_back(cur);
     cur.clear();
