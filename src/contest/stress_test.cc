@@ -31,7 +31,9 @@ std::map<std::string, Tensor> stressed(const std::string& generator, const std::
   auto in = draw(generator, axes);
   const Stress* s = find_stress(generator, name);
   EXPECT_NE(s, nullptr) << generator << " " << name;
-  if (s != nullptr) EXPECT_TRUE(s->apply(axes, seed, in).ok());
+  if (s != nullptr) {
+    EXPECT_TRUE(s->apply(axes, seed, in).ok());
+  }
   return in;
 }
 

@@ -106,9 +106,10 @@ TEST(AdversarialSuite, HostHacksRejectedForTheRightReasonHonestPass) {
         << rej->message << ")";
     EXPECT_NE(rej->verdict, Verdict::kCompileError);
     // On the host a memoisation verdict needs the confirming round (session_timing.cc).
-    if (rej->reason == "repeat_faster_than_fresh")
+    if (rej->reason == "repeat_faster_than_fresh") {
       EXPECT_NE(rej->message.find("measured again"), std::string::npos)
           << "a host memoisation verdict without the confirming round: " << rej->message;
+    }
   }
   EXPECT_GE(hacks, 20);
   EXPECT_GE(honest, 3);

@@ -120,7 +120,9 @@ TEST_F(StressEval, WithoutStressInputsBothShortcutsPass) {
     EXPECT_TRUE(r.all_passed) << name << ": " << (failed(r) ? failed(r)->message : "");
     for (const auto& w : r.workloads)
       for (const auto& g : w.gates)
-        if (g.name == "stress") EXPECT_EQ(g.status, GateStatus::kSkipped);
+        if (g.name == "stress") {
+          EXPECT_EQ(g.status, GateStatus::kSkipped);
+        }
   }
 }
 
