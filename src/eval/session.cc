@@ -33,9 +33,7 @@ namespace kda::eval::detail {
 
 Result<Builds> Session::build_all(const task::Solution& candidate) {
   PhaseTimer timer(phases_.build_s);
-  BuildSettings bs{.cuda_arch = options_.cuda_arch,
-                   .cuda = pack_.backend == task::Backend::kCuda,
-                   .allowed_libraries = pack_.settings.libraries};
+  BuildSettings bs{.cuda_arch = options_.cuda_arch, .cuda = cuda(), .allowed_libraries = pack_.settings.libraries};
   // A FlashInfer-Bench definition taken as a task has no reference solution: the torch oracle runs
   // the definition's Python reference (check_options made sure).
   if (!pack_.python_reference_only && (!screening() || !ref_lib_.ok)) {
