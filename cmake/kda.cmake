@@ -3,6 +3,25 @@
 # discovery writes PROPERTIES as a flat list, so a second label became a property name and the TIMEOUT
 # after it was lost. `ctest -L` / `-LE` match a regular expression, so -L slow still selects tune-slow
 # and the presets' gpu exclusion still excludes eval-gpu.
+#
+# The binaries whose tests take longest, with about how long their longest test takes on the 2-core
+# machine (seconds; `ctest` prints each test's time): their tests get that as their COST, so `ctest -j`
+# starts them first on a fresh checkout too, where it has no timings of an earlier run. Started last,
+# the 100-second tuner run kept one core busy alone for the last minute and a half of CI's tests.
+set(kda_long_test_binaries
+    tuner_run_e2e_test 100  loop_e2e_test 80  tune_e2e_test 35  python_solution_test 30  integrity_test 30
+    report_chromium_test 25  monitor_tmux_test 25  exec_test 20  solution_init_test 13  builder_test 12
+    eval_test 11  run_loop_test 9)
+function(kda_test_cost target out_var)
+  list(FIND kda_long_test_binaries ${target} at)
+  set(cost 0)
+  if(at GREATER_EQUAL 0)
+    math(EXPR at "${at} + 1")
+    list(GET kda_long_test_binaries ${at} cost)
+  endif()
+  set(${out_var} ${cost} PARENT_SCOPE)
+endfunction()
+
 function(kda_discover_tests target)
   cmake_parse_arguments(ARG "" "TIMEOUT;TEST_FILTER" "LABELS" ${ARGN})
   list(JOIN ARG_LABELS "-" label)
@@ -10,7 +29,9 @@ function(kda_discover_tests target)
   if(ARG_TEST_FILTER)
     set(filter TEST_FILTER "${ARG_TEST_FILTER}")
   endif()
-  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST ${filter} PROPERTIES LABELS "${label}" TIMEOUT ${ARG_TIMEOUT})
+  kda_test_cost(${target} cost)
+  gtest_discover_tests(${target} DISCOVERY_MODE PRE_TEST ${filter} PROPERTIES LABELS "${label}" TIMEOUT ${ARG_TIMEOUT}
+                       COST ${cost})
 endfunction()
 
 # kda_module(<name> SOURCES ... [DEPS ...] [TESTS ...] [TEST_DEPS ...] [TEST_LABELS ...])
