@@ -23,6 +23,10 @@
 //     chunk_output per (chunk, value head), in parallel: Q K^T, Delta again from the stored state, O.
 //   Value rows are independent, so the scan splits a head's 128 rows over 8 blocks: 64 blocks for one
 //   sequence, each 4 warps over its 16 rows' 128 key columns (one barrier-separated exchange per GEMM).
+//   With PAIRS=1 the scan's operands W, U, X and Delta are bf16 pairs: the rounded value and what its
+//   rounding left out, about 16 significant bits. A state that hardly decays keeps every rounding of
+//   thousands of tokens, and bf16 alone put it 1-4 % off (the pack's decay_near_one stress). PAIRS=1 is
+//   compiled but not yet run on a GPU (README); the default stays the measured kernel.
 //
 // The workspace (W, U, c per chunk and head, the chunk states) is allocated on the first call of a shape
 // and kept; it depends on (total_seq_len, num_seqs) only.
@@ -41,6 +45,9 @@
 #ifndef STAGES
 #define STAGES 3  // state_scan: chunks of W, K, U in flight (2 or 3)
 #endif
+#ifndef PAIRS
+#define PAIRS 0  // 1: the scan's bf16 operands (W, U, X, Delta) as bf16 pairs (~16 significant bits); 0: bf16 alone
+#endif
 
 namespace {
 
@@ -53,6 +60,7 @@ constexpr int LDA = C + 1;   // shared row stride of fp32 64 x 64 tiles
 constexpr int LDU = 24;      // row stride of a U slice (16 values)
 constexpr int kRowsPerScan = 16;  // value rows per state_scan block
 static_assert(STAGES == 2 || STAGES == 3, "STAGES is 2 or 3");
+static_assert(PAIRS == 0 || PAIRS == 1, "PAIRS is 0 or 1");
 
 bool is(const DLTensor& t, uint8_t code, uint8_t bits, int ndim) {
   return t.dtype.code == code && t.dtype.bits == bits && t.dtype.lanes == 1 && t.ndim == ndim;
@@ -84,6 +92,8 @@ struct Params {
   float* G;   // [ch][C]   cumulative log decay in the chunk
   bf16* Kp;   // [chunk * HQ + i][C][LDK]  the chunk's K rows, zero past its end
   bf16* X;    // [ch][D][D] the state at the chunk's start, k-last (row = value channel)
+  bf16* Wl;   // PAIRS: what W's rounding to bf16 left out, rounded in turn; W's layout
+  bf16* Ul;   // PAIRS: the same for U; U's layout
 };
 
 // ---- primitives ------------------------------------------------------------------------------------
@@ -112,6 +122,12 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Two n-tiles (16 x 16 output) of one A operand: b[0], b[1] for the first, b[2], b[3] for the second.
+__device__ __forceinline__ void mma2(float (&c)[2][4], const uint32_t (&a)[4], const uint32_t (&b)[4]) {
+  mma(c[0], a, b[0], b[1]);
+  mma(c[1], a, b[2], b[3]);
+}
+
 // A operand (16 x 16) at (row0, col0) of a row-major tile.
 __device__ __forceinline__ void frag_a(uint32_t (&r)[4], const bf16* m, int ld, int row0, int col0, int lane) {
   ldsm4(r, m + (row0 + (lane & 15)) * ld + col0 + (lane >> 4) * 8);
@@ -131,6 +147,13 @@ __device__ __forceinline__ void frag_b_kmajor(uint32_t (&r)[4], const bf16* m, i
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The second half of a bf16 pair: what `rounded` == pack2(lo, hi) left out of (lo, hi), rounded to bf16 in
+// turn. The pair carries about 16 significant bits; a product of pairs is two or three bf16 mmas.
+__device__ __forceinline__ uint32_t residual2(float lo, float hi, uint32_t rounded) {
+  const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&rounded));
+  return pack2(lo - r.x, hi - r.y);
 }
 
 // 16 bytes global -> shared, zero-filled when !valid (rows past a chunk's end are never read).
@@ -230,7 +253,7 @@ __device__ int64_t chunks_before(const int64_t* cu, int n) {
 // ---- wy_prepare: per (chunk, value head) -----------------------------------------------------------
 
 constexpr size_t kPrepSmem = 2 * C * LDK * sizeof(bf16) + 2 * C * LDA * sizeof(float) + 2 * C * sizeof(float) +
-                             2 * C * LDC * sizeof(bf16);
+                             (PAIRS ? 4 : 2) * C * LDC * sizeof(bf16);
 
 // T = (I + A)^-1 for strictly lower A (64 x 64 fp32 in `Am`), into `Tm`: the four 16 x 16 diagonal blocks by
 // forward substitution (a thread per column), then block row by block row T_IJ = -T_II sum_K A_IK T_KJ.
@@ -280,6 +303,8 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
   float* bt = cg + C;                          // [C]
   bf16* Tw = reinterpret_cast<bf16*>(bt + C);  // [C][LDC]  T diag(beta Gamma)
   bf16* Tu = Tw + C * LDC;                     // [C][LDC]  T diag(beta)
+  bf16* Twl = Tu + C * LDC;                    // [C][LDC]  PAIRS: Tw's second halves
+  bf16* Tul = Twl + C * LDC;                   // [C][LDC]  PAIRS: Tu's second halves
   __shared__ int64_t s_t0;
   __shared__ int s_len;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -354,27 +379,45 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
     const float fu = bt[s], fw = fu * __expf(cg[s]);
     for (int t = tid >> 6; t < C; t += 4) {
       const float tv = s <= t ? Tm[t * LDA + s] : 0.0f;
-      Tw[t * LDC + s] = __float2bfloat16_rn(tv * fw);
-      Tu[t * LDC + s] = __float2bfloat16_rn(tv * fu);
+      const bf16 hw = __float2bfloat16_rn(tv * fw), hu = __float2bfloat16_rn(tv * fu);
+      Tw[t * LDC + s] = hw;
+      Tu[t * LDC + s] = hu;
+      if constexpr (PAIRS) {
+        Twl[t * LDC + s] = __float2bfloat16_rn(tv * fw - __bfloat162float(hw));
+        Tul[t * LDC + s] = __float2bfloat16_rn(tv * fu - __bfloat162float(hu));
+      }
     }
   }
   __syncthreads();
 
-  // W = Tw K, U = Tu V (64 x 128): warp w rows 16 (w >> 1), columns 64 (w & 1) .. + 64.
+  // W = Tw K, U = Tu V (64 x 128): warp w rows 16 (w >> 1), columns 64 (w & 1) .. + 64. K and V are exact in
+  // bf16, so with PAIRS a product is two mmas, Tw's halves in turn.
   float w[8][4] = {}, u[8][4] = {};
 #pragma unroll
   for (int ks = 0; ks < C / 16; ++ks) {
-    uint32_t fw[4], fu[4], fb[4];
+    uint32_t fw[4], fu[4], fwl[4], ful[4], fb[4];
     frag_a(fw, Tw, LDC, 16 * mt, 16 * ks, lane);
     frag_a(fu, Tu, LDC, 16 * mt, 16 * ks, lane);
+    if constexpr (PAIRS) {
+      frag_a(fwl, Twl, LDC, 16 * mt, 16 * ks, lane);
+      frag_a(ful, Tul, LDC, 16 * mt, 16 * ks, lane);
+    }
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       frag_b_kmajor(fb, Ks, LDK, 64 * half + 16 * jj, 16 * ks, lane);
       mma(w[2 * jj], fw, fb[0], fb[1]);
       mma(w[2 * jj + 1], fw, fb[2], fb[3]);
+      if constexpr (PAIRS) {
+        mma(w[2 * jj], fwl, fb[0], fb[1]);
+        mma(w[2 * jj + 1], fwl, fb[2], fb[3]);
+      }
       frag_b_kmajor(fb, Vs, LDK, 64 * half + 16 * jj, 16 * ks, lane);
       mma(u[2 * jj], fu, fb[0], fb[1]);
       mma(u[2 * jj + 1], fu, fb[2], fb[3]);
+      if constexpr (PAIRS) {
+        mma(u[2 * jj], ful, fb[0], fb[1]);
+        mma(u[2 * jj + 1], ful, fb[2], fb[3]);
+      }
     }
   }
   bf16* Wg = p.W + ch * C * LDK;
@@ -382,11 +425,21 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int col = 64 * half + 8 * j + 2 * tg, row = 16 * mt + g;
-    bf16* us = Ug + (col / 16) * C * LDU + col % 16;
-    *reinterpret_cast<uint32_t*>(Wg + row * LDK + col) = pack2(w[j][0], w[j][1]);
-    *reinterpret_cast<uint32_t*>(Wg + (row + 8) * LDK + col) = pack2(w[j][2], w[j][3]);
-    *reinterpret_cast<uint32_t*>(us + row * LDU) = pack2(u[j][0], u[j][1]);
-    *reinterpret_cast<uint32_t*>(us + (row + 8) * LDU) = pack2(u[j][2], u[j][3]);
+    const int64_t uo = (col / 16) * C * LDU + col % 16;
+    const uint32_t w0 = pack2(w[j][0], w[j][1]), w1 = pack2(w[j][2], w[j][3]);
+    const uint32_t u0 = pack2(u[j][0], u[j][1]), u1 = pack2(u[j][2], u[j][3]);
+    *reinterpret_cast<uint32_t*>(Wg + row * LDK + col) = w0;
+    *reinterpret_cast<uint32_t*>(Wg + (row + 8) * LDK + col) = w1;
+    *reinterpret_cast<uint32_t*>(Ug + uo + row * LDU) = u0;
+    *reinterpret_cast<uint32_t*>(Ug + uo + (row + 8) * LDU) = u1;
+    if constexpr (PAIRS) {
+      bf16* Wl = p.Wl + ch * C * LDK;
+      bf16* Ul = p.Ul + ch * C * D / 16 * LDU;
+      *reinterpret_cast<uint32_t*>(Wl + row * LDK + col) = residual2(w[j][0], w[j][1], w0);
+      *reinterpret_cast<uint32_t*>(Wl + (row + 8) * LDK + col) = residual2(w[j][2], w[j][3], w1);
+      *reinterpret_cast<uint32_t*>(Ul + uo + row * LDU) = residual2(u[j][0], u[j][1], u0);
+      *reinterpret_cast<uint32_t*>(Ul + uo + (row + 8) * LDU) = residual2(u[j][2], u[j][3], u1);
+    }
   }
   if (tid < C) p.G[ch * C + tid] = cg[tid];
   if (h % (p.HV / p.HQ) == 0) {  // one value head per q/k head keeps the padded K rows for state_scan
@@ -400,12 +453,18 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
 
 struct ScanStage {
   bf16 w[C * LDK];   // W rows (token-major)
+#if PAIRS
+  bf16 wl[C * LDK];  // their second halves
+#endif
   bf16 k[C * LDK];   // K rows of the chunk (zero past its end)
   bf16 u[C * LDU];   // U[t][r0 .. r0 + 15]
+#if PAIRS
+  bf16 ul[C * LDU];  // their second halves
+#endif
   float g[C];        // cumulative log decay
 };
-constexpr size_t kScanSmem = STAGES * sizeof(ScanStage) + kRowsPerScan * LDK * sizeof(bf16) +
-                             kRowsPerScan * LDC * sizeof(bf16);
+// The stages, then X and the scaled Delta^T as A operands (each twice with PAIRS: the pair's halves).
+constexpr size_t kScanSmem = STAGES * sizeof(ScanStage) + (PAIRS ? 2 : 1) * kRowsPerScan * (LDK + LDC) * sizeof(bf16);
 
 // One thread: a chunk's W rows, K rows, U slice and decays into a stage, four bulk copies (the workspace
 // holds them in the stage's layout).
@@ -418,6 +477,10 @@ __device__ __forceinline__ void scan_load(const Params& p, ScanStage& st, uint64
   bulk_copy(st.k, p.Kp + (chunk * p.HQ + i) * C * LDK, sizeof(st.k), bar);
   bulk_copy(st.u, p.U + (ch * (D / 16) + slice) * C * LDU, sizeof(st.u), bar);
   bulk_copy(st.g, p.G + ch * C, sizeof(st.g), bar);
+#if PAIRS
+  bulk_copy(st.wl, p.Wl + ch * C * LDK, sizeof(st.wl), bar);
+  bulk_copy(st.ul, p.Ul + (ch * (D / 16) + slice) * C * LDU, sizeof(st.ul), bar);
+#endif
 }
 
 __global__ void __launch_bounds__(128) state_scan(Params p) {
@@ -425,6 +488,8 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
   ScanStage* stages = reinterpret_cast<ScanStage*>(smem);
   bf16* Xs = reinterpret_cast<bf16*>(stages + STAGES);  // [16][LDK]  X (bf16), the A operand of X W^T
   bf16* Ds = Xs + kRowsPerScan * LDK;                   // [16][LDC]  scaled Delta^T, the A operand of D K
+  bf16* Xl = Ds + kRowsPerScan * LDC;                   // [16][LDK]  PAIRS: X's second halves
+  bf16* Dl = Xl + kRowsPerScan * LDK;                   // [16][LDC]  PAIRS: Delta^T's second halves
   __shared__ int64_t s_first;
   __shared__ __align__(8) uint64_t bars[STAGES];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
@@ -477,6 +542,10 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       *reinterpret_cast<uint32_t*>(Xs + (g + 8) * LDK + col) = hi;
       *reinterpret_cast<uint32_t*>(Xg + g * D + col) = lo;
       *reinterpret_cast<uint32_t*>(Xg + (g + 8) * D + col) = hi;
+      if constexpr (PAIRS) {
+        *reinterpret_cast<uint32_t*>(Xl + g * LDK + col) = residual2(x[j][0], x[j][1], lo);
+        *reinterpret_cast<uint32_t*>(Xl + (g + 8) * LDK + col) = residual2(x[j][2], x[j][3], hi);
+      }
     }
     mbar_wait(&bars[c % STAGES], (c / STAGES) & 1);
     __syncthreads();
@@ -485,21 +554,28 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       if (cn < nch) scan_load(p, stages[cn % STAGES], &bars[cn % STAGES], first + cn, h, i, blockIdx.z);
     }
     const ScanStage& st = stages[c % STAGES];
-    // Delta^T (16 x 64) = U^T - X W^T; warp w: tokens 16 w .. 16 w + 15.
+    // Delta^T (16 x 64) = U^T - X W^T; warp w: tokens 16 w .. 16 w + 15. With PAIRS, X W^T is
+    // Xh Wh^T + Xl Wh^T + Xh Wl^T (Xl Wl^T is below fp32's rounding of the sum).
     float d[2][4] = {}, d_odd[2][4] = {};  // even and odd k-steps: two chains of 4, not one of 8
+    float dl[2][4] = {}, dl_odd[2][4] = {};  // PAIRS: the cross terms, two more chains
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Xs, LDK, 0, 16 * ks, lane);
       frag_b_nmajor(fb, st.w, LDK, 16 * warp, 16 * ks, lane);
-      float(&acc)[2][4] = ks & 1 ? d_odd : d;
-      mma(acc[0], fa, fb[0], fb[1]);
-      mma(acc[1], fa, fb[2], fb[3]);
+      mma2(ks & 1 ? d_odd : d, fa, fb);
+#if PAIRS
+      uint32_t fal[4], fbl[4];
+      frag_a(fal, Xl, LDK, 0, 16 * ks, lane);
+      frag_b_nmajor(fbl, st.wl, LDK, 16 * warp, 16 * ks, lane);
+      mma2(ks & 1 ? dl_odd : dl, fal, fb);
+      mma2(ks & 1 ? dl_odd : dl, fa, fbl);
+#endif
     }
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) d[jj][e] += d_odd[jj][e];
+      for (int e = 0; e < 4; ++e) d[jj][e] += PAIRS ? d_odd[jj][e] + (dl[jj][e] + dl_odd[jj][e]) : d_odd[jj][e];
     const float cC = st.g[C - 1];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -509,11 +585,21 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       for (int e = 0; e < 2; ++e) f[e] = __expf(cC - st.g[tok + e]);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        d[jj][e] = (__bfloat162float(st.u[(tok + e) * LDU + g]) - d[jj][e]) * f[e];
-        d[jj][2 + e] = (__bfloat162float(st.u[(tok + e) * LDU + g + 8]) - d[jj][2 + e]) * f[e];
+        float u0 = __bfloat162float(st.u[(tok + e) * LDU + g]), u1 = __bfloat162float(st.u[(tok + e) * LDU + g + 8]);
+#if PAIRS
+        u0 += __bfloat162float(st.ul[(tok + e) * LDU + g]);
+        u1 += __bfloat162float(st.ul[(tok + e) * LDU + g + 8]);
+#endif
+        d[jj][e] = (u0 - d[jj][e]) * f[e];
+        d[jj][2 + e] = (u1 - d[jj][2 + e]) * f[e];
       }
-      *reinterpret_cast<uint32_t*>(Ds + g * LDC + tok) = pack2(d[jj][0], d[jj][1]);
-      *reinterpret_cast<uint32_t*>(Ds + (g + 8) * LDC + tok) = pack2(d[jj][2], d[jj][3]);
+      const uint32_t dlo = pack2(d[jj][0], d[jj][1]), dhi = pack2(d[jj][2], d[jj][3]);
+      *reinterpret_cast<uint32_t*>(Ds + g * LDC + tok) = dlo;
+      *reinterpret_cast<uint32_t*>(Ds + (g + 8) * LDC + tok) = dhi;
+      if constexpr (PAIRS) {
+        *reinterpret_cast<uint32_t*>(Dl + g * LDC + tok) = residual2(d[jj][0], d[jj][1], dlo);
+        *reinterpret_cast<uint32_t*>(Dl + (g + 8) * LDC + tok) = residual2(d[jj][2], d[jj][3], dhi);
+      }
     }
     __syncthreads();
     // X <- Gamma_C X + Delta^T K; warp w: key columns 32 w .. 32 w + 31.
@@ -523,22 +609,31 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) x[j][e] *= gC;
     float hi[4][4] = {};  // k-steps 0-1 into x, 2-3 into hi: two chains of 2
+    float xl[4][4] = {};  // PAIRS: Delta's second halves times K (K is exact in bf16), a third chain
 #pragma unroll
     for (int ks = 0; ks < C / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Ds, LDC, 0, 16 * ks, lane);
+#if PAIRS
+      uint32_t fl[4];
+      frag_a(fl, Dl, LDC, 0, 16 * ks, lane);
+#endif
       float(&acc)[4][4] = ks < 2 ? x : hi;
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         frag_b_kmajor(fb, st.k, LDK, 32 * warp + 16 * jj, 16 * ks, lane);
         mma(acc[2 * jj], fa, fb[0], fb[1]);
         mma(acc[2 * jj + 1], fa, fb[2], fb[3]);
+#if PAIRS
+        mma(xl[2 * jj], fl, fb[0], fb[1]);
+        mma(xl[2 * jj + 1], fl, fb[2], fb[3]);
+#endif
       }
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[j][e] += hi[j][e];
+      for (int e = 0; e < 4; ++e) x[j][e] += PAIRS ? hi[j][e] + xl[j][e] : hi[j][e];
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -850,7 +945,7 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   Params p{ptr<bf16>(q), ptr<bf16>(k), ptr<bf16>(v), ptr<float>(state), ptr<float>(A_log), ptr<bf16>(a),
            ptr<float>(dt_bias), ptr<bf16>(b), ptr<int64_t>(cu), *ptr<float>(scale_t),  // a host scalar
            ptr<bf16>(output), ptr<float>(new_state), static_cast<int>(N), HQ, HV,
-           nullptr, nullptr, nullptr, nullptr, nullptr};
+           nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   if (p.scale == 0.0f) p.scale = 0.08838834764831843f;  // 1 / sqrt(128)
   const auto misaligned = [](const void* x) { return reinterpret_cast<uintptr_t>(x) % 16 != 0; };
   if (misaligned(p.q) || misaligned(p.k) || misaligned(p.v) || misaligned(p.state) || misaligned(p.new_state) ||
@@ -869,11 +964,15 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   const int64_t per = static_cast<int64_t>(HV) * chunks;
   const size_t w_elems = static_cast<size_t>(per) * C * LDK, u_elems = static_cast<size_t>(per) * D / 16 * C * LDU,
                k_elems = static_cast<size_t>(chunks) * HQ * C * LDK, x_elems = static_cast<size_t>(per) * D * D;
-  const size_t bytes = (w_elems + u_elems + k_elems + x_elems) * sizeof(bf16) + static_cast<size_t>(per) * C * sizeof(float);
+  const size_t pairs = PAIRS ? 2 : 1;  // W and U, and with PAIRS their second halves
+  const size_t bytes = (pairs * (w_elems + u_elems) + k_elems + x_elems) * sizeof(bf16) +
+                       static_cast<size_t>(per) * C * sizeof(float);
   if (!reserve(bytes)) return 6;
   p.W = static_cast<bf16*>(g_ws.base);  // every part a multiple of 16 bytes
   p.U = p.W + w_elems;
-  p.Kp = p.U + u_elems;
+  p.Wl = PAIRS ? p.U + u_elems : nullptr;
+  p.Ul = PAIRS ? p.Wl + w_elems : nullptr;
+  p.Kp = p.U + u_elems + (pairs - 1) * (w_elems + u_elems);
   p.X = p.Kp + k_elems;
   p.G = reinterpret_cast<float*>(p.X + x_elems);
   const dim3 per_chunk(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
