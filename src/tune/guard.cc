@@ -529,6 +529,35 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
   return plan;
 }
 
+nlohmann::json reroute_shipped_regressions(GuardPlan& plan, const std::vector<const task::Workload*>& visible,
+                                           const Measurement& shipped, const Measurement& base) {
+  nlohmann::json slower = nlohmann::json::array();
+  std::vector<GuardRegime> routes;
+  for (const task::Workload* w : visible) {
+    double ratio = 0;
+    const bool timed = shipped.times.contains(w->uuid) && base.times.contains(w->uuid);
+    if (timed && first_regression(shipped, base, {w->uuid}, &ratio).empty()) continue;
+    std::map<std::string, std::pair<int64_t, int64_t>> point;
+    for (const auto& [axis, v] : w->axes) point[axis] = {v, v};
+    const bool routed = std::any_of(plan.regimes.begin(), plan.regimes.end(), [&](const GuardRegime& g) {
+      return g.ranges == point && g.target == kBaselineTarget;
+    });
+    slower.push_back({{"workload", w->uuid}, {"axes", w->axes}, {"ratio", ratio}, {"rerouted", !routed}});
+    if (routed) continue;
+    GuardRegime g;
+    g.regime = "shipped " + w->uuid.substr(0, 8);
+    g.ranges = point;
+    g.workloads = {w->uuid};
+    g.target = kBaselineTarget;
+    g.shipped = true;
+    g.why = timed ? fmt::format("the dispatcher as built ran {:.2f}x the baseline's speed here", ratio)
+                  : std::string("the dispatcher as built has no time here");
+    routes.push_back(std::move(g));
+  }
+  plan.regimes.insert(plan.regimes.begin(), routes.begin(), routes.end());
+  return slower;
+}
+
 nlohmann::json GuardPlan::to_json() const {
   nlohmann::json j{{"ran", ran}};
   if (!ran) {
@@ -545,7 +574,8 @@ nlohmann::json GuardPlan::to_json() const {
                   {"preferred", g.preferred},
                   {"target", g.target},
                   {"why", g.why},
-                  {"visible_only", g.visible_only}});
+                  {"visible_only", g.visible_only},
+                  {"shipped", g.shipped}});
   }
   j["regimes"] = rs;
   j["fallback"] = fallback;
@@ -560,6 +590,7 @@ nlohmann::json GuardPlan::to_json() const {
   j["points"] = ps;
   j["slower_on"] = slower_on;
   j["ratio_by_workload"] = ratio_by_workload;
+  if (!shipped.empty()) j["shipped"] = shipped;
   j["worst_ratio"] = worst_ratio;
   j["worst_workload"] = worst_workload;
   j["best_single_worst_ratio"] = best_single_worst_ratio;

@@ -83,6 +83,7 @@ struct GuardRegime {
   std::string target;                                         // config id or kBaselineTarget
   std::string why;
   bool visible_only = false;  // made of visible workloads that no tuned regime covers
+  bool shipped = false;       // one visible shape, sent to the baseline by the shipped check
 };
 
 // A visible workload as the margin rule sees it: its axes and the target the dispatcher routes it to.
@@ -127,6 +128,9 @@ struct GuardPlan {
   // dispatcher): below 1 - kGuardTolerance it is slower than the baseline somewhere visible.
   double best_single_worst_ratio = 0;
   std::string best_single_worst_workload;
+  // The shipped check (tune.cc): one entry per screening of the dispatcher as built, {pass, slower: [{workload,
+  // axes, ratio, rerouted}]}; empty when it did not run.
+  nlohmann::json shipped = nlohmann::json::array();
   nlohmann::json to_json() const;
 };
 
@@ -139,6 +143,13 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
 
 // The configuration ids the guard screens: the best single first, each regime's choice, then the
 // configuration the tuner starts from (`start`: the default configuration; "" for none).
+// The shipped check's rule: `shipped` (the dispatcher as built) and `base` (the baseline), screened together
+// on the visible workloads. Each visible workload where the dispatcher is slower than the baseline by
+// first_regression's rule gets a route of its own shape to the baseline, first in `plan.regimes`, unless
+// its shape already has one. Returns the workloads found slower ({workload, axes, ratio, rerouted}).
+nlohmann::json reroute_shipped_regressions(GuardPlan& plan, const std::vector<const task::Workload*>& visible,
+                                           const Measurement& shipped, const Measurement& base);
+
 std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start);
 
 // How far a shape lies outside `ranges`: per named axis, log2(lo / v) below the range, log2(v / hi)

@@ -275,6 +275,49 @@ TEST(Guard, AVisibleRegimeTakesTheFastestFinalistThatBeatsTheBaselineByTheMargin
   EXPECT_NEAR(plan->ratio_by_workload.at(f.visible[8]->uuid), 2.5, 1e-9);  // 8192 x 12
 }
 
+// The shipped check's rule (bench/results/host/placement_2026-12-07.md): the dispatcher as built timed beside
+// the baseline; the workload where it is slower (16384 x 4 at 0.75x) gets a route of its shape alone to the
+// baseline, first in the table, and a second screening that finds it slower again adds no second route.
+TEST(Guard, TheDispatcherAsBuiltSlowerOnAVisibleShapeSendsThatShapeToTheBaseline) {
+  Fixture f = rmsnorm_fixture();
+  f.time(kBaselineTarget, [](const task::Workload& w) { return 0.01 * static_cast<double>(hidden(w)); });
+  f.time("fast", [](const task::Workload& w) { return 0.005 * static_cast<double>(hidden(w)); });
+  f.time("mid", [](const task::Workload& w) { return 0.006 * static_cast<double>(hidden(w)); });
+  auto plan = plan_guard(f.pack, f.pm, {"fast", "mid"}, f.visible, f.measured);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const size_t routes_before = plan->regimes.size();
+  const task::Workload* short_rows = nullptr;
+  for (const auto* w : f.visible)
+    if (hidden(*w) == 4) short_rows = w;
+  ASSERT_NE(short_rows, nullptr);
+  Measurement shipped = f.measured.at("fast");  // twice the baseline's speed everywhere...
+  shipped.times[short_rows->uuid] = {0.04 / 0.75, 0.04 / 0.75 * 0.98, 0.04 / 0.75 * 1.02};  // ...but 0.75x here
+  const nlohmann::json slower = reroute_shipped_regressions(*plan, f.visible, shipped, f.measured.at(kBaselineTarget));
+  ASSERT_EQ(slower.size(), 1u) << slower.dump(1);
+  EXPECT_EQ(slower[0]["workload"], short_rows->uuid);
+  EXPECT_NEAR(slower[0]["ratio"].get<double>(), 0.75, 1e-9);
+  EXPECT_TRUE(slower[0]["rerouted"].get<bool>());
+  ASSERT_EQ(plan->regimes.size(), routes_before + 1);
+  const GuardRegime& first = plan->regimes.front();
+  EXPECT_EQ(first.target, kBaselineTarget);
+  EXPECT_TRUE(first.shipped);
+  EXPECT_EQ(first.ranges.at("hidden_size"), std::make_pair(int64_t{4}, int64_t{4}));
+  EXPECT_EQ(first.ranges.at("batch_size"),
+            std::make_pair(short_rows->axes.at("batch_size"), short_rows->axes.at("batch_size")));
+  EXPECT_NE(first.why.find("0.75x the baseline's speed"), std::string::npos) << first.why;
+  EXPECT_EQ(regime_of(*plan, f.pack, *short_rows), &first);  // the first route that holds it
+  // Within the tolerance (2 % slower, intervals overlapping) is not slower; a second screening still slower
+  // at 16384 x 4 reports it without a second route.
+  shipped.times[short_rows->uuid] = {0.04 * 1.02, 0.04 * 1.02 * 0.98, 0.04 * 1.02 * 1.02};
+  EXPECT_TRUE(reroute_shipped_regressions(*plan, f.visible, shipped, f.measured.at(kBaselineTarget)).empty());
+  shipped.times[short_rows->uuid] = {0.06, 0.06 * 0.98, 0.06 * 1.02};
+  const nlohmann::json again = reroute_shipped_regressions(*plan, f.visible, shipped, f.measured.at(kBaselineTarget));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_FALSE(again[0]["rerouted"].get<bool>());
+  EXPECT_EQ(plan->regimes.size(), routes_before + 1);
+  EXPECT_EQ(plan->to_json().contains("shipped"), false);  // tune.cc records the screenings
+}
+
 TEST(Guard, ShapeDistanceIsLog2OutsideTheRangesSummedOverAxes) {
   const std::map<std::string, std::pair<int64_t, int64_t>> r{{"m", {128, 255}}, {"n", {16, 31}}};
   EXPECT_DOUBLE_EQ(shape_distance(r, {{"m", 200}, {"n", 20}}), 0.0);

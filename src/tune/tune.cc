@@ -418,6 +418,49 @@ Result<task::Solution> dispatcher_of(const task::TaskPack& pack, const task::Sol
                              any_base ? pack.baseline() : nullptr, unmatched);
 }
 
+// The shipped check: the dispatcher as built and the baseline, screened together on every visible
+// workload at the guard's timing. The guard screened each configuration built alone; in the dispatcher's
+// library its code lies elsewhere, and a host row loop's speed can follow where it lies (host rmsnorm at
+// 16384 x 4: 0.93x the baseline built alone, 0.735x inside the dispatcher, in four builds each;
+// bench/results/host/placement_2026-12-07.md). A visible workload where the dispatcher is slower gets a
+// route of its shape to the baseline and the dispatcher is built and screened again, kShippedPasses
+// screenings at most; what the last one found slower stays in map.json's guard.shipped.
+constexpr int kShippedPasses = 2;
+Result<task::Solution> shipped_check(const task::TaskPack& pack, const TuneOptions& options, const task::Solution& base,
+                                     const Tunables& tunables, const SearchSpace& space, const PerfMap& pm,
+                                     GuardPlan& guard, EvalMeasurer& measurer, task::Solution disp) {
+  if (!guard.ran || pack.baseline() == nullptr) return disp;
+  std::vector<const task::Workload*> visible;
+  std::vector<std::string> uuids;
+  for (const auto& w : pack.workloads) {
+    visible.push_back(&w);
+    uuids.push_back(w.uuid);
+  }
+  for (int pass = 1; pass <= kShippedPasses; ++pass) {
+    if (options.progress)
+      options.progress(fmt::format("guard: the dispatcher as built and the baseline on all {} visible workloads ({})",
+                                   uuids.size(), pass));
+    KDA_ASSIGN_OR_RETURN(std::vector<Measurement> ms,
+                         measurer.measure_solutions({disp, *pack.baseline()}, {uuids, uuids}, kGuardRung, true));
+    if (ms.size() != 2) return Status::internal("tune: the shipped check came back incomplete");
+    nlohmann::json slower = reroute_shipped_regressions(guard, visible, ms[0], ms[1]);
+    const bool rerouted =
+        std::any_of(slower.begin(), slower.end(), [](const nlohmann::json& s) { return s.value("rerouted", false); });
+    if (options.progress)
+      options.progress(slower.empty()
+                           ? std::string("guard: the dispatcher as built is slower than the baseline on no "
+                                         "visible workload")
+                           : fmt::format("guard: the dispatcher as built is slower than the baseline on {} "
+                                         "visible workload(s){}",
+                                         slower.size(),
+                                         rerouted && pass < kShippedPasses ? "; their shapes go to the baseline" : ""));
+    guard.shipped.push_back({{"pass", pass}, {"slower", slower}});
+    if (!rerouted || pass == kShippedPasses) break;
+    KDA_ASSIGN_OR_RETURN(disp, dispatcher_of(pack, base, tunables, space, pm, guard));
+  }
+  return disp;
+}
+
 // The official timing of the dispatcher and the best single configuration (task.toml or the
 // caller's overrides) with the baseline interleaved, then the two head-to-head.
 Status final_timing(const task::TaskPack& pack, const TuneOptions& options, const SearchSpace& space,
@@ -536,9 +579,11 @@ Result<TuneResult> tune(const task::TaskPack& pack, const std::filesystem::path&
   KDA_RETURN_IF_ERROR(write_solution_dir(single, result.best_single_dir));
 
   KDA_ASSIGN_OR_RETURN(GuardPlan guard, guard_phase(pack, options, base, tunables, space, pm, measurer));
-  result.guard = guard.to_json();
   result.worst_visible_ratio = guard.ran ? guard.worst_ratio : 0;
-  KDA_ASSIGN_OR_RETURN(task::Solution disp, dispatcher_of(pack, base, tunables, space, pm, guard));
+  KDA_ASSIGN_OR_RETURN(task::Solution built, dispatcher_of(pack, base, tunables, space, pm, guard));
+  KDA_ASSIGN_OR_RETURN(task::Solution disp,
+                       shipped_check(pack, options, base, tunables, space, pm, guard, measurer, std::move(built)));
+  result.guard = guard.to_json();
   result.dispatcher_dir = options.out_dir / "dispatcher";
   KDA_RETURN_IF_ERROR(write_solution_dir(disp, result.dispatcher_dir));
   result.best_single_geomean_ms = result.best_single_screen_ms = pm.best_single_geomean_ms;

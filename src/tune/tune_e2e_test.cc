@@ -158,6 +158,10 @@ TEST(TuneE2e, ThePlantedShortRowTrapIsRoutedAwayFromUnseenShapes) {
       bool has_short_row = false;
       for (const auto& w : g["workloads"]) has_short_row |= short_rows.find(w.get<std::string>()) != std::string::npos;
       if (!has_short_row) continue;
+      if (g["shipped"].get<bool>()) {  // the shipped check's route of one shape (the dispatcher as built was slower)
+        EXPECT_EQ(g["target"], "baseline") << g.dump();
+        continue;
+      }
       ++short_row_regimes;
       EXPECT_TRUE(g["visible_only"].get<bool>()) << g.dump();
       EXPECT_NE(g["target"], trap) << g.dump();  // routed away from the search's FAST=1
