@@ -141,8 +141,6 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
                              const std::vector<const task::Workload*>& visible,
                              const std::map<std::string, Measurement>& measured);
 
-// The configuration ids the guard screens: the best single first, each regime's choice, then the
-// configuration the tuner starts from (`start`: the default configuration; "" for none).
 // The shipped check's rule: `shipped` (the dispatcher as built) and `base` (the baseline), screened together
 // on the visible workloads. Each visible workload where the dispatcher is slower than the baseline by
 // first_regression's rule gets a route of its own shape to the baseline, first in `plan.regimes`, unless
@@ -150,6 +148,8 @@ Result<GuardPlan> plan_guard(const task::TaskPack& pack, const PerfMap& pm, cons
 nlohmann::json reroute_shipped_regressions(GuardPlan& plan, const std::vector<const task::Workload*>& visible,
                                            const Measurement& shipped, const Measurement& base);
 
+// The configuration ids the guard screens: the best single first, each regime's choice, then the
+// configuration the tuner starts from (`start`: the default configuration; "" for none).
 std::vector<std::string> guard_finalists(const PerfMap& pm, const std::string& start);
 
 // How far a shape lies outside `ranges`: per named axis, log2(lo / v) below the range, log2(v / hi)

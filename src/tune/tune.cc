@@ -303,6 +303,20 @@ Result<SearchSpace> search_space(const task::TaskPack& pack, const Tunables& tun
   return space;
 }
 
+// Every visible workload (workloads.jsonl; never the holdout) and its uuid, in the pack's order.
+struct Visible {
+  std::vector<const task::Workload*> workloads;
+  std::vector<std::string> uuids;
+};
+Visible visible_of(const task::TaskPack& pack) {
+  Visible v;
+  for (const auto& w : pack.workloads) {
+    v.workloads.push_back(&w);
+    v.uuids.push_back(w.uuid);
+  }
+  return v;
+}
+
 // The guard (tune/guard.h): the finalists and the baseline screened on every visible workload in
 // the same session, at rung 1's timing, then the plan. Skipped (saying why) without a baseline.
 Result<GuardPlan> guard_phase(const task::TaskPack& pack, const TuneOptions& options, const task::Solution& base,
@@ -314,12 +328,7 @@ Result<GuardPlan> guard_phase(const task::TaskPack& pack, const TuneOptions& opt
     skipped.skipped = !options.guard ? "--no-guard" : "the pack has no baseline";
     return skipped;
   }
-  std::vector<const task::Workload*> visible;
-  std::vector<std::string> uuids;
-  for (const auto& w : pack.workloads) {
-    visible.push_back(&w);
-    uuids.push_back(w.uuid);
-  }
+  const auto [visible, uuids] = visible_of(pack);
   const auto finalists = guard_finalists(pm, space.configs.empty() ? std::string() : space.configs.front().id());
   if (options.progress)
     options.progress(fmt::format("guard: {} finalist configuration(s) and the baseline on all {} visible workloads",
@@ -430,12 +439,7 @@ Result<task::Solution> shipped_check(const task::TaskPack& pack, const TuneOptio
                                      const Tunables& tunables, const SearchSpace& space, const PerfMap& pm,
                                      GuardPlan& guard, EvalMeasurer& measurer, task::Solution disp) {
   if (!guard.ran || pack.baseline() == nullptr) return disp;
-  std::vector<const task::Workload*> visible;
-  std::vector<std::string> uuids;
-  for (const auto& w : pack.workloads) {
-    visible.push_back(&w);
-    uuids.push_back(w.uuid);
-  }
+  const auto [visible, uuids] = visible_of(pack);
   for (int pass = 1; pass <= kShippedPasses; ++pass) {
     if (options.progress)
       options.progress(fmt::format("guard: the dispatcher as built and the baseline on all {} visible workloads ({})",
