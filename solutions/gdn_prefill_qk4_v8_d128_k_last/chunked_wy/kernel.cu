@@ -23,10 +23,11 @@
 //     chunk_output per (chunk, value head), in parallel: Q K^T, Delta again from the stored state, O.
 //   Value rows are independent, so the scan splits a head's 128 rows over 8 blocks: 64 blocks for one
 //   sequence, each 4 warps over its 16 rows' 128 key columns (one barrier-separated exchange per GEMM).
-//   With PAIRS=1 the scan's operands W, U, X and Delta are bf16 pairs: the rounded value and what its
-//   rounding left out, about 16 significant bits. A state that hardly decays keeps every rounding of
-//   thousands of tokens, and bf16 alone put it 1-4 % off (the pack's decay_near_one stress). PAIRS=1 is
-//   compiled but not yet run on a GPU (README); the default stays the measured kernel.
+//   PAIRS (a mask: 1 X, 2 W, 4 U, 8 Delta) makes those of the scan's operands bf16 pairs: the rounded value
+//   and what its rounding left out, about 16 significant bits. A state that hardly decays keeps every
+//   rounding of thousands of tokens, and bf16 alone put it 1-4 % off (the pack's decay_near_one stress).
+//   PAIRS=15 (all four) passed the stresses on an H100 at 1.6x the time of PAIRS=0 (README); which of the
+//   four are needed is being measured, and the default stays the kernel measured before.
 //
 // The workspace (W, U, c per chunk and head, the chunk states) is allocated on the first call of a shape
 // and kept; it depends on (total_seq_len, num_seqs) only.
@@ -46,7 +47,8 @@
 #define STAGES 3  // state_scan: chunks of W, K, U in flight (2 or 3)
 #endif
 #ifndef PAIRS
-#define PAIRS 0  // 1: the scan's bf16 operands (W, U, X, Delta) as bf16 pairs (~16 significant bits); 0: bf16 alone
+#define PAIRS 0  // which of the scan's bf16 operands are bf16 pairs (~16 significant bits): a mask of 1 X, 2 W, 4 U,
+                 // 8 Delta (15: all four); 0: bf16 alone
 #endif
 
 namespace {
@@ -60,7 +62,9 @@ constexpr int LDA = C + 1;   // shared row stride of fp32 64 x 64 tiles
 constexpr int LDU = 24;      // row stride of a U slice (16 values)
 constexpr int kRowsPerScan = 16;  // value rows per state_scan block
 static_assert(STAGES == 2 || STAGES == 3, "STAGES is 2 or 3");
-static_assert(PAIRS == 0 || PAIRS == 1, "PAIRS is 0 or 1");
+static_assert(PAIRS >= 0 && PAIRS <= 15, "PAIRS is a mask of 1 (X), 2 (W), 4 (U) and 8 (Delta)");
+constexpr bool kPairX = (PAIRS & 1) != 0, kPairW = (PAIRS & 2) != 0, kPairU = (PAIRS & 4) != 0,
+               kPairD = (PAIRS & 8) != 0;
 
 bool is(const DLTensor& t, uint8_t code, uint8_t bits, int ndim) {
   return t.dtype.code == code && t.dtype.bits == bits && t.dtype.lanes == 1 && t.ndim == ndim;
@@ -253,7 +257,7 @@ __device__ int64_t chunks_before(const int64_t* cu, int n) {
 // ---- wy_prepare: per (chunk, value head) -----------------------------------------------------------
 
 constexpr size_t kPrepSmem = 2 * C * LDK * sizeof(bf16) + 2 * C * LDA * sizeof(float) + 2 * C * sizeof(float) +
-                             (PAIRS ? 4 : 2) * C * LDC * sizeof(bf16);
+                             (kPairW || kPairU ? 4 : 2) * C * LDC * sizeof(bf16);
 
 // T = (I + A)^-1 for strictly lower A (64 x 64 fp32 in `Am`), into `Tm`: the four 16 x 16 diagonal blocks by
 // forward substitution (a thread per column), then block row by block row T_IJ = -T_II sum_K A_IK T_KJ.
@@ -382,10 +386,8 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
       const bf16 hw = __float2bfloat16_rn(tv * fw), hu = __float2bfloat16_rn(tv * fu);
       Tw[t * LDC + s] = hw;
       Tu[t * LDC + s] = hu;
-      if constexpr (PAIRS) {
-        Twl[t * LDC + s] = __float2bfloat16_rn(tv * fw - __bfloat162float(hw));
-        Tul[t * LDC + s] = __float2bfloat16_rn(tv * fu - __bfloat162float(hu));
-      }
+      if constexpr (kPairW) Twl[t * LDC + s] = __float2bfloat16_rn(tv * fw - __bfloat162float(hw));
+      if constexpr (kPairU) Tul[t * LDC + s] = __float2bfloat16_rn(tv * fu - __bfloat162float(hu));
     }
   }
   __syncthreads();
@@ -398,23 +400,21 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
     uint32_t fw[4], fu[4], fwl[4], ful[4], fb[4];
     frag_a(fw, Tw, LDC, 16 * mt, 16 * ks, lane);
     frag_a(fu, Tu, LDC, 16 * mt, 16 * ks, lane);
-    if constexpr (PAIRS) {
-      frag_a(fwl, Twl, LDC, 16 * mt, 16 * ks, lane);
-      frag_a(ful, Tul, LDC, 16 * mt, 16 * ks, lane);
-    }
+    if constexpr (kPairW) frag_a(fwl, Twl, LDC, 16 * mt, 16 * ks, lane);
+    if constexpr (kPairU) frag_a(ful, Tul, LDC, 16 * mt, 16 * ks, lane);
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       frag_b_kmajor(fb, Ks, LDK, 64 * half + 16 * jj, 16 * ks, lane);
       mma(w[2 * jj], fw, fb[0], fb[1]);
       mma(w[2 * jj + 1], fw, fb[2], fb[3]);
-      if constexpr (PAIRS) {
+      if constexpr (kPairW) {
         mma(w[2 * jj], fwl, fb[0], fb[1]);
         mma(w[2 * jj + 1], fwl, fb[2], fb[3]);
       }
       frag_b_kmajor(fb, Vs, LDK, 64 * half + 16 * jj, 16 * ks, lane);
       mma(u[2 * jj], fu, fb[0], fb[1]);
       mma(u[2 * jj + 1], fu, fb[2], fb[3]);
-      if constexpr (PAIRS) {
+      if constexpr (kPairU) {
         mma(u[2 * jj], ful, fb[0], fb[1]);
         mma(u[2 * jj + 1], ful, fb[2], fb[3]);
       }
@@ -432,11 +432,13 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
     *reinterpret_cast<uint32_t*>(Wg + (row + 8) * LDK + col) = w1;
     *reinterpret_cast<uint32_t*>(Ug + uo + row * LDU) = u0;
     *reinterpret_cast<uint32_t*>(Ug + uo + (row + 8) * LDU) = u1;
-    if constexpr (PAIRS) {
+    if constexpr (kPairW) {
       bf16* Wl = p.Wl + ch * C * LDK;
-      bf16* Ul = p.Ul + ch * C * D / 16 * LDU;
       *reinterpret_cast<uint32_t*>(Wl + row * LDK + col) = residual2(w[j][0], w[j][1], w0);
       *reinterpret_cast<uint32_t*>(Wl + (row + 8) * LDK + col) = residual2(w[j][2], w[j][3], w1);
+    }
+    if constexpr (kPairU) {
+      bf16* Ul = p.Ul + ch * C * D / 16 * LDU;
       *reinterpret_cast<uint32_t*>(Ul + uo + row * LDU) = residual2(u[j][0], u[j][1], u0);
       *reinterpret_cast<uint32_t*>(Ul + uo + (row + 8) * LDU) = residual2(u[j][2], u[j][3], u1);
     }
@@ -453,18 +455,18 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
 
 struct ScanStage {
   bf16 w[C * LDK];   // W rows (token-major)
-#if PAIRS
+#if PAIRS & 2
   bf16 wl[C * LDK];  // their second halves
 #endif
   bf16 k[C * LDK];   // K rows of the chunk (zero past its end)
   bf16 u[C * LDU];   // U[t][r0 .. r0 + 15]
-#if PAIRS
+#if PAIRS & 4
   bf16 ul[C * LDU];  // their second halves
 #endif
   float g[C];        // cumulative log decay
 };
 // The stages, then X and the scaled Delta^T as A operands (each twice with PAIRS: the pair's halves).
-constexpr size_t kScanSmem = STAGES * sizeof(ScanStage) + (PAIRS ? 2 : 1) * kRowsPerScan * (LDK + LDC) * sizeof(bf16);
+constexpr size_t kScanSmem = STAGES * sizeof(ScanStage) + (kPairX || kPairD ? 2 : 1) * kRowsPerScan * (LDK + LDC) * sizeof(bf16);
 
 // One thread: a chunk's W rows, K rows, U slice and decays into a stage, four bulk copies (the workspace
 // holds them in the stage's layout).
@@ -477,8 +479,10 @@ __device__ __forceinline__ void scan_load(const Params& p, ScanStage& st, uint64
   bulk_copy(st.k, p.Kp + (chunk * p.HQ + i) * C * LDK, sizeof(st.k), bar);
   bulk_copy(st.u, p.U + (ch * (D / 16) + slice) * C * LDU, sizeof(st.u), bar);
   bulk_copy(st.g, p.G + ch * C, sizeof(st.g), bar);
-#if PAIRS
+#if PAIRS & 2
   bulk_copy(st.wl, p.Wl + ch * C * LDK, sizeof(st.wl), bar);
+#endif
+#if PAIRS & 4
   bulk_copy(st.ul, p.Ul + (ch * (D / 16) + slice) * C * LDU, sizeof(st.ul), bar);
 #endif
 }
@@ -542,7 +546,7 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       *reinterpret_cast<uint32_t*>(Xs + (g + 8) * LDK + col) = hi;
       *reinterpret_cast<uint32_t*>(Xg + g * D + col) = lo;
       *reinterpret_cast<uint32_t*>(Xg + (g + 8) * D + col) = hi;
-      if constexpr (PAIRS) {
+      if constexpr (kPairX) {
         *reinterpret_cast<uint32_t*>(Xl + g * LDK + col) = residual2(x[j][0], x[j][1], lo);
         *reinterpret_cast<uint32_t*>(Xl + (g + 8) * LDK + col) = residual2(x[j][2], x[j][3], hi);
       }
@@ -564,18 +568,21 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       frag_a(fa, Xs, LDK, 0, 16 * ks, lane);
       frag_b_nmajor(fb, st.w, LDK, 16 * warp, 16 * ks, lane);
       mma2(ks & 1 ? d_odd : d, fa, fb);
-#if PAIRS
-      uint32_t fal[4], fbl[4];
+#if PAIRS & 1
+      uint32_t fal[4];
       frag_a(fal, Xl, LDK, 0, 16 * ks, lane);
-      frag_b_nmajor(fbl, st.wl, LDK, 16 * warp, 16 * ks, lane);
       mma2(ks & 1 ? dl_odd : dl, fal, fb);
+#endif
+#if PAIRS & 2
+      uint32_t fbl[4];
+      frag_b_nmajor(fbl, st.wl, LDK, 16 * warp, 16 * ks, lane);
       mma2(ks & 1 ? dl_odd : dl, fa, fbl);
 #endif
     }
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) d[jj][e] += PAIRS ? d_odd[jj][e] + (dl[jj][e] + dl_odd[jj][e]) : d_odd[jj][e];
+      for (int e = 0; e < 4; ++e) d[jj][e] += kPairX || kPairW ? d_odd[jj][e] + (dl[jj][e] + dl_odd[jj][e]) : d_odd[jj][e];
     const float cC = st.g[C - 1];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -586,7 +593,7 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float u0 = __bfloat162float(st.u[(tok + e) * LDU + g]), u1 = __bfloat162float(st.u[(tok + e) * LDU + g + 8]);
-#if PAIRS
+#if PAIRS & 4
         u0 += __bfloat162float(st.ul[(tok + e) * LDU + g]);
         u1 += __bfloat162float(st.ul[(tok + e) * LDU + g + 8]);
 #endif
@@ -596,7 +603,7 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       const uint32_t dlo = pack2(d[jj][0], d[jj][1]), dhi = pack2(d[jj][2], d[jj][3]);
       *reinterpret_cast<uint32_t*>(Ds + g * LDC + tok) = dlo;
       *reinterpret_cast<uint32_t*>(Ds + (g + 8) * LDC + tok) = dhi;
-      if constexpr (PAIRS) {
+      if constexpr (kPairD) {
         *reinterpret_cast<uint32_t*>(Dl + g * LDC + tok) = residual2(d[jj][0], d[jj][1], dlo);
         *reinterpret_cast<uint32_t*>(Dl + (g + 8) * LDC + tok) = residual2(d[jj][2], d[jj][3], dhi);
       }
@@ -614,7 +621,7 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
     for (int ks = 0; ks < C / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Ds, LDC, 0, 16 * ks, lane);
-#if PAIRS
+#if PAIRS & 8
       uint32_t fl[4];
       frag_a(fl, Dl, LDC, 0, 16 * ks, lane);
 #endif
@@ -624,7 +631,7 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
         frag_b_kmajor(fb, st.k, LDK, 32 * warp + 16 * jj, 16 * ks, lane);
         mma(acc[2 * jj], fa, fb[0], fb[1]);
         mma(acc[2 * jj + 1], fa, fb[2], fb[3]);
-#if PAIRS
+#if PAIRS & 8
         mma(xl[2 * jj], fl, fb[0], fb[1]);
         mma(xl[2 * jj + 1], fl, fb[2], fb[3]);
 #endif
@@ -633,7 +640,7 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[j][e] += PAIRS ? hi[j][e] + xl[j][e] : hi[j][e];
+      for (int e = 0; e < 4; ++e) x[j][e] += kPairD ? hi[j][e] + xl[j][e] : hi[j][e];
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -964,15 +971,15 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   const int64_t per = static_cast<int64_t>(HV) * chunks;
   const size_t w_elems = static_cast<size_t>(per) * C * LDK, u_elems = static_cast<size_t>(per) * D / 16 * C * LDU,
                k_elems = static_cast<size_t>(chunks) * HQ * C * LDK, x_elems = static_cast<size_t>(per) * D * D;
-  const size_t pairs = PAIRS ? 2 : 1;  // W and U, and with PAIRS their second halves
-  const size_t bytes = (pairs * (w_elems + u_elems) + k_elems + x_elems) * sizeof(bf16) +
+  const size_t wl_elems = kPairW ? w_elems : 0, ul_elems = kPairU ? u_elems : 0;  // the second halves
+  const size_t bytes = (w_elems + u_elems + wl_elems + ul_elems + k_elems + x_elems) * sizeof(bf16) +
                        static_cast<size_t>(per) * C * sizeof(float);
   if (!reserve(bytes)) return 6;
   p.W = static_cast<bf16*>(g_ws.base);  // every part a multiple of 16 bytes
   p.U = p.W + w_elems;
-  p.Wl = PAIRS ? p.U + u_elems : nullptr;
-  p.Ul = PAIRS ? p.Wl + w_elems : nullptr;
-  p.Kp = p.U + u_elems + (pairs - 1) * (w_elems + u_elems);
+  p.Wl = kPairW ? p.U + u_elems : nullptr;
+  p.Ul = kPairU ? p.U + u_elems + wl_elems : nullptr;
+  p.Kp = p.U + u_elems + wl_elems + ul_elems;
   p.X = p.Kp + k_elems;
   p.G = reinterpret_cast<float*>(p.X + x_elems);
   const dim3 per_chunk(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
