@@ -109,9 +109,13 @@ Result<Criteria> parse_target(const std::string& spec) {
 std::vector<CriterionResult> check_criteria(const Criteria& c, const eval::EvalReport& report) {
   std::vector<CriterionResult> out;
   size_t passed = 0;
-  for (const auto& w : report.workloads) passed += w.verdict == eval::Verdict::kPassed;
+  std::vector<std::string> not_passed;
+  for (const auto& w : report.workloads) {
+    passed += w.verdict == eval::Verdict::kPassed;
+    if (w.verdict != eval::Verdict::kPassed) not_passed.push_back(w.uuid);
+  }
   out.push_back({"all_passed", report.all_passed && !report.workloads.empty(),
-                 fmt::format("{}/{} workloads PASSED", passed, report.workloads.size())});
+                 fmt::format("{}/{} workloads PASSED", passed, report.workloads.size()), not_passed});
   out.push_back({"geomean_speedup", report.all_passed && report.score_geomean >= c.min_geomean_speedup,
                  fmt::format("geomean speedup {:.3f}x, target {:.3f}x", report.score_geomean, c.min_geomean_speedup)});
   if (c.min_workload_speedup > 0 && !report.baseline_name.empty()) {
@@ -127,39 +131,45 @@ std::vector<CriterionResult> check_criteria(const Criteria& c, const eval::EvalR
       return best;
     };
     const eval::WorkloadResult *worst = nullptr, *worst_below = nullptr;
+    std::vector<std::string> below_floor;
     for (const auto& w : report.workloads) {
       if (w.verdict != eval::Verdict::kPassed || w.speedup <= 0) continue;
       if (worst == nullptr || w.speedup < worst->speedup) worst = &w;
       const bool below = w.speedup < c.min_workload_speedup && best_trial(w) < c.min_workload_speedup;
+      if (below) below_floor.push_back(w.uuid);
       if (below && (worst_below == nullptr || w.speedup < worst_below->speedup)) worst_below = &w;
     }
     if (worst != nullptr) {
       const eval::WorkloadResult& shown = worst_below ? *worst_below : *worst;
       const bool noise = !worst_below && worst->speedup < c.min_workload_speedup;
-      out.push_back(
-          {"no_workload_slower", worst_below == nullptr,
-           fmt::format("slowest against the baseline: workload {} ({}) at {:.3f}x, floor {:.2f}x{}",
-                       shown.uuid.substr(0, 8), shown.axes.dump(), shown.speedup, c.min_workload_speedup,
-                       noise ? fmt::format(" (within noise: one trial at {:.3f}x)", best_trial(*worst)) : "")});
+      out.push_back({"no_workload_slower", worst_below == nullptr,
+                     fmt::format("slowest against the baseline: workload {} ({}) at {:.3f}x, floor {:.2f}x{}",
+                                 shown.uuid.substr(0, 8), shown.axes.dump(), shown.speedup, c.min_workload_speedup,
+                                 noise ? fmt::format(" (within noise: one trial at {:.3f}x)", best_trial(*worst)) : ""),
+                     below_floor});
     }
   }
   for (const auto& r : c.regimes) {
     double log_sum = 0;
     int n = 0;
     bool ok = true;
+    std::vector<std::string> in_regime;
     for (const auto& w : report.workloads) {
       if (!w.axes.contains(r.axis) || !w.axes[r.axis].is_number()) continue;
       if (!compare(w.axes[r.axis].get<double>(), r.op, r.value)) continue;
       ok = ok && w.verdict == eval::Verdict::kPassed && w.speedup > 0;
       if (w.speedup > 0) log_sum += std::log(w.speedup);
+      in_regime.push_back(w.uuid);
       ++n;
     }
     const double g = n > 0 ? std::exp(log_sum / n) : 0;
     if (n == 0) {
       out.push_back({"regime:" + r.text(), true, "no workload of this set is in the regime"});
     } else {
-      out.push_back({"regime:" + r.text(), ok && g >= r.min_speedup,
-                     fmt::format("{} workloads, geomean speedup {:.3f}x, target {:.3f}x", n, g, r.min_speedup)});
+      const bool met = ok && g >= r.min_speedup;
+      out.push_back({"regime:" + r.text(), met,
+                     fmt::format("{} workloads, geomean speedup {:.3f}x, target {:.3f}x", n, g, r.min_speedup),
+                     met ? std::vector<std::string>{} : in_regime});
     }
   }
   return out;
@@ -173,7 +183,11 @@ bool all_met(const std::vector<CriterionResult>& results) {
 
 nlohmann::json criteria_results_json(const std::vector<CriterionResult>& results) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& r : results) a.push_back({{"id", r.id}, {"met", r.met}, {"detail", r.detail}});
+  for (const auto& r : results) {
+    nlohmann::json one = {{"id", r.id}, {"met", r.met}, {"detail", r.detail}};
+    if (!r.workloads.empty()) one["workloads"] = r.workloads;
+    a.push_back(std::move(one));
+  }
   return a;
 }
 

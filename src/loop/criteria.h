@@ -45,6 +45,9 @@ struct CriterionResult {
   std::string id;  // "all_passed", "geomean_speedup", "no_workload_slower", "regime:M>=128:2x"
   bool met = false;
   std::string detail;
+  // Where it failed, the workloads that made it fail (not PASSED; below the floor; a failed regime's
+  // workloads): what a repair of the check is measured on. Empty where met, and for the geomean.
+  std::vector<std::string> workloads;
 };
 std::vector<CriterionResult> check_criteria(const Criteria& c, const eval::EvalReport& report);
 bool all_met(const std::vector<CriterionResult>& results);

@@ -101,9 +101,20 @@ TEST(Criteria, Check) {
   auto slow_regime = check_criteria(c, report_with({{1, 4.0}, {128, 2.5}, {256, 2.5}}));
   EXPECT_FALSE(all_met(slow_regime));
   EXPECT_FALSE(slow_regime[2].met);
-  auto failed = check_criteria(c, report_with({{1, 9.0}, {128, 9.0}}, false));
+  // What a repair is measured on: a failed regime names its workloads, a met criterion none.
+  EXPECT_EQ(slow_regime[2].workloads, (std::vector<std::string>{"w128", "w256"}));
+  EXPECT_TRUE(slow_regime[0].workloads.empty());
+  EXPECT_TRUE(ok[2].workloads.empty());
+  auto failed_report = report_with({{1, 9.0}, {128, 9.0}}, false);
+  failed_report.workloads[0].verdict = eval::Verdict::kIncorrectNumerical;
+  auto failed = check_criteria(c, failed_report);
   EXPECT_FALSE(failed[0].met);
+  EXPECT_EQ(failed[0].workloads, std::vector<std::string>{"w1"});
+  EXPECT_FALSE(failed[1].met);
+  EXPECT_TRUE(failed[1].workloads.empty());  // the geomean: only speed mends it
   EXPECT_FALSE(all_met(failed));
+  EXPECT_EQ(criteria_results_json(failed)[0]["workloads"], nlohmann::json::array({"w1"}));
+  EXPECT_FALSE(criteria_results_json(failed)[1].contains("workloads"));
 }
 
 // Issue 45: a solution 2x faster in geomean but 0.17x of the baseline on one workload does not
@@ -140,6 +151,7 @@ TEST(Criteria, NoWorkloadMayEndSlowerThanTheBaseline) {
   ASSERT_NE(h, hidden.end());
   EXPECT_FALSE(h->met);
   EXPECT_NE(h->detail.find("w16"), std::string::npos) << h->detail;
+  EXPECT_EQ(h->workloads, std::vector<std::string>{"w16"});  // the noisy w8192 is not named
   r.workloads[1].speedup = 4.0;
   r.workloads[1].trial_ms.clear();
   r.workloads[1].baseline_trial_ms.clear();

@@ -47,6 +47,7 @@ RoundExplanation explain_round(const std::filesystem::path& run_dir, int round, 
   e.outcome = kOutcomeNotAdvanced;
   if (e.accepted) {
     e.outcome = kOutcomeAccepted;
+    if (v->repair.is_object()) e.detail = v->improvement_detail;  // accepted as a repair, not for speed
   } else if (!v->verified) {
     e.outcome = kOutcomeRejected;
     if (const VerifyCheck* failed = v->first_failed()) {

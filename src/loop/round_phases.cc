@@ -174,6 +174,9 @@ Status Runner::round_review() {
     evidence +=
         fmt::format("\nverified: {}; improvement over the incumbent ({:.3f}x): {}\n", verify->verified ? "yes" : "NO",
                     state_.incumbent_speedup, verify->improvement ? "yes" : "no");
+    if (verify->repair.is_object())
+      evidence += "The incumbent failed its last completion check; this candidate was measured as its repair: " +
+                  verify->repair.value("detail", "") + "\n";
     if (verify->lane > 0) {
       evidence += fmt::format(
           "\nThis round had {} writer lanes, each verified on its own (rounds/{}/lanes/K: diff.patch, verify.json, "

@@ -134,6 +134,7 @@ json VerifyRecord::to_json() const {
   if (geomean_ci95) j["geomean_ci95"] = interval_json(*geomean_ci95);
   if (incumbent_ci95) j["incumbent_ci95"] = interval_json(*incumbent_ci95);
   if (head_to_head.is_object()) j["head_to_head"] = head_to_head;
+  if (repair.is_object()) j["repair"] = repair;
   if (lane > 0) {
     j["lane"] = lane;
     j["lanes"] = json::array();
@@ -160,6 +161,7 @@ Result<VerifyRecord> VerifyRecord::from_json(const json& j) {
   r.geomean_ci95 = interval_from(j, "geomean_ci95");
   r.incumbent_ci95 = interval_from(j, "incumbent_ci95");
   r.head_to_head = j.value("head_to_head", json());
+  r.repair = j.value("repair", json());
   if (const auto it = j.find("violation"); it != j.end())
     r.violation = it->is_string() ? it->get<std::string>() : it->dump();
   r.lane = j.value("lane", 0);

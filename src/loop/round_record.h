@@ -62,6 +62,7 @@ struct VerifyRecord {
   nlohmann::json profiles;              // the round's ncu profiles
   std::optional<eval::Interval> geomean_ci95, incumbent_ci95;
   nlohmann::json head_to_head;           // the confirmation of an improvement (object), null when none
+  nlohmann::json repair;                 // the repair of a failed completion check (object), null when none tried
   std::optional<std::string> violation;  // a protected file changed: the round stopped the run
   int lane = 0;                          // the chosen lane (0: the round had one writer)
   std::vector<LaneRecord> lanes;

@@ -2,6 +2,7 @@
 // the diff's scope, the official evaluation, the writer's claims against it, and whether the
 // candidate is an improvement over the incumbent (confirmed head-to-head across processes). Each
 // part adds its checks to one list; verify.json records them with the claims and the verdict.
+#include <algorithm>
 #include <tuple>
 
 #include "loop/runner.h"
@@ -116,6 +117,7 @@ Result<std::optional<VerifyRecord>> Runner::verify_candidate() {
   KDA_ASSIGN_OR_RETURN(Improvement better, verify_improvement(report ? &*report : nullptr, rec.verified, solution));
   rec.improvement = better.improvement;
   rec.improvement_detail = better.detail;
+  rec.repair = better.repair;
   rec.incumbent_speedup = state_.incumbent_speedup;
   rec.geomean = report ? report->score_geomean : 0.0;
   rec.eval = report ? eval_summary(*report) : json();
@@ -416,7 +418,75 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
                    : fmt::format("95% intervals: candidate {:.4g}..{:.4g}, incumbent {:.4g}..{:.4g}: {}{}",
                                  report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
                                  state_.incumbent_ci_high, clears ? "apart" : "overlapping", head_to_head_detail);
+  if (!out.improvement && verified && report && solution) {
+    KDA_ASSIGN_OR_RETURN(std::optional<Repair> repair, verify_repair(*report, *solution));
+    if (repair) {
+      out.improvement = repair->repaired;
+      out.repair = repair->record;
+      out.detail = repair->repaired ? repair->detail : out.detail + "; " + repair->detail;
+    }
+  }
   return out;
+}
+
+// A repair: the incumbent failed its last completion check (final/check.json names it, and per failed
+// criterion the workloads that failed it: not PASSED, below the floor, a regime's), which a faster
+// candidate alone could mend, so a run whose incumbent lost a shape outside the dev set could not
+// recover without a dev speedup on top. A verified candidate is an improvement as a repair when its
+// dev geomean is not below the incumbent's beyond the noise (at least the low end of the incumbent's
+// 95 % interval, or without one its geomean less --min-improvement) and, evaluated on those workloads
+// with the completion check's trials, it meets every criterion the incumbent failed there. The geomean
+// target names no workloads: only speed mends it. nullopt where no repair is due.
+Result<std::optional<Repair>> Runner::verify_repair(const eval::EvalReport& dev, const task::Solution& candidate) {
+  const json check = json::parse(read_or_empty(dir_ / "final" / "check.json"), nullptr, false);
+  if (!check.is_object() || check.value("met", true) || check.value("incumbent", "") != state_.incumbent_id)
+    return std::optional<Repair>();
+  std::vector<std::string> failed, uuids;
+  for (const auto& c : check.value("criteria", json::array())) {
+    if (!c.is_object() || c.value("met", true) || !c.contains("workloads")) continue;
+    failed.push_back(c.value("id", ""));
+    for (const auto& u : c["workloads"])
+      if (u.is_string() && std::find(uuids.begin(), uuids.end(), u.get<std::string>()) == uuids.end())
+        uuids.push_back(u.get<std::string>());
+  }
+  if (failed.empty() || uuids.empty()) return std::optional<Repair>();
+  Repair out;
+  out.record = {{"criteria", failed}, {"workloads", uuids}};
+  const bool interval = state_.incumbent_ci_high > 0;
+  const double floor =
+      interval ? state_.incumbent_ci_low : state_.incumbent_speedup * (1 - state_.options.min_improvement);
+  if (dev.score_geomean < floor) {
+    out.detail = fmt::format(
+        "not a repair of the last completion check ({}): dev geomean {:.4g} is below the incumbent's {:.4g} ({} "
+        "{:.4g})",
+        util::join(failed, ", "), dev.score_geomean, state_.incumbent_speedup,
+        interval ? "the low end of its 95% interval" : "less --min-improvement,", floor);
+  } else {
+    KDA_ASSIGN_OR_RETURN(eval::EvalReport r, run_eval(candidate, util::join(uuids, ","), completion_trials(),
+                                                      fmt::format("round {}: repair of the completion check ({})",
+                                                                  state_.round, util::join(failed, ", "))));
+    std::vector<CriterionResult> now;
+    for (auto& c : check_criteria(criteria_, r))
+      if (std::find(failed.begin(), failed.end(), c.id) != failed.end()) now.push_back(std::move(c));
+    out.repaired = now.size() == failed.size() && all_met(now);
+    std::string what;
+    for (const auto& c : now)
+      what += fmt::format("{}{} {}: {}", what.empty() ? "" : "; ", c.id, c.met ? "met" : "NOT met", c.detail);
+    out.detail = fmt::format(
+        "{} of the last completion check on its {} failing workload(s): {}; dev geomean {:.4g} "
+        "against the incumbent's {:.4g} (not slower beyond the noise)",
+        out.repaired ? "a repair" : "not a repair", uuids.size(), what, dev.score_geomean, state_.incumbent_speedup);
+    out.record["results"] = criteria_results_json(now);
+    out.record["eval"] = eval_summary(r);
+  }
+  out.record["repaired"] = out.repaired;
+  out.record["detail"] = out.detail;
+  return std::optional<Repair>(std::move(out));
+}
+
+std::optional<int> Runner::completion_trials() const {
+  if (state_.options.final_trials) return state_.options.final_trials;
+  return 2 * state_.options.eval_trials.value_or(pack_->settings.trials);
 }
 
 // Two evaluations can disagree by more than their intervals (on the 2-core host an A/A of the

@@ -18,6 +18,7 @@
 #include "audit/audit_log.h"
 #include "task/solution.h"
 #include "util/fs.h"
+#include "util/strings.h"
 
 namespace kda::loop::testing_fixture {
 
@@ -26,8 +27,9 @@ using nlohmann::json;
 
 inline const stdfs::path kPack = stdfs::path(KDA_SOURCE_DIR) / "tasks/host/gemm";
 
-// Fake evaluator: "// fake-speedup: X" in a source -> every workload PASSED at speedup X;
-// "// fake-fail" -> the first workload is INCORRECT_NUMERICAL.
+// Fake evaluator: "// fake-speedup: X" in a source -> every workload PASSED at speedup X (one named
+// by "// fake-slow-workload: <uuid> Y" at Y; the geomean stays X); "// fake-fail" -> the first
+// workload is INCORRECT_NUMERICAL. The workloads: dev, all, or a uuid list.
 struct FakeEval {
   int calls = 0;
   int fail_at = -1;  // the call (1-based) that fails, as if the process were killed there
@@ -62,11 +64,14 @@ struct FakeEval {
     r.definition = pack.definition.name;
     r.solution = s.name;
     r.backend = "host";
+    r.baseline_name = "fake-baseline";  // the speedups are against a baseline: no_workload_slower applies
     r.seed = 42;
     std::vector<std::string> uuids = pack.dev_uuids;
     if (o.workloads == "all") {
       uuids.clear();
       for (const auto& w : pack.workloads) uuids.push_back(w.uuid);
+    } else if (o.workloads != "dev") {
+      uuids = util::split_list(o.workloads);  // uuid[,uuid...]
     }
     r.all_passed = !fail;
     for (const auto& u : uuids) {
@@ -76,6 +81,11 @@ struct FakeEval {
       w.baseline_ms = 1.0;
       w.latency_ms = 1.0 / speedup;
       w.speedup = speedup;
+      for (const auto& src : s.sources)  // "// fake-slow-workload: <uuid> X": that workload alone at X
+        if (auto at = src.content.find("// fake-slow-workload: " + u + " "); at != std::string::npos) {
+          w.speedup = std::stod(src.content.substr(at + 24 + u.size()));
+          w.latency_ms = 1.0 / w.speedup;
+        }
       for (const auto& src : s.sources)  // "// fake-tolerance-used: X": the error budget the check spent
         if (auto at = src.content.find("// fake-tolerance-used: "); at != std::string::npos)
           w.kda["tolerance_used"] = std::stod(src.content.substr(at + 24));
@@ -113,10 +123,11 @@ inline json reviewer_session(const std::string& phase, int index, const std::str
   if (tokens > 0) s["usage"] = {{"input_tokens", tokens}, {"output_tokens", 0}};
   return s;
 }
-inline json write_kernel(double speedup) {
+inline json write_kernel(double speedup, const std::string& extra = "") {
   return {{"write_file",
            {{"path", "kernel.cc"},
-            {"content", "// candidate\n// fake-speedup: " + std::to_string(speedup) + "\nint run() { return 0; }\n"}}}};
+            {"content", "// candidate\n// fake-speedup: " + std::to_string(speedup) + "\n" + extra +
+                            "int run() { return 0; }\n"}}}};
 }
 inline json finish(const std::string& summary, json claims = json::array()) {
   return {{"tool", "finish_round"}, {"arguments", {{"summary", summary}, {"claims", claims}}}};

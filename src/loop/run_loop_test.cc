@@ -2,7 +2,9 @@
 // fast: the full scenario, false claims, garbage verdicts, stalls, budgets, protected files, diff
 // scope, failed completion checks, bad inputs.
 #include "loop/rules_reviewer.h"
+#include "loop/round_outcome.h"
 #include "loop/run_loop_fixture.h"
+#include "task/task_pack.h"
 
 #include <functional>
 
@@ -440,6 +442,97 @@ TEST_F(RunLoopTest, CompleteOnARejectedRoundBelowTheTargetRunsNoCheck) {
   EXPECT_NE(c2->find("no completion check was run: this round was not accepted, and the incumbent c000"),
             std::string::npos)
       << *c2;
+}
+
+// A workload outside the dev set, for the repair tests: the completion check sees it, a round does not.
+std::string first_non_dev_workload() {
+  auto pack = task::load_task_pack(kPack);
+  EXPECT_TRUE(pack.ok());
+  for (const auto& w : pack->workloads)
+    if (std::find(pack->dev_uuids.begin(), pack->dev_uuids.end(), w.uuid) == pack->dev_uuids.end()) return w.uuid;
+  ADD_FAILURE() << "every workload of " << kPack << " is a dev workload";
+  return "";
+}
+
+// The plan, then round 1: 2x on the dev workloads, 0.5x on `slow`, and the reviewer asks for COMPLETE.
+void sessions_for_a_failed_check(std::vector<json>& sessions, const std::string& slow) {
+  sessions.push_back(writer_session("plan", 1, json::array(), "plan"));
+  sessions.push_back(reviewer_session("plan_review", 1, "PLAN: APPROVE"));
+  sessions.push_back(writer_session(
+      "round", 1, {write_kernel(2.0, "// fake-slow-workload: " + slow + " 0.5\n"), finish("fast on dev")}));
+  sessions.push_back(reviewer_session("review", 1, "DECISION: COMPLETE\nPROGRESS: ADVANCED"));
+}
+
+// The incumbent (2x on the dev workloads) fails its completion check on one workload outside the dev
+// set (0.5x, under the 0.8x floor). Round 2 mends that shape and is no faster on the dev set: before,
+// it was "not improved" and the run could only stop with the 0.5x shape in final/; now it is measured
+// on the failing workload with the check's trials, accepted as a repair, and the next check passes.
+TEST_F(RunLoopTest, ACandidateThatRepairsAFailedCompletionCheckIsAcceptedWithoutASpeedup) {
+  const std::string slow = first_non_dev_workload();
+  sessions_for_a_failed_check(sessions_, slow);
+  sessions_.push_back(writer_session("round", 2, {write_kernel(2.0), finish("the slow shape mended")}));
+  sessions_.push_back(reviewer_session("review", 2, "DECISION: COMPLETE\nPROGRESS: ADVANCED"));
+  auto opts = options("1.5x");
+  opts.max_rounds = 3;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "done") << o->stop_reason;
+  EXPECT_EQ(o->incumbent, "c002");
+  // Round 2's contract said what failed, on which workload, and that a repair counts.
+  auto c2 = fs::read_file(run_ / "rounds/002/contract.md");
+  ASSERT_TRUE(c2.ok());
+  EXPECT_NE(c2->find("no_workload_slower"), std::string::npos) << *c2;
+  EXPECT_NE(c2->find("failing workloads: " + slow), std::string::npos) << *c2;
+  EXPECT_NE(c2->find("accepted as a repair"), std::string::npos) << *c2;
+  const json v2 = read_json(run_ / "rounds/002/verify.json");
+  EXPECT_TRUE(v2["improvement"].get<bool>()) << v2.dump(1);
+  EXPECT_TRUE(v2["repair"]["repaired"].get<bool>()) << v2.dump(1);
+  EXPECT_EQ(v2["repair"]["workloads"], json::array({slow}));
+  EXPECT_EQ(v2["repair"]["criteria"], json::array({"no_workload_slower"}));
+  EXPECT_NE(v2["improvement_detail"].get<std::string>().find("a repair of the last completion check"),
+            std::string::npos)
+      << v2.dump(1);
+  // The repair was measured on the failing workload alone; the reviewer was told.
+  EXPECT_NE(std::find(fake_.workload_sets.begin(), fake_.workload_sets.end(), slow), fake_.workload_sets.end());
+  bool told = false;
+  for (const auto& p : prompts_) told = told || p.find("was measured as its repair: a repair") != std::string::npos;
+  EXPECT_TRUE(told);
+  EXPECT_TRUE(read_json(run_ / "final/check.json")["met"].get<bool>());
+  auto final_solution = final_sources(run_);
+  ASSERT_TRUE(final_solution.ok());
+  EXPECT_EQ(final_solution->find("fake-slow-workload"), std::string::npos);
+}
+
+// Not repairs: round 2 mends the shape but is slower on the dev set beyond the noise (1.5x against
+// 2x: no repair evaluation is spent); round 3 keeps the dev speed but the shape is still under the
+// floor (0.6x) when measured. Both are "not_improved", and the incumbent stays.
+TEST_F(RunLoopTest, ARepairMustMendTheFailingWorkloadsWithoutLosingDevSpeed) {
+  const std::string slow = first_non_dev_workload();
+  sessions_for_a_failed_check(sessions_, slow);
+  sessions_.push_back(writer_session("round", 2, {write_kernel(1.5), finish("mended, slower")}));
+  sessions_.push_back(reviewer_session("review", 2, "DECISION: CONTINUE\nPROGRESS: ADVANCED"));
+  sessions_.push_back(writer_session(
+      "round", 3, {write_kernel(2.0, "// fake-slow-workload: " + slow + " 0.6\n"), finish("not quite mended")}));
+  sessions_.push_back(reviewer_session("review", 3, "DECISION: STOP\nPROGRESS: ADVANCED"));
+  auto opts = options("1.5x");
+  opts.max_rounds = 3;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->incumbent, "c001");
+  const json v2 = read_json(run_ / "rounds/002/verify.json");
+  EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
+  EXPECT_FALSE(v2["repair"]["repaired"].get<bool>());
+  EXPECT_FALSE(v2["repair"].contains("eval")) << v2.dump(1);
+  EXPECT_NE(v2["improvement_detail"].get<std::string>().find("dev geomean 1.5 is below the incumbent's 2"),
+            std::string::npos)
+      << v2.dump(1);
+  const json v3 = read_json(run_ / "rounds/003/verify.json");
+  EXPECT_FALSE(v3["improvement"].get<bool>()) << v3.dump(1);
+  EXPECT_FALSE(v3["repair"]["repaired"].get<bool>());
+  EXPECT_NE(v3["improvement_detail"].get<std::string>().find("no_workload_slower NOT met"), std::string::npos)
+      << v3.dump(1);
+  EXPECT_EQ(std::count(fake_.workload_sets.begin(), fake_.workload_sets.end(), slow), 1);  // round 3's only
+  EXPECT_EQ(explain_round(run_, 3, *load_ledger(run_ / "ledger.json")).outcome.code, std::string("not_improved"));
 }
 
 TEST_F(RunLoopTest, AlignmentReviewEveryKRounds) {

@@ -48,6 +48,13 @@ struct Improvement {
   bool improvement = false;
   std::string detail;
   json head_to_head;  // the head-to-head's record, where one ran
+  json repair;        // the repair's record, where one was tried (VerifyRecord::repair)
+};
+// A candidate measured against the last failed completion check (Runner::verify_repair).
+struct Repair {
+  bool repaired = false;
+  std::string detail;
+  json record;  // criteria, workloads, repaired, detail, and the evaluation's summary where one ran
 };
 struct HeadToHead {
   bool faster = false;
@@ -115,6 +122,8 @@ class Runner {
   Result<Improvement> verify_improvement(const eval::EvalReport* report, bool verified,
                                          const std::optional<task::Solution>& solution);
   Result<std::optional<HeadToHead>> confirm_head_to_head(const task::Solution& candidate);
+  Result<std::optional<Repair>> verify_repair(const eval::EvalReport& dev, const task::Solution& candidate);
+  std::optional<int> completion_trials() const;  // --final-trials, else twice the round trials
   Status round_review();
   Status round_decide();
   Status finalize();
