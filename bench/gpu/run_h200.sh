@@ -20,6 +20,8 @@
 #                                   selects some, FIXTURES_FULL=1 runs them on all workloads + holdout);
 #                                   after hacks, fixtures or core, bench/gpu/check_expected.py checks
 #                                   every fixture's outcome against its expected.json
+#   bench/gpu/run_h200.sh kernels   kda's own solutions: each line of KERNELS (default bench/gpu/kernels.txt),
+#                                   "<timeout_s> <kda eval arguments>"; `--workloads all` in chunks of CHUNK
 #   bench/gpu/run_h200.sh ctest     the GPU tests alone: every test of ctest label gpu (target gpu-tests)
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
@@ -35,7 +37,7 @@
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, final, contest, fidelity, timers, modes, profile), sharing one
+# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, kernels, final, contest, fidelity, timers, modes, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -171,6 +173,31 @@ if has fixtures; then
       record 60 "$f" --task "$task" --workloads dev --trials 1 --iterations 5 --call-timeout 5
     fi
   done
+fi
+if has kernels; then
+  # kda's own solutions (solutions/): every line of $KERNELS (default bench/gpu/kernels.txt) is
+  # "<timeout_s> <kda eval arguments>", '#' starts a comment. A line with `--workloads all` runs in chunks of
+  # CHUNK workloads (default 16), so that what finished is in results.jsonl when the command's time runs out;
+  # SKIP_CHUNKS=N skips the first N chunks of every such line (to resume in the next command).
+  while read -r limit args; do
+    case "$limit" in '' | \#*) continue ;; esac
+    if [[ " $args " == *" --workloads all "* ]]; then
+      task=$(echo "$args" | sed -E 's/.*--task ([^ ]+).*/\1/')
+      $B/kda task show "$task" --json < /dev/null | python3 -c "
+import json, sys
+uuids = [w['uuid'] for w in json.load(sys.stdin)['workloads']]
+n = int('${CHUNK:-16}')
+for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunks.txt"
+      k=0
+      while read -r chunk; do
+        k=$((k + 1))
+        [ "$k" -le "${SKIP_CHUNKS:-0}" ] && continue
+        record "$limit" ${args/--workloads all/--workloads $chunk} < /dev/null
+      done < "$OUT/chunks.txt"
+    else
+      record "$limit" $args < /dev/null
+    fi
+  done < "${KERNELS:-bench/gpu/kernels.txt}"
 fi
 if has hacks || has fixtures || has core || has all; then
   python3 bench/gpu/check_expected.py "$OUT/results.jsonl" || echo "fixture check: mismatches above"
