@@ -138,6 +138,7 @@ const char* rule_name(Rule r) {
     case Rule::kNotPassed: return "not_passed";
     case Rule::kRejected: return "rejected";
     case Rule::kUnclaimed: return "unclaimed";
+    case Rule::kRepaired: return "repaired";
     case Rule::kAdvanced: return "advanced";
     case Rule::kSlower: return "slower";
     case Rule::kStalled: return "stalled";
@@ -152,6 +153,7 @@ Result<ReviewEvidence> read_round_evidence(const stdfs::path& round_dir) {
   e.violation = v.violation.has_value();
   e.verified = v.verified;
   e.improvement = v.improvement;
+  e.repaired = v.improvement && v.repair.is_object() && v.repair.value("repaired", false);
   e.improvement_detail = v.improvement_detail;
   e.geomean = v.geomean;
   e.incumbent_speedup = v.incumbent_speedup;
@@ -209,6 +211,12 @@ RulesVerdict review_round(const ReviewEvidence& e) {
   if (!e.verified)
     return set(Decision::kContinue, Progress::kRegressed, Rule::kRejected,
                "The verifier rejected the round: " + rejected);
+  // A repair is kda's own measurement (the failing workloads evaluated anew), not a claim to confirm; what
+  // it is for is the completion check, so it completes unless the writer names more to do.
+  if (e.repaired)
+    return set(more ? Decision::kContinue : Decision::kComplete, Progress::kAdvanced, Rule::kRepaired,
+               "Repairs the last completion check: " + e.improvement_detail + "." +
+                   (more ? " The writer names a next step (" + e.next + "): one more round." : ""));
   const double gain = e.incumbent_speedup > 0 ? e.geomean / e.incumbent_speedup - 1 : 0;
   const std::string measured = fmt::format("kda measured {:.3f}x vs the baseline, incumbent {:.3f}x ({:+.1f}%)",
                                            e.geomean, e.incumbent_speedup, gain * 100);

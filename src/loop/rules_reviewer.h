@@ -37,6 +37,7 @@ struct ReviewEvidence {
   bool verified = false;           // every verify check passed (no rejections)
   bool all_passed = false;         // every dev workload PASSED
   bool improvement = false;        // the loop's own improvement test (--min-improvement)
+  bool repaired = false;           // an improvement as a repair of the last failed completion check
   std::string improvement_detail;  // verify.json's: why the gain does or does not count
   double geomean = 0;              // measured geomean speedup vs the baseline
   double incumbent_speedup = 0;    // the incumbent's, when the round started
@@ -57,6 +58,8 @@ enum class Rule {
   kFalseClaim,  // a claim kda measured as false -> CONTINUE, REGRESSED
   kNotPassed,   // a workload not PASSED -> CONTINUE, REGRESSED
   kRejected,    // another verify check failed (diff scope, solution loads) -> CONTINUE, REGRESSED
+  kRepaired,    // verified repair of the last failed completion check (kda measured it) -> COMPLETE (CONTINUE
+                // while the writer names a next step), ADVANCED
   kUnclaimed,   // no claim confirmed by kda: the gain is not evidenced -> as a stall
   kAdvanced,    // verified gain >= kRulesAdvanceGain -> CONTINUE (COMPLETE when NEXT: none), ADVANCED
   kSlower,      // verified loss > kRulesRegressLoss -> as a stall, but REGRESSED

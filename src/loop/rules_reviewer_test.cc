@@ -57,6 +57,24 @@ TEST(RulesReviewer, AdvancedFiresOnAVerifiedGainAboveTheThreshold) {
   EXPECT_NE(review_round(no_improvement).rule, Rule::kAdvanced);
 }
 
+// A repair of a failed completion check: no gain and no claim needed (kda measured the failing workloads
+// itself); it completes, so the check runs again, unless the writer names more. A verified round that is
+// not a repair (the flag without the loop's improvement) is judged by the other rules.
+TEST(RulesReviewer, ARepairAdvancesAndCompletesWithoutAGainOrAClaim) {
+  ReviewEvidence e = good();
+  e.geomean = e.incumbent_speedup;
+  e.claims_confirmed = 0;
+  e.repaired = true;
+  e.improvement_detail = "a repair of the last completion check on its 1 failing workload(s)";
+  expect(review_round(e), Rule::kRepaired, Decision::kComplete, Progress::kAdvanced);
+  EXPECT_NE(review_round(e).reason.find("a repair of the last completion check"), std::string::npos);
+  e.next = "the other shapes";
+  expect(review_round(e), Rule::kRepaired, Decision::kContinue, Progress::kAdvanced);
+  e.repaired = false;
+  EXPECT_NE(review_round(e).rule, Rule::kRepaired);
+  EXPECT_NE(review_round(e).progress, Progress::kAdvanced);
+}
+
 TEST(RulesReviewer, StallCompletesUnlessTheWriterNamesANextStep) {
   ReviewEvidence e = good();
   e.geomean = 2.02;  // +1 %
@@ -184,6 +202,17 @@ TEST_F(RulesFiles, ReadsTheRoundsEvidence) {
   EXPECT_DOUBLE_EQ(e->incumbent_speedup, 1.2);
   EXPECT_EQ(e->next, "dispatcher");
   expect(review_round(*e), Rule::kAdvanced, Decision::kContinue, Progress::kAdvanced);
+
+  json repair = verify_json(1.2, 1.2, "confirmed", true);  // as fast as the incumbent, a repair
+  repair["improvement"] = true;
+  repair["repair"] = {{"repaired", true}, {"criteria", {"no_workload_slower"}}};
+  ASSERT_TRUE(fs::write_file_atomic(round / "verify.json", repair.dump()).ok());
+  EXPECT_TRUE(read_round_evidence(round)->repaired);
+  expect(review_round(*read_round_evidence(round)), Rule::kRepaired, Decision::kContinue, Progress::kAdvanced);
+  repair["repair"]["repaired"] = false;  // tried, not mended: no improvement either
+  repair["improvement"] = false;
+  ASSERT_TRUE(fs::write_file_atomic(round / "verify.json", repair.dump()).ok());
+  EXPECT_FALSE(read_round_evidence(round)->repaired);
 
   ASSERT_TRUE(fs::write_file_atomic(round / "verify.json", verify_json(1.5, 1.2, "false", true).dump()).ok());
   expect(review_round(*read_round_evidence(round)), Rule::kFalseClaim, Decision::kContinue, Progress::kRegressed);
