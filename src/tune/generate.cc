@@ -1,5 +1,6 @@
 #include "tune/generate.h"
 
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -83,6 +84,81 @@ Result<task::Solution> config_solution(const task::Solution& base, const Tunable
     s.sources.push_back(std::move(out));
   }
   return s;
+}
+
+namespace {
+
+// A --set value as tunables.toml values are typed: an integer, a boolean, else macro text.
+nlohmann::json typed_value(const std::string& text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc() && end == text.data() + text.size() && !text.empty()) return v;
+  if (text == "true" || text == "false") return text == "true";
+  return text;
+}
+
+std::string names_of(const Tunables& t) {
+  std::string out;
+  for (const auto& p : t.parameters) out += (out.empty() ? "" : ", ") + p.name;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+Result<Configured> configured_solution(const task::Solution& base, const std::filesystem::path& dir,
+                                       const task::Definition& def, const std::vector<std::string>& assignments) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return Status::bad_input("--set: " + dir.string() +
+                             " is not a solution directory (its tunables.toml lives beside solution.json)");
+  std::vector<std::string> paths;
+  for (const auto& f : base.sources) paths.push_back(f.path);
+  KDA_ASSIGN_OR_RETURN(Tunables t, load_tunables(dir, def, base.spec.entry_point, paths));
+  Configured out;
+  out.config.variant = t.variants.front().name;
+  std::map<std::string, nlohmann::json> set;
+  for (const auto& a : assignments) {
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::bad_input("--set '" + a + "': expected NAME=VALUE");
+    const std::string name = a.substr(0, eq), text = a.substr(eq + 1);
+    if (name == "variant") {
+      if (find_variant(t, text) == nullptr) {
+        std::string variants;
+        for (const auto& v : t.variants) variants += (variants.empty() ? "" : ", ") + v.name;
+        return Status::bad_input(
+            fmt::format("--set {}: {} has no variant '{}' (it has {})", a, t.file, text, variants));
+      }
+      out.config.variant = text;
+      continue;
+    }
+    const auto p =
+        std::find_if(t.parameters.begin(), t.parameters.end(), [&](const Parameter& x) { return x.name == name; });
+    if (p == t.parameters.end())
+      return Status::bad_input(
+          fmt::format("--set {}: {} has no parameter {} (it has {})", a, t.file, name, names_of(t)));
+    set[name] = typed_value(text);
+    if (std::find(p->values.begin(), p->values.end(), set[name]) == p->values.end()) {
+      std::string declared;
+      for (const auto& v : p->values) declared += (declared.empty() ? "" : ", ") + v.dump();
+      out.notes.push_back(fmt::format("{}={} is not among the values {} declares for it ({}): built as given", name,
+                                      text, t.file, declared));
+    }
+  }
+  const Variant* variant = find_variant(t, out.config.variant);
+  for (const auto& p : t.parameters) {
+    const bool varies = variant->parameters.empty() || std::find(variant->parameters.begin(), variant->parameters.end(),
+                                                                 p.name) != variant->parameters.end();
+    if (!varies && set.count(p.name))
+      return Status::bad_input(
+          fmt::format("--set {}=...: variant '{}' of {} does not vary {}", p.name, variant->name, t.file, p.name));
+    if (varies) out.config.params[p.name] = set.count(p.name) ? set[p.name] : p.values.front();
+  }
+  KDA_ASSIGN_OR_RETURN(const Constraint* broken, violated_constraint(t, out.config));
+  if (broken != nullptr)
+    return Status::bad_input(fmt::format("--set: {} breaks the constraint '{}' ({}:{})", out.config.label(),
+                                         broken->expression.text(), t.file, broken->line));
+  KDA_ASSIGN_OR_RETURN(out.solution, config_solution(base, t, out.config));
+  return out;
 }
 
 Result<std::vector<AxisSource>> axis_sources(const task::Definition& def) {

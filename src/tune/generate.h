@@ -25,6 +25,20 @@ namespace kda::tune {
 // the configuration's macros; the variant's entry point.
 Result<task::Solution> config_solution(const task::Solution& base, const Tunables& t, const Config& c);
 
+// `kda eval --set NAME=VALUE ...`: the solution in `dir` with some of its tunables.toml parameters set (NAME
+// `variant` picks a variant), every other parameter the variant varies at its first value, built as kda tune
+// builds that configuration. A VALUE reads as declared values do: an integer, true or false, else macro
+// text. One outside the parameter's declared values is built as given (an experiment beyond the search
+// space) and said in `notes`; the parameter-only constraints must hold either way. Errors (kBadInput) name
+// the assignment, the file and what it has.
+struct Configured {
+  task::Solution solution;
+  Config config;
+  std::vector<std::string> notes;
+};
+Result<Configured> configured_solution(const task::Solution& base, const std::filesystem::path& dir,
+                                       const task::Definition& def, const std::vector<std::string>& assignments);
+
 // One row of the dispatch table: inclusive ranges over var axes (an axis not named matches all).
 struct Route {
   std::string regime;

@@ -375,6 +375,33 @@ const Variant* find_variant(const Tunables& t, const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+// `c`'s integer and boolean values (true is 1) added to `vars`, for the constraint expressions.
+std::map<std::string, int64_t> with_values(std::map<std::string, int64_t> vars, const Tunables& t, const Config& c) {
+  for (const auto& [k, v] : all_values(t, c))
+    if (v.is_number_integer())
+      vars[k] = v.get<int64_t>();
+    else if (v.is_boolean())
+      vars[k] = v.get<bool>() ? 1 : 0;
+  return vars;
+}
+
+}  // namespace
+
+Result<const Constraint*> violated_constraint(const Tunables& t, const Config& c) {
+  const std::map<std::string, int64_t> vars = with_values({}, t, c);
+  for (const auto& con : t.constraints) {
+    if (con.uses_axes) continue;
+    auto r = con.expression.evaluate(vars);
+    if (!r.ok())
+      return Status::bad_input(t.file + ":" + std::to_string(con.line) + ": constraint '" + con.expression.text() +
+                               "': " + r.status().message());
+    if (*r == 0) return &con;
+  }
+  return static_cast<const Constraint*>(nullptr);
+}
+
 Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
   std::vector<Config> out;
   for (const auto& var : t.variants) {
@@ -396,25 +423,8 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
     for (size_t n = 0; n < total; ++n) {
       Config c = base;
       for (size_t i = 0; i < varying.size(); ++i) c.params[varying[i]->name] = varying[i]->values[idx[i]];
-      std::map<std::string, int64_t> vars;
-      for (const auto& [k, v] : all_values(t, c))
-        if (v.is_number_integer())
-          vars[k] = v.get<int64_t>();
-        else if (v.is_boolean())
-          vars[k] = v.get<bool>() ? 1 : 0;
-      bool ok = true;
-      for (const auto& con : t.constraints) {
-        if (con.uses_axes) continue;
-        auto r = con.expression.evaluate(vars);
-        if (!r.ok())
-          return Status::bad_input(t.file + ":" + std::to_string(con.line) + ": constraint '" + con.expression.text() +
-                                   "': " + r.status().message());
-        if (*r == 0) {
-          ok = false;
-          break;
-        }
-      }
-      if (ok) out.push_back(std::move(c));
+      KDA_ASSIGN_OR_RETURN(const Constraint* broken, violated_constraint(t, c));
+      if (broken == nullptr) out.push_back(std::move(c));
       for (size_t i = varying.size(); i-- > 0;) {  // odometer, last parameter fastest
         if (++idx[i] < varying[i]->values.size()) break;
         idx[i] = 0;
@@ -426,12 +436,7 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
 }
 
 Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::string, int64_t>& axes) {
-  std::map<std::string, int64_t> vars = axes;
-  for (const auto& [k, v] : all_values(t, c))
-    if (v.is_number_integer())
-      vars[k] = v.get<int64_t>();
-    else if (v.is_boolean())
-      vars[k] = v.get<bool>() ? 1 : 0;
+  const std::map<std::string, int64_t> vars = with_values(axes, t, c);
   for (const auto& con : t.constraints) {
     if (!con.uses_axes) continue;
     auto r = con.expression.evaluate(vars);

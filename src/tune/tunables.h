@@ -88,6 +88,9 @@ Result<std::vector<RegimeSpec>> load_regimes_file(const std::filesystem::path& f
 // varying fastest last. The first is the default configuration (every parameter at its first value).
 Result<std::vector<Config>> enumerate_configs(const Tunables& t);
 
+// The first parameter-only constraint `c` breaks, or null when they all hold.
+Result<const Constraint*> violated_constraint(const Tunables& t, const Config& c);
+
 // Whether the axis constraints hold for a workload's axes (const axes included by the caller).
 Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::string, int64_t>& axes);
 
