@@ -12,6 +12,7 @@
 
 #include "build/builder.h"
 #include "cli/commands.h"
+#include "cli/solution_params.h"
 #ifdef KDA_HAVE_EXEC
 #include "cli/eval_on.h"
 #endif
@@ -19,7 +20,6 @@
 #include "eval/tool_run.h"
 #include "eval/torch_oracle.h"
 #include "task/task_pack.h"
-#include "tune/generate.h"
 #include "util/fs.h"
 
 namespace kda::cli {
@@ -277,14 +277,9 @@ int run_eval(const Args& args, Io& io) {
   if (!pack.ok()) {
     return fail(io, "kda eval", pack.status());
   }
-  if (const auto sets = args.values("set"); !sets.empty()) {
-    auto configured = tune::configured_solution(*solution, args.positional("solution"), pack->definition, sets);
-    if (!configured.ok()) return fail(io, "kda eval", configured.status());
-    for (const auto& note : configured->notes) io.err << "kda eval: note: " << note << "\n";
-    io.err << "kda eval: configuration " << configured->config.label() << " (" << configured->config.id() << ") of "
-           << solution->name << "\n";
-    *solution = std::move(configured->solution);
-  }
+  if (Status st = apply_params(args, args.positional("solution"), pack->definition, *solution, io, "kda eval");
+      !st.ok())
+    return fail(io, "kda eval", st);
   if (args.given("on")) return run_on(args, io, *pack, *solution);
   eval::EvalOptions opts;
   opts.runner_binary = eval::default_runner_binary();
@@ -428,11 +423,7 @@ CommandSpec eval_command() {
             .help = "head-to-head: --pairs evaluations against this solution (timed as the baseline), each in "
                     "fresh processes; the ratio with a 95 % interval over the evaluations, and whether it excludes 1"},
            {.name = "pairs", .metavar = "N", .help = "evaluations of --against (2..50)", .default_value = "3"},
-           {.name = "set",
-            .metavar = "NAME=VALUE",
-            .help = "build the solution with its tunables.toml parameter NAME at VALUE, the others at their first "
-                    "values, as kda tune builds a configuration (NAME variant picks a variant); repeatable",
-            .repeatable = true},
+           param_option(),
            {.name = "no-sandbox", .help = "run the candidate without Landlock/seccomp (debugging only)"},
            {.name = "reference",
             .metavar = "WHICH",

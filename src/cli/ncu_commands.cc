@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/solution_params.h"
 #include "cli/tool_run_args.h"
 #include "eval/ncu_profile.h"
 #include "eval/tool_run.h"
@@ -56,6 +57,8 @@ int run_profile(const Args& args, Io& io) {
   if (!pack.ok()) return fail(io, "kda ncu", pack.status());
   auto solution = task::load_solution(args.positional("solution"));
   if (!solution.ok()) return fail(io, "kda ncu", solution.status());
+  if (Status st = apply_params(args, args.positional("solution"), pack->definition, *solution, io, "kda ncu"); !st.ok())
+    return fail(io, "kda ncu", st);
   const std::string uuid = args.value_or("workload", "");
   if (uuid.empty())
     return fail(
@@ -192,6 +195,7 @@ std::vector<CommandSpec> ncu_commands() {
             .short_name = 'w',
             .metavar = "UUID",
             .help = "workload uuid from the pack's workloads.jsonl"},
+           param_option(),
            {.name = "out",
             .short_name = 'o',
             .metavar = "FILE",

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/solution_params.h"
 #include "cli/tool_run_args.h"
 #include "eval/tool_run.h"
 #include "eval/tool_run_sanitizer.h"
@@ -99,6 +100,9 @@ int run_sanitize(const Args& args, Io& io) {
   if (!pack.ok()) return fail(io, "kda sanitize", pack.status());
   auto solution = task::load_solution(args.positional("solution"));
   if (!solution.ok()) return fail(io, "kda sanitize", solution.status());
+  if (Status st = apply_params(args, args.positional("solution"), pack->definition, *solution, io, "kda sanitize");
+      !st.ok())
+    return fail(io, "kda sanitize", st);
   const std::string tool = args.value_or("tool", "memcheck");
   if (tool != "memcheck" && tool != "racecheck" && tool != "initcheck" && tool != "synccheck")
     return fail(io, "kda sanitize",
@@ -224,6 +228,7 @@ CommandSpec sanitize_command() {
             .metavar = "SET",
             .help = "dev | all | uuid[,uuid...]",
             .default_value = "dev"},
+           param_option(),
            {.name = "tool",
             .metavar = "NAME",
             .help = "memcheck | racecheck | initcheck | synccheck",

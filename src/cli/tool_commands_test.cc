@@ -109,12 +109,12 @@ TEST_F(ToolCommands, EvalTableShowsAxesSpreadRatesAndTakesUuidPrefixes) {
   EXPECT_NE(err_.find("no workload '0000'"), std::string::npos) << err_;
 }
 
-// `kda eval --set`: one configuration of a tunable solution without copying it (session 10 made three
+// `kda eval --param`: one configuration of a tunable solution without copying it (session 10 made three
 // copies of a kernel with sed to try its PAIRS masks). The report names the configuration; a parameter the
 // solution does not have, or a solution without tunables.toml, is refused before anything is built.
-TEST_F(ToolCommands, EvalSetBuildsOneConfigurationOfATunableSolution) {
+TEST_F(ToolCommands, EvalParamBuildsOneConfigurationOfATunableSolution) {
   const std::string sol = kSource + "/tasks/host/rmsnorm/solutions/tunable", task = kSource + "/tasks/host/rmsnorm";
-  ASSERT_EQ(run({"eval", sol, "--task", task, "--set", "UNROLL=8", "--set", "SCALE_UNROLL=8", "--workloads",
+  ASSERT_EQ(run({"eval", sol, "--task", task, "--param", "UNROLL=8", "--param", "SCALE_UNROLL=8", "--workloads",
                  kFirstHostRmsnorm, "--trials", "1", "--iterations", "2", "--json"}),
             0)
       << err_;
@@ -122,9 +122,9 @@ TEST_F(ToolCommands, EvalSetBuildsOneConfigurationOfATunableSolution) {
   const auto report = nlohmann::json::parse(out_, nullptr, false);
   ASSERT_TRUE(report.is_object()) << out_;
   EXPECT_NE(report.dump().find("_tunable_"), std::string::npos);  // the configuration's solution name
-  EXPECT_EQ(run({"eval", sol, "--task", task, "--set", "UNROLLS=8", "--quiet"}), 2);
+  EXPECT_EQ(run({"eval", sol, "--task", task, "--param", "UNROLLS=8", "--quiet"}), 2);
   EXPECT_NE(err_.find("has no parameter UNROLLS (it has UNROLL, ROWS, SCALE_UNROLL)"), std::string::npos) << err_;
-  EXPECT_EQ(run({"eval", kSource + "/tests/fixtures/solutions/host_rmsnorm/compile_error", "--task", task, "--set",
+  EXPECT_EQ(run({"eval", kSource + "/tests/fixtures/solutions/host_rmsnorm/compile_error", "--task", task, "--param",
                  "UNROLL=8", "--quiet"}),
             2);
   EXPECT_NE(err_.find("tunables.toml"), std::string::npos) << err_;

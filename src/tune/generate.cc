@@ -88,7 +88,7 @@ Result<task::Solution> config_solution(const task::Solution& base, const Tunable
 
 namespace {
 
-// A --set value as tunables.toml values are typed: an integer, a boolean, else macro text.
+// A --param value as tunables.toml values are typed: an integer, a boolean, else macro text.
 nlohmann::json typed_value(const std::string& text) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -109,7 +109,7 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
                                        const task::Definition& def, const std::vector<std::string>& assignments) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    return Status::bad_input("--set: " + dir.string() +
+    return Status::bad_input("--param: " + dir.string() +
                              " is not a solution directory (its tunables.toml lives beside solution.json)");
   std::vector<std::string> paths;
   for (const auto& f : base.sources) paths.push_back(f.path);
@@ -119,14 +119,14 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
   std::map<std::string, nlohmann::json> set;
   for (const auto& a : assignments) {
     const size_t eq = a.find('=');
-    if (eq == std::string::npos || eq == 0) return Status::bad_input("--set '" + a + "': expected NAME=VALUE");
+    if (eq == std::string::npos || eq == 0) return Status::bad_input("--param '" + a + "': expected NAME=VALUE");
     const std::string name = a.substr(0, eq), text = a.substr(eq + 1);
     if (name == "variant") {
       if (find_variant(t, text) == nullptr) {
         std::string variants;
         for (const auto& v : t.variants) variants += (variants.empty() ? "" : ", ") + v.name;
         return Status::bad_input(
-            fmt::format("--set {}: {} has no variant '{}' (it has {})", a, t.file, text, variants));
+            fmt::format("--param {}: {} has no variant '{}' (it has {})", a, t.file, text, variants));
       }
       out.config.variant = text;
       continue;
@@ -135,7 +135,7 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
         std::find_if(t.parameters.begin(), t.parameters.end(), [&](const Parameter& x) { return x.name == name; });
     if (p == t.parameters.end())
       return Status::bad_input(
-          fmt::format("--set {}: {} has no parameter {} (it has {})", a, t.file, name, names_of(t)));
+          fmt::format("--param {}: {} has no parameter {} (it has {})", a, t.file, name, names_of(t)));
     set[name] = typed_value(text);
     if (std::find(p->values.begin(), p->values.end(), set[name]) == p->values.end()) {
       std::string declared;
@@ -150,12 +150,12 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
                                                                  p.name) != variant->parameters.end();
     if (!varies && set.count(p.name))
       return Status::bad_input(
-          fmt::format("--set {}=...: variant '{}' of {} does not vary {}", p.name, variant->name, t.file, p.name));
+          fmt::format("--param {}=...: variant '{}' of {} does not vary {}", p.name, variant->name, t.file, p.name));
     if (varies) out.config.params[p.name] = set.count(p.name) ? set[p.name] : p.values.front();
   }
   KDA_ASSIGN_OR_RETURN(const Constraint* broken, violated_constraint(t, out.config));
   if (broken != nullptr)
-    return Status::bad_input(fmt::format("--set: {} breaks the constraint '{}' ({}:{})", out.config.label(),
+    return Status::bad_input(fmt::format("--param: {} breaks the constraint '{}' ({}:{})", out.config.label(),
                                          broken->expression.text(), t.file, broken->line));
   KDA_ASSIGN_OR_RETURN(out.solution, config_solution(base, t, out.config));
   return out;

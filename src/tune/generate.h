@@ -25,7 +25,7 @@ namespace kda::tune {
 // the configuration's macros; the variant's entry point.
 Result<task::Solution> config_solution(const task::Solution& base, const Tunables& t, const Config& c);
 
-// `kda eval --set NAME=VALUE ...`: the solution in `dir` with some of its tunables.toml parameters set (NAME
+// `kda eval --param NAME=VALUE ...`: the solution in `dir` with some of its tunables.toml parameters set (NAME
 // `variant` picks a variant), every other parameter the variant varies at its first value, built as kda tune
 // builds that configuration. A VALUE reads as declared values do: an integer, true or false, else macro
 // text. One outside the parameter's declared values is built as given (an experiment beyond the search

@@ -71,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(Packs, BuiltinTunable,
                            return s;
                          });
 
-// `kda eval --set`'s configuration: the named parameters at the given values, the rest at their first; ids
+// `kda eval --param`'s configuration: the named parameters at the given values, the rest at their first; ids
 // as kda tune gives them; a value beyond the declared ones built with a note; unknown names, a malformed
 // assignment, a variant that does not vary the parameter and a broken parameter-only constraint refused.
 TEST(ConfiguredSolution, SetsTheNamedParametersAndRefusesWhatTheFileDoesNotAllow) {
