@@ -19,7 +19,7 @@ inline OptionSpec param_option() {
           .metavar = "NAME=VALUE",
           .help =
               "build the solution with its tunables.toml parameter NAME at VALUE, the others at their first values, "
-              "as kda tune builds a configuration (NAME variant picks a variant); repeatable",
+              "as kda tune builds a configuration (NAME variant picks a variant)",
           .repeatable = true};
 }
 

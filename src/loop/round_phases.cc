@@ -3,6 +3,7 @@
 // of what the writer claims against kda's own evaluation is round_verify.cc.
 #include "loop/round_decision.h"
 #include "loop/runner.h"
+#include "util/strings.h"
 
 #include <thread>
 
@@ -34,6 +35,12 @@ std::string Runner::contract_text() const {
          " rounds stalled. Step back: re-read the plan, pick a different ranked direction, and say why the previous "
          "attempts failed. One more stalled round stops the run.\n";
   if (!state_.note.empty()) s += "\nNote from kda: " + state_.note + "\n";
+  if (const std::optional<FailedCheck> open = failed_check())
+    s += "\nOpen from the last completion check of " + state_.incumbent_id + ": " + util::join(open->criteria, ", ") +
+         " on the workloads " + util::join(open->workloads, ", ") +
+         ". A candidate that meets them there (kda measures those workloads itself; your `evaluate` tool measures "
+         "the dev workloads), every workload PASSED, and is not slower on the dev workloads beyond the noise, is "
+         "accepted as a repair without being faster.\n";
   return s;
 }
 

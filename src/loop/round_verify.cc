@@ -419,7 +419,7 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
                                  report->geomean_ci->low, report->geomean_ci->high, state_.incumbent_ci_low,
                                  state_.incumbent_ci_high, clears ? "apart" : "overlapping", head_to_head_detail);
   if (!out.improvement && verified && report && solution) {
-    KDA_ASSIGN_OR_RETURN(std::optional<Repair> repair, verify_repair(*report, *solution));
+    KDA_ASSIGN_OR_RETURN(std::optional<Repair> repair, verify_repair(*report, *solution, out.head_to_head));
     if (repair) {
       out.improvement = repair->repaired;
       out.repair = repair->record;
@@ -429,53 +429,82 @@ Result<Improvement> Runner::verify_improvement(const eval::EvalReport* report, b
   return out;
 }
 
-// A repair: the incumbent failed its last completion check (final/check.json names it, and per failed
-// criterion the workloads that failed it: not PASSED, below the floor, a regime's), which a faster
-// candidate alone could mend, so a run whose incumbent lost a shape outside the dev set could not
-// recover without a dev speedup on top. A verified candidate is an improvement as a repair when its
-// dev geomean is not below the incumbent's beyond the noise (at least the low end of the incumbent's
-// 95 % interval, or without one its geomean less --min-improvement) and, evaluated on those workloads
-// with the completion check's trials, it meets every criterion the incumbent failed there. The geomean
-// target names no workloads: only speed mends it. nullopt where no repair is due.
-Result<std::optional<Repair>> Runner::verify_repair(const eval::EvalReport& dev, const task::Solution& candidate) {
+// The incumbent's failed completion check (final/check.json of this incumbent, met false): the criteria
+// that name their failing workloads, and those workloads. nullopt where there is none, or none names any
+// (the geomean target names no workloads: only speed mends it).
+std::optional<FailedCheck> Runner::failed_check() const {
   const json check = json::parse(read_or_empty(dir_ / "final" / "check.json"), nullptr, false);
   if (!check.is_object() || check.value("met", true) || check.value("incumbent", "") != state_.incumbent_id)
-    return std::optional<Repair>();
-  std::vector<std::string> failed, uuids;
+    return std::nullopt;
+  FailedCheck f;
   for (const auto& c : check.value("criteria", json::array())) {
     if (!c.is_object() || c.value("met", true) || !c.contains("workloads")) continue;
-    failed.push_back(c.value("id", ""));
+    f.criteria.push_back(c.value("id", ""));
     for (const auto& u : c["workloads"])
-      if (u.is_string() && std::find(uuids.begin(), uuids.end(), u.get<std::string>()) == uuids.end())
-        uuids.push_back(u.get<std::string>());
+      if (u.is_string() && std::find(f.workloads.begin(), f.workloads.end(), u.get<std::string>()) == f.workloads.end())
+        f.workloads.push_back(u.get<std::string>());
   }
-  if (failed.empty() || uuids.empty()) return std::optional<Repair>();
+  if (f.criteria.empty() || f.workloads.empty()) return std::nullopt;
+  return f;
+}
+
+// A repair: the incumbent failed its last completion check on workloads it names (failed_check), which
+// a faster candidate alone could mend, so a run whose incumbent lost a shape outside the dev set could
+// not recover without a dev speedup on top. A verified candidate is an improvement as a repair when
+//  - it is not slower than the incumbent on the dev workloads beyond the noise: paired, as improvements
+//    are confirmed, wherever the evaluations have intervals (the round's head-to-head if one ran, else one
+//    run now; the geomean of the ratios at least 1 - --min-improvement); with one trial, its geomean at
+//    least the incumbent's less --min-improvement (a candidate more than 10 % under that unpaired is
+//    refused without a head-to-head); and
+//  - evaluated on the failing workloads with the completion check's trials, it meets there every criterion
+//    the incumbent failed, and every workload PASSED and none below the floor (both judged per workload, so
+//    a subset answers them: a repair that breaks one shape to mend another is none).
+// nullopt where no repair is due.
+Result<std::optional<Repair>> Runner::verify_repair(const eval::EvalReport& dev, const task::Solution& candidate,
+                                                    const json& head_to_head) {
+  const std::optional<FailedCheck> check = failed_check();
+  if (!check) return std::optional<Repair>();
   Repair out;
-  out.record = {{"criteria", failed}, {"workloads", uuids}};
-  const bool interval = state_.incumbent_ci_high > 0;
-  const double floor =
-      interval ? state_.incumbent_ci_low : state_.incumbent_speedup * (1 - state_.options.min_improvement);
-  if (dev.score_geomean < floor) {
+  out.record = {{"criteria", check->criteria}, {"workloads", check->workloads}};
+  const double floor = 1 - state_.options.min_improvement;
+  double ratio = state_.incumbent_speedup > 0 ? dev.score_geomean / state_.incumbent_speedup : 0;
+  std::string how = "geomeans of separate evaluations";
+  if (ratio >= floor - 0.1 && dev.geomean_ci && state_.incumbent_ci_high > 0) {  // far below needs no pairing
+    json paired = head_to_head;
+    if (!paired.is_object()) {
+      KDA_ASSIGN_OR_RETURN(std::optional<HeadToHead> h, confirm_head_to_head(candidate));
+      if (h) paired = out.record["head_to_head"] = h->record;
+    }
+    if (paired.is_object()) {
+      ratio = paired.value("geomean", 0.0);
+      how = "head-to-head";
+    }
+  }
+  const std::string criteria = util::join(check->criteria, ", ");
+  if (ratio < floor) {
     out.detail = fmt::format(
-        "not a repair of the last completion check ({}): dev geomean {:.4g} is below the incumbent's {:.4g} ({} "
-        "{:.4g})",
-        util::join(failed, ", "), dev.score_geomean, state_.incumbent_speedup,
-        interval ? "the low end of its 95% interval" : "less --min-improvement,", floor);
+        "not a repair of the last completion check ({}): {:.4g}x the incumbent on the dev workloads ({}), slower "
+        "beyond the noise (below {:.4g})",
+        criteria, ratio, how, floor);
   } else {
-    KDA_ASSIGN_OR_RETURN(eval::EvalReport r, run_eval(candidate, util::join(uuids, ","), completion_trials(),
+    KDA_ASSIGN_OR_RETURN(eval::EvalReport r, run_eval(candidate, util::join(check->workloads, ","), completion_trials(),
                                                       fmt::format("round {}: repair of the completion check ({})",
-                                                                  state_.round, util::join(failed, ", "))));
+                                                                  state_.round, criteria)));
     std::vector<CriterionResult> now;
     for (auto& c : check_criteria(criteria_, r))
-      if (std::find(failed.begin(), failed.end(), c.id) != failed.end()) now.push_back(std::move(c));
-    out.repaired = now.size() == failed.size() && all_met(now);
+      if (std::find(check->criteria.begin(), check->criteria.end(), c.id) != check->criteria.end() ||
+          c.id == "all_passed" || c.id == "no_workload_slower")
+        now.push_back(std::move(c));
+    out.repaired = all_met(now) && std::all_of(check->criteria.begin(), check->criteria.end(), [&](const auto& id) {
+                     return std::any_of(now.begin(), now.end(), [&](const CriterionResult& c) { return c.id == id; });
+                   });
     std::string what;
     for (const auto& c : now)
       what += fmt::format("{}{} {}: {}", what.empty() ? "" : "; ", c.id, c.met ? "met" : "NOT met", c.detail);
     out.detail = fmt::format(
-        "{} of the last completion check on its {} failing workload(s): {}; dev geomean {:.4g} "
-        "against the incumbent's {:.4g} (not slower beyond the noise)",
-        out.repaired ? "a repair" : "not a repair", uuids.size(), what, dev.score_geomean, state_.incumbent_speedup);
+        "{} of the last completion check on its {} failing workload(s): {}; {:.4g}x the incumbent on the dev "
+        "workloads ({}), not slower beyond the noise",
+        out.repaired ? "a repair" : "not a repair", check->workloads.size(), what, ratio, how);
     out.record["results"] = criteria_results_json(now);
     out.record["eval"] = eval_summary(r);
   }

@@ -29,7 +29,7 @@ inline const stdfs::path kPack = stdfs::path(KDA_SOURCE_DIR) / "tasks/host/gemm"
 
 // Fake evaluator: "// fake-speedup: X" in a source -> every workload PASSED at speedup X (one named
 // by "// fake-slow-workload: <uuid> Y" at Y; the geomean stays X); "// fake-fail" -> the first
-// workload is INCORRECT_NUMERICAL. The workloads: dev, all, or a uuid list.
+// workload is INCORRECT_NUMERICAL, "// fake-incorrect-workload: <uuid>" that one. The workloads: dev, all, or a uuid list.
 struct FakeEval {
   int calls = 0;
   int fail_at = -1;  // the call (1-based) that fails, as if the process were killed there
@@ -85,6 +85,13 @@ struct FakeEval {
         if (auto at = src.content.find("// fake-slow-workload: " + u + " "); at != std::string::npos) {
           w.speedup = std::stod(src.content.substr(at + 24 + u.size()));
           w.latency_ms = 1.0 / w.speedup;
+        }
+      for (const auto& src : s.sources)  // "// fake-incorrect-workload: <uuid>": that workload alone INCORRECT
+        if (src.content.find("// fake-incorrect-workload: " + u + "\n") != std::string::npos) {
+          w.verdict = eval::Verdict::kIncorrectNumerical;
+          w.reason = "numerical";
+          w.speedup = 0;
+          r.all_passed = false;
         }
       for (const auto& src : s.sources)  // "// fake-tolerance-used: X": the error budget the check spent
         if (auto at = src.content.find("// fake-tolerance-used: "); at != std::string::npos)

@@ -483,6 +483,9 @@ TEST_F(RunLoopTest, ACandidateThatRepairsAFailedCompletionCheckIsAcceptedWithout
   ASSERT_TRUE(c2.ok());
   EXPECT_NE(c2->find("no_workload_slower"), std::string::npos) << *c2;
   EXPECT_NE(c2->find("failing workloads: " + slow), std::string::npos) << *c2;
+  EXPECT_NE(c2->find("Open from the last completion check of c001: no_workload_slower on the workloads " + slow),
+            std::string::npos)
+      << *c2;
   EXPECT_NE(c2->find("accepted as a repair"), std::string::npos) << *c2;
   const json v2 = read_json(run_ / "rounds/002/verify.json");
   EXPECT_TRUE(v2["improvement"].get<bool>()) << v2.dump(1);
@@ -523,7 +526,7 @@ TEST_F(RunLoopTest, ARepairMustMendTheFailingWorkloadsWithoutLosingDevSpeed) {
   EXPECT_FALSE(v2["improvement"].get<bool>()) << v2.dump(1);
   EXPECT_FALSE(v2["repair"]["repaired"].get<bool>());
   EXPECT_FALSE(v2["repair"].contains("eval")) << v2.dump(1);
-  EXPECT_NE(v2["improvement_detail"].get<std::string>().find("dev geomean 1.5 is below the incumbent's 2"),
+  EXPECT_NE(v2["improvement_detail"].get<std::string>().find("0.75x the incumbent on the dev workloads (geomeans"),
             std::string::npos)
       << v2.dump(1);
   const json v3 = read_json(run_ / "rounds/003/verify.json");
@@ -533,6 +536,47 @@ TEST_F(RunLoopTest, ARepairMustMendTheFailingWorkloadsWithoutLosingDevSpeed) {
       << v3.dump(1);
   EXPECT_EQ(std::count(fake_.workload_sets.begin(), fake_.workload_sets.end(), slow), 1);  // round 3's only
   EXPECT_EQ(explain_round(run_, 3, *load_ledger(run_ / "ledger.json")).outcome.code, std::string("not_improved"));
+  // Every contract while the check stays open says so, not only the first after it.
+  auto c3 = fs::read_file(run_ / "rounds/003/contract.md");
+  ASSERT_TRUE(c3.ok());
+  EXPECT_NE(c3->find("Open from the last completion check of c001"), std::string::npos) << *c3;
+}
+
+// With intervals, "not slower" is paired, as improvements are confirmed: round 2 reads 0.9x the incumbent
+// head-to-head (refused before its repair evaluation); round 3 is as fast paired but leaves the mended
+// shape INCORRECT (refused: a repair must keep every failing workload PASSED, not only lift the slow one);
+// round 4 is as fast and mends it: accepted, and the check passes.
+TEST_F(RunLoopTest, WithIntervalsARepairIsNotSlowerHeadToHeadAndKeepsTheFailingWorkloadsPassed) {
+  const std::string slow = first_non_dev_workload();
+  sessions_for_a_failed_check(sessions_, slow);
+  sessions_.push_back(writer_session("round", 2, {write_kernel(2.0), finish("mended, slower paired")}));
+  sessions_.push_back(reviewer_session("review", 2, "DECISION: CONTINUE\nPROGRESS: ADVANCED"));
+  sessions_.push_back(
+      writer_session("round", 3, {write_kernel(2.0, "// fake-incorrect-workload: " + slow + "\n"), finish("broken")}));
+  sessions_.push_back(reviewer_session("review", 3, "DECISION: CONTINUE\nPROGRESS: ADVANCED"));
+  sessions_.push_back(writer_session("round", 4, {write_kernel(2.0), finish("mended")}));
+  sessions_.push_back(reviewer_session("review", 4, "DECISION: COMPLETE\nPROGRESS: ADVANCED"));
+  fake_.with_intervals = true;
+  fake_.head_to_head = {2.0, 2.0, 2.0, 0.9, 1.0, 1.0};  // c001's confirmation, then one a round
+  auto opts = options("1.5x");
+  opts.max_rounds = 4;
+  auto o = start_run(run_, opts, env());
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->phase, "done") << o->stop_reason;
+  EXPECT_EQ(o->incumbent, "c004");
+  const json v2 = read_json(run_ / "rounds/002/verify.json");
+  EXPECT_FALSE(v2["repair"]["repaired"].get<bool>()) << v2.dump(1);
+  EXPECT_NE(v2["repair"]["detail"].get<std::string>().find("0.9x the incumbent on the dev workloads (head-to-head)"),
+            std::string::npos)
+      << v2.dump(1);
+  EXPECT_FALSE(v2["repair"].contains("eval"));
+  const json v3 = read_json(run_ / "rounds/003/verify.json");
+  EXPECT_FALSE(v3["repair"]["repaired"].get<bool>()) << v3.dump(1);
+  EXPECT_NE(v3["repair"]["detail"].get<std::string>().find("all_passed NOT met"), std::string::npos) << v3.dump(1);
+  const json v4 = read_json(run_ / "rounds/004/verify.json");
+  EXPECT_TRUE(v4["repair"]["repaired"].get<bool>()) << v4.dump(1);
+  EXPECT_EQ(v4["repair"]["head_to_head"]["ratios"], json::array({1.0})) << v4.dump(1);
+  EXPECT_EQ(fake_.head_to_head_calls, 6);
 }
 
 TEST_F(RunLoopTest, AlignmentReviewEveryKRounds) {

@@ -50,6 +50,10 @@ struct Improvement {
   json head_to_head;  // the head-to-head's record, where one ran
   json repair;        // the repair's record, where one was tried (VerifyRecord::repair)
 };
+// The incumbent's last completion check, failed, with the criteria that name their failing workloads.
+struct FailedCheck {
+  std::vector<std::string> criteria, workloads;
+};
 // A candidate measured against the last failed completion check (Runner::verify_repair).
 struct Repair {
   bool repaired = false;
@@ -122,7 +126,9 @@ class Runner {
   Result<Improvement> verify_improvement(const eval::EvalReport* report, bool verified,
                                          const std::optional<task::Solution>& solution);
   Result<std::optional<HeadToHead>> confirm_head_to_head(const task::Solution& candidate);
-  Result<std::optional<Repair>> verify_repair(const eval::EvalReport& dev, const task::Solution& candidate);
+  std::optional<FailedCheck> failed_check() const;
+  Result<std::optional<Repair>> verify_repair(const eval::EvalReport& dev, const task::Solution& candidate,
+                                              const json& head_to_head);
   std::optional<int> completion_trials() const;  // --final-trials, else twice the round trials
   Status round_review();
   Status round_decide();

@@ -88,8 +88,12 @@ Result<task::Solution> config_solution(const task::Solution& base, const Tunable
 
 namespace {
 
-// A --param value as tunables.toml values are typed: an integer, a boolean, else macro text.
-nlohmann::json typed_value(const std::string& text) {
+// A --param value as the parameter's declared values are typed: the declared value whose macro text it is
+// (so `true` and `1` for a boolean, `4` and `+4`... name one configuration, one id), else an integer, a
+// boolean, or macro text.
+nlohmann::json typed_value(const std::string& text, const Parameter& p) {
+  for (const auto& v : p.values)
+    if (macro_text(v) == text || (v.is_boolean() && text == (v.get<bool>() ? "true" : "false"))) return v;
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec == std::errc() && end == text.data() + text.size() && !text.empty()) return v;
@@ -136,7 +140,12 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
     if (p == t.parameters.end())
       return Status::bad_input(
           fmt::format("--param {}: {} has no parameter {} (it has {})", a, t.file, name, names_of(t)));
-    set[name] = typed_value(text);
+    set[name] = typed_value(text, *p);
+    if (set[name].is_string() && !is_macro_safe(text))
+      return Status::bad_input(fmt::format("--param {}: the value is not one line of macro text", a));
+    if (set[name].is_string() && p->binding == Binding::kTemplate && !is_identifier(text))
+      return Status::bad_input(
+          fmt::format("--param {}: {} binds {} as a template argument: an integer or an identifier", a, t.file, name));
     if (std::find(p->values.begin(), p->values.end(), set[name]) == p->values.end()) {
       std::string declared;
       for (const auto& v : p->values) declared += (declared.empty() ? "" : ", ") + v.dump();
@@ -153,10 +162,20 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
           fmt::format("--param {}=...: variant '{}' of {} does not vary {}", p.name, variant->name, t.file, p.name));
     if (varies) out.config.params[p.name] = set.count(p.name) ? set[p.name] : p.values.front();
   }
-  KDA_ASSIGN_OR_RETURN(const Constraint* broken, violated_constraint(t, out.config));
-  if (broken != nullptr)
+  const Result<const Constraint*> broken = violated_constraint(t, out.config);
+  if (!broken.ok())  // a value the constraints cannot read (macro text where they compare numbers)
+    return Status::bad_input("--param " + out.config.label() + ": " + broken.status().message());
+  if (*broken != nullptr)
     return Status::bad_input(fmt::format("--param: {} breaks the constraint '{}' ({}:{})", out.config.label(),
-                                         broken->expression.text(), t.file, broken->line));
+                                         (*broken)->expression.text(), t.file, (*broken)->line));
+  std::string per_workload;
+  for (const auto& c : t.constraints)
+    if (c.uses_axes) per_workload += (per_workload.empty() ? "'" : ", '") + c.expression.text() + "'";
+  if (!per_workload.empty())
+    out.notes.push_back(
+        fmt::format("{} also constrains configurations per workload ({}): kda tune measures one only "
+                    "where they hold; this evaluation takes every selected workload",
+                    t.file, per_workload));
   KDA_ASSIGN_OR_RETURN(out.solution, config_solution(base, t, out.config));
   return out;
 }

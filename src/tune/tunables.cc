@@ -22,17 +22,6 @@ Status bad(const std::string& file, int line, const std::string& what, const std
   return Status::bad_input(file + ":" + std::to_string(line) + ": " + what + ": " + message);
 }
 
-bool is_identifier(const std::string& s) {
-  static const std::regex re("[A-Za-z_][A-Za-z0-9_]*");
-  return std::regex_match(s, re);
-}
-
-// A macro value must stay one preprocessing line: no newlines, no comment or continuation tricks.
-bool is_macro_safe(const std::string& s) {
-  return !s.empty() && s.find_first_of("\n\r\\") == std::string::npos && s.find("/*") == std::string::npos &&
-         s.find("//") == std::string::npos;
-}
-
 Result<nlohmann::json> value_of(const toml::node& n, const std::string& file, const std::string& what) {
   if (auto v = n.as_integer()) return nlohmann::json(v->get());
   if (auto v = n.as_boolean()) return nlohmann::json(v->get());
@@ -153,6 +142,16 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& file) {
 }
 
 }  // namespace
+
+bool is_identifier(const std::string& s) {
+  static const std::regex re("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(s, re);
+}
+
+bool is_macro_safe(const std::string& s) {
+  return !s.empty() && s.find_first_of("\n\r\\") == std::string::npos && s.find("/*") == std::string::npos &&
+         s.find("//") == std::string::npos;
+}
 
 std::string macro_text(const nlohmann::json& value) {
   if (value.is_boolean()) return value.get<bool>() ? "1" : "0";

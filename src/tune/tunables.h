@@ -97,6 +97,9 @@ Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::
 const Variant* find_variant(const Tunables& t, const std::string& name);
 // Every parameter's value in `c`: its own, else the parameter's first value.
 std::map<std::string, nlohmann::json> all_values(const Tunables& t, const Config& c);
+bool is_identifier(const std::string& s);
+// A macro value must stay one preprocessing line: no newlines, no comment or continuation tricks.
+bool is_macro_safe(const std::string& s);
 // The macro text of a value: integers as decimal, booleans 1/0, strings verbatim.
 std::string macro_text(const nlohmann::json& value);
 

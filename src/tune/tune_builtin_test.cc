@@ -83,7 +83,10 @@ TEST(ConfiguredSolution, SetsTheNamedParametersAndRefusesWhatTheFileDoesNotAllow
   ASSERT_TRUE(base.ok());
   auto c = configured_solution(*base, dir, pack->definition, {"UNROLL=8", "SCALE_UNROLL=8"});
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_TRUE(c->notes.empty());
+  ASSERT_EQ(c->notes.size(), 1u);  // the axis constraint, which kda tune applies per workload and eval does not
+  EXPECT_NE(c->notes[0].find("also constrains configurations per workload ('ROWS * hidden_size <= 8192')"),
+            std::string::npos)
+      << c->notes[0];
   EXPECT_EQ(c->config.label(), "ROWS=1 SCALE_UNROLL=8 UNROLL=8");  // labels list parameters by name
   const std::string& code = c->solution.sources.front().content;
   EXPECT_NE(code.find("#define UNROLL 8\n"), std::string::npos) << code.substr(0, 300);
@@ -100,14 +103,15 @@ TEST(ConfiguredSolution, SetsTheNamedParametersAndRefusesWhatTheFileDoesNotAllow
 
   auto beyond = configured_solution(*base, dir, pack->definition, {"UNROLL=3"});
   ASSERT_TRUE(beyond.ok()) << beyond.status().message();
-  ASSERT_EQ(beyond->notes.size(), 1u);
+  ASSERT_EQ(beyond->notes.size(), 2u);
   EXPECT_NE(beyond->notes[0].find("UNROLL=3 is not among the values"), std::string::npos) << beyond->notes[0];
   EXPECT_NE(beyond->solution.sources.front().content.find("#define UNROLL 3\n"), std::string::npos);
 
   for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
            {"UNROLLS=8", "has no parameter UNROLLS (it has UNROLL, ROWS, SCALE_UNROLL)"},
            {"UNROLL", "expected NAME=VALUE"},
-           {"variant=fast", "has no variant 'fast'"}}) {
+           {"variant=fast", "has no variant 'fast'"},
+           {"UNROLL=8 // more", "is not one line of macro text"}}) {
     auto r = configured_solution(*base, dir, pack->definition, {bad});
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
@@ -122,6 +126,10 @@ TEST(ConfiguredSolution, SetsTheNamedParametersAndRefusesWhatTheFileDoesNotAllow
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("breaks the constraint 'PATH == 0 || SHORT_T == 64'"), std::string::npos)
       << broken.status().message();
+  // Macro text where the constraint compares numbers: refused, naming --param rather than the file alone.
+  auto text = configured_solution(*wy, wy_dir, gdn->definition, {"PATH=+2"});
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().message().rfind("--param ", 0), 0u) << text.status().message();
   auto pairs = configured_solution(*wy, wy_dir, gdn->definition, {"PAIRS=12"});
   ASSERT_TRUE(pairs.ok()) << pairs.status().message();
   EXPECT_NE(pairs->solution.sources.front().content.find("#define PAIRS 12\n"), std::string::npos);
