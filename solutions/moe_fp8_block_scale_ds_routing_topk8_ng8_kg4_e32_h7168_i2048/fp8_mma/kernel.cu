@@ -254,24 +254,27 @@ __global__ void __launch_bounds__(256) gemm_fp8(GemmArgs a) {
     }
 }
 
-// C[p, j] = silu(G[p, I + j]) * G[p, j], as e4m3 with one scale per 128 values (amax / 448). grid (pairs bound,
-// I / 128), 128 threads; blocks past the pair count exit.
+// C[p, j] = silu(G[p, I + j]) * G[p, j], as e4m3 with one scale per 128 values (amax / 448). grid (at most
+// 4096, I / 128), 128 threads; block x takes pairs x, x + gridDim.x, ... below the pair count (a grid sized
+// for 8T pairs would launch 1.8 million blocks at T = 14107, nearly all of them empty).
 __global__ void __launch_bounds__(128) swiglu_quant(const float* __restrict__ G, const int* __restrict__ offsets, int EL,
                                                     int I, uint8_t* __restrict__ cq, float* __restrict__ cs) {
   __shared__ float amax_s[4];
-  const int64_t p = blockIdx.x;
-  if (p >= offsets[EL]) return;
+  const int64_t pairs = offsets[EL];
   const int j = blockIdx.y * kBlock + threadIdx.x;
-  const float up = G[p * 2 * I + j], x = G[p * 2 * I + I + j];
-  const float v = x / (1.0f + expf(-x)) * up;
-  float m = fabsf(v);
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) amax_s[threadIdx.x >> 5] = m;
-  __syncthreads();
-  const float amax = fmaxf(fmaxf(amax_s[0], amax_s[1]), fmaxf(amax_s[2], amax_s[3]));
-  const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-  cq[p * I + j] = __nv_cvt_float_to_fp8(v / scale, __NV_SATFINITE, __NV_E4M3);
-  if (threadIdx.x == 0) cs[p * (I / kBlock) + blockIdx.y] = scale;
+  for (int64_t p = blockIdx.x; p < pairs; p += gridDim.x) {  // uniform per block
+    const float up = G[p * 2 * I + j], x = G[p * 2 * I + I + j];
+    const float v = x / (1.0f + expf(-x)) * up;
+    float m = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    if ((threadIdx.x & 31) == 0) amax_s[threadIdx.x >> 5] = m;
+    __syncthreads();
+    const float amax = fmaxf(fmaxf(amax_s[0], amax_s[1]), fmaxf(amax_s[2], amax_s[3]));
+    __syncthreads();  // amax_s is rewritten by the next pair
+    const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+    cq[p * I + j] = __nv_cvt_float_to_fp8(v / scale, __NV_SATFINITE, __NV_E4M3);
+    if (threadIdx.x == 0) cs[p * (I / kBlock) + blockIdx.y] = scale;
+  }
 }
 
 __global__ void to_bf16(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ y) {
@@ -374,7 +377,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   GemmArgs g1{ptr<uint8_t>(hs), ptr<float>(hs_scale), ptr<uint8_t>(w1), ptr<float>(w1_scale), offsets, ptok, pw, G,
               T, H, 2 * I, I, splits1, splits1 > 1};
   gemm_fp8<true><<<dim3(I / 64, tiles, EL * splits1), 256, 2 * kStageBytes, s>>>(g1);
-  swiglu_quant<<<dim3(static_cast<unsigned>(pairs), I / kBlock), 128, 0, s>>>(G, offsets, EL, I, cq, cs);
+  swiglu_quant<<<dim3(static_cast<unsigned>(pairs < 4096 ? pairs : 4096), I / kBlock), 128, 0, s>>>(G, offsets, EL, I,
+                                                                                                   cq, cs);
   GemmArgs g2{cq, cs, ptr<uint8_t>(w2), ptr<float>(w2_scale), offsets, ptok, pw, out, T, I, H, I, splits2, true};
   gemm_fp8<false><<<dim3(H / 128, tiles, EL * splits2), 256, 2 * kStageBytes, s>>>(g2);
   const int64_t n = static_cast<int64_t>(T) * H;
