@@ -31,6 +31,10 @@ constexpr int kStride = kDim + 16;               // shared row stride in bytes: 
 constexpr int kCachedKeys = 16384;               // keys a select block keeps in shared memory (64 KB)
 constexpr int kSelectThreads = 1024;
 
+#ifndef PDL
+#define PDL 0  // 1: select_row launched as a programmatic dependent of score_page (not yet measured)
+#endif
+
 __device__ __forceinline__ uint32_t lds32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 // D = A (16 x 32, row) * B (32 x 8, col) + D, e4m3 inputs, f32 accumulators (sm_89 and later).
@@ -86,6 +90,7 @@ __global__ void __launch_bounds__(128) score_page(ScoreArgs a) {
   __shared__ float part_s[4][kPageSize];
 
   const int b = blockIdx.y, p = blockIdx.x, tid = threadIdx.x;
+  if (PDL) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // select_row may start its prologue
   const int len = a.seq_lens[b];
   if (len <= kTopk || p * kPageSize >= len) return;  // uniform per block
   const int64_t row_len = static_cast<int64_t>(a.max_pages) * kPageSize;
@@ -188,6 +193,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_row(const uint32_t* __r
       out_row[i] = i < len ? table_row[i / kPageSize] * kPageSize + i % kPageSize : -1;
     return;
   }
+  // With PDL this block may run beside score_page: the keys are complete and visible after the wait.
+  if (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");
   const uint32_t* row = keys + b * row_len;
   const uint32_t* k = row;
   if (len <= kCachedKeys) {
@@ -303,7 +310,17 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
     score_page<<<dim3(static_cast<unsigned>(max_pages), static_cast<unsigned>(batch)), 128, 0, stream>>>(args);
   const size_t smem =
       scored ? static_cast<size_t>(row_len < kCachedKeys ? row_len : kCachedKeys) * sizeof(uint32_t) : 0;
-  select_row<<<static_cast<unsigned>(batch), kSelectThreads, smem, stream>>>(
-      g_keys, args.seq_lens, args.table, static_cast<int>(max_pages), data_of<int32_t>(out_t));
-  return cudaGetLastError() == cudaSuccess ? 0 : 3;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(batch));
+  cfg.blockDim = dim3(kSelectThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = PDL && scored ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, select_row, static_cast<const uint32_t*>(g_keys), args.seq_lens,
+                                           args.table, static_cast<int>(max_pages), data_of<int32_t>(out_t));
+  return e == cudaSuccess && cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
