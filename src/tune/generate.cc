@@ -155,12 +155,11 @@ Result<Configured> configured_solution(const task::Solution& base, const std::fi
   }
   const Variant* variant = find_variant(t, out.config.variant);
   for (const auto& p : t.parameters) {
-    const bool varies = variant->parameters.empty() || std::find(variant->parameters.begin(), variant->parameters.end(),
-                                                                 p.name) != variant->parameters.end();
-    if (!varies && set.count(p.name))
+    const bool varied = varies(*variant, p.name);
+    if (!varied && set.count(p.name))
       return Status::bad_input(
           fmt::format("--param {}=...: variant '{}' of {} does not vary {}", p.name, variant->name, t.file, p.name));
-    if (varies) out.config.params[p.name] = set.count(p.name) ? set[p.name] : p.values.front();
+    if (varied) out.config.params[p.name] = set.count(p.name) ? set[p.name] : p.values.front();
   }
   const Result<const Constraint*> broken = violated_constraint(t, out.config);
   if (!broken.ok())  // a value the constraints cannot read (macro text where they compare numbers)

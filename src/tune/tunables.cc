@@ -368,6 +368,10 @@ std::map<std::string, nlohmann::json> all_values(const Tunables& t, const Config
   return out;
 }
 
+bool varies(const Variant& v, const std::string& parameter) {
+  return v.parameters.empty() || std::find(v.parameters.begin(), v.parameters.end(), parameter) != v.parameters.end();
+}
+
 const Variant* find_variant(const Tunables& t, const std::string& name) {
   for (const auto& v : t.variants)
     if (v.name == name) return &v;
@@ -408,9 +412,7 @@ Result<std::vector<Config>> enumerate_configs(const Tunables& t) {
     Config base;
     base.variant = var.name;
     for (const auto& p : t.parameters) {
-      bool varies = var.parameters.empty() ||
-                    std::find(var.parameters.begin(), var.parameters.end(), p.name) != var.parameters.end();
-      if (varies) varying.push_back(&p);
+      if (varies(var, p.name)) varying.push_back(&p);
     }
     size_t total = 1;
     for (const Parameter* p : varying) {

@@ -95,6 +95,8 @@ Result<const Constraint*> violated_constraint(const Tunables& t, const Config& c
 Result<bool> applies_to(const Tunables& t, const Config& c, const std::map<std::string, int64_t>& axes);
 
 const Variant* find_variant(const Tunables& t, const std::string& name);
+// Whether variant `v` varies `parameter` (a variant that lists none varies them all).
+bool varies(const Variant& v, const std::string& parameter);
 // Every parameter's value in `c`: its own, else the parameter's first value.
 std::map<std::string, nlohmann::json> all_values(const Tunables& t, const Config& c);
 bool is_identifier(const std::string& s);
