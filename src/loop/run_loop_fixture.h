@@ -29,7 +29,8 @@ inline const stdfs::path kPack = stdfs::path(KDA_SOURCE_DIR) / "tasks/host/gemm"
 
 // Fake evaluator: "// fake-speedup: X" in a source -> every workload PASSED at speedup X (one named
 // by "// fake-slow-workload: <uuid> Y" at Y; the geomean stays X); "// fake-fail" -> the first
-// workload is INCORRECT_NUMERICAL, "// fake-incorrect-workload: <uuid>" that one. The workloads: dev, all, or a uuid list.
+// workload is INCORRECT_NUMERICAL, "// fake-incorrect-workload: <uuid>" that one. The workloads: dev,
+// all, or a uuid list.
 struct FakeEval {
   int calls = 0;
   int fail_at = -1;  // the call (1-based) that fails, as if the process were killed there
