@@ -442,6 +442,15 @@ TEST(Stats, KernelMediansSayWhereACallsTimeWent) {
   EXPECT_EQ(kernel_breakdown({{"k", {{"median_ms", 1.0}}}}), "");  // one kernel: its time is the latency
 }
 
+TEST(Stats, IdleNoteOnlyWhereLaunchGapsAreAFifthOfTheSpan) {
+  // mma_radix's no-scoring workloads on an H100: 10.5 us a call, 2.9 us of it in its two kernels.
+  EXPECT_EQ(idle_note(0.0076, 0.0105), "0.0076 ms idle between launches (72 % of the span)");
+  EXPECT_EQ(idle_note(0.0025, 0.0105), "0.0025 ms idle between launches (24 % of the span)");
+  EXPECT_EQ(idle_note(0.0020, 0.0105), "");  // under a fifth: not worth a line
+  EXPECT_EQ(idle_note(0.0, 0.0105), "");
+  EXPECT_EQ(idle_note(0.001, 0.0), "");  // no latency (a failed workload): nothing to compare with
+}
+
 TEST(Stats, GeomeanSpeedupIntervalOverTrials) {
   EXPECT_DOUBLE_EQ(student_t95(2), 4.303);
   EXPECT_DOUBLE_EQ(student_t95(100), 1.96);

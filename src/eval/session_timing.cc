@@ -75,6 +75,7 @@ struct Session::TimingTotals {
   std::vector<double> fresh_ms, repeat_ms;       // host
   std::set<std::string> kernels_seen;
   std::map<std::string, std::vector<double>> kernel_ms_by_name;  // each timed call's time in each kernel
+  std::vector<double> idle_ms;  // each timed call's span not covered by device work: gaps between launches
   json cupti = json::array();
   HostRoundTrips round_trips;
 };
@@ -129,6 +130,7 @@ std::optional<Failure> Session::timing_phase(WorkloadRun& run, WorkloadResult& w
   if (cuda()) {
     wr.kda["kernels"] = std::vector<std::string>(tot.kernels_seen.begin(), tot.kernels_seen.end());
     wr.kda["kernel_ms_by_name"] = kernel_medians(tot.kernel_ms_by_name);
+    if (!tot.idle_ms.empty()) wr.kda["idle_ms_median"] = summarize(tot.idle_ms).median;
     wr.kda["cupti_samples"] = tot.cupti;
     wr.kda["host_round_trips"] = tot.round_trips.to_json();
     if (auto f = attest_kernels(run, tot.kernels_seen)) return f;
@@ -361,6 +363,8 @@ std::optional<Failure> Session::gpu_call_checks(WorkloadRun& run, const json& ex
   if (const auto it = extra.find("kernel_ns_by_name"); it != extra.end() && it->is_object())
     for (const auto& [name, ns] : it->items())
       if (ns.is_number()) tot.kernel_ms_by_name[name].push_back(ns.get<double>() / 1e6);
+  if (const auto it = extra.find("idle_ns"); it != extra.end() && it->is_number())
+    tot.idle_ms.push_back(it->get<double>() / 1e6);
   if (extra.contains("cpu_ns")) {
     calls.cpu_ms.push_back(static_cast<double>(extra.value("cpu_ns", int64_t{0})) / 1e6);
     calls.kernel_ms.push_back(static_cast<double>(extra.value("kernel_ns", int64_t{0})) / 1e6);

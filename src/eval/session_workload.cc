@@ -493,11 +493,13 @@ Result<EvalReport> Session::run(const task::Solution& candidate) {
     // A reference or baseline that fails is the harness's problem, not the candidate's.
     if (harness_error_) return *harness_error_;
     const std::string kernels = kernel_breakdown(wr.kda.value("kernel_ms_by_name", nlohmann::json::object()));
-    progress(fmt::format("[{}/{}] {} {} {}", i + 1, selected.size(), wr.uuid, verdict_name(wr.verdict),
-                         wr.verdict == Verdict::kPassed
-                             ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x{})", wr.latency_ms, wr.baseline_ms,
-                                           wr.speedup, kernels.empty() ? "" : "; " + kernels)
-                             : wr.message));
+    const std::string idle = idle_note(wr.kda.value("idle_ms_median", 0.0), wr.latency_ms);
+    progress(fmt::format(
+        "[{}/{}] {} {} {}", i + 1, selected.size(), wr.uuid, verdict_name(wr.verdict),
+        wr.verdict == Verdict::kPassed
+            ? fmt::format("{:.4f} ms (baseline {:.4f} ms, {:.2f}x{}{})", wr.latency_ms, wr.baseline_ms, wr.speedup,
+                          kernels.empty() ? "" : "; " + kernels, idle.empty() ? "" : "; " + idle)
+            : wr.message));
     // After any failure the candidate runner is replaced: a CUDA error is sticky for its context,
     // and a violating candidate may have left state behind.
     const bool failed = wr.verdict != Verdict::kPassed;

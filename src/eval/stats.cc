@@ -59,6 +59,11 @@ std::string kernel_breakdown(const nlohmann::json& by_name) {
   return out + " ms";
 }
 
+std::string idle_note(double idle_ms, double latency_ms) {
+  if (!(latency_ms > 0) || !(idle_ms >= kIdleNoteShare * latency_ms)) return "";
+  return fmt::format("{:.4f} ms idle between launches ({:.0f} % of the span)", idle_ms, 100 * idle_ms / latency_ms);
+}
+
 SampleStats summarize(std::vector<double> v) {
   SampleStats st;
   st.n = static_cast<int>(v.size());

@@ -36,6 +36,11 @@ std::string kernel_label(const std::string& mangled);
 // empty for fewer than two kernels (one kernel's time is the latency already said).
 std::string kernel_breakdown(const nlohmann::json& by_name);
 
+// "0.0077 ms idle between launches (73 % of the span)" where the median call left the GPU idle for at
+// least kIdleNoteShare of its latency (a host-bound sequence of launches); "" otherwise.
+inline constexpr double kIdleNoteShare = 0.2;
+std::string idle_note(double idle_ms, double latency_ms);
+
 // The two-sided 95 % quantile of Student's t with `df` degrees of freedom (df >= 1; 1.96 beyond 30).
 double student_t95(int df);
 

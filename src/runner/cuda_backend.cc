@@ -19,6 +19,7 @@
 #include <dlpack/dlpack.h>
 
 #include "runner/backend.h"
+#include "runner/device_idle.h"
 #include "runner/device_inputs.h"
 #include "runner/entry_point_guard.h"
 #include "tensor/tensor.h"
@@ -484,7 +485,7 @@ class CudaBackend final : public Backend {
                                           : cudaMemcpy(arena_->data() + begin, mirror_ + begin, end - begin, kind);
   }
   // The CUPTI summary of one call's records: span (first start to last end, any stream, device work
-  // only), kernel time in all and by kernel name, names, record and stream counts; the call's copies by
+  // only) and the part of it no record covers (idle_ns), kernel time in all and by kernel name, names, record and stream counts; the call's copies by
   // direction and host memory, and the host waits its entry point made, by API.
   static void summarize(const std::vector<Activity>& acts, nlohmann::json& extra) {
     uint64_t lo = UINT64_MAX, hi = 0, kernel_ns = 0;
@@ -494,12 +495,14 @@ class CudaBackend final : public Backend {
     std::set<uint32_t> streams;
     std::map<std::string, std::pair<int64_t, uint64_t>> copy_totals;  // direction and memory -> copies, bytes
     std::map<std::string, int64_t> waits;                             // API -> host waits
+    std::vector<DeviceInterval> busy;
     for (const auto& a : acts) {
       if (a.kind == "sync") {
         ++waits[a.name];
         continue;
       }
       ++device_records;
+      busy.push_back({a.start, a.end});
       lo = std::min(lo, a.start);
       hi = std::max(hi, a.end);
       streams.insert(a.stream);
@@ -517,6 +520,7 @@ class CudaBackend final : public Backend {
     extra["kernel_ns_by_name"] = by_name;
     extra["cupti_activities"] = device_records;
     extra["cupti_span_ns"] = device_records == 0 ? 0 : static_cast<int64_t>(hi - lo);
+    extra["idle_ns"] = static_cast<int64_t>(idle_within_span(std::move(busy)));  // gaps between launches
     extra["kernels"] = std::vector<std::string>(names.begin(), names.end());
     extra["streams"] = streams.size();
     for (const auto& [what, totals] : copy_totals)
