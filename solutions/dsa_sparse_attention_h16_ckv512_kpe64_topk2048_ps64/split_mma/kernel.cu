@@ -2,7 +2,7 @@
 // contest-kernels.md 3.2): MLA in absorbed form over each token's 2048 selected cache rows, key = [ckv | kpe]
 // (576), value = ckv (512), 16 heads; output bf16 and the base-2 log-sum-exp.
 //
-// Two kernels on the caller's stream:
+// Two kernels on the caller's stream (PDL=1: the second a programmatic dependent launch of the first):
 //   split_attend: one block of four warps per (64-key split, token): 32 splits a token. The block gathers its
 //     64 rows (ckv and kpe, 1152 bytes each) and the token's 16 query heads into shared memory with cp.async
 //     (a padding entry, -1, is a zero row), then on the bf16 tensor cores (mma.sync m16n8k16, fp32
@@ -22,6 +22,10 @@
 #include <stdint.h>
 
 #include <initializer_list>
+
+#ifndef PDL
+#define PDL 0  // 1: combine is a programmatic dependent launch of split_attend (starts early, waits on its results)
+#endif
 
 namespace {
 
@@ -93,6 +97,7 @@ __global__ void __launch_bounds__(128) split_attend(Args a) {
   __shared__ float red_max[4][kHeads], red_sum[4][kHeads];
   const int split = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int64_t t = blockIdx.y;
+  if (PDL) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // combine's blocks may be placed
 
   int bad = 0;
   if (tid < kKeys) {
@@ -206,6 +211,8 @@ __global__ void __launch_bounds__(128) split_attend(Args a) {
 __global__ void __launch_bounds__(128) combine(Args a) {
   const int64_t t = blockIdx.x / kHeads;
   const int h = blockIdx.x % kHeads, tid = threadIdx.x;
+  // With PDL this block may start while split_attend runs: its partials are complete and visible after the wait.
+  if (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");
   float mx = -INFINITY;
   bool bad = false;
   for (int i = 0; i < kSplits; ++i) {
@@ -315,6 +322,15 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   a.part_ml = reinterpret_cast<float2*>(static_cast<char*>(g_parts) + o_bytes);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   split_attend<<<dim3(kSplits, static_cast<unsigned>(tokens)), 128, kSmem, stream>>>(a);
-  combine<<<static_cast<unsigned>(tokens * kHeads), 128, 0, stream>>>(a);
-  return cudaGetLastError() == cudaSuccess ? 0 : 3;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(tokens * kHeads));
+  cfg.blockDim = dim3(128);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = PDL ? 1 : 0;
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, combine, a);
+  return e == cudaSuccess && cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
