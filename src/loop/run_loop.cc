@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "loop/runner.h"
+#include "util/strings.h"
 
 namespace kda::loop {
 
