@@ -15,8 +15,8 @@
 //     are aggregated per warp with __match_any_sync, since the top digit is nearly the same for every key; it
 //     stops as soon as the crossing bin holds exactly the keys still needed), then one pass writes every key
 //     above the threshold and as many equal to it as the 2048 need (order is not checked).
-// Scratch (persistent_state = "scratch"): one key per (row, token) and one counter per row, allocated on a
-// shape's first call and kept; the counters are zero between calls.
+// Scratch (persistent_state = "scratch"): a counter per row at a fixed place (zero between calls), then one key
+// per (row, token); allocated when a call needs more than there is, and kept.
 // Returns 0 on success, 1 on a malformed or unsupported call, 3 on a CUDA error.
 #include <cuda_runtime.h>
 #include <dlpack/dlpack.h>
@@ -330,7 +330,9 @@ T* data_of(const DLTensor& t) {
   return reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset);
 }
 
-// Scratch, grown on demand and kept between calls: keys, then one counter per row (zeroed when allocated).
+// Scratch, grown on demand and kept between calls: a counter per possible row (zeroed when allocated, then set
+// back to 0 by each row's last block), then the keys.
+constexpr size_t kCounterBytes = 65536 * sizeof(uint32_t);  // batch <= 65535
 void* g_scratch = nullptr;
 size_t g_scratch_bytes = 0;
 bool g_configured = false;
@@ -357,7 +359,9 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   const uint8_t* q = data_of<const uint8_t>(q_t);
   const uint8_t* cache = data_of<const uint8_t>(k_t);
-  if (reinterpret_cast<uintptr_t>(q) % 4 != 0 || reinterpret_cast<uintptr_t>(cache) % 4 != 0) return 1;
+  if (reinterpret_cast<uintptr_t>(q) % 4 != 0 || reinterpret_cast<uintptr_t>(cache) % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(data_of<const float>(w_t)) % 4 != 0)
+    return 1;  // the copies to shared memory are 4 or 16 bytes
   const bool vec16 = reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(cache) % 16 == 0;
 
   // A table of at most 32 pages holds rows of at most 2048 tokens: no keys, no counters, one block a row.
@@ -365,18 +369,19 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   uint32_t* keys = nullptr;
   uint32_t* counters = nullptr;
   if (scored) {
-    const size_t key_bytes = static_cast<size_t>(batch * row_len) * sizeof(uint32_t);
-    const size_t need = key_bytes + static_cast<size_t>(batch) * sizeof(uint32_t);
+    // The counters first, at a place no shape moves (a call of another shape must find them at 0, not in an
+    // earlier shape's keys), then the keys.
+    const size_t need = kCounterBytes + static_cast<size_t>(batch * row_len) * sizeof(uint32_t);
     if (need > g_scratch_bytes) {
       if (g_scratch != nullptr) cudaFree(g_scratch);
       g_scratch = nullptr;
       g_scratch_bytes = 0;
       if (cudaMalloc(&g_scratch, need) != cudaSuccess) return 3;
-      if (cudaMemsetAsync(g_scratch, 0, need, stream) != cudaSuccess) return 3;
+      if (cudaMemsetAsync(g_scratch, 0, kCounterBytes, stream) != cudaSuccess) return 3;
       g_scratch_bytes = need;
     }
-    keys = static_cast<uint32_t*>(g_scratch);
-    counters = keys + batch * row_len;
+    counters = static_cast<uint32_t*>(g_scratch);
+    keys = counters + kCounterBytes / sizeof(uint32_t);
     if (!g_configured) {
       const int most = kScoreBytes > kCachedKeys * 4 ? kScoreBytes : kCachedKeys * 4;
       if (cudaFuncSetAttribute(index_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess)
