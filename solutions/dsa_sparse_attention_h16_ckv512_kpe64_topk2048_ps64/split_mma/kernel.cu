@@ -37,11 +37,11 @@ constexpr int kKpe = 64;
 constexpr int kDim = kCkv + kKpe;  // 576
 constexpr int kPageSize = 64;
 constexpr int kTopk = 2048;
-constexpr int kKeys = 64;                // keys a block takes
+constexpr int kKeys = 64;               // keys a block takes
 constexpr int kSplits = kTopk / kKeys;  // 32 blocks a token
-constexpr int kLd = kDim + 8;            // shared row stride (bf16)
-constexpr int kLdP = kKeys + 8;          // P's row stride (bf16)
-constexpr int kChunks = kDim / 8;        // 16-byte pieces a row: 64 of ckv, 8 of kpe
+constexpr int kLd = kDim + 8;           // shared row stride (bf16)
+constexpr int kLdP = kKeys + 8;         // P's row stride (bf16)
+constexpr int kChunks = kDim / 8;       // 16-byte pieces a row: 64 of ckv, 8 of kpe
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr size_t kSmem = static_cast<size_t>(kKeys + kHeads) * kLd * sizeof(bf16) + kHeads * kLdP * sizeof(bf16);
 
@@ -58,8 +58,8 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
 }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -79,10 +79,10 @@ struct Args {
   const bf16* ckv;     // [rows, 512]
   const bf16* kpe;     // [rows, 64]
   const int32_t* indices;
-  float scale2;  // sm_scale * log2(e): logits in base 2
-  int64_t rows;  // num_pages * 64
-  float* part_o;   // [T, 32, 16, 512]
-  float2* part_ml; // [T, 32, 16]: (maximum, sum); maximum NaN: an entry outside the cache
+  float scale2;     // sm_scale * log2(e): logits in base 2
+  int64_t rows;     // num_pages * 64
+  float* part_o;    // [T, 32, 16, 512]
+  float2* part_ml;  // [T, 32, 16]: (maximum, sum); maximum NaN: an entry outside the cache
   bf16* out;
   float* lse;
 };
@@ -109,15 +109,15 @@ __global__ void __launch_bounds__(128) split_attend(Args a) {
   bad = __syncthreads_or(bad);  // also publishes rows_s
   for (int c = tid; c < kKeys * kChunks; c += 128) {
     const int key = c / kChunks, part = c % kChunks, r = rows_s[key];
-    const bf16* src = r < 0        ? a.ckv
+    const bf16* src = r < 0       ? a.ckv
                       : part < 64 ? a.ckv + static_cast<int64_t>(r) * kCkv + part * 8
                                   : a.kpe + static_cast<int64_t>(r) * kKpe + (part - 64) * 8;
     cp_async16(Ks + key * kLd + part * 8, src, r < 0 ? 0 : 16);
   }
   for (int c = tid; c < kHeads * kChunks; c += 128) {
     const int h = c / kChunks, part = c % kChunks;
-    const bf16* src = part < 64 ? a.q_nope + (t * kHeads + h) * kCkv + part * 8
-                                : a.q_pe + (t * kHeads + h) * kKpe + (part - 64) * 8;
+    const bf16* src =
+        part < 64 ? a.q_nope + (t * kHeads + h) * kCkv + part * 8 : a.q_pe + (t * kHeads + h) * kKpe + (part - 64) * 8;
     cp_async16(Qs + h * kLd + part * 8, src, 16);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
@@ -154,8 +154,8 @@ __global__ void __launch_bounds__(128) split_attend(Args a) {
   float m[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int i = 0; i < 2; ++i)
-    m[i] = fmaxf(fmaxf(red_max[0][g + 8 * i], red_max[1][g + 8 * i]),
-                 fmaxf(red_max[2][g + 8 * i], red_max[3][g + 8 * i]));
+    m[i] =
+        fmaxf(fmaxf(red_max[0][g + 8 * i], red_max[1][g + 8 * i]), fmaxf(red_max[2][g + 8 * i], red_max[3][g + 8 * i]));
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     float p[4];
@@ -207,38 +207,56 @@ __global__ void __launch_bounds__(128) split_attend(Args a) {
   }
 }
 
-// grid (T * 16), 128 threads: thread i owns dims 4i .. 4i + 3 of one (token, head).
+// grid (T * 16), 128 threads: thread i owns dims 4i .. 4i + 3 of one (token, head). Warp 0 reads the 32 splits'
+// (maximum, sum), one a lane, and turns them into weights 2^(m_i - M) (0 for a split of padding only) and the
+// total; then every thread issues its 32 partial loads in batches of eight independent ones (the first version
+// read split after split behind each weight: 5.2-5.6 us a call on the H100, bench/results/h100/kernels_2026-12-07c).
+static_assert(kSplits == 32, "combine: one lane a split");
 __global__ void __launch_bounds__(128) combine(Args a) {
+  __shared__ float w_s[kSplits];
+  __shared__ float mx_s, total_s;
+  __shared__ bool bad_s;
   const int64_t t = blockIdx.x / kHeads;
   const int h = blockIdx.x % kHeads, tid = threadIdx.x;
   // With PDL this block may start while split_attend runs: its partials are complete and visible after the wait.
   if (PDL) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  float mx = -INFINITY;
-  bool bad = false;
-  for (int i = 0; i < kSplits; ++i) {
-    const float mi = a.part_ml[(t * kSplits + i) * kHeads + h].x;
-    bad = bad || mi != mi;
-    mx = fmaxf(mx, mi);
+  if (tid < 32) {
+    const float2 ml = a.part_ml[(t * kSplits + tid) * kHeads + h];
+    const bool bad = __any_sync(0xFFFFFFFFu, ml.x != ml.x);  // an entry outside the cache: NaN
+    float mx = ml.x;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
+    const float w = ml.x == -INFINITY || bad || mx == -INFINITY ? 0.0f : exp2f(ml.x - mx);
+    float total = w * ml.y;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xFFFFFFFFu, total, off);
+    w_s[tid] = w;
+    if (tid == 0) mx_s = mx, total_s = total, bad_s = bad;
   }
+  __syncthreads();
   bf16* o = a.out + (t * kHeads + h) * kCkv + 4 * tid;
-  if (bad || mx == -INFINITY) {  // uniform per block
-    const float fill = bad ? __int_as_float(0x7FC00000) : 0.0f;
+  const float mx = mx_s;
+  if (bad_s || mx == -INFINITY) {  // uniform per block
+    const float fill = bad_s ? __int_as_float(0x7FC00000) : 0.0f;
     reinterpret_cast<uint2*>(o)[0] = make_uint2(pack_bf16(fill, fill), pack_bf16(fill, fill));
-    if (tid == 0) a.lse[t * kHeads + h] = bad ? fill : -INFINITY;
+    if (tid == 0) a.lse[t * kHeads + h] = bad_s ? fill : -INFINITY;
     return;
   }
-  float total = 0.0f;
+  const float* part = a.part_o + (t * kSplits * kHeads + h) * kCkv + 4 * tid;  // split i: + i * kHeads * kCkv
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int i = 0; i < kSplits; ++i) {
-    const int64_t part = t * kSplits + i;
-    const float2 ml = a.part_ml[part * kHeads + h];
-    if (ml.x == -INFINITY) continue;  // a split of padding only
-    const float w = exp2f(ml.x - mx);
-    total += w * ml.y;
-    const float4 v = *reinterpret_cast<const float4*>(a.part_o + (part * kHeads + h) * kCkv + 4 * tid);
-    acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+#pragma unroll
+  for (int i0 = 0; i0 < kSplits; i0 += 8) {
+    float4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      v[j] = *reinterpret_cast<const float4*>(part + static_cast<int64_t>(i0 + j) * kHeads * kCkv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float w = w_s[i0 + j];
+      acc.x += w * v[j].x, acc.y += w * v[j].y, acc.z += w * v[j].z, acc.w += w * v[j].w;
+    }
   }
-  const float inv = 1.0f / total;
+  const float total = total_s, inv = 1.0f / total;
   reinterpret_cast<uint2*>(o)[0] = make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
   if (tid == 0) a.lse[t * kHeads + h] = mx + log2f(total);
 }
@@ -296,10 +314,17 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
     return 1;
   if (tokens == 0) return 0;
   if (tokens > 65535 || num_pages * kPageSize > INT32_MAX) return 1;
-  Args a{data_of<const bf16>(qn_t),    data_of<const bf16>(qp_t), data_of<const bf16>(ckv_t),
-         data_of<const bf16>(kpe_t),   data_of<const int32_t>(idx_t), sm_scale * kLog2e,
-         num_pages * kPageSize,        nullptr,                   nullptr,
-         data_of<bf16>(out_t),         data_of<float>(lse_t)};
+  Args a{data_of<const bf16>(qn_t),
+         data_of<const bf16>(qp_t),
+         data_of<const bf16>(ckv_t),
+         data_of<const bf16>(kpe_t),
+         data_of<const int32_t>(idx_t),
+         sm_scale * kLog2e,
+         num_pages * kPageSize,
+         nullptr,
+         nullptr,
+         data_of<bf16>(out_t),
+         data_of<float>(lse_t)};
   if (!aligned16(a.q_nope) || !aligned16(a.q_pe) || !aligned16(a.ckv) || !aligned16(a.kpe) || !aligned16(a.out))
     return 1;  // the 16-byte copies need 16-byte aligned rows
 

@@ -27,8 +27,8 @@
 namespace {
 
 constexpr int kBlock = 128, kTopK = 8, kGroups = 8, kTopKGroups = 4;
-constexpr int kTileM = 64;                 // pairs (rows) a GEMM block takes
-constexpr int kRowBytes = kBlock + 16;     // a staged row of one 128-wide K block, padded: 36 words, 4 banks apart
+constexpr int kTileM = 64;              // pairs (rows) a GEMM block takes
+constexpr int kRowBytes = kBlock + 16;  // a staged row of one 128-wide K block, padded: 36 words, 4 banks apart
 constexpr int kStageBytes = (kTileM + 128) * kRowBytes;  // A (64 rows) and B (128 columns) of one K block
 constexpr uint8_t kFloat8E4M3Code = 10;  // DLPack 1.0 kDLFloat8_e4m3fn (Debian's dlpack.h 0.6 has no name)
 
@@ -50,7 +50,7 @@ double host_scalar(const DLTensor& t) {
   return 0.0;
 }
 
-constexpr int kRouteWarps = 4;       // tokens a routing block takes, one warp each
+constexpr int kRouteWarps = 4;         // tokens a routing block takes, one warp each
 constexpr int kMaxRouteExperts = 512;  // experts a routing warp keeps in shared memory (the definition has 256)
 
 // The two largest of a multiset (b1 >= b2), updated with x as the pack's baseline does it serially.
@@ -69,10 +69,9 @@ __device__ __forceinline__ void top2_insert(float x, float& b1, float& b2) {
 // largest x, the four best groups by score (ties: the lower group), then eight rounds of the largest x among their
 // experts not yet chosen (ties: the lower expert), weights s / (sum of the eight s + 1e-20) * scaling summed in
 // the chosen order. Lanes split the experts; the maxima are merged across lanes with shuffles.
-__global__ void __launch_bounds__(kRouteWarps * 32) route(const float* __restrict__ logits,
-                                                          const __nv_bfloat16* __restrict__ bias, int T, int E,
-                                                          int offset, int EL, float scaling, int* __restrict__ ids,
-                                                          float* __restrict__ weights, int* __restrict__ counts) {
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    route(const float* __restrict__ logits, const __nv_bfloat16* __restrict__ bias, int T, int E, int offset, int EL,
+          float scaling, int* __restrict__ ids, float* __restrict__ weights, int* __restrict__ counts) {
   __shared__ float xs_all[kRouteWarps][kMaxRouteExperts], ss_all[kRouteWarps][kMaxRouteExperts];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.x * kRouteWarps + warp;
@@ -181,24 +180,24 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes
 }
 
 // D = A (16 x 32, row) * B (32 x 8, col) + D, e4m3 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 struct GemmArgs {
-  const uint8_t* A;        // GEMM1: hidden_states [T, K]; GEMM2: the quantised C [pairs, K]
-  const float* a_scale;    // GEMM1: hidden_states_scale [K / 128, T]; GEMM2: C's scales [pairs, K / 128]
-  const uint8_t* B;        // weights [EL, N, K]
-  const float* b_scale;    // [EL, N / 128, K / 128]
-  const int* offsets;      // [EL + 1]: each expert's first pair
+  const uint8_t* A;      // GEMM1: hidden_states [T, K]; GEMM2: the quantised C [pairs, K]
+  const float* a_scale;  // GEMM1: hidden_states_scale [K / 128, T]; GEMM2: C's scales [pairs, K / 128]
+  const uint8_t* B;      // weights [EL, N, K]
+  const float* b_scale;  // [EL, N / 128, K / 128]
+  const int* offsets;    // [EL + 1]: each expert's first pair
   const int* pair_tok;
   const float* pair_w;
-  float* out;              // GEMM1: G [pairs, 2I]; GEMM2: the fp32 output [T, H]
+  float* out;  // GEMM1: G [pairs, 2I]; GEMM2: the fp32 output [T, H]
   int T, K, N, I, splits;
-  bool atomic;             // GEMM1 split over K: add the partials
+  bool atomic;  // GEMM1 split over K: add the partials
 };
 
 // GEMM1 (kFirst): G[p, n] for 64 pairs p of expert le and columns n0 .. n0 + 63 of both halves (n and I + n);
@@ -295,8 +294,10 @@ __global__ void __launch_bounds__(256) gemm_fp8(GemmArgs a) {
       const int col = column(64 * wc + 8 * n + 2 * t4 + (e & 1));
       if (kFirst) {
         float* dst = a.out + static_cast<int64_t>(begin + m0 + r) * 2 * a.I + col;
-        if (a.atomic) atomicAdd(dst, acc[n][e]);
-        else *dst = acc[n][e];
+        if (a.atomic)
+          atomicAdd(dst, acc[n][e]);
+        else
+          *dst = acc[n][e];
       } else {
         const int p = begin + m0 + r;
         atomicAdd(a.out + static_cast<int64_t>(a.pair_tok[p]) * a.N + col, a.pair_w[p] * acc[n][e]);
@@ -307,8 +308,8 @@ __global__ void __launch_bounds__(256) gemm_fp8(GemmArgs a) {
 // C[p, j] = silu(G[p, I + j]) * G[p, j], as e4m3 with one scale per 128 values (amax / 448). grid (at most
 // 4096, I / 128), 128 threads; block x takes pairs x, x + gridDim.x, ... below the pair count (a grid sized
 // for 8T pairs would launch 1.8 million blocks at T = 14107, nearly all of them empty).
-__global__ void __launch_bounds__(128) swiglu_quant(const float* __restrict__ G, const int* __restrict__ offsets, int EL,
-                                                    int I, uint8_t* __restrict__ cq, float* __restrict__ cs) {
+__global__ void __launch_bounds__(128) swiglu_quant(const float* __restrict__ G, const int* __restrict__ offsets,
+                                                    int EL, int I, uint8_t* __restrict__ cq, float* __restrict__ cs) {
   __shared__ float amax_s[4];
   const int64_t pairs = offsets[EL];
   const int j = blockIdx.y * kBlock + threadIdx.x;
@@ -355,8 +356,7 @@ bool g_configured = false;
 
 }  // namespace
 
-extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs,
-                   void* stream) {
+extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs, int64_t num_outputs, void* stream) {
   if (num_inputs != 10 || num_outputs != 1) return 1;
   const DLTensor &logits = inputs[0], &bias = inputs[1], &hs = inputs[2], &hs_scale = inputs[3], &w1 = inputs[4],
                  &w1_scale = inputs[5], &w2 = inputs[6], &w2_scale = inputs[7];
@@ -367,8 +367,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
     return 2;
   const int T = static_cast<int>(logits.shape[0]), E = static_cast<int>(logits.shape[1]),
             H = static_cast<int>(hs.shape[1]), EL = static_cast<int>(w1.shape[0]), I = static_cast<int>(w2.shape[2]);
-  if (E % kGroups != 0 || E > kMaxRouteExperts || w1.shape[1] != 2 * I || w1.shape[2] != H || w2.shape[1] != H || H % kBlock != 0 ||
-      I % kBlock != 0 || EL > 1024 || hs_scale.shape[0] != H / kBlock || hs_scale.shape[1] != T)
+  if (E % kGroups != 0 || E > kMaxRouteExperts || w1.shape[1] != 2 * I || w1.shape[2] != H || w2.shape[1] != H ||
+      H % kBlock != 0 || I % kBlock != 0 || EL > 1024 || hs_scale.shape[0] != H / kBlock || hs_scale.shape[1] != T)
     return 2;
   const auto aligned = [](const DLTensor& t) { return reinterpret_cast<uintptr_t>(ptr<uint8_t>(t)) % 16 == 0; };
   if (!aligned(hs) || !aligned(w1) || !aligned(w2)) return 2;  // rows are staged with 16-byte copies
@@ -382,16 +382,26 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   // local.
   const size_t pairs = static_cast<size_t>(T) * kTopK;
   size_t off = 0;
-  const size_t o_ids = off; off = align256(off + pairs * 4);
-  const size_t o_w = off; off = align256(off + pairs * 4);
-  const size_t o_counts = off; off = align256(off + 2 * static_cast<size_t>(EL) * 4);
-  const size_t o_offsets = off; off = align256(off + (EL + 1) * 4);
-  const size_t o_ptok = off; off = align256(off + pairs * 4);
-  const size_t o_pw = off; off = align256(off + pairs * 4);
-  const size_t o_G = off; off = align256(off + pairs * 2 * I * 4);
-  const size_t o_cq = off; off = align256(off + pairs * I);
-  const size_t o_cs = off; off = align256(off + pairs * (I / kBlock) * 4);
-  const size_t o_out = off; off = align256(off + static_cast<size_t>(T) * H * 4);
+  const size_t o_ids = off;
+  off = align256(off + pairs * 4);
+  const size_t o_w = off;
+  off = align256(off + pairs * 4);
+  const size_t o_counts = off;
+  off = align256(off + 2 * static_cast<size_t>(EL) * 4);
+  const size_t o_offsets = off;
+  off = align256(off + (EL + 1) * 4);
+  const size_t o_ptok = off;
+  off = align256(off + pairs * 4);
+  const size_t o_pw = off;
+  off = align256(off + pairs * 4);
+  const size_t o_G = off;
+  off = align256(off + pairs * 2 * I * 4);
+  const size_t o_cq = off;
+  off = align256(off + pairs * I);
+  const size_t o_cs = off;
+  off = align256(off + pairs * (I / kBlock) * 4);
+  const size_t o_out = off;
+  off = align256(off + static_cast<size_t>(T) * H * 4);
   char* base = static_cast<char*>(g_scratch.get(off));
   if (base == nullptr) return 3;
   if (!g_configured) {
@@ -415,8 +425,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
 
   cudaMemsetAsync(counts, 0, 2 * static_cast<size_t>(EL) * 4, s);
   cudaMemsetAsync(out, 0, static_cast<size_t>(T) * H * 4, s);
-  route<<<(T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, s>>>(ptr<float>(logits), ptr<__nv_bfloat16>(bias), T, E, offset, EL, scaling, ids,
-                                        wts, counts);
+  route<<<(T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, s>>>(ptr<float>(logits), ptr<__nv_bfloat16>(bias),
+                                                                         T, E, offset, EL, scaling, ids, wts, counts);
   scan_counts<<<1, 32, 0, s>>>(counts, EL, offsets);
   scatter<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, s>>>(ids, wts, T, offset, EL, offsets, fill, ptok, pw);
   // Few tokens -> few (expert, pair tile) blocks: split K so that the grid still fills the GPU (the partials are
@@ -424,11 +434,23 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   const int splits1 = T <= 64 ? 8 : T <= 512 ? 4 : 1, splits2 = T <= 64 ? 4 : T <= 512 ? 2 : 1;
   if (splits1 > 1) cudaMemsetAsync(G, 0, pairs * 2 * I * 4, s);
   const unsigned tiles = static_cast<unsigned>((T + kTileM - 1) / kTileM);
-  GemmArgs g1{ptr<uint8_t>(hs), ptr<float>(hs_scale), ptr<uint8_t>(w1), ptr<float>(w1_scale), offsets, ptok, pw, G,
-              T, H, 2 * I, I, splits1, splits1 > 1};
+  GemmArgs g1{ptr<uint8_t>(hs),
+              ptr<float>(hs_scale),
+              ptr<uint8_t>(w1),
+              ptr<float>(w1_scale),
+              offsets,
+              ptok,
+              pw,
+              G,
+              T,
+              H,
+              2 * I,
+              I,
+              splits1,
+              splits1 > 1};
   gemm_fp8<true><<<dim3(I / 64, tiles, EL * splits1), 256, 2 * kStageBytes, s>>>(g1);
   swiglu_quant<<<dim3(static_cast<unsigned>(pairs < 4096 ? pairs : 4096), I / kBlock), 128, 0, s>>>(G, offsets, EL, I,
-                                                                                                   cq, cs);
+                                                                                                    cq, cs);
   GemmArgs g2{cq, cs, ptr<uint8_t>(w2), ptr<float>(w2_scale), offsets, ptok, pw, out, T, I, H, I, splits2, true};
   gemm_fp8<false><<<dim3(H / 128, tiles, EL * splits2), 256, 2 * kStageBytes, s>>>(g2);
   const int64_t n = static_cast<int64_t>(T) * H;
