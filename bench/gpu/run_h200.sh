@@ -178,9 +178,12 @@ if has kernels; then
   # kda's own solutions (solutions/): every line of $KERNELS (default bench/gpu/kernels.txt) is
   # "<timeout_s> <kda eval arguments>", '#' starts a comment. A line with `--workloads all` runs in chunks of
   # CHUNK workloads (default 16), so that what finished is in results.jsonl when the command's time runs out;
-  # SKIP_CHUNKS=N skips the first N chunks of every such line (to resume in the next command).
+  # SKIP_CHUNKS=N skips the first N chunks of every such line, and a line whose limit reads "<timeout_s>/<N>"
+  # skips its own first N (to resume in the next command what the last one did not reach).
   while read -r limit args; do
     case "$limit" in '' | \#*) continue ;; esac
+    skip=${SKIP_CHUNKS:-0}
+    if [[ "$limit" == */* ]]; then skip=${limit#*/}; limit=${limit%%/*}; fi
     if [[ " $args " == *" --workloads all "* ]]; then
       task=$(echo "$args" | sed -E 's/.*--task ([^ ]+).*/\1/')
       $B/kda task show "$task" --json < /dev/null | python3 -c "
@@ -191,7 +194,7 @@ for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunk
       k=0
       while read -r chunk; do
         k=$((k + 1))
-        [ "$k" -le "${SKIP_CHUNKS:-0}" ] && continue
+        [ "$k" -le "$skip" ] && continue
         record "$limit" ${args/--workloads all/--workloads $chunk} < /dev/null
       done < "$OUT/chunks.txt"
     else
