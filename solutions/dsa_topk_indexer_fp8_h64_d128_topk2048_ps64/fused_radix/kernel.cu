@@ -4,9 +4,10 @@
 // left the GPU idle between them. Here one kernel, grid (row blocks, batch), PAGES x 128 threads:
 //   * a row of at most 2048 tokens: its block 0 writes the row's ids in token order, then -1 (every token is
 //     selected; nothing is scored).
-//   * a longer row: each block scores PAGES of its pages, four warps a page: q[b] (64 heads x 128 e4m3) and the
-//     pages' 64 keys each are copied to shared memory with cp.async (rows padded to 144 bytes, so a fragment
-//     load hits 32 distinct banks), warp (page, 16 heads) multiplies on the FP8 tensor cores (mma.sync
+//   * a longer row: each block scores ROUNDS x PAGES of its pages, PAGES at a time (the next PAGES copied while
+//     these are multiplied), four warps a page: q[b] (64 heads x 128 e4m3) and the pages' 64 keys each are
+//     copied to shared memory with cp.async (rows padded to 144 bytes, so a fragment load hits 32 distinct
+//     banks), warp (page, 16 heads) multiplies on the FP8 tensor cores (mma.sync
 //     m16n8k32 e4m3 x e4m3 -> f32), the epilogue applies each token's scale before the ReLU (the definition's
 //     order, for a scale of either sign), weights the heads and adds them across lanes and warps, and one
 //     order-preserving 32-bit key per token goes to the scratch buffer. The row's last block to finish (a
@@ -25,7 +26,10 @@
 #include <initializer_list>
 
 #ifndef PAGES
-#define PAGES 4  // pages a block scores (four warps each): PAGES x 128 threads, also the select's threads
+#define PAGES 4  // pages a block scores at once (four warps each): PAGES x 128 threads, also the select's threads
+#endif
+#ifndef ROUNDS
+#define ROUNDS 1  // rounds of PAGES pages a block scores; above 1 the next round is copied while one is multiplied
 #endif
 
 namespace {
@@ -39,17 +43,20 @@ constexpr int kScaleOffset = kPageSize * kDim;   // 8192
 constexpr int kStride = kDim + 16;               // shared row stride in bytes: 36 words, 4 banks apart per row
 constexpr int kPages = PAGES;
 constexpr int kThreads = kPages * 128;
-constexpr int kRowTokens = kPages * kPageSize;  // tokens a block scores
-constexpr int kCachedKeys = 16384;              // keys the selecting block keeps in shared memory (64 KB)
+constexpr int kRounds = ROUNDS;
+constexpr int kBuffers = kRounds > 1 ? 2 : 1;             // page buffers in shared memory
+constexpr int kRowTokens = kPages * kRounds * kPageSize;  // tokens a block scores
+constexpr int kCachedKeys = 16384;                        // keys the selecting block keeps in shared memory (64 KB)
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 // Dynamic shared memory of a scoring block: q, the pages' rows, weights, scales, per-warp partial sums.
 constexpr int kQBytes = kHeads * kStride;
 constexpr int kPageRowsBytes = kPageSize * kStride;
-constexpr int kScoreBytes = kQBytes + kPages * kPageRowsBytes + kHeads * 4 + kPages * kPageSize * 4 +
-                            kPages * 4 * kPageSize * 4;
+constexpr int kScoreBytes = kQBytes + kBuffers * kPages * kPageRowsBytes + kHeads * 4 +
+                            kBuffers * kPages * kPageSize * 4 + kPages * 4 * kPageSize * 4;
 
 static_assert(kPages >= 1 && kPages <= 4, "PAGES: 1 to 4 (four warps a page, at most 512 threads)");
+static_assert(kRounds >= 1 && kRounds <= 8, "ROUNDS: 1 to 8");
 
 __device__ __forceinline__ uint32_t lds32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -61,13 +68,10 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, bool vec16)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
 }
 
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // D = A (16 x 32, row) * B (32 x 8, col) + D, e4m3 inputs, f32 accumulators (sm_89 and later).
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -105,89 +109,111 @@ __device__ __forceinline__ void copy_piece(uint8_t* dst, const uint8_t* src, int
   }
 }
 
-// Scores the block's pages (first page `page0`) of row b into its keys. Every thread of the block calls it.
+// The cache bytes of page p of row b (its table entry), or null: past the row (then !in_row) or outside the cache.
+__device__ __forceinline__ const uint8_t* page_bytes(const Args& a, int b, int p, int len, bool* in_row) {
+  *in_row = p < a.max_pages && p * kPageSize < len;
+  if (!*in_row) return nullptr;
+  const int64_t page = a.table[static_cast<int64_t>(b) * a.max_pages + p];
+  return page >= 0 && page < a.num_pages ? a.cache + page * kPageBytes : nullptr;
+}
+
+// Scores the block's pages of row b (kRounds rounds of kPages, the first page `page0`) into its keys. Every thread
+// of the block calls it. With kRounds > 1 the next round's pages are copied (cp.async, a second buffer) while this
+// round's are multiplied.
 __device__ __forceinline__ void score_pages(const Args& a, int b, int page0, int len, uint8_t* smem, int tid) {
   uint8_t* q_s = smem;
-  uint8_t* k_s = q_s + kQBytes;
-  float* w_s = reinterpret_cast<float*>(k_s + kPages * kPageRowsBytes);
-  float* scale_s = w_s + kHeads;
-  float* part_s = scale_s + kPages * kPageSize;  // [page][head group][token]
-  __shared__ const uint8_t* page_s[kPages];      // the page's bytes; null past the row or outside the cache
-  __shared__ bool valid_s[kPages];               // the page holds tokens of the row
-
-  if (tid < kPages) {
-    const int p = page0 + tid;
-    const bool in_row = p < a.max_pages && p * kPageSize < len;
-    const int64_t page = in_row ? a.table[static_cast<int64_t>(b) * a.max_pages + p] : -1;
-    valid_s[tid] = in_row;
-    page_s[tid] = in_row && page >= 0 && page < a.num_pages ? a.cache + page * kPageBytes : nullptr;
-  }
-  __syncthreads();
+  uint8_t* k_s = q_s + kQBytes;  // [buffer][page] rows
+  float* w_s = reinterpret_cast<float*>(k_s + kBuffers * kPages * kPageRowsBytes);
+  float* scale_s = w_s + kHeads;                            // [buffer][page][token]
+  float* part_s = scale_s + kBuffers * kPages * kPageSize;  // [page][head group][token]
   const int pieces = a.vec16 ? 512 : 2048;
+  // Round r's pages and scales into buffer r % kBuffers, one commit group (empty past the row).
+  auto issue = [&](int r) {
+    const int first = page0 + r * kPages, buf = r % kBuffers;
+    for (int i = tid; i < kPages * pieces; i += kThreads) {
+      bool in_row;
+      const int slot = i / pieces;
+      const uint8_t* pg = page_bytes(a, b, first + slot, len, &in_row);
+      if (pg != nullptr) copy_piece(k_s + (buf * kPages + slot) * kPageRowsBytes, pg, i % pieces, a.vec16);
+    }
+    for (int i = tid; i < kPages * kPageSize; i += kThreads) {
+      bool in_row;
+      const int slot = i / kPageSize, t = i % kPageSize;
+      const uint8_t* pg = page_bytes(a, b, first + slot, len, &in_row);
+      if (pg != nullptr) cp_async(scale_s + (buf * kPages + slot) * kPageSize + t, pg + kScaleOffset + t * 4, false);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  };
   const uint8_t* q_row = a.q + static_cast<int64_t>(b) * kHeads * kDim;
   for (int i = tid; i < pieces; i += kThreads) copy_piece(q_s, q_row, i, a.vec16);
-  for (int i = tid; i < kPages * pieces; i += kThreads) {
-    const int slot = i / pieces;
-    if (page_s[slot] != nullptr) copy_piece(k_s + slot * kPageRowsBytes, page_s[slot], i % pieces, a.vec16);
-  }
-  for (int i = tid; i < kHeads + kPages * kPageSize; i += kThreads) {
-    if (i < kHeads) {
-      cp_async(w_s + i, a.weights + static_cast<int64_t>(b) * kHeads + i, false);
-    } else {
-      const int slot = (i - kHeads) / kPageSize, t = (i - kHeads) % kPageSize;
-      if (page_s[slot] != nullptr) cp_async(scale_s + slot * kPageSize + t, page_s[slot] + kScaleOffset + t * 4, false);
-    }
-  }
-  cp_async_wait_all();
-  __syncthreads();
+  for (int i = tid; i < kHeads; i += kThreads)
+    cp_async(w_s + i, a.weights + static_cast<int64_t>(b) * kHeads + i, false);
+  issue(0);  // the same group as q and the weights
 
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   const int slot = warp >> 2, group = warp & 3, h0 = group * 16;
-  if (page_s[slot] != nullptr) {  // warp-uniform
-    const uint8_t* k_page = k_s + slot * kPageRowsBytes;
-    float acc[8][4];
+  uint32_t* key_row = a.keys + static_cast<int64_t>(b) * a.max_pages * kPageSize;
+  for (int r = 0; r < kRounds; ++r) {
+    const int first = page0 + r * kPages;
+    if (first >= a.max_pages || first * kPageSize >= len) break;  // block-uniform: the row ends before this round
+    if (r + 1 < kRounds) {
+      issue(r + 1);  // into the buffer round r - 1 used: every warp was done with it before the last barrier
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }
+    __syncthreads();  // round r's copies (every thread's) have landed
+    const int buf = r % kBuffers;
+    bool in_row;
+    const uint8_t* pg = page_bytes(a, b, first + slot, len, &in_row);  // warp-uniform
+    if (pg != nullptr) {
+      const uint8_t* k_page = k_s + (buf * kPages + slot) * kPageRowsBytes;
+      float acc[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+      for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 #pragma unroll
-    for (int ks = 0; ks < kDim / 32; ++ks) {
-      const int k0 = ks * 32 + t4 * 4;
-      const uint8_t* qa = q_s + (h0 + g) * kStride + k0;
-      const uint32_t a0 = lds32(qa), a1 = lds32(qa + 8 * kStride), a2 = lds32(qa + 16),
-                     a3 = lds32(qa + 8 * kStride + 16);
+      for (int ks = 0; ks < kDim / 32; ++ks) {
+        const int k0 = ks * 32 + t4 * 4;
+        const uint8_t* qa = q_s + (h0 + g) * kStride + k0;
+        const uint32_t a0 = lds32(qa), a1 = lds32(qa + 8 * kStride), a2 = lds32(qa + 16),
+                       a3 = lds32(qa + 8 * kStride + 16);
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const uint8_t* kb = k_page + (n * 8 + g) * kStride + k0;
+          mma_e4m3(acc[n], a0, a1, a2, a3, lds32(kb), lds32(kb + 16));
+        }
+      }
+      // acc[n][0..1]: head h0+g, tokens n*8 + 2*t4 + {0,1}; acc[n][2..3]: head h0+g+8, the same tokens.
+      const float w_lo = w_s[h0 + g], w_hi = w_s[h0 + g + 8];
+      const float* scale = scale_s + (buf * kPages + slot) * kPageSize;
+      float* part = part_s + (slot * 4 + group) * kPageSize;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const uint8_t* kb = k_page + (n * 8 + g) * kStride + k0;
-        mma_e4m3(acc[n], a0, a1, a2, a3, lds32(kb), lds32(kb + 16));
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int t = n * 8 + 2 * t4 + e;
+          const float sc = scale[t];
+          float v = w_lo * fmaxf(acc[n][e] * sc, 0.0f) + w_hi * fmaxf(acc[n][2 + e] * sc, 0.0f);
+          v += __shfl_xor_sync(kFull, v, 4);
+          v += __shfl_xor_sync(kFull, v, 8);
+          v += __shfl_xor_sync(kFull, v, 16);
+          if (g == 0) part[t] = v;
+        }
       }
     }
-    // acc[n][0..1]: head h0+g, tokens n*8 + 2*t4 + {0,1}; acc[n][2..3]: head h0+g+8, the same tokens.
-    const float w_lo = w_s[h0 + g], w_hi = w_s[h0 + g + 8];
-    const float* scale = scale_s + slot * kPageSize;
-    float* part = part_s + (slot * 4 + group) * kPageSize;
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int t = n * 8 + 2 * t4 + e;
-        const float s = scale[t];
-        float v = w_lo * fmaxf(acc[n][e] * s, 0.0f) + w_hi * fmaxf(acc[n][2 + e] * s, 0.0f);
-        v += __shfl_xor_sync(kFull, v, 4);
-        v += __shfl_xor_sync(kFull, v, 8);
-        v += __shfl_xor_sync(kFull, v, 16);
-        if (g == 0) part[t] = v;
-      }
+    __syncthreads();  // part_s is complete; and every warp is done with buffer r % kBuffers
+    for (int i = tid; i < kPages * kPageSize; i += kThreads) {
+      const int sl = i / kPageSize, t = i % kPageSize, token = (first + sl) * kPageSize + t;
+      bool valid;
+      const uint8_t* kp = page_bytes(a, b, first + sl, len, &valid);
+      if (!valid || token >= len) continue;
+      const float* part = part_s + sl * 4 * kPageSize + t;
+      // A table entry outside the cache: its tokens sort last.
+      key_row[token] =
+          kp == nullptr ? 0u : order_key(part[0] + part[kPageSize] + part[2 * kPageSize] + part[3 * kPageSize]);
     }
-  }
-  __syncthreads();
-  uint32_t* key_row = a.keys + static_cast<int64_t>(b) * a.max_pages * kPageSize;
-  for (int i = tid; i < kPages * kPageSize; i += kThreads) {
-    const int s = i / kPageSize, t = i % kPageSize, token = (page0 + s) * kPageSize + t;
-    if (!valid_s[s] || token >= len) continue;
-    const float* part = part_s + s * 4 * kPageSize + t;
-    // A table entry outside the cache: its tokens sort last.
-    key_row[token] = page_s[s] == nullptr
-                         ? 0u
-                         : order_key(part[0] + part[kPageSize] + part[2 * kPageSize] + part[3 * kPageSize]);
+    // The next round's compute rewrites part_s only after its own barrier, which every thread reaches after
+    // reading part_s here.
   }
   __threadfence();  // each writer's keys are visible device-wide before the row's counter moves
 }
@@ -238,7 +264,7 @@ __device__ __forceinline__ void select_top(const uint32_t* row_keys, int len, co
   uint32_t prefix = 0, mask = 0, need = kTopk;
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = tid; i < 256; i += kThreads) hist[i] = 0;
-    __syncthreads();  // also orders the cached keys before their first read
+    __syncthreads();                                    // also orders the cached keys before their first read
     for (int base = 0; base < len; base += kThreads) {  // warp-uniform trip count
       const int i = base + tid;
       const uint32_t key = i < len ? key_at(i) : 0u;
@@ -300,7 +326,7 @@ __global__ void __launch_bounds__(kThreads) index_rows(Args a) {
   }
   const unsigned blocks = static_cast<unsigned>((len + kRowTokens - 1) / kRowTokens);  // of this row
   if (blockIdx.x >= blocks) return;
-  score_pages(a, b, static_cast<int>(blockIdx.x) * kPages, len, smem, tid);
+  score_pages(a, b, static_cast<int>(blockIdx.x) * kPages * kRounds, len, smem, tid);
   __syncthreads();  // every key of the block is written
   if (tid == 0) {
     const unsigned done = atomicAdd(a.counters + b, 1u);
@@ -384,25 +410,17 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
     keys = counters + kCounterBytes / sizeof(uint32_t);
     if (!g_configured) {
       const int most = kScoreBytes > kCachedKeys * 4 ? kScoreBytes : kCachedKeys * 4;
-      if (cudaFuncSetAttribute(index_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess)
-        return 3;
+      if (cudaFuncSetAttribute(index_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, most) != cudaSuccess) return 3;
       g_configured = true;
     }
   }
   const int64_t cached = row_len < kCachedKeys ? row_len : kCachedKeys;
   const size_t smem =
       scored ? static_cast<size_t>(kScoreBytes > cached * 4 ? kScoreBytes : cached * 4) : static_cast<size_t>(0);
-  const Args args{q,
-                  cache,
-                  data_of<const float>(w_t),
-                  data_of<const int32_t>(len_t),
-                  data_of<const int32_t>(table_t),
-                  keys,
-                  counters,
-                  data_of<int32_t>(out_t),
-                  static_cast<int>(max_pages),
-                  num_pages,
-                  vec16};
+  const Args args{
+      q,    cache,    data_of<const float>(w_t), data_of<const int32_t>(len_t), data_of<const int32_t>(table_t),
+      keys, counters, data_of<int32_t>(out_t),   static_cast<int>(max_pages),   num_pages,
+      vec16};
   const unsigned row_blocks = scored ? static_cast<unsigned>((row_len + kRowTokens - 1) / kRowTokens) : 1u;
   index_rows<<<dim3(row_blocks, static_cast<unsigned>(batch)), kThreads, smem, stream>>>(args);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
