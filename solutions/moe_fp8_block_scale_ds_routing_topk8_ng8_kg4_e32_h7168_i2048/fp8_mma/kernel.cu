@@ -1,8 +1,8 @@
 // kda's DeepSeek-style FP8 block-scale MoE (moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048, kda
 // ABI; spec contest-kernels.md 3.5). The pack's naive baseline with its two GEMMs on the FP8 tensor cores:
 //   1-3. route (no-aux DeepSeek routing, one warp a token: the baseline's arithmetic, its serial maxima merged
-//        across lanes), scan_counts, scatter: the (token, weight) pairs of each local expert, grouped, all on the
-//        device (from the pack's baseline, kda's own code);
+//        across lanes; it also zeroes the token's output row), scatter (scans the counts itself, zeroes G's rows
+//        for split-K): the (token, weight) pairs of each local expert, grouped, all on the device;
 //   4. gemm_fp8<true>: G = A W13^T for each expert's pairs. A block takes 64 pairs (16 where T <= 64) x (64
 //      columns of the first half and the same 64 of the second: what SwiGLU pairs), eight warps of 16 pairs; per
 //      K block of 128 the A rows (gathered by token) and the 128 weight rows are staged by cp.async (3-4 stages),
@@ -48,8 +48,9 @@ double host_scalar(const DLTensor& t) {
   return 0.0;
 }
 
-constexpr int kRouteWarps = 4;         // tokens a routing block takes, one warp each
-constexpr int kMaxRouteExperts = 512;  // experts a routing warp keeps in shared memory (the definition has 256)
+constexpr int kMaxLocalExperts = 1024;  // local experts the scratch's counters and scatter's scan hold
+constexpr int kRouteWarps = 4;          // tokens a routing block takes, one warp each
+constexpr int kMaxRouteExperts = 512;   // experts a routing warp keeps in shared memory (the definition has 256)
 
 // The two largest of a multiset (b1 >= b2), updated with x as the pack's baseline does it serially.
 __device__ __forceinline__ void top2_insert(float x, float& b1, float& b2) {
@@ -69,11 +70,15 @@ __device__ __forceinline__ void top2_insert(float x, float& b1, float& b2) {
 // the chosen order. Lanes split the experts; the maxima are merged across lanes with shuffles.
 __global__ void __launch_bounds__(kRouteWarps * 32)
     route(const float* __restrict__ logits, const __nv_bfloat16* __restrict__ bias, int T, int E, int offset, int EL,
-          float scaling, int* __restrict__ ids, float* __restrict__ weights, int* __restrict__ counts) {
+          float scaling, int* __restrict__ ids, float* __restrict__ weights, int* __restrict__ counts,
+          float* __restrict__ out, int H) {
   __shared__ float xs_all[kRouteWarps][kMaxRouteExperts], ss_all[kRouteWarps][kMaxRouteExperts];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.x * kRouteWarps + warp;
   if (t >= T) return;  // warp-uniform
+  // The token's fp32 output row, which GEMM2 adds into, starts at zero (instead of a memset launch).
+  float4* out_row = reinterpret_cast<float4*>(out + static_cast<int64_t>(t) * H);
+  for (int j = lane; j < H / 4; j += 32) out_row[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float* xs = xs_all[warp];
   float* ss = ss_all[warp];
   const float* l = logits + static_cast<int64_t>(t) * E;
@@ -146,27 +151,49 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
   }
 }
 
-__global__ void scan_counts(const int* __restrict__ counts, int EL, int* __restrict__ offsets) {
-  if (threadIdx.x == 0) {
-    int acc = 0;
-    for (int le = 0; le < EL; ++le) {
-      offsets[le] = acc;
-      acc += counts[le];
+// The (token, weight) pairs grouped by local expert. Each block scans the experts' counts itself (warp 0, 32 at a
+// time; what a separate one-thread scan_counts launch did) and block 0 publishes the offsets for the GEMMs. With
+// zero_g (GEMM1 split over K adds its partials atomically) the blocks also zero G's rows of the pairs there are,
+// instead of a memset of 8T rows.
+__global__ void __launch_bounds__(256)
+    scatter(const int* __restrict__ ids, const float* __restrict__ weights, int T, int offset, int EL,
+            const int* __restrict__ counts, int* __restrict__ offsets, int* __restrict__ fill,
+            int* __restrict__ pair_tok, float* __restrict__ pair_w, float* __restrict__ G, int two_i, bool zero_g) {
+  __shared__ int off_s[kMaxLocalExperts + 1];
+  const int tid = threadIdx.x, lane = tid & 31;
+  if (tid < 32) {
+    int carry = 0;
+    for (int base = 0; base < EL; base += 32) {  // warp-uniform
+      const int le = base + lane, c = le < EL ? counts[le] : 0;
+      int incl = c;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int up = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (lane >= o) incl += up;
+      }
+      if (le < EL) off_s[le] = carry + incl - c;
+      carry += __shfl_sync(0xFFFFFFFFu, incl, 31);
     }
-    offsets[EL] = acc;
+    if (lane == 0) off_s[EL] = carry;
   }
-}
-
-__global__ void scatter(const int* __restrict__ ids, const float* __restrict__ weights, int T, int offset, int EL,
-                        const int* __restrict__ offsets, int* __restrict__ fill, int* __restrict__ pair_tok,
-                        float* __restrict__ pair_w) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= T * kTopK) return;
-  const int le = ids[idx] - offset;
-  if (le < 0 || le >= EL) return;
-  const int pos = offsets[le] + atomicAdd(&fill[le], 1);
-  pair_tok[pos] = idx / kTopK;
-  pair_w[pos] = weights[idx];
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (int i = tid; i <= EL; i += blockDim.x) offsets[i] = off_s[i];
+  const int idx = blockIdx.x * blockDim.x + tid;
+  if (idx < T * kTopK) {
+    const int le = ids[idx] - offset;
+    if (le >= 0 && le < EL) {
+      const int pos = off_s[le] + atomicAdd(&fill[le], 1);
+      pair_tok[pos] = idx / kTopK;
+      pair_w[pos] = weights[idx];
+    }
+  }
+  if (zero_g) {
+    const int64_t n4 = static_cast<int64_t>(off_s[EL]) * two_i / 4;
+    float4* g4 = reinterpret_cast<float4*>(G);
+    for (int64_t i = idx; i < n4; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      g4[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
 }
 
 __device__ __forceinline__ uint32_t lds32(const uint8_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
@@ -337,21 +364,29 @@ __global__ void __launch_bounds__(128) swiglu_quant(const float* __restrict__ G,
   }
 }
 
-__global__ void to_bf16(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ y) {
+// The fp32 output as bf16; block 0 also sets the experts' counts and fill cursors back to zero for the next call
+// (nothing after scatter reads them), in place of a memset launch.
+__global__ void to_bf16(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ y, int* __restrict__ reset,
+                        int n_reset) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = __float2bfloat16_rn(x[i]);
+  if (blockIdx.x == 0)
+    for (int j = threadIdx.x; j < n_reset; j += blockDim.x) reset[j] = 0;
 }
 
 // Scratch that persists across calls; grown (never shrunk) when a call needs more.
 struct Scratch {
   void* ptr = nullptr;
   size_t bytes = 0;
-  void* get(size_t need) {
+  // `zeroed` first bytes are set to zero (on `stream`) when the buffer is (re)allocated, and kept at zero by the
+  // calls themselves after that.
+  void* get(size_t need, size_t zeroed, cudaStream_t stream) {
     if (need > bytes) {
       cudaFree(ptr);  // implicit device sync: only when growing (first calls of a shape)
       ptr = nullptr;
       bytes = 0;
       if (cudaMalloc(&ptr, need) != cudaSuccess) return nullptr;
+      if (cudaMemsetAsync(ptr, 0, zeroed, stream) != cudaSuccess) return nullptr;
       bytes = need;
     }
     return ptr;
@@ -380,7 +415,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   const int T = static_cast<int>(logits.shape[0]), E = static_cast<int>(logits.shape[1]),
             H = static_cast<int>(hs.shape[1]), EL = static_cast<int>(w1.shape[0]), I = static_cast<int>(w2.shape[2]);
   if (E % kGroups != 0 || E > kMaxRouteExperts || w1.shape[1] != 2 * I || w1.shape[2] != H || w2.shape[1] != H ||
-      H % kBlock != 0 || I % kBlock != 0 || EL > 1024 || hs_scale.shape[0] != H / kBlock || hs_scale.shape[1] != T)
+      H % kBlock != 0 || I % kBlock != 0 || EL > kMaxLocalExperts || hs_scale.shape[0] != H / kBlock ||
+      hs_scale.shape[1] != T)
     return 2;
   const auto aligned = [](const DLTensor& t) { return reinterpret_cast<uintptr_t>(ptr<uint8_t>(t)) % 16 == 0; };
   if (!aligned(hs) || !aligned(w1) || !aligned(w2)) return 2;  // rows are staged with 16-byte copies
@@ -389,17 +425,18 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (T == 0) return 0;
 
-  // Scratch layout: ids, weights [T*8]; counts, fill [EL]; offsets [EL+1]; pair_tok, pair_w [T*8];
-  // G [T*8, 2I] f32; C [T*8, I] e4m3 and its scales [T*8, I/128]; out_f32 [T, H]. Up to 8 pairs a token may be
-  // local.
+  // Scratch layout: counts, fill [EL] first, at a place no shape moves (zero between calls: zeroed when allocated,
+  // set back by to_bf16); ids, weights [T*8]; offsets [EL+1]; pair_tok, pair_w [T*8]; G [T*8, 2I] f32; C [T*8, I]
+  // e4m3 and its scales [T*8, I/128]; out_f32 [T, H]. Up to 8 pairs a token may be local.
   const size_t pairs = static_cast<size_t>(T) * kTopK;
   size_t off = 0;
+  const size_t o_counts = off;
+  off = align256(off + 2 * static_cast<size_t>(kMaxLocalExperts) * 4);
+  const size_t counts_bytes = off;
   const size_t o_ids = off;
   off = align256(off + pairs * 4);
   const size_t o_w = off;
   off = align256(off + pairs * 4);
-  const size_t o_counts = off;
-  off = align256(off + 2 * static_cast<size_t>(EL) * 4);
   const size_t o_offsets = off;
   off = align256(off + (EL + 1) * 4);
   const size_t o_ptok = off;
@@ -414,7 +451,7 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   off = align256(off + pairs * (I / kBlock) * 4);
   const size_t o_out = off;
   off = align256(off + static_cast<size_t>(T) * H * 4);
-  char* base = static_cast<char*>(g_scratch.get(off));
+  char* base = static_cast<char*>(g_scratch.get(off, counts_bytes, s));
   if (base == nullptr) return 3;
   if (!g_configured) {
     const auto allow = [](auto kernel, int bytes) {
@@ -439,16 +476,16 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   float* cs = reinterpret_cast<float*>(base + o_cs);
   float* out = reinterpret_cast<float*>(base + o_out);
 
-  cudaMemsetAsync(counts, 0, 2 * static_cast<size_t>(EL) * 4, s);
-  cudaMemsetAsync(out, 0, static_cast<size_t>(T) * H * 4, s);
-  route<<<(T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, s>>>(ptr<float>(logits), ptr<__nv_bfloat16>(bias),
-                                                                         T, E, offset, EL, scaling, ids, wts, counts);
-  scan_counts<<<1, 32, 0, s>>>(counts, EL, offsets);
-  scatter<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, s>>>(ids, wts, T, offset, EL, offsets, fill, ptok, pw);
+  // Six launches a call (route, scatter, GEMM1, swiglu_quant, GEMM2, to_bf16): the zeroing of the counts, the
+  // output and G is done inside them (the first run's three memsets and scan_counts left the GPU idle 21-31 us a
+  // call between launches on the H100).
   // Few tokens -> few (expert, pair tile) blocks: split K so that the grid still fills the GPU (the partials are
   // then added atomically into a zeroed G; without a split every element is stored once).
   const int splits1 = T <= 64 ? 8 : T <= 512 ? 4 : 1, splits2 = T <= 64 ? 4 : T <= 512 ? 2 : 1;
-  if (splits1 > 1) cudaMemsetAsync(G, 0, pairs * 2 * I * 4, s);
+  route<<<(T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, s>>>(
+      ptr<float>(logits), ptr<__nv_bfloat16>(bias), T, E, offset, EL, scaling, ids, wts, counts, out, H);
+  scatter<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, s>>>(ids, wts, T, offset, EL, counts, offsets, fill,
+                                                                     ptok, pw, G, 2 * I, splits1 > 1);
   // A handful of tokens (T <= kSmallT): 16-pair tiles, four stages, two blocks an SM (the weights' streaming);
   // more: 64-pair tiles, three stages.
   const bool small = T <= kSmallT;
@@ -482,6 +519,6 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   else
     gemm_fp8<false, kLargeM, kLargeStages><<<grid2, 256, kLargeSmem, s>>>(g2);
   const int64_t n = static_cast<int64_t>(T) * H;
-  to_bf16<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(out, n, ptr<__nv_bfloat16>(output));
+  to_bf16<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(out, n, ptr<__nv_bfloat16>(output), counts, 2 * EL);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;
 }
