@@ -484,8 +484,11 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   const int splits1 = T <= 64 ? 8 : T <= 512 ? 4 : 1, splits2 = T <= 64 ? 4 : T <= 512 ? 2 : 1;
   route<<<(T + kRouteWarps - 1) / kRouteWarps, kRouteWarps * 32, 0, s>>>(
       ptr<float>(logits), ptr<__nv_bfloat16>(bias), T, E, offset, EL, scaling, ids, wts, counts, out, H);
-  scatter<<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, s>>>(ids, wts, T, offset, EL, counts, offsets, fill,
-                                                                     ptok, pw, G, 2 * I, splits1 > 1);
+  // Where scatter also zeroes G (up to 8T rows of 16 KB with skewed routing), at least 256 blocks share it.
+  const unsigned pair_blocks = static_cast<unsigned>((pairs + 255) / 256);
+  const unsigned scatter_blocks = splits1 > 1 && pair_blocks < 256 ? 256 : pair_blocks;
+  scatter<<<scatter_blocks, 256, 0, s>>>(ids, wts, T, offset, EL, counts, offsets, fill, ptok, pw, G, 2 * I,
+                                         splits1 > 1);
   // A handful of tokens (T <= kSmallT): 16-pair tiles, four stages, two blocks an SM (the weights' streaming);
   // more: 64-pair tiles, three stages.
   const bool small = T <= kSmallT;
