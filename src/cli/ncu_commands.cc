@@ -194,7 +194,7 @@ std::vector<CommandSpec> ncu_commands() {
            {.name = "workload",
             .short_name = 'w',
             .metavar = "UUID",
-            .help = "workload uuid from the pack's workloads.jsonl"},
+            .help = "workload uuid from the pack's workloads.jsonl, or a start of one that names one workload"},
            param_option(),
            {.name = "out",
             .short_name = 'o',

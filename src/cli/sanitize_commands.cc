@@ -226,7 +226,7 @@ CommandSpec sanitize_command() {
            {.name = "workloads",
             .short_name = 'w',
             .metavar = "SET",
-            .help = "dev | all | uuid[,uuid...]",
+            .help = "dev | all | uuid[,uuid...] (a start of a uuid that names one workload will do)",
             .default_value = "dev"},
            param_option(),
            {.name = "tool",

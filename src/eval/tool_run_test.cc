@@ -129,10 +129,25 @@ TEST(ToolRun, BadRequestsNameTheFileAndField) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("workloads.jsonl"), std::string::npos);
   EXPECT_NE(r.status().message().find("no-such-uuid"), std::string::npos);
-  // Holdout workloads are never run by a tool (agents never see them).
+  // Holdout workloads are never run by a tool (agents never see them), not even by a start of their uuid.
   if (!f.pack.holdout.empty()) {
     auto h = run_under_tool(f.pack, f.naive, options_for(f.pack.holdout.front().uuid));
     EXPECT_FALSE(h.ok());
+    const std::string start = f.pack.holdout.front().uuid.substr(0, 12);
+    bool visible_too = false;
+    for (const auto& w : f.pack.workloads) visible_too |= w.uuid.starts_with(start);
+    if (!visible_too) EXPECT_FALSE(run_under_tool(f.pack, f.naive, options_for(start)).ok());
+  }
+  // A start of a uuid that more than one workload has is refused, naming them.
+  auto a = run_under_tool(f.pack, f.naive, options_for(""));
+  ASSERT_FALSE(a.ok());
+  std::string common = f.pack.workloads[0].uuid;
+  for (const auto& w : f.pack.workloads)
+    while (!w.uuid.starts_with(common)) common.pop_back();
+  if (!common.empty() && f.pack.workloads.size() > 1) {
+    auto amb = run_under_tool(f.pack, f.naive, options_for(common));
+    ASSERT_FALSE(amb.ok());
+    EXPECT_NE(amb.status().message().find("give more of it"), std::string::npos) << amb.status().message();
   }
   task::Solution other = f.naive;
   other.spec.language = "cuda";
@@ -144,6 +159,19 @@ TEST(ToolRun, BadRequestsNameTheFileAndField) {
   auto d = run_under_tool(f.pack, other, options_for(kFirstHostRmsnorm));
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("field definition"), std::string::npos);
+}
+
+TEST(ToolRun, AStartOfAUuidNamesItsWorkload) {
+  // As kda eval --workloads takes them: the first 8 characters the result tables print.
+  Fixture f = host_rmsnorm();
+  stdfs::path dir = temp_dir();
+  stdfs::path tool = testing::write_fake_tool(dir, "faketool", dir / "argv.txt", "");
+  ToolRunOptions o = options_for(std::string(kFirstHostRmsnorm).substr(0, 8));
+  o.wrapper = {tool.string()};
+  auto r = run_under_tool(f.pack, f.naive, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->workload, kFirstHostRmsnorm);
+  stdfs::remove_all(dir);
 }
 
 TEST(ToolRun, MissingToolIsAnErrorAndFindToolNamesTheFlag) {
