@@ -22,6 +22,8 @@
 #                                   every fixture's outcome against its expected.json
 #   bench/gpu/run_h200.sh kernels   kda's own solutions: each line of KERNELS (default bench/gpu/kernels.txt),
 #                                   "<timeout_s> <kda eval arguments>"; `--workloads all` in chunks of CHUNK
+#   bench/gpu/run_h200.sh kprofile  Nsight Compute on kda's own solutions: each line of KPROFILES (default
+#                                   bench/gpu/kprofiles.txt), kda ncu profile + analyze (REPORT.md per kernel)
 #   bench/gpu/run_h200.sh ctest     the GPU tests alone: every test of ctest label gpu (target gpu-tests)
 #   bench/gpu/run_h200.sh quick     GPU tests, CUDA rmsnorm on all workloads (device and host inputs),
 #                                   each contest baseline on two dev workloads
@@ -37,7 +39,7 @@
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, kernels, final, contest, fidelity, timers, modes, profile), sharing one
+# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, kernels, kprofile, final, contest, fidelity, timers, modes, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -55,7 +57,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl ! -name kprofile.jsonl \
      ! -name 'files-*.tgz' ! -name kda-bin.tgz -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -201,6 +203,31 @@ for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunk
       record "$limit" $args < /dev/null
     fi
   done < "${KERNELS:-bench/gpu/kernels.txt}"
+fi
+if has kprofile; then
+  # Nsight Compute on kda's own solutions: every line of $KPROFILES (default bench/gpu/kprofiles.txt) is
+  # "<timeout_s> <solution> <task> <workload> [kda ncu profile options]"; each gives $OUT/kprofiles/<n>.ncu-rep,
+  # kda ncu analyze's REPORT.md and analysis.json in $OUT/kprofiles/<n>/ (packed into the archive), and one
+  # line in results.jsonl's neighbour kprofile.jsonl.
+  mkdir -p "$OUT/kprofiles"
+  n=0
+  while read -r limit sol task workload opts; do
+    case "$limit" in '' | \#*) continue ;; esac
+    n=$((n + 1))
+    name="$(basename "$sol")_$n"
+    lim=$(cap "$limit") || { echo "skipped (budget): ncu profile $sol $workload"; continue; }
+    start=$(date +%s)
+    timeout "$lim" $B/kda ncu profile "$sol" --task "$task" --workload "$workload" $opts \
+      --out "$OUT/kprofiles/$name.ncu-rep" --json > "$OUT/kprofiles/$name.json" 2> "$OUT/kprofiles/$name.err" < /dev/null
+    rc=$?
+    [ -f "$OUT/kprofiles/$name.ncu-rep" ] &&
+      $B/kda ncu analyze "$OUT/kprofiles/$name.ncu-rep" -o "$OUT/kprofiles/$name" > /dev/null 2>> "$OUT/kprofiles/$name.err"
+    # The analysis is what comes back; the report itself (megabytes) only with KEEP_REP=1.
+    [ "${KEEP_REP:-0}" = 1 ] || rm -f "$OUT/kprofiles/$name.ncu-rep"
+    echo "{\"profile\": \"$name\", \"rc\": $rc, \"seconds\": $(( $(date +%s) - start )), \"command\": \"kda ncu profile $sol --task $task --workload $workload $opts\"}" >> "$OUT/kprofile.jsonl"
+    echo "rc=$rc ncu profile $sol $workload $opts"
+    [ "$rc" = 0 ] || tail -5 "$OUT/kprofiles/$name.err"
+  done < "${KPROFILES:-bench/gpu/kprofiles.txt}"
 fi
 if has hacks || has fixtures || has core || has all; then
   python3 bench/gpu/check_expected.py "$OUT/results.jsonl" || echo "fixture check: mismatches above"
