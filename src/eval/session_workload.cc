@@ -437,25 +437,15 @@ std::vector<const task::Workload*> select_workloads(const task::TaskPack& pack, 
       if (const auto* w = pack.workload(u)) out.push_back(w);
   } else {
     for (const std::string& u : util::split_list(which)) {
-      const auto* w = pack.workload(u);
+      const auto* w = pack.workload(u);  // a holdout uuid given whole is taken too
       if (w == nullptr) {
         // A unique prefix (the table's first 8 characters, say) names a workload too.
-        std::vector<const task::Workload*> matches;
-        for (const auto& x : pack.workloads)
-          if (x.uuid.starts_with(u)) matches.push_back(&x);
-        if (matches.size() > 1) {
-          std::string names;
-          for (size_t i = 0; i < matches.size() && i < 4; ++i) names += (i ? ", " : "") + matches[i]->uuid;
-          *error = Status::bad_input(
-              fmt::format("--workloads: '{}' is the start of {} workloads of {} ({}{}); give more of it", u,
-                          matches.size(), pack.root.string(), names, matches.size() > 4 ? ", ..." : ""));
+        auto visible = pack.visible_workload(u);
+        if (!visible.ok()) {
+          *error = Status::bad_input("--workloads: " + visible.status().message());
           return {};
         }
-        if (matches.empty()) {
-          *error = Status::bad_input(fmt::format("--workloads: no workload '{}' in {}", u, pack.root.string()));
-          return {};
-        }
-        w = matches.front();
+        w = *visible;
       }
       out.push_back(w);
     }

@@ -25,26 +25,6 @@ enum ToolPurpose : uint64_t { kToolInputs = 101, kToolGuard = 102, kToolPoison =
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A workload of the pack's visible set (never the holdout: agents reach these tools) by its uuid or by a start of
-// one that names a single workload (the first 8 characters the tables print, as `kda eval --workloads` takes).
-Result<const task::Workload*> visible_workload(const task::TaskPack& pack, const std::string& uuid) {
-  std::vector<const task::Workload*> starts;
-  for (const auto& w : pack.workloads) {
-    if (w.uuid == uuid) return &w;
-    if (!uuid.empty() && w.uuid.starts_with(uuid)) starts.push_back(&w);
-  }
-  const std::string file = (pack.root / "workloads.jsonl").string();
-  if (starts.empty())
-    return Status::bad_input(fmt::format("{}: no workload with uuid '{}' (field workload.uuid)", file, uuid));
-  if (starts.size() > 1) {
-    std::string names;
-    for (size_t i = 0; i < starts.size() && i < 4; ++i) names += (i ? ", " : "") + starts[i]->uuid;
-    return Status::bad_input(fmt::format("{}: '{}' is the start of {} workloads' uuids ({}{}); give more of it", file,
-                                         uuid, starts.size(), names, starts.size() > 4 ? ", ..." : ""));
-  }
-  return starts.front();
-}
-
 }  // namespace
 
 const char* tool_run_stage_name(ToolRunStage s) {
@@ -116,7 +96,12 @@ namespace {
 // The workload a tool run asks for, once the solution is for the pack's definition and language.
 Result<const task::Workload*> requested_workload(const task::TaskPack& pack, const task::Solution& solution,
                                                  const std::string& uuid) {
-  KDA_ASSIGN_OR_RETURN(const task::Workload* w, visible_workload(pack, uuid));
+  // Never the holdout: agents reach these tools. A start of a uuid that names one workload will do.
+  auto visible = pack.visible_workload(uuid);
+  if (!visible.ok())
+    return Status::bad_input(fmt::format("{}: {} (field workload.uuid)", (pack.root / "workloads.jsonl").string(),
+                                         visible.status().message()));
+  const task::Workload* w = *visible;
   if (solution.definition != pack.definition.name)
     return Status::bad_input(fmt::format("solution '{}': field definition is '{}', the task '{}' defines '{}'",
                                          solution.name, solution.definition, pack.root.string(), pack.definition.name));

@@ -4,6 +4,8 @@
 #include <set>
 #include <system_error>
 
+#include <fmt/format.h>
+
 #include "task/trace.h"
 
 namespace kda::task {
@@ -88,6 +90,22 @@ const Workload* TaskPack::workload(const std::string& uuid) const {
     for (const auto& w : *list)
       if (w.uuid == uuid) return &w;
   return nullptr;
+}
+
+Result<const Workload*> TaskPack::visible_workload(const std::string& id) const {
+  std::vector<const Workload*> starts;
+  for (const auto& w : workloads) {
+    if (w.uuid == id) return &w;
+    if (!id.empty() && w.uuid.starts_with(id)) starts.push_back(&w);
+  }
+  if (starts.empty()) return Status::bad_input(fmt::format("no workload '{}' in {}", id, root.string()));
+  if (starts.size() > 1) {
+    std::string names;
+    for (size_t i = 0; i < starts.size() && i < 4; ++i) names += (i ? ", " : "") + starts[i]->uuid;
+    return Status::bad_input(fmt::format("'{}' is the start of {} workloads of {} ({}{}); give more of it", id,
+                                         starts.size(), root.string(), names, starts.size() > 4 ? ", ..." : ""));
+  }
+  return starts.front();
 }
 
 const Solution* TaskPack::baseline() const {

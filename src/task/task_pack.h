@@ -35,7 +35,11 @@ struct TaskPack {
   bool python_reference_only = false;
 
   const Workload* workload(const std::string& uuid) const;  // searches workloads then holdout
-  const Solution* baseline() const;                         // nullptr when none
+  // The visible workload (never the holdout) with uuid `id` or, failing that, the only one whose uuid starts with
+  // `id` (the 8 characters the result tables print); kBadInput "no workload '<id>' in <root>" when none, or
+  // "'<id>' is the start of <n> workloads of <root> (<up to four>); give more of it" when several.
+  Result<const Workload*> visible_workload(const std::string& id) const;
+  const Solution* baseline() const;  // nullptr when none
 };
 
 // A FlashInfer-Bench dataset's definition as a task: definitions/**/<name>.json, its workloads from

@@ -77,6 +77,24 @@ TEST(TaskPack, LoadsFixturePack) {
   EXPECT_EQ(load_task_pack(kFixtures / "nope").status().kind(), ErrorKind::kNotFound);
 }
 
+// (A start naming one workload: ToolRun.AStartOfAUuidNamesItsWorkload; these uuids differ only in their last character.)
+TEST(TaskPack, VisibleWorkloadByUuidOrTheStartOfOne) {
+  auto pack = load_task_pack(kFixtures / "pack_vector_add");
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  auto whole = pack->visible_workload("33333333-0000-4000-8000-000000000002");
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ((*whole)->uuid, "33333333-0000-4000-8000-000000000002");
+  auto several = pack->visible_workload("33333333");
+  ASSERT_FALSE(several.ok());
+  EXPECT_NE(several.status().message().find("'33333333' is the start of 3 workloads"), std::string::npos);
+  EXPECT_NE(several.status().message().find("give more of it"), std::string::npos);
+  // The holdout is never found, whole or by a start.
+  auto holdout = pack->visible_workload("33333333-0000-4000-8000-000000000004");
+  ASSERT_FALSE(holdout.ok());
+  EXPECT_NE(holdout.status().message().find("no workload '33333333-0000-4000-8000-000000000004'"), std::string::npos);
+  EXPECT_FALSE(pack->visible_workload("").ok());
+}
+
 TEST(TaskPack, CpuReferenceAndGenerator) {
   PackCopy p;
   stdfs::copy(p.dir() / "reference", p.dir() / "reference_cpu", stdfs::copy_options::recursive);
