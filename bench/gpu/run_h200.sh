@@ -50,6 +50,18 @@ BUDGET=${BUDGET:-570}
 has() { case "$STAGES" in *" $1 "*) return 0;; esac; return 1; }
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 cap() { local r; r=$(left); [ "$r" -lt 20 ] && return 1; [ "$1" -lt "$r" ] && r=$1; echo "$r"; }  # cap <s>
+# step <name> <expected rc> <timeout_s> <kda args...>: run kda within the budget, keep its stdout as
+# $OUT/<name>.json and stderr as .err, one line per step in $OUT/profile.jsonl (profile and kprofile stages).
+step() {
+  local name=$1 want=$2 limit; limit=$(cap "$3") || { echo "skipped (budget): $name"; return; }
+  shift 3
+  local start=$(date +%s)
+  timeout "$limit" $B/kda "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
+  local rc=$?
+  echo "{\"step\": \"$name\", \"rc\": $rc, \"expected_rc\": $want, \"seconds\": $(( $(date +%s) - start )), \"command\": \"kda $*\"}" >> "$OUT/profile.jsonl"
+  echo "rc=$rc (expected $want) kda $*"
+  [ "$rc" = "$want" ] || tail -20 "$OUT/$name.err"
+}
 OUT=${OUT:-/tmp/kda-out}
 mkdir -p "$OUT"
 LOG=$OUT/log.txt
@@ -57,7 +69,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl ! -name kprofile.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl \
      ! -name 'files-*.tgz' ! -name kda-bin.tgz -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -206,27 +218,19 @@ for i in range(0, len(uuids), n): print(','.join(uuids[i:i + n]))" > "$OUT/chunk
 fi
 if has kprofile; then
   # Nsight Compute on kda's own solutions: every line of $KPROFILES (default bench/gpu/kprofiles.txt) is
-  # "<timeout_s> <solution> <task> <workload> [kda ncu profile options]"; each gives $OUT/kprofiles/<n>.ncu-rep,
-  # kda ncu analyze's REPORT.md and analysis.json in $OUT/kprofiles/<n>/ (packed into the archive), and one
-  # line in results.jsonl's neighbour kprofile.jsonl.
+  # "<timeout_s> <solution> <task> <workload> [kda ncu profile options]"; each is a step (kprofiles/<n>.json, one
+  # line in profile.jsonl) and gives kda ncu analyze's REPORT.md and analysis.json in $OUT/kprofiles/<n>/.
   mkdir -p "$OUT/kprofiles"
   n=0
   while read -r limit sol task workload opts; do
     case "$limit" in '' | \#*) continue ;; esac
     n=$((n + 1))
-    name="$(basename "$sol")_$n"
-    lim=$(cap "$limit") || { echo "skipped (budget): ncu profile $sol $workload"; continue; }
-    start=$(date +%s)
-    timeout "$lim" $B/kda ncu profile "$sol" --task "$task" --workload "$workload" $opts \
-      --out "$OUT/kprofiles/$name.ncu-rep" --json > "$OUT/kprofiles/$name.json" 2> "$OUT/kprofiles/$name.err" < /dev/null
-    rc=$?
-    [ -f "$OUT/kprofiles/$name.ncu-rep" ] &&
-      $B/kda ncu analyze "$OUT/kprofiles/$name.ncu-rep" -o "$OUT/kprofiles/$name" > /dev/null 2>> "$OUT/kprofiles/$name.err"
+    name="kprofiles/$(basename "$sol")_$n"
+    step "$name" 0 "$limit" ncu profile "$sol" --task "$task" --workload "$workload" $opts \
+      --out "$OUT/$name.ncu-rep" --json < /dev/null
+    [ -f "$OUT/$name.ncu-rep" ] && $B/kda ncu analyze "$OUT/$name.ncu-rep" -o "$OUT/$name" > /dev/null 2>> "$OUT/$name.err"
     # The analysis is what comes back; the report itself (megabytes) only with KEEP_REP=1.
-    [ "${KEEP_REP:-0}" = 1 ] || rm -f "$OUT/kprofiles/$name.ncu-rep"
-    echo "{\"profile\": \"$name\", \"rc\": $rc, \"seconds\": $(( $(date +%s) - start )), \"command\": \"kda ncu profile $sol --task $task --workload $workload $opts\"}" >> "$OUT/kprofile.jsonl"
-    echo "rc=$rc ncu profile $sol $workload $opts"
-    [ "$rc" = 0 ] || tail -5 "$OUT/kprofiles/$name.err"
+    [ "${KEEP_REP:-0}" = 1 ] || rm -f "$OUT/$name.ncu-rep"
   done < "${KPROFILES:-bench/gpu/kprofiles.txt}"
 fi
 if has hacks || has fixtures || has core || has all; then
@@ -323,18 +327,8 @@ fi
 if has profile; then
   # Results: $OUT/profiles/<name>.ncu-rep (+ .log), $OUT/profiles/<name>/REPORT.md and analysis.json,
   # $OUT/profile_<name>.json (kda ncu profile --json), $OUT/sanitize_<name>.json, one summary line
-  # per step in $OUT/profile.jsonl.
+  # per step in $OUT/profile.jsonl (step, defined at the top).
   mkdir -p "$OUT/profiles"
-  step() {  # step <name> <expected rc> <timeout_s> <kda args...>: run, keep stdout as JSON, record rc
-    local name=$1 want=$2 limit; limit=$(cap "$3") || { echo "skipped (budget): $name"; return; }
-    shift 3
-    local start=$(date +%s)
-    timeout "$limit" $B/kda "$@" > "$OUT/$name.json" 2> "$OUT/$name.err"
-    local rc=$?
-    echo "{\"step\": \"$name\", \"rc\": $rc, \"expected_rc\": $want, \"seconds\": $(( $(date +%s) - start )), \"command\": \"kda $*\"}" >> "$OUT/profile.jsonl"
-    echo "rc=$rc (expected $want) kda $*"
-    [ "$rc" = "$want" ] || tail -20 "$OUT/$name.err"
-  }
   # The dev workload with the largest product of axis values: the one a kernel engineer would profile.
   largest_dev() { $B/kda task show "$1" --json | python3 -c "
 import json, math, sys
