@@ -21,8 +21,9 @@
 //                  state rows) in fp32 registers; it stores each chunk's starting state (bf16) for
 //                  chunk_output, and the final state;
 //     chunk_output per (chunk, value head), in parallel: Q K^T, Delta again from the stored state, O.
-//   Value rows are independent, so the scan splits a head's 128 rows over 8 blocks: 64 blocks for one
-//   sequence, each 4 warps over its 16 rows' 128 key columns (one barrier-separated exchange per GEMM).
+//   Value rows are independent, so the scan splits a head's 128 rows over 8 groups of 4 warps, each over its
+//   16 rows' 128 key columns (one barrier-separated exchange per GEMM): a group a block for one sequence (64
+//   blocks, the shortest chain a chunk), up to 4 a block for many sequences (they share each chunk's W and K).
 //   PAIRS (a mask: 1 X, 2 W, 4 U, 8 Delta) makes those of the scan's operands bf16 pairs: the rounded value
 //   and what its rounding left out, about 16 significant bits. A state that hardly decays keeps every
 //   rounding of thousands of tokens, and bf16 alone put it 1-4 % off (the pack's decay_near_one stress).
@@ -46,6 +47,13 @@
 #ifndef STAGES
 #define STAGES 3  // state_scan: chunks of W, K, U in flight (2 or 3)
 #endif
+#ifndef GROUPS
+#define GROUPS 0  // state_scan: groups of 16 value rows a block (1, 2 or 4); 0: by the number of (sequence, head)s
+#endif
+#ifndef ORDER
+#define ORDER 1  // block order: 1 a (sequence, head)'s scan slices together, a chunk's heads together; 0 the first
+                 // version's (sequences first in the scan, chunks first in the per-chunk kernels)
+#endif
 #ifndef PAIRS
 #define PAIRS 13  // which of the scan's bf16 operands are bf16 pairs (~16 significant bits): a mask of 1 X, 2 W, 4 U,
                  // 8 Delta (15: all four); 0: bf16 alone
@@ -59,9 +67,11 @@ constexpr int C = 64;        // chunk length
 constexpr int LDK = D + 8;   // shared row stride of 128-wide bf16 tiles (conflict-free ldmatrix)
 constexpr int LDC = C + 8;   // shared row stride of 64-wide bf16 tiles
 constexpr int LDA = C + 1;   // shared row stride of fp32 64 x 64 tiles
-constexpr int LDU = 24;      // row stride of a U slice (16 values)
+constexpr int LDU = 16;      // row stride of a U slice (16 values, unpadded: it is read a value at a time)
 constexpr int kRowsPerScan = 16;  // value rows per state_scan block
 static_assert(STAGES == 2 || STAGES == 3, "STAGES is 2 or 3");
+static_assert(GROUPS == 0 || GROUPS == 1 || GROUPS == 2 || GROUPS == 4, "GROUPS is 0, 1, 2 or 4");
+static_assert(ORDER == 0 || ORDER == 1, "ORDER is 0 or 1");
 static_assert(PAIRS >= 0 && PAIRS <= 15, "PAIRS is a mask of 1 (X), 2 (W), 4 (U) and 8 (Delta)");
 constexpr bool kPairX = (PAIRS & 1) != 0, kPairW = (PAIRS & 2) != 0, kPairU = (PAIRS & 4) != 0,
                kPairD = (PAIRS & 8) != 0;
@@ -312,8 +322,8 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
   __shared__ int64_t s_t0;
   __shared__ int s_len;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int h = blockIdx.y;
-  const int64_t chunk = blockIdx.x;
+  const int h = ORDER == 1 ? static_cast<int>(blockIdx.x % p.HV) : static_cast<int>(blockIdx.y);
+  const int64_t chunk = ORDER == 1 ? blockIdx.x / p.HV : blockIdx.x;
   launch_dependents();  // state_scan's blocks may load their initial states meanwhile
   if (warp == 0) {
     int64_t t0 = -1;
@@ -451,30 +461,38 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
 }
 
 
-// ---- state_scan: per (sequence, value head, 16 value rows), chunk after chunk ---------------------------
+// ---- state_scan: per (sequence, value head, 16 kGroups value rows), chunk after chunk -------------------
 
+// A block's chunk stage: W and K are the whole head's, shared by the block's kGroups groups of 16 value rows;
+// U holds each group's 16-value slice (consecutive slices, consecutive in the workspace).
+template <int kGroups>
 struct ScanStage {
-  bf16 w[C * LDK];   // W rows (token-major)
+  bf16 w[C * LDK];  // W rows (token-major)
 #if PAIRS & 2
   bf16 wl[C * LDK];  // their second halves
 #endif
-  bf16 k[C * LDK];   // K rows of the chunk (zero past its end)
-  bf16 u[C * LDU];   // U[t][r0 .. r0 + 15]
+  bf16 k[C * LDK];            // K rows of the chunk (zero past its end)
+  bf16 u[kGroups * C * LDU];  // U[t][r0 + 16 q .. r0 + 16 q + 15], group q after group q
 #if PAIRS & 4
-  bf16 ul[C * LDU];  // their second halves
+  bf16 ul[kGroups * C * LDU];  // their second halves
 #endif
-  float g[C];        // cumulative log decay
+  float g[C];  // cumulative log decay
 };
-// The stages, then X and the scaled Delta^T as A operands (each twice with PAIRS: the pair's halves).
-constexpr size_t kScanSmem = STAGES * sizeof(ScanStage) + (kPairX || kPairD ? 2 : 1) * kRowsPerScan * (LDK + LDC) * sizeof(bf16);
+// Per group, X and the scaled Delta^T as A operands (each twice with PAIRS: the pair's halves).
+constexpr size_t kScanGroupSmem = (kPairX || kPairD ? 2 : 1) * kRowsPerScan * (LDK + LDC) * sizeof(bf16);
+template <int kGroups, int kStages>
+constexpr size_t scan_smem() {
+  return kStages * sizeof(ScanStage<kGroups>) + kGroups * kScanGroupSmem;
+}
 
-// One thread: a chunk's W rows, K rows, U slice and decays into a stage, four bulk copies (the workspace
+// One thread: a chunk's W rows, K rows, U slices and decays into a stage, four bulk copies (the workspace
 // holds them in the stage's layout).
-__device__ __forceinline__ void scan_load(const Params& p, ScanStage& st, uint64_t* bar, int64_t chunk, int h,
+template <int kGroups>
+__device__ __forceinline__ void scan_load(const Params& p, ScanStage<kGroups>& st, uint64_t* bar, int64_t chunk, int h,
                                           int i, int slice) {
   const int64_t ch = chunk * p.HV + h;
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the stage's earlier generic reads
-  mbar_expect_tx(bar, sizeof(ScanStage));
+  mbar_expect_tx(bar, sizeof(ScanStage<kGroups>));
   bulk_copy(st.w, p.W + ch * C * LDK, sizeof(st.w), bar);
   bulk_copy(st.k, p.Kp + (chunk * p.HQ + i) * C * LDK, sizeof(st.k), bar);
   bulk_copy(st.u, p.U + (ch * (D / 16) + slice) * C * LDU, sizeof(st.u), bar);
@@ -487,32 +505,50 @@ __device__ __forceinline__ void scan_load(const Params& p, ScanStage& st, uint64
 #endif
 }
 
-__global__ void __launch_bounds__(128) state_scan(Params p) {
+// The block's (sequence, value head, first 16-row slice) from its index. ORDER 1 numbers a (sequence, head)'s
+// slices consecutively, so that the blocks reading the same chunks of W and K run together and share them in
+// L2 (at T = 8192 the workspace is larger than L2, and every slice reads every chunk's W and K); ORDER 0 (the
+// first version) numbers sequences first.
+struct ScanBlock {
+  int n, h, slice;
+};
+__device__ __forceinline__ ScanBlock scan_block(const Params& p, int slices) {
+  const int b = blockIdx.x;
+  if (ORDER == 0) return {b % p.N, (b / p.N) % p.HV, b / (p.N * p.HV)};
+  return {b / (slices * p.HV), (b / slices) % p.HV, b % slices};
+}
+
+template <int kGroups, int kStages>
+__global__ void __launch_bounds__(128 * kGroups) state_scan(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  ScanStage* stages = reinterpret_cast<ScanStage*>(smem);
-  bf16* Xs = reinterpret_cast<bf16*>(stages + STAGES);  // [16][LDK]  X (bf16), the A operand of X W^T
-  bf16* Ds = Xs + kRowsPerScan * LDK;                   // [16][LDC]  scaled Delta^T, the A operand of D K
-  bf16* Xl = Ds + kRowsPerScan * LDC;                   // [16][LDK]  PAIRS: X's second halves
-  bf16* Dl = Xl + kRowsPerScan * LDK;                   // [16][LDC]  PAIRS: Delta^T's second halves
+  using Stage = ScanStage<kGroups>;
+  Stage* stages = reinterpret_cast<Stage*>(smem);
   __shared__ int64_t s_first;
-  __shared__ __align__(8) uint64_t bars[STAGES];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  const int n = blockIdx.x, h = blockIdx.y, r0 = blockIdx.z * kRowsPerScan;
-  launch_dependents();  // chunk_output's blocks may stage their q and k meanwhile
+  __shared__ __align__(8) uint64_t bars[kStages];
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+  // Group q (warps 4 q .. 4 q + 3) owns value rows r0 .. r0 + 15; its warp w the key columns 32 w .. + 31.
+  const int q = tid >> 7, warp = (tid >> 5) & 3;
+  const ScanBlock blk = scan_block(p, D / kRowsPerScan / kGroups);
+  const int n = blk.n, h = blk.h, slice = blk.slice * kGroups, r0 = (slice + q) * kRowsPerScan;
+  bf16* Xs = reinterpret_cast<bf16*>(stages + kStages) + q * (kScanGroupSmem / sizeof(bf16));  // [16][LDK] X (bf16)
+  bf16* Ds = Xs + kRowsPerScan * LDK;  // [16][LDC]  scaled Delta^T, the A operand of D K
+  bf16* Xl = Ds + kRowsPerScan * LDC;  // [16][LDK]  PAIRS: X's second halves
+  bf16* Dl = Xl + kRowsPerScan * LDK;  // [16][LDC]  PAIRS: Delta^T's second halves
+  launch_dependents();                 // chunk_output's blocks may stage their q and k meanwhile
   const int i = h / (p.HV / p.HQ);
   const int64_t start = p.cu[n];
   const int64_t L = p.cu[n + 1] - start;
   float* out_rows = p.new_state + ((static_cast<int64_t>(n) * p.HV + h) * D + r0) * D;
   if (L <= 0) {  // the reference's quirk: an empty sequence's new state is zero
-    for (int x = tid; x < kRowsPerScan * D / 4; x += 128)
+    for (int x = tid & 127; x < kRowsPerScan * D / 4; x += 128)
       reinterpret_cast<float4*>(out_rows)[x] = make_float4(0.f, 0.f, 0.f, 0.f);
     return;
   }
-  if (warp == 0) {
+  if (tid < 32) {
     const int64_t f = chunks_before(p.cu, n);
     if (lane == 0) {
       s_first = f;
-      for (int b = 0; b < STAGES; ++b) mbar_init(&bars[b], 1);
+      for (int b = 0; b < kStages; ++b) mbar_init(&bars[b], 1);
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
   }
@@ -532,11 +568,11 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
   wait_for_previous();  // wy_prepare's W, U and decays are complete and visible from here
   if (tid == 0)
 #pragma unroll
-    for (int c = 0; c < STAGES - 1; ++c)
-      if (c < nch) scan_load(p, stages[c], &bars[c], first + c, h, i, blockIdx.z);
+    for (int c = 0; c < kStages - 1; ++c)
+      if (c < nch) scan_load(p, stages[c], &bars[c], first + c, h, i, slice);
   for (int c = 0; c < nch; ++c) {
     const int64_t ch = (first + c) * p.HV + h;
-    // The chunk's starting state: bf16 into shared (this block's A operand) and the workspace (chunk_output).
+    // The chunk's starting state: bf16 into shared (this group's A operand) and the workspace (chunk_output).
     bf16* Xg = p.X + ch * D * D + static_cast<int64_t>(r0) * D;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -551,16 +587,20 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
         *reinterpret_cast<uint32_t*>(Xl + (g + 8) * LDK + col) = residual2(x[j][2], x[j][3], hi);
       }
     }
-    mbar_wait(&bars[c % STAGES], (c / STAGES) & 1);
+    mbar_wait(&bars[c % kStages], (c / kStages) & 1);
     __syncthreads();
     if (tid == 0) {
-      const int cn = c + STAGES - 1;  // into the stage every warp finished with in chunk c - 1
-      if (cn < nch) scan_load(p, stages[cn % STAGES], &bars[cn % STAGES], first + cn, h, i, blockIdx.z);
+      const int cn = c + kStages - 1;  // into the stage every warp finished with in chunk c - 1
+      if (cn < nch) scan_load(p, stages[cn % kStages], &bars[cn % kStages], first + cn, h, i, slice);
     }
-    const ScanStage& st = stages[c % STAGES];
+    const Stage& st = stages[c % kStages];
+    const bf16* us = st.u + q * C * LDU;  // this group's U slice
+#if PAIRS & 4
+    const bf16* uls = st.ul + q * C * LDU;
+#endif
     // Delta^T (16 x 64) = U^T - X W^T; warp w: tokens 16 w .. 16 w + 15. With PAIRS, X W^T is
     // Xh Wh^T + Xl Wh^T + Xh Wl^T (Xl Wl^T is below fp32's rounding of the sum).
-    float d[2][4] = {}, d_odd[2][4] = {};  // even and odd k-steps: two chains of 4, not one of 8
+    float d[2][4] = {}, d_odd[2][4] = {};    // even and odd k-steps: two chains of 4, not one of 8
     float dl[2][4] = {}, dl_odd[2][4] = {};  // PAIRS: the cross terms, two more chains
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
@@ -582,7 +622,8 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) d[jj][e] += kPairX || kPairW ? d_odd[jj][e] + (dl[jj][e] + dl_odd[jj][e]) : d_odd[jj][e];
+      for (int e = 0; e < 4; ++e)
+        d[jj][e] += kPairX || kPairW ? d_odd[jj][e] + (dl[jj][e] + dl_odd[jj][e]) : d_odd[jj][e];
     const float cC = st.g[C - 1];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -592,10 +633,10 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
       for (int e = 0; e < 2; ++e) f[e] = __expf(cC - st.g[tok + e]);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float u0 = __bfloat162float(st.u[(tok + e) * LDU + g]), u1 = __bfloat162float(st.u[(tok + e) * LDU + g + 8]);
+        float u0 = __bfloat162float(us[(tok + e) * LDU + g]), u1 = __bfloat162float(us[(tok + e) * LDU + g + 8]);
 #if PAIRS & 4
-        u0 += __bfloat162float(st.ul[(tok + e) * LDU + g]);
-        u1 += __bfloat162float(st.ul[(tok + e) * LDU + g + 8]);
+        u0 += __bfloat162float(uls[(tok + e) * LDU + g]);
+        u1 += __bfloat162float(uls[(tok + e) * LDU + g + 8]);
 #endif
         d[jj][e] = (u0 - d[jj][e]) * f[e];
         d[jj][2 + e] = (u1 - d[jj][2 + e]) * f[e];
@@ -650,6 +691,19 @@ __global__ void __launch_bounds__(128) state_scan(Params p) {
   }
 }
 
+// The scan's variants: kGroups groups of 16 value rows a block share each chunk's W and K (fewer copies of
+// them, more warps an SM where many sequences fill the GPU); four groups fit shared memory with two stages.
+struct ScanVariant {
+  void (*kernel)(Params);
+  int groups;
+  size_t smem;
+};
+constexpr ScanVariant kScanVariants[] = {
+    {state_scan<1, STAGES>, 1, scan_smem<1, STAGES>()},
+    {state_scan<2, STAGES>, 2, scan_smem<2, STAGES>()},
+    {state_scan<4, 2>, 4, scan_smem<4, 2>()},
+};
+
 // ---- chunk_output: per (chunk, value head) -----------------------------------------------------------
 
 constexpr size_t kOutSmem = 3 * C * LDK * sizeof(bf16) + D * LDK * sizeof(bf16) + C * LDC * sizeof(bf16) +
@@ -666,8 +720,8 @@ __global__ void __launch_bounds__(256) chunk_output(Params p) {
   __shared__ int64_t s_t0;
   __shared__ int s_len;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  const int h = blockIdx.y;
-  const int64_t chunk = blockIdx.x;
+  const int h = ORDER == 1 ? static_cast<int>(blockIdx.x % p.HV) : static_cast<int>(blockIdx.y);
+  const int64_t chunk = ORDER == 1 ? blockIdx.x / p.HV : blockIdx.x;
   if (warp == 0) {
     int64_t t0 = -1;
     int len = 0;
@@ -897,16 +951,31 @@ bool reserve(size_t bytes) {
 }
 
 bool configured = false;
+int num_sms = 0;
 
 cudaError_t configure() {
   if (configured) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(wy_prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kPrepSmem));
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(state_scan, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kScanSmem));
+    e = cudaFuncSetAttribute(wy_prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kPrepSmem));
+  for (const ScanVariant& v : kScanVariants)
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(v.smem));
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(chunk_output, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kOutSmem));
   configured = e == cudaSuccess;
   return e;
+}
+
+// GROUPS, or else the fewest groups a block whose blocks fit one wave (one block an SM: with three stages every
+// variant needs over half an SM's shared memory), four where none does: one sequence's 64 row slices keep a block each
+// (the shortest chain a chunk), many sequences share each chunk's W and K four ways.
+const ScanVariant& scan_variant(int64_t slices) {
+  for (const ScanVariant& v : kScanVariants)
+    if (GROUPS == 0 ? slices / v.groups <= num_sms : v.groups == GROUPS) return v;
+  return kScanVariants[2];
 }
 
 // A launch that may begin while the previous kernel on the stream runs (programmatic dependent launch):
@@ -968,6 +1037,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   if (configure() != cudaSuccess) return 5;
   // At most T / C + N chunks: every sequence has ceil(len / C) <= len / C + 1.
   const int64_t chunks = T / C + N;
+  // Every kernel's blocks in one grid dimension.
+  if (chunks * HV > INT32_MAX || N * HV * (D / kRowsPerScan) > INT32_MAX) return 3;
   const int64_t per = static_cast<int64_t>(HV) * chunks;
   const size_t w_elems = static_cast<size_t>(per) * C * LDK, u_elems = static_cast<size_t>(per) * D / 16 * C * LDU,
                k_elems = static_cast<size_t>(chunks) * HQ * C * LDK, x_elems = static_cast<size_t>(per) * D * D;
@@ -982,10 +1053,14 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   p.Kp = p.U + u_elems + wl_elems + ul_elems;
   p.X = p.Kp + k_elems;
   p.G = reinterpret_cast<float*>(p.X + x_elems);
-  const dim3 per_chunk(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
+  // ORDER 1: a chunk's value heads together (the two of a q/k head read the same K, and Q).
+  const dim3 per_chunk = ORDER == 1 ? dim3(static_cast<unsigned>(chunks * HV))
+                                    : dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
   wy_prepare<<<per_chunk, 256, kPrepSmem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return 5;
-  if (launch_after(state_scan, rows, 128, kScanSmem, s, p) != cudaSuccess) return 5;
+  const ScanVariant& scan = scan_variant(N * HV * (D / kRowsPerScan));
+  const dim3 scan_grid(static_cast<unsigned>(N * HV * (D / kRowsPerScan / scan.groups)));
+  if (launch_after(scan.kernel, scan_grid, 128 * scan.groups, scan.smem, s, p) != cudaSuccess) return 5;
   if (launch_after(chunk_output, per_chunk, 256, kOutSmem, s, p) != cudaSuccess) return 5;
   return 0;
 }
