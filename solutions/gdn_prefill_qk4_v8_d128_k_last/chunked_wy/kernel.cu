@@ -51,8 +51,9 @@
 #define GROUPS 0  // state_scan: groups of 16 value rows a block (1, 2 or 4); 0: by the number of (sequence, head)s
 #endif
 #ifndef ORDER
-#define ORDER 1  // block order: 1 a (sequence, head)'s scan slices together, a chunk's heads together; 0 the first
-                 // version's (sequences first in the scan, chunks first in the per-chunk kernels)
+#define ORDER 1  // block order: 1 a (sequence, head)'s scan slices together, a chunk's heads together; 2 as 1 with
+                 // the scan's longest sequences first; 0 the first version's (sequences first in the scan, chunks
+                 // first in the per-chunk kernels)
 #endif
 #ifndef PAIRS
 #define PAIRS 13  // which of the scan's bf16 operands are bf16 pairs (~16 significant bits): a mask of 1 X, 2 W, 4 U,
@@ -71,7 +72,7 @@ constexpr int LDU = 16;      // row stride of a U slice (16 values, unpadded: it
 constexpr int kRowsPerScan = 16;  // value rows per state_scan block
 static_assert(STAGES == 2 || STAGES == 3, "STAGES is 2 or 3");
 static_assert(GROUPS == 0 || GROUPS == 1 || GROUPS == 2 || GROUPS == 4, "GROUPS is 0, 1, 2 or 4");
-static_assert(ORDER == 0 || ORDER == 1, "ORDER is 0 or 1");
+static_assert(ORDER >= 0 && ORDER <= 2, "ORDER is 0, 1 or 2");
 static_assert(PAIRS >= 0 && PAIRS <= 15, "PAIRS is a mask of 1 (X), 2 (W), 4 (U) and 8 (Delta)");
 constexpr bool kPairX = (PAIRS & 1) != 0, kPairW = (PAIRS & 2) != 0, kPairU = (PAIRS & 4) != 0,
                kPairD = (PAIRS & 8) != 0;
@@ -518,6 +519,26 @@ __device__ __forceinline__ ScanBlock scan_block(const Params& p, int slices) {
   return {b / (slices * p.HV), (b / slices) % p.HV, b % slices};
 }
 
+// ORDER 2, the whole block: the sequence of rank `slot` by length, longest first (ties by index), so that the
+// longest chains start in the first wave and the short ones fill in behind them; `slot` itself past
+// kRankedMax sequences.
+constexpr int kRankedMax = 128;
+__device__ int longest_first(const Params& p, int slot) {
+  __shared__ int64_t len[kRankedMax];
+  __shared__ int seq;
+  if (p.N > kRankedMax) return slot;
+  const int j = threadIdx.x;
+  if (j < p.N) len[j] = p.cu[j + 1] - p.cu[j];
+  __syncthreads();
+  if (j < p.N) {
+    int rank = 0;
+    for (int k = 0; k < p.N; ++k) rank += len[k] > len[j] || (len[k] == len[j] && k < j);
+    if (rank == slot) seq = j;
+  }
+  __syncthreads();
+  return seq;
+}
+
 template <int kGroups, int kStages>
 __global__ void __launch_bounds__(128 * kGroups) state_scan(Params p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -529,7 +550,8 @@ __global__ void __launch_bounds__(128 * kGroups) state_scan(Params p) {
   // Group q (warps 4 q .. 4 q + 3) owns value rows r0 .. r0 + 15; its warp w the key columns 32 w .. + 31.
   const int q = tid >> 7, warp = (tid >> 5) & 3;
   const ScanBlock blk = scan_block(p, D / kRowsPerScan / kGroups);
-  const int n = blk.n, h = blk.h, slice = blk.slice * kGroups, r0 = (slice + q) * kRowsPerScan;
+  const int n = ORDER == 2 ? longest_first(p, blk.n) : blk.n;
+  const int h = blk.h, slice = blk.slice * kGroups, r0 = (slice + q) * kRowsPerScan;
   bf16* Xs = reinterpret_cast<bf16*>(stages + kStages) + q * (kScanGroupSmem / sizeof(bf16));  // [16][LDK] X (bf16)
   bf16* Ds = Xs + kRowsPerScan * LDK;  // [16][LDC]  scaled Delta^T, the A operand of D K
   bf16* Xl = Ds + kRowsPerScan * LDC;  // [16][LDK]  PAIRS: X's second halves
