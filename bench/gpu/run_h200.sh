@@ -35,11 +35,14 @@
 #   bench/gpu/run_h200.sh modes     where a µs kernel's slow calls come from (bench/gpu/latency_modes.cu):
 #                                   flush, warmed translations, idle gaps, place in its page; MODES_PROCS runs,
 #                                   then two beside a process holding an idle context
+#   bench/gpu/run_h200.sh codefetch what a kernel's code size costs after kda eval's L2 flush (bench/gpu/code_fetch.cu):
+#                                   unrolled against rolled kernels of 1-64 KiB of code, one warp and a full grid,
+#                                   with and without the flush; one JSON line each into $OUT/codefetch.jsonl
 #   bench/gpu/run_h200.sh spread    run-to-run spread: each CUDA pack's dev workloads SPREAD_RUNS times
 #                                   (default 5, fresh seeds), CV per workload by bench/gpu/spread.py
 #   bench/gpu/run_h200.sh all       core and contest (longer than one device command allows)
 # Several stages may be named in one command (bench/gpu/run_h200.sh quick hacks): they run in the
-# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, kernels, kprofile, final, contest, fidelity, timers, modes, profile), sharing one
+# script's order (ctest, quick, overhead, spread, core, hacks, fixtures, codefetch, kernels, kprofile, final, contest, fidelity, timers, modes, profile), sharing one
 # build. BUDGET (seconds since the script started, default 570) bounds the whole command: every
 # evaluation's timeout is cut to what is left, and nothing starts in the last 20 s, so the archive
 # is always written before the device command's 600 s limit.
@@ -69,7 +72,7 @@ exec > >(tee -a "$LOG") 2>&1
 # The device tool brings back only a handful of files: at exit everything except the log and the
 # results goes into one archive.
 pack_out() {
-  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl \
+  (cd "$OUT" && find . -type f ! -name log.txt ! -name results.jsonl ! -name fidelity.jsonl ! -name profile.jsonl ! -name overhead.jsonl ! -name spread.jsonl ! -name timers.jsonl ! -name modes.jsonl ! -name codefetch.jsonl \
      ! -name 'files-*.tgz' ! -name kda-bin.tgz -print0 | tar czf "files-$STAGE.tgz" --null -T - --remove-files) 2> /dev/null || true
 }
 trap pack_out EXIT
@@ -187,6 +190,16 @@ if has fixtures; then
       record 60 "$f" --task "$task" --workloads dev --trials 1 --iterations 5 --call-timeout 5
     fi
   done
+fi
+if has codefetch; then
+  # What a kernel's code size costs after kda eval's L2 flush (bench/gpu/code_fetch.cu): one JSON line per
+  # (kernel, KiB of code, grid, flush) into $OUT/codefetch.jsonl.
+  # Built here with nvcc alone (it needs only the runner's flush), so a prebuilt kda stays usable.
+  cuda=$(dirname "$(command -v nvcc)")/..
+  nvcc -arch=sm_90a -O3 -std=c++20 -I. -Isrc -Ibench/gpu -Ideps/include bench/gpu/code_fetch.cu src/runner/device_inputs.cu \
+    -L"$cuda/lib64" -L"$cuda/extras/CUPTI/lib64" -lcupti -o "$B/code_fetch_bench" > "$OUT/codefetch_build.log" 2>&1 ||
+    tail -5 "$OUT/codefetch_build.log"
+  lim=$(cap 120) && timeout "$lim" "$B/code_fetch_bench" | tee -a "$OUT/codefetch.jsonl"
 fi
 if has kernels; then
   # kda's own solutions (solutions/): every line of $KERNELS (default bench/gpu/kernels.txt) is
