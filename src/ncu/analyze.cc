@@ -432,6 +432,7 @@ KernelAnalysis analyze_kernel(const Report& report, const KernelResult& k, const
   a.stalls = compute_stalls(k);
   std::vector<Hotspot> all_pcs = compute_hotspots(k, &a.pc_base);
   a.source_note = k.source_note;
+  a.code_bytes = k.code_bytes;
   a.hotspots.assign(all_pcs.begin(),
                     all_pcs.begin() + static_cast<long>(std::min(all_pcs.size(), options.max_hotspots)));
   a.memory = compute_memory(k);
@@ -469,6 +470,7 @@ const std::vector<std::string>& wiki_page_ids() {
   static const std::vector<std::string> kIds = {
       "diagnosis/bank-conflicts",
       "diagnosis/barrier-stalls",
+      "diagnosis/code-fetch",
       "diagnosis/compute-bound",
       "diagnosis/long-scoreboard-stalls",
       "diagnosis/low-occupancy-registers",

@@ -112,10 +112,11 @@ struct KernelAnalysis {
   std::vector<std::pair<std::string, double>> headline;  // ncu metric name -> base-unit value, in display order
   Roofline roofline;
   Occupancy occupancy;
-  std::vector<StallShare> stalls;  // descending
-  std::vector<Hotspot> hotspots;   // descending by samples (at most AnalyzeOptions::max_hotspots)
-  uint64_t pc_base = 0;            // lowest PC seen for the kernel (its entry); offsets are relative to it
-  std::string source_note;         // why hotspots lack lines or SASS (e.g. "build with -lineinfo"), "" if not
+  std::vector<StallShare> stalls;      // descending
+  std::vector<Hotspot> hotspots;       // descending by samples (at most AnalyzeOptions::max_hotspots)
+  uint64_t pc_base = 0;                // lowest PC seen for the kernel (its entry); offsets are relative to it
+  std::string source_note;             // why hotspots lack lines or SASS (e.g. "build with -lineinfo"), "" if not
+  std::optional<uint64_t> code_bytes;  // the kernel's code size (its .text in the report's cubin), when embedded
   MemoryStats memory;
   std::optional<double> tensor_pipe_pct;
   Timeline timeline;

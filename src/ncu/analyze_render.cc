@@ -147,6 +147,7 @@ nlohmann::json to_json(const Analysis& analysis) {
         {"hotspots", hotspots},
         {"pc_base", fmt::format("0x{:x}", k.pc_base)},
         {"source_note", k.source_note},
+        {"code_bytes", k.code_bytes ? nlohmann::json(*k.code_bytes) : nlohmann::json(nullptr)},
         {"memory",
          {{"sectors_per_request_global_ld", opt(m.sectors_per_request_ld)},
           {"sectors_per_request_global_st", opt(m.sectors_per_request_st)},
@@ -190,6 +191,7 @@ std::string to_markdown(const Analysis& analysis) {
     s << fmt::format("Grid ({}, {}, {}) x block ({}, {}, {}).", k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y,
                      k.block.z);
     if (auto d = metric("gpu__time_duration.sum")) s << " Duration **" << human(*d, "ns") << "**.";
+    if (k.code_bytes) s << fmt::format(" Code {:.1f} KiB.", static_cast<double>(*k.code_bytes) / 1024);
     auto pct = [&](const char* name) {
       auto v = metric(name);
       return v ? fmt::format("{:.1f}%", *v) : std::string("n/a");

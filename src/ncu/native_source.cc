@@ -113,12 +113,17 @@ void attach_native_lines(Report& report) {
   for (const auto& f : report.source_files)
     if (!f.content.empty()) file_lines[f.path] = split_lines(f.content);
   for (auto& k : report.kernels) {
-    if (!k.source.empty()) continue;
+    const bool has_rows = !k.source.empty();  // from a CSV source page: only the code size is added
     if (k.mangled_name.empty()) {
-      add_note(k, "the report does not name the kernel's function");
+      if (!has_rows) add_note(k, "the report does not name the kernel's function");
       continue;
     }
     auto which = cubin_of(k, report, cache);
+    if (which) {
+      const Cubin& cubin = *cache[*which]->cubin;
+      k.code_bytes = cubin.sections()[*cubin.function_section(k.mangled_name)].size;
+    }
+    if (has_rows) continue;
     if (!which) {
       add_note(k, "the report embeds no cubin defining " + k.mangled_name);
       continue;

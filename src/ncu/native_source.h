@@ -14,8 +14,9 @@
 namespace kda::ncu {
 
 // Fills `source` (and `source_note` where something is missing, e.g. no .debug_line: "build with
-// -lineinfo") for every kernel of a native report that has no source rows yet. A cubin that cannot
-// be decoded becomes a note, never an error. parse_ncu_rep calls it.
+// -lineinfo") for every kernel of a native report that has no source rows yet, and `code_bytes` for
+// every kernel whose cubin the report embeds. A cubin that cannot be decoded becomes a note, never an
+// error. parse_ncu_rep calls it.
 void attach_native_lines(Report& report);
 
 // Disassembles each embedded cubin once with `nvdisasm` and sets SourceRow::sass on the native

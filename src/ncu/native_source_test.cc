@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "ncu/analyze.h"
@@ -71,12 +72,15 @@ TEST(NativeSource, SmemAddressesAndLinesEqualNcusSourcePage) {
     EXPECT_EQ(it->second->file, "/tmp/w/k.cu");
     EXPECT_TRUE(it->second->cuda.starts_with("__global__ void smem(float*o)")) << it->second->cuda;  // imported source
   }
+  EXPECT_EQ(smem->code_bytes, std::optional<uint64_t>(40u * 16));  // the .text section's size, every row of it
   // Both saxpy launches map to their own section at the same load address, line 1.
   for (const auto& k : rep.kernels) {
     if (!k.name.starts_with("saxpy")) continue;
     ASSERT_EQ(k.source.size(), 0x380u / 16);
+    EXPECT_EQ(k.code_bytes, std::optional<uint64_t>(0x380));
     for (const auto& row : k.source) EXPECT_EQ(row.line, 1);
   }
+  for (const auto& k : csv.kernels) EXPECT_FALSE(k.code_bytes);  // a CSV source page embeds no cubin
 }
 
 TEST(NativeSource, SaxpyAddressesEqualNcusSourcePage) {

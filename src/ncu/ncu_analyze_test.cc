@@ -262,6 +262,47 @@ TEST(Analyze, TensorPipeNoiseDoesNotMakeAnFp32KernelComputeBound) {
   EXPECT_EQ(roof.bound, "memory");
 }
 
+// A large straight-line kernel that runs for a few microseconds (the MoE route: 67 KiB of code, one warp,
+// 17 us) gets the code-fetch priority; the same code in a 6 ms kernel, or 4 KiB in the short one, does not.
+TEST(Analyze, LargeCodeInAShortKernelIsACodeFetchPriority) {
+  auto priorities_of = [](uint64_t code_bytes, double duration_ns) {
+    Report r;
+    KernelResult k;
+    k.name = "route";
+    k.code_bytes = code_bytes;
+    k.metrics = {number_metric("gpu__time_duration.sum", duration_ns),
+                 number_metric("launch__waves_per_multiprocessor", 0.0006)};
+    k.reindex();
+    r.kernels.push_back(k);
+    auto a = analyze(r);
+    EXPECT_TRUE(a.ok());
+    return a.ok() ? a->kernels[0] : KernelAnalysis{};
+  };
+  auto find = [](const KernelAnalysis& ka) -> const Priority* {
+    for (const auto& p : ka.priorities)
+      if (p.id == "code-fetch") return &p;
+    return nullptr;
+  };
+  const KernelAnalysis route = priorities_of(67 * 1024, 17120);
+  EXPECT_EQ(route.code_bytes, std::optional<uint64_t>(67 * 1024));
+  const Priority* p = find(route);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NEAR(p->expected_gain_pct, 90, 1e-9);  // 67 KiB x 0.23 us = 15.4 us of 17.1: capped at 90 %
+  EXPECT_TRUE(has_wiki(*p, "diagnosis/code-fetch"));
+  const Evidence* bytes = find_evidence(*p, "code_bytes (the kernel's .text in the report's cubin)");
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(bytes->value, 67.0 * 1024);
+  const KernelAnalysis mid = priorities_of(42 * 1024, 86e3);  // wy_prepare at T = 8192: 9.7 of 86 us
+  ASSERT_NE(find(mid), nullptr);
+  EXPECT_NEAR(find(mid)->expected_gain_pct, 100 * 42 * 230 / 86e3, 1e-9);
+  EXPECT_EQ(find(priorities_of(67 * 1024, 6.4e6)), nullptr);  // the GEMM at T = 14107: fetch is noise
+  EXPECT_EQ(find(priorities_of(4 * 1024, 2000)), nullptr);    // small code
+  EXPECT_EQ(find(priorities_of(67 * 1024, 0)), nullptr);      // no duration: no estimate
+  const std::string md = to_markdown(Analysis{.kernels = {route}});
+  EXPECT_NE(md.find("Code 67.0 KiB."), std::string::npos) << md;
+  EXPECT_EQ(to_json(Analysis{.kernels = {route}})["kernels"][0]["code_bytes"], 67 * 1024);
+}
+
 // A metric set from another architecture resolves through the aliases (sm_100 tensor pipe name).
 TEST(Analyze, AliasesResolveOtherArchitectures) {
   Report r;

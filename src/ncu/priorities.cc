@@ -59,6 +59,7 @@ std::vector<std::string> stall_wiki(const std::string& reason) {
     return {"diagnosis/bank-conflicts", "technique/software-pipelining"};
   if (reason == "gmma") return {"hopper/wgmma", "technique/warp-specialization"};
   if (reason == "math_pipe_throttle") return {"diagnosis/compute-bound"};
+  if (reason == "no_instruction" || reason == "no_instructions") return {"diagnosis/code-fetch"};
   return {"technique/software-pipelining"};
 }
 
@@ -431,6 +432,41 @@ std::optional<Priority> tail_effect(Context& c) {
   return std::nullopt;
 }
 
+// Code that arrives from memory: kda eval (and ncu's --cache-control all) starts each call with a cold L2, so a
+// kernel whose code runs through once (loops unrolled; a small grid or a single pass) fetches its instruction
+// lines one after another. The model: the code's KiB times a cost per KiB, against the kernel's duration. The
+// cost is an estimate: the slope of a line through five kda kernels' H100 latencies at their smallest inputs
+// against their code size (GDN decode 6.9 KiB 2.2 us, short_scan 18.7 KiB 4.7 us, chunk_output 27.6 KiB 8.0 us,
+// wy_prepare 42.4 KiB 12.8 us, the MoE route 67 KiB 15.7 us: 0.23 us a KiB, 1.0 us at none; session 12,
+// knowledge/diagnosis/code-fetch.md). bench/gpu/code_fetch.cu measures it apart from any algorithm.
+constexpr double kFetchNsPerKiB = 230;
+std::optional<Priority> code_fetch(Context& c) {
+  const KernelResult& k = c.k;
+  const double duration_ns = get(k, "gpu__time_duration.sum");
+  if (!c.a.code_bytes || duration_ns <= 0) return std::nullopt;
+  const double kib = static_cast<double>(*c.a.code_bytes) / 1024;
+  const double share = std::min(90.0, 100 * kib * kFetchNsPerKiB / duration_ns);
+  if (kib < 8 || share < 10) return std::nullopt;
+  Priority p{.id = "code-fetch",
+             .title = fmt::format("{:.0f} KiB of code: about {:.1f} us of instruction fetch after a cold L2", kib,
+                                  kib * kFetchNsPerKiB / 1000),
+             .action =
+                 "Keep the loops that run once rolled (#pragma unroll 1, or a small unroll factor) and unroll "
+                 "only the inner loops that repeat; move rarely taken paths (edge cases, slow-path math) out "
+                 "of line.",
+             .expected_gain_pct = share,
+             .gain_basis = "model: code KiB x an estimated 0.23 us of fetch per KiB / duration",
+             .effort = "low",
+             .evidence = {{"code_bytes (the kernel's .text in the report's cubin)",
+                           static_cast<double>(*c.a.code_bytes), "byte"},
+                          ev(k, "gpu__time_duration.sum")},
+             .wiki = {"diagnosis/code-fetch"}};
+  for (const auto& s : c.a.stalls)
+    if (s.reason == "no_instruction" || s.reason == "no_instructions")
+      p.evidence.push_back({"no_instruction stall share", s.share_pct, "%"});
+  return p;
+}
+
 // Register spills to local memory.
 std::optional<Priority> register_spills(Context& c) {
   const KernelResult& k = c.k;
@@ -547,9 +583,10 @@ void uncovered_rule_findings(const Context& c, std::vector<Priority>& out) {
 using Diagnosis = std::optional<Priority> (*)(Context&);
 // In this order (the order of equal gains in the ranking).
 constexpr Diagnosis kDiagnoses[] = {
-    global_coalescing, shared_bank_conflicts, shared_memory_throughput, dram_bandwidth, warp_stalls,
-    occupancy,         tail_effect,           register_spills,          tensor_cores,   tensor_pipe_roof,
-    timeline_tail,
+    global_coalescing, shared_bank_conflicts, shared_memory_throughput,
+    dram_bandwidth,    warp_stalls,           occupancy,
+    tail_effect,       register_spills,       tensor_cores,
+    tensor_pipe_roof,  timeline_tail,         code_fetch,
 };
 
 }  // namespace

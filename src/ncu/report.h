@@ -128,8 +128,9 @@ struct KernelResult {
   // Source view rows: from a CSV source page, or natively one row per SASS instruction of the
   // kernel (address, file and line from the cubin's .debug_line, SASS text from nvdisasm).
   std::vector<SourceRow> source;
-  uint64_t source_reference = 0;  // native: ProfileResult.Source's Reference (which SourceData)
-  std::string source_note;        // native: why rows lack lines or SASS ("" when complete)
+  uint64_t source_reference = 0;       // native: ProfileResult.Source's Reference (which SourceData)
+  std::string source_note;             // native: why rows lack lines or SASS ("" when complete)
+  std::optional<uint64_t> code_bytes;  // native: the size of the kernel's code (its .text in the embedded cubin)
 
   const Metric* find(std::string_view metric_name) const;
   std::optional<double> number(std::string_view metric_name) const;
