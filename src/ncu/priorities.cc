@@ -444,9 +444,11 @@ std::optional<Priority> code_fetch(Context& c) {
   const KernelResult& k = c.k;
   const double duration_ns = get(k, "gpu__time_duration.sum");
   if (!c.a.code_bytes || duration_ns <= 0) return std::nullopt;
-  const double kib = static_cast<double>(*c.a.code_bytes) / 1024;
-  const double share = std::min(90.0, 100 * kib * kFetchNsPerKiB / duration_ns);
-  if (kib < 8 || share < 10) return std::nullopt;
+  const double kib = static_cast<double>(*c.a.code_bytes) / 1024, fetch_ns = kib * kFetchNsPerKiB;
+  // A kernel done sooner than its whole code could arrive ran only part of it (a branch for small inputs): the
+  // size says nothing about what it fetched.
+  if (kib < 8 || fetch_ns > duration_ns || fetch_ns < 0.1 * duration_ns) return std::nullopt;
+  const double share = std::min(90.0, 100 * fetch_ns / duration_ns);
   Priority p{.id = "code-fetch",
              .title = fmt::format("{:.0f} KiB of code: about {:.1f} us of instruction fetch after a cold L2", kib,
                                   kib * kFetchNsPerKiB / 1000),
