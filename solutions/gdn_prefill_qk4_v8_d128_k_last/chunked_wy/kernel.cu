@@ -55,6 +55,9 @@
                  // the scan's longest sequences first; 0 the first version's (sequences first in the scan, chunks
                  // first in the per-chunk kernels)
 #endif
+#ifndef ROLL
+#define ROLL 0  // 1: keep the one-pass loops of wy_prepare and chunk_output rolled (less code to fetch after a cold L2)
+#endif
 #ifndef PAIRS
 #define PAIRS 13  // which of the scan's bf16 operands are bf16 pairs (~16 significant bits): a mask of 1 X, 2 W, 4 U,
                  // 8 Delta (15: all four); 0: bf16 alone
@@ -63,6 +66,20 @@
 namespace {
 
 using bf16 = __nv_bfloat16;
+
+// ROLL: the loops each block runs once (the GEMMs' k-steps, the substitution's block rows) kept rolled or short,
+// against fully unrolled (0, the measured default). Every call starts after kda eval's L2 flush, so a short call
+// fetches its code from memory: wy_prepare is 42.4 KiB unrolled and 34.2 KiB with ROLL=1, chunk_output 27.6 and
+// about 24 (nvcc 13.0, no stack, no spills; knowledge/diagnosis/code-fetch.md). Not yet measured.
+#if ROLL
+#define ROLL_ONCE _Pragma("unroll 1")
+#define ROLL_PARTLY _Pragma("unroll 4")
+#define ROLL_OUTER _Pragma("unroll 1")
+#else
+#define ROLL_ONCE _Pragma("unroll")
+#define ROLL_PARTLY _Pragma("unroll")
+#define ROLL_OUTER
+#endif
 constexpr int D = 128;       // head size (K = V)
 constexpr int C = 64;        // chunk length
 constexpr int LDK = D + 8;   // shared row stride of 128-wide bf16 tiles (conflict-free ldmatrix)
@@ -289,18 +306,19 @@ __device__ void invert_unit_lower(const float* Am, float* Tm, float* Rm, int tid
   }
   __syncthreads();
   const int r = tid >> 4, c = tid & 15;
+  ROLL_OUTER
   for (int I = 1; I < 4; ++I) {
     for (int J = 0; J < I; ++J) {
       float acc = 0.0f;
       for (int K = J; K < I; ++K)
-#pragma unroll
+ROLL_PARTLY
         for (int m = 0; m < 16; ++m) acc += Am[(16 * I + r) * LDA + 16 * K + m] * Tm[(16 * K + m) * LDA + 16 * J + c];
       Rm[J * 256 + r * 16 + c] = acc;
     }
     __syncthreads();
     for (int J = 0; J < I; ++J) {
       float acc = 0.0f;
-#pragma unroll
+ROLL_PARTLY
       for (int m = 0; m < 16; ++m) acc -= Tm[(16 * I + r) * LDA + 16 * I + m] * Rm[J * 256 + m * 16 + c];
       Tm[(16 * I + r) * LDA + 16 * J + c] = acc;
     }
@@ -368,7 +386,7 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
   const int mt = warp >> 1, half = warp & 1, g = lane >> 2, tg = lane & 3;
   if (32 * half <= 16 * mt + 15) {
     float acc[4][4] = {};
-#pragma unroll
+ROLL_ONCE
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Ks, LDK, 16 * mt, 16 * ks, lane);
@@ -406,7 +424,7 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
   // W = Tw K, U = Tu V (64 x 128): warp w rows 16 (w >> 1), columns 64 (w & 1) .. + 64. K and V are exact in
   // bf16, so with PAIRS a product is two mmas, Tw's halves in turn.
   float w[8][4] = {}, u[8][4] = {};
-#pragma unroll
+ROLL_ONCE
   for (int ks = 0; ks < C / 16; ++ks) {
     uint32_t fw[4], fu[4], fwl[4], ful[4], fb[4];
     frag_a(fw, Tw, LDC, 16 * mt, 16 * ks, lane);
@@ -780,7 +798,7 @@ __global__ void __launch_bounds__(256) chunk_output(Params p) {
   float qk[4][4] = {};
   const bool any = 32 * half <= 16 * mt + 15;
   if (any) {
-#pragma unroll
+ROLL_ONCE
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t fa[4], fb[4];
       frag_a(fa, Qs, LDK, 16 * mt, 16 * ks, lane);
@@ -794,7 +812,7 @@ __global__ void __launch_bounds__(256) chunk_output(Params p) {
   }
   // Delta = U - W X^T and P = Q X^T, both [token][value], value columns 64 half .. + 64.
   float dl[8][4] = {}, o[8][4] = {};
-#pragma unroll
+ROLL_ONCE
   for (int ks = 0; ks < D / 16; ++ks) {
     uint32_t fw[4], fq[4], fb[4];
     frag_a(fw, Ws, LDK, 16 * mt, 16 * ks, lane);
@@ -837,7 +855,7 @@ __global__ void __launch_bounds__(256) chunk_output(Params p) {
   const float f_lo = p.scale * __expf(c_lo), f_hi = p.scale * __expf(c_hi);
 #pragma unroll
   for (int j = 0; j < 8; ++j) o[j][0] *= f_lo, o[j][1] *= f_lo, o[j][2] *= f_hi, o[j][3] *= f_hi;
-#pragma unroll
+ROLL_ONCE
   for (int ks = 0; ks < C / 16; ++ks) {
     uint32_t fa[4], fb[4];
     frag_a(fa, Ms, LDC, 16 * mt, 16 * ks, lane);
