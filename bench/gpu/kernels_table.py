@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of the `kda eval` reports in a run_h200.sh results.jsonl: one table per command, a row per
 workload (verdict, shape, kda latency, baseline, speedup, the median idle time between launches, the median time
-in each kernel), and the report's geomean. Usage: bench/gpu/kernels_table.py results.jsonl [--skip SUBSTRING]..."""
+in each kernel), and the report's geomean and seed. Usage: bench/gpu/kernels_table.py results.jsonl [--skip SUBSTRING]..."""
 import argparse
 import gzip
 import json
@@ -54,8 +54,9 @@ def main():
             if any(s in cmd for s in a.skip) or "report" not in r:
                 continue
             rep = r["report"]
+            # The seed: two lines compare only on the same inputs (docs/evaluator.md, "Comparing two evaluations").
             print(f"\n`{cmd.strip()}`: all PASSED {rep.get('all_passed')}, geomean "
-                  f"{rep.get('score', {}).get('geomean_speedup', 0):.2f}x\n")
+                  f"{rep.get('score', {}).get('geomean_speedup', 0):.2f}x, seed {rep.get('seed', '?')}\n")
             print("| workload | verdict | shape | kda µs | baseline µs | speedup | idle µs | kernels (µs) |")
             print("|---|---|---|---|---|---|---|---|")
             for u, st, shape, lat, base, sp, idle, kern in rows(rep):
