@@ -119,9 +119,11 @@ void attach_native_lines(Report& report) {
       continue;
     }
     auto which = cubin_of(k, report, cache);
+    size_t section = 0;  // the kernel's .text in that cubin
     if (which) {
       const Cubin& cubin = *cache[*which]->cubin;
-      k.code_bytes = cubin.sections()[*cubin.function_section(k.mangled_name)].size;
+      section = *cubin.function_section(k.mangled_name);
+      k.code_bytes = cubin.sections()[section].size;
     }
     if (has_rows) continue;
     if (!which) {
@@ -129,7 +131,6 @@ void attach_native_lines(Report& report) {
       continue;
     }
     const DecodedCubin& d = *cache[*which];
-    const size_t section = *d.cubin->function_section(k.mangled_name);
     std::optional<uint64_t> base;
     for (int pass = 0; pass < 2 && !base; ++pass)
       for (const auto& l : report.function_loads)

@@ -59,7 +59,7 @@ std::vector<std::string> stall_wiki(const std::string& reason) {
     return {"diagnosis/bank-conflicts", "technique/software-pipelining"};
   if (reason == "gmma") return {"hopper/wgmma", "technique/warp-specialization"};
   if (reason == "math_pipe_throttle") return {"diagnosis/compute-bound"};
-  if (reason == "no_instruction" || reason == "no_instructions") return {"diagnosis/code-fetch"};
+  if (reason == "no_instruction") return {"diagnosis/code-fetch"};
   return {"technique/software-pipelining"};
 }
 
@@ -451,7 +451,7 @@ std::optional<Priority> code_fetch(Context& c) {
   const double share = std::min(90.0, 100 * fetch_ns / duration_ns);
   Priority p{.id = "code-fetch",
              .title = fmt::format("{:.0f} KiB of code: about {:.1f} us of instruction fetch after a cold L2", kib,
-                                  kib * kFetchNsPerKiB / 1000),
+                                  fetch_ns / 1000),
              .action =
                  "Keep the loops that run once rolled (#pragma unroll 1, or a small unroll factor) and unroll "
                  "only the inner loops that repeat; move rarely taken paths (edge cases, slow-path math) out "
@@ -463,9 +463,8 @@ std::optional<Priority> code_fetch(Context& c) {
                            static_cast<double>(*c.a.code_bytes), "byte"},
                           ev(k, "gpu__time_duration.sum")},
              .wiki = {"diagnosis/code-fetch"}};
-  for (const auto& s : c.a.stalls)
-    if (s.reason == "no_instruction" || s.reason == "no_instructions")
-      p.evidence.push_back({"no_instruction stall share", s.share_pct, "%"});
+  for (const auto& s : c.a.stalls)  // compute_stalls' names (the per-PC samples call it no_instructions)
+    if (s.reason == "no_instruction") p.evidence.push_back({"no_instruction stall share", s.share_pct, "%"});
   return p;
 }
 
