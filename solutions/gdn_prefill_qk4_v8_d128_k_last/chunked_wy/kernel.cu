@@ -90,6 +90,7 @@ constexpr int kRowsPerScan = 16;  // value rows per state_scan block
 static_assert(STAGES == 2 || STAGES == 3, "STAGES is 2 or 3");
 static_assert(GROUPS == 0 || GROUPS == 1 || GROUPS == 2 || GROUPS == 4, "GROUPS is 0, 1, 2 or 4");
 static_assert(ORDER >= 0 && ORDER <= 2, "ORDER is 0, 1 or 2");
+constexpr bool kHeadsTogether = ORDER != 0;  // the per-chunk kernels' blocks: a chunk's value heads consecutive
 static_assert(PAIRS >= 0 && PAIRS <= 15, "PAIRS is a mask of 1 (X), 2 (W), 4 (U) and 8 (Delta)");
 constexpr bool kPairX = (PAIRS & 1) != 0, kPairW = (PAIRS & 2) != 0, kPairU = (PAIRS & 4) != 0,
                kPairD = (PAIRS & 8) != 0;
@@ -341,8 +342,8 @@ __global__ void __launch_bounds__(256) wy_prepare(Params p) {
   __shared__ int64_t s_t0;
   __shared__ int s_len;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int h = ORDER == 1 ? static_cast<int>(blockIdx.x % p.HV) : static_cast<int>(blockIdx.y);
-  const int64_t chunk = ORDER == 1 ? blockIdx.x / p.HV : blockIdx.x;
+  const int h = kHeadsTogether ? static_cast<int>(blockIdx.x % p.HV) : static_cast<int>(blockIdx.y);
+  const int64_t chunk = kHeadsTogether ? blockIdx.x / p.HV : blockIdx.x;
   launch_dependents();  // state_scan's blocks may load their initial states meanwhile
   if (warp == 0) {
     int64_t t0 = -1;
@@ -760,8 +761,8 @@ __global__ void __launch_bounds__(256) chunk_output(Params p) {
   __shared__ int64_t s_t0;
   __shared__ int s_len;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  const int h = ORDER == 1 ? static_cast<int>(blockIdx.x % p.HV) : static_cast<int>(blockIdx.y);
-  const int64_t chunk = ORDER == 1 ? blockIdx.x / p.HV : blockIdx.x;
+  const int h = kHeadsTogether ? static_cast<int>(blockIdx.x % p.HV) : static_cast<int>(blockIdx.y);
+  const int64_t chunk = kHeadsTogether ? blockIdx.x / p.HV : blockIdx.x;
   if (warp == 0) {
     int64_t t0 = -1;
     int len = 0;
@@ -1093,9 +1094,9 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   p.Kp = p.U + u_elems + wl_elems + ul_elems;
   p.X = p.Kp + k_elems;
   p.G = reinterpret_cast<float*>(p.X + x_elems);
-  // ORDER 1: a chunk's value heads together (the two of a q/k head read the same K, and Q).
-  const dim3 per_chunk = ORDER == 1 ? dim3(static_cast<unsigned>(chunks * HV))
-                                    : dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
+  // ORDER 1 and 2: a chunk's value heads together (the two of a q/k head read the same K, and Q).
+  const dim3 per_chunk = kHeadsTogether ? dim3(static_cast<unsigned>(chunks * HV))
+                                        : dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
   wy_prepare<<<per_chunk, 256, kPrepSmem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return 5;
   const ScanVariant& scan = scan_variant(N * HV * (D / kRowsPerScan));
