@@ -1077,9 +1077,9 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
   }
   if (configure() != cudaSuccess) return 5;
   // At most T / C + N chunks: every sequence has ceil(len / C) <= len / C + 1.
-  const int64_t chunks = T / C + N;
+  const int64_t chunks = T / C + N, slices = N * HV * (D / kRowsPerScan);  // the scan's 16-row slices
   // Every kernel's blocks in one grid dimension.
-  if (chunks * HV > INT32_MAX || N * HV * (D / kRowsPerScan) > INT32_MAX) return 3;
+  if (chunks * HV > INT32_MAX || slices > INT32_MAX) return 3;
   const int64_t per = static_cast<int64_t>(HV) * chunks;
   const size_t w_elems = static_cast<size_t>(per) * C * LDK, u_elems = static_cast<size_t>(per) * D / 16 * C * LDU,
                k_elems = static_cast<size_t>(chunks) * HQ * C * LDK, x_elems = static_cast<size_t>(per) * D * D;
@@ -1099,8 +1099,8 @@ extern "C" int run(const DLTensor* inputs, int64_t num_inputs, DLTensor* outputs
                                         : dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(HV));
   wy_prepare<<<per_chunk, 256, kPrepSmem, s>>>(p);
   if (cudaGetLastError() != cudaSuccess) return 5;
-  const ScanVariant& scan = scan_variant(N * HV * (D / kRowsPerScan));
-  const dim3 scan_grid(static_cast<unsigned>(N * HV * (D / kRowsPerScan / scan.groups)));
+  const ScanVariant& scan = scan_variant(slices);
+  const dim3 scan_grid(static_cast<unsigned>(slices / scan.groups));
   if (launch_after(scan.kernel, scan_grid, 128 * scan.groups, scan.smem, s, p) != cudaSuccess) return 5;
   if (launch_after(chunk_output, per_chunk, 256, kOutSmem, s, p) != cudaSuccess) return 5;
   return 0;
